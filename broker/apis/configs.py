@@ -1,0 +1,59 @@
+"""Shared by the config APIs (32, 33, 44): resource types and describing a topic's configs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..cluster import Cluster
+from ..config import BrokerConfig
+from ..protocol.errors import ErrorCode, KafkaError
+
+TOPIC, BROKER = 2, 4
+# ConfigSource values of DescribeConfigs v1+
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+_TYPES = {bool: 1, str: 2, int: 5, float: 7}  # BOOLEAN, STRING, LONG, DOUBLE
+
+
+def _config_type(value: Any) -> int:
+    return _TYPES.get(type(value), 2)
+
+
+def describe_topic(cluster: Cluster, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
+    topic = cluster.get_topic(name)
+    props = topic.config.to_properties()
+    raw = topic.config.model_dump(by_alias=True)
+    out = []
+    for key, value in props.items():
+        if keys and key not in keys:
+            continue
+        override = key in topic.overrides
+        source = DYNAMIC_TOPIC_CONFIG if override else DEFAULT_CONFIG
+        out.append({"name": key, "value": value, "read_only": False, "config_source": source,
+                    "is_default": not override, "is_sensitive": False, "synonyms": [],
+                    "config_type": _config_type(raw[key]), "documentation": None})
+    return out
+
+
+def describe_broker(cluster: Cluster, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
+    if name not in ("", str(cluster.node_id)):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}")
+    raw = cluster.config.model_dump(by_alias=True)
+    explicit = cluster.config.model_fields_set
+    fields = BrokerConfig.model_fields
+    out = []
+    for attr, f in fields.items():
+        key = f.alias or attr
+        if keys and key not in keys:
+            continue
+        value = raw[key]
+        out.append({"name": key, "value": None if value is None else (str(value).lower() if isinstance(value, bool) else str(value)),
+                    "read_only": True, "config_source": STATIC_BROKER_CONFIG if attr in explicit else DEFAULT_CONFIG,
+                    "is_default": attr not in explicit, "is_sensitive": False, "synonyms": [],
+                    "config_type": _config_type(value), "documentation": None})
+    return out
+
+
+def check_topic_resource(cluster: Cluster, resource_type: int, name: str) -> None:
+    if resource_type != TOPIC:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"altering resource type {resource_type} is not supported; only topics")
+    cluster.get_topic(name)

@@ -1,0 +1,99 @@
+"""Produce (key 0), v0-v8.
+
+Behavior: each partition's records must be exactly one v2 batch (as Kafka requires
+for v3+). The batch is checked (size, magic, length, CRC-32C, record count) and
+appended as received; only its base offset is rewritten, plus the timestamp and CRC
+when the topic uses LogAppendTime. acks=0 gets no response at all; acks=1 and -1 are
+answered after the append, and after the fsync when the partition's ``flush.messages``
+is reached.
+Errors as Kafka answers them: CORRUPT_MESSAGE (damaged bytes), INVALID_RECORD (more
+than one batch, impossible counts), MESSAGE_TOO_LARGE (> max.message.bytes),
+UNSUPPORTED_FOR_MESSAGE_FORMAT (magic 0/1), UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUIRED_ACKS.
+Not implemented: transactions; recompression for topics whose compression.type is
+not ``producer`` (batches are kept as the producer compressed them).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.records import HEADER_SIZE, InvalidBatch, parse_header, set_log_append_time, validate_batch
+from .registry import RequestContext, api
+
+log = logging.getLogger(__name__)
+
+
+def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | None) -> tuple[dict[str, Any], int]:
+    """Validate and append one partition's batch; returns its response entry and end offset."""
+    cluster = ctx.cluster
+    entry: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+                             "log_start_offset": -1, "record_errors": [], "error_message": None}
+    try:
+        plog = cluster.partition(topic_name, index)
+    except KafkaError as exc:
+        entry["error_code"] = exc.code
+        return entry, -1
+    config = plog.config
+    entry["log_start_offset"] = plog.log_start_offset
+    if not records:
+        return entry, -1
+    size = len(records)
+    if size > config.max_message_bytes:
+        entry["error_code"] = ErrorCode.MESSAGE_TOO_LARGE
+        entry["error_message"] = f"batch of {size} bytes exceeds max.message.bytes={config.max_message_bytes}"
+        return entry, -1
+    try:
+        if size >= HEADER_SIZE and parse_header(records).magic in (0, 1):
+            raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, "message format v0/v1 is not supported")
+        first_len = parse_header(records).size if size >= HEADER_SIZE else size
+        if HEADER_SIZE <= first_len < size:
+            raise InvalidBatch("a produce request must carry exactly one record batch per partition", corrupt=False)
+        header = validate_batch(records)
+    except InvalidBatch as exc:
+        entry["error_code"] = ErrorCode.CORRUPT_MESSAGE if exc.corrupt else ErrorCode.INVALID_RECORD
+        entry["error_message"] = str(exc)
+        log.warning("rejected produce to %s-%d from %s: %s", topic_name, index, ctx.peer, exc)
+        return entry, -1
+    except KafkaError as exc:
+        entry["error_code"] = exc.code
+        entry["error_message"] = exc.message
+        return entry, -1
+    batch = bytearray(records)
+    if config.message_timestamp_type == "LogAppendTime":
+        now = int(time.time() * 1000)
+        set_log_append_time(batch, 0, header, now)
+        entry["log_append_time_ms"] = now
+    entry["base_offset"] = plog.append(batch, header)
+    return entry, plog.log_end_offset
+
+
+@api(key=0, min=0, max=8)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+    acks = req.acks
+    responses = []
+    to_flush = []
+    appended = False
+    for topic in req.topic_data:
+        partitions = []
+        for pdata in topic.partition_data:
+            if acks not in (-1, 0, 1):
+                partitions.append({"index": pdata.index, "error_code": ErrorCode.INVALID_REQUIRED_ACKS, "base_offset": -1})
+                continue
+            entry, end = _append(ctx, topic.name, pdata.index, pdata.records)
+            partitions.append(entry)
+            if end >= 0:
+                appended = True
+                flusher = ctx.cluster.flusher(topic.name, pdata.index)
+                if flusher.plog.unflushed_messages >= flusher.plog.config.flush_messages:
+                    to_flush.append((flusher, end))
+        responses.append({"name": topic.name, "partition_responses": partitions})
+    if appended:
+        ctx.cluster.notify_data()
+    for flusher, end in to_flush:
+        await flusher.flush_to(end)
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}

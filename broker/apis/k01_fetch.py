@@ -1,0 +1,74 @@
+"""Fetch (key 1), v0-v11.
+
+Behavior: long poll: answers once ``min_bytes`` are available or ``max_wait_ms`` has
+passed, waking on every append. Returns whole batches as stored (bytes, never
+re-encoded), at most ``partition_max_bytes`` per partition and ``max_bytes`` overall,
+except that the first batch found is returned whole even when larger (as Kafka does,
+so a consumer can always progress). Both isolation levels read up to the high
+watermark, which is also the last stable offset (no transactions). Every requested
+partition is listed in the answer.
+Version notes: fetch sessions are not kept: the answer always has session id 0 (the
+client then keeps sending full fetches); a request naming a session gets
+FETCH_SESSION_ID_NOT_FOUND.
+Not implemented: aborted transactions (none exist), preferred read replicas.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..log import OffsetOutOfRange
+from ..protocol.errors import ErrorCode, KafkaError
+from .registry import RequestContext, api
+
+
+def _read_all(ctx: RequestContext, req: Any, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool]:
+    cluster = ctx.cluster
+    total = 0
+    errors = False
+    responses = []
+    for topic in req.topics:
+        partitions = []
+        for p in topic.partitions:
+            entry: dict[str, Any] = {"partition_index": p.partition, "error_code": 0, "high_watermark": -1,
+                                     "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                                     "preferred_read_replica": -1, "records": b""}
+            try:
+                plog = cluster.partition(topic.topic, p.partition)
+            except KafkaError as exc:
+                entry["error_code"] = exc.code
+                errors = True
+                partitions.append(entry)
+                continue
+            hw = plog.log_end_offset
+            entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+            budget = min(p.partition_max_bytes, max_bytes - total)
+            if p.fetch_offset != hw:
+                try:
+                    data = plog.read(p.fetch_offset, max(budget, 0), min_one=total == 0)
+                except OffsetOutOfRange:
+                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    errors = True
+                    data = b""
+                entry["records"] = data
+                total += len(data)
+            partitions.append(entry)
+        responses.append({"topic": topic.topic, "partitions": partitions})
+    return responses, total, errors
+
+
+@api(key=1, min=0, max=11)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    session_id = getattr(req, "session_id", 0) or 0
+    if session_id != 0:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+    max_bytes = req.max_bytes if ctx.version >= 3 else 2**31 - 1
+    deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
+    while True:
+        responses, total, errors = _read_all(ctx, req, max_bytes)
+        remaining = deadline - time.monotonic()
+        if total >= req.min_bytes or errors or remaining <= 0 or ctx.closing():
+            break
+        await ctx.cluster.wait_for_data(remaining)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

@@ -1,0 +1,52 @@
+"""ListOffsets (key 2), v0-v5.
+
+Behavior: timestamp -2 = log start offset, -1 = end (the high watermark, also for
+read_committed: no transactions), -3 = the record with the largest timestamp, any other
+value = the first record whose timestamp is at or after it (through the time index),
+or -1/-1 when there is none. v0 answers in ``old_style_offsets``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol.errors import KafkaError
+from .registry import RequestContext, api
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+    if timestamp == LATEST:
+        return -1, plog.log_end_offset
+    if timestamp == EARLIEST:
+        return -1, plog.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.max_timestamp()
+        return found if found else (-1, -1)
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    offset, ts = found
+    return ts, offset
+
+
+@api(key=2, min=0, max=5)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    topics = []
+    for topic in req.topics:
+        partitions = []
+        for p in topic.partitions:
+            entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0, "old_style_offsets": [],
+                                     "timestamp": -1, "offset": -1, "leader_epoch": 0}
+            try:
+                plog = ctx.cluster.partition(topic.name, p.partition_index)
+                ts, offset = _lookup(plog, p.timestamp)
+                entry.update(timestamp=ts, offset=offset)
+                if ctx.version == 0:
+                    entry["old_style_offsets"] = [offset] if offset >= 0 else []
+            except KafkaError as exc:
+                entry["error_code"] = exc.code
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

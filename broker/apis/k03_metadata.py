@@ -1,0 +1,83 @@
+"""Metadata (key 3), v0-v8.
+
+Behavior: this node is the only broker, the controller and the leader of every
+partition (leader epoch 0, one replica, in sync). A null topic list (or an empty one
+in v0) means all topics. Unknown topics are created when the request allows it
+(v4+ flag, always before v4) and ``auto.create.topics.enable`` is on; being
+synchronous here, they are answered as ready at once instead of LEADER_NOT_AVAILABLE.
+Not implemented: authorized operations (answered as -2147483648, "not requested").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..cluster import Cluster, Topic
+from ..protocol.errors import ErrorCode, KafkaError
+from .registry import RequestContext, api
+
+UNREQUESTED_OPERATIONS = -(2**31)
+
+
+def brokers(cluster: Cluster) -> list[dict[str, Any]]:
+    endpoint = cluster.advertised[0]
+    return [{"node_id": cluster.node_id, "host": endpoint.host or "localhost", "port": endpoint.port, "rack": None}]
+
+
+def topic_entry(cluster: Cluster, topic: Topic) -> dict[str, Any]:
+    node = cluster.node_id
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
+        "partitions": [
+            {
+                "error_code": 0,
+                "partition_index": p,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+            for p in range(len(topic.partitions))
+        ],
+        "topic_authorized_operations": UNREQUESTED_OPERATIONS,
+    }
+
+
+def error_entry(name: str, code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "is_internal": False, "partitions": [],
+            "topic_authorized_operations": UNREQUESTED_OPERATIONS}
+
+
+@api(key=3, min=0, max=8)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    cluster = ctx.cluster
+    if req.topics is None or (ctx.version == 0 and not req.topics):
+        names = sorted(cluster.topics)
+    else:
+        names = [t.name for t in req.topics]
+    allow_create = ctx.version < 4 or bool(getattr(req, "allow_auto_topic_creation", True))
+    topics = []
+    for name in names:
+        topic = cluster.topics.get(name)
+        if topic is None:
+            if not (allow_create and cluster.config.auto_create_topics_enable):
+                topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            try:
+                topic = cluster.create_topic(name)
+            except KafkaError as exc:
+                topics.append(error_entry(name, exc.code))
+                continue
+        topics.append(topic_entry(cluster, topic))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": brokers(cluster),
+        "cluster_id": cluster.cluster_id,
+        "controller_id": cluster.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": UNREQUESTED_OPERATIONS,
+    }

@@ -1,0 +1,53 @@
+"""CreateTopics (key 19), v0-v4.
+
+Behavior: validates the name, partition count, replication factor (1 on one node, or
+-1 for the default) and every config override before creating anything; with
+``validate_only`` nothing is created. Manual replica assignments must name only this
+node. Errors: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
+INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, each with a message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol.errors import ErrorCode, KafkaError
+from .registry import RequestContext, api
+
+
+def _create(ctx: RequestContext, t: Any, validate_only: bool) -> None:
+    cluster = ctx.cluster
+    overrides = {c.name: c.value for c in t.configs}
+    partitions, replication = t.num_partitions, t.replication_factor
+    if t.assignments:
+        if partitions != -1 or replication != -1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments were set.")
+        for a in t.assignments:
+            if list(a.broker_ids) != [cluster.node_id]:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"partition {a.partition_index} assigned to brokers {list(a.broker_ids)}; only {cluster.node_id} exists")
+        if sorted(a.partition_index for a in t.assignments) != list(range(len(t.assignments))):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered from 0 without gaps")
+        partitions, replication = len(t.assignments), 1
+    if validate_only:
+        cluster.check_new_topic(t.name, partitions, replication, overrides)
+    else:
+        cluster.create_topic(t.name, partitions, replication, overrides)
+
+
+@api(key=19, min=0, max=4)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    validate_only = bool(getattr(req, "validate_only", False))
+    results = []
+    seen: set[str] = set()
+    for t in req.topics:
+        result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        try:
+            if t.name in seen:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Create topics request from client contains a duplicate topic {t.name}")
+            seen.add(t.name)
+            _create(ctx, t, validate_only)
+        except KafkaError as exc:
+            result.update(error_code=exc.code, error_message=exc.message)
+        results.append(result)
+    return {"throttle_time_ms": 0, "topics": results}

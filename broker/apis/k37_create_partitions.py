@@ -1,0 +1,34 @@
+"""CreatePartitions (key 37), v0-v1.
+
+Behavior: raises a topic's partition count (never lowers it); ``validate_only``
+checks without changing anything. Manual assignments must name only this node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol.errors import ErrorCode, KafkaError
+from .registry import RequestContext, api
+
+
+@api(key=37, min=0, max=1)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    results = []
+    for t in req.topics:
+        result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        try:
+            topic = ctx.cluster.get_topic(t.name)
+            if t.count <= len(topic.partitions):
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Topic currently has {len(topic.partitions)} partitions, which is higher than or "
+                                 f"equal to the requested {t.count}.")
+            for a in t.assignments or []:
+                if list(a.broker_ids) != [ctx.cluster.node_id]:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {list(a.broker_ids)}")
+            if not req.validate_only:
+                ctx.cluster.add_partitions(t.name, t.count)
+        except KafkaError as exc:
+            result.update(error_code=exc.code, error_message=exc.message)
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}

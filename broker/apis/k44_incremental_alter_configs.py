@@ -1,0 +1,60 @@
+"""IncrementalAlterConfigs (key 44), v0-v1.
+
+Behavior: per key SET (0), DELETE (1, back to the default), APPEND (2) and SUBTRACT
+(3) for list-valued properties (``cleanup.policy``). The result is validated as a
+whole before anything changes; INVALID_CONFIG names the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol.errors import ErrorCode, KafkaError
+from .configs import check_topic_resource
+from .registry import RequestContext, api
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_KEYS = {"cleanup.policy"}
+
+
+def _apply(current: dict[str, str], effective: dict[str, str], op: int, key: str, value: str | None) -> None:
+    if op == SET:
+        if value is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{key}: SET needs a value")
+        current[key] = value
+    elif op == DELETE:
+        current.pop(key, None)
+    elif op in (APPEND, SUBTRACT):
+        if key not in LIST_KEYS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{key}: APPEND/SUBTRACT only apply to list properties")
+        items = [v for v in current.get(key, effective[key]).split(",") if v]
+        given = [v.strip() for v in (value or "").split(",") if v.strip()]
+        if op == APPEND:
+            items += [v for v in given if v not in items]
+        else:
+            items = [v for v in items if v not in given]
+        current[key] = ",".join(items)
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{key}: unknown operation {op}")
+
+
+@api(key=44, min=0, max=1)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    responses = []
+    for res in req.resources:
+        result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                                  "resource_name": res.resource_name}
+        try:
+            check_topic_resource(ctx.cluster, res.resource_type, res.resource_name)
+            topic = ctx.cluster.get_topic(res.resource_name)
+            overrides = dict(topic.overrides)
+            effective = topic.config.to_properties()
+            for c in res.configs:
+                _apply(overrides, effective, c.config_operation, c.name, c.value)
+            ctx.cluster.topic_config(overrides)
+            if not req.validate_only:
+                ctx.cluster.alter_topic_config(res.resource_name, overrides)
+        except KafkaError as exc:
+            result.update(error_code=exc.code, error_message=exc.message)
+        responses.append(result)
+    return {"throttle_time_ms": 0, "responses": responses}

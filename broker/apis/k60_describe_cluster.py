@@ -1,0 +1,23 @@
+"""DescribeCluster (key 60), v0 (a flexible version from the start).
+
+Behavior: one broker, which is also the controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import RequestContext, api
+
+
+@api(key=60, min=0, max=0)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    cluster = ctx.cluster
+    endpoint = cluster.advertised[0]
+    return {
+        "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+        "cluster_id": cluster.cluster_id, "controller_id": cluster.node_id,
+        "brokers": [{"broker_id": cluster.node_id, "host": endpoint.host or "localhost", "port": endpoint.port,
+                     "rack": None, "is_fenced": False}],
+        "authorized_operations": -(2**31),
+    }

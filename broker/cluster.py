@@ -1,0 +1,298 @@
+"""The broker's state: topics, their partition logs and their configs.
+
+One node owns every partition, so the "cluster" is this process. The event-loop
+thread is the only writer; fsyncs run in worker threads through PartitionFlusher.
+Topic metadata (partition count, id, config overrides) is persisted in one JSON file
+in the log directory, replaced atomically on every change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import BrokerConfig, ConfigError, Listener, TopicConfig
+from .log import PartitionLog
+from .protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["Cluster", "Topic", "validate_topic_name"]
+
+log = logging.getLogger(__name__)
+
+TOPICS_FILE = "headwater-topics.json"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LENGTH = 249
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+class PartitionFlusher:
+    """fsyncs one partition log in a worker thread; concurrent waiters share one fsync."""
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self.plog = plog
+        self.flushed_offset = plog.log_end_offset
+        self.last_flush = time.monotonic()
+        self._inflight: asyncio.Future[None] | None = None
+
+    async def flush_to(self, offset: int) -> None:
+        """Return once every record below ``offset`` is on disk."""
+        while self.flushed_offset < offset:
+            if self._inflight is None:
+                self._inflight = asyncio.ensure_future(self._flush())
+            await asyncio.shield(self._inflight)
+
+    async def _flush(self) -> None:
+        target = self.plog.log_end_offset
+        try:
+            await asyncio.to_thread(self.plog.flush)
+            self.flushed_offset = max(self.flushed_offset, target)
+            self.last_flush = time.monotonic()
+        finally:
+            self._inflight = None
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    overrides: dict[str, str]
+    config: TopicConfig
+    partitions: list[PartitionLog] = field(default_factory=list)
+    flushers: list[PartitionFlusher] = field(default_factory=list)
+    internal: bool = False
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "id": str(self.topic_id),
+            "partitions": len(self.partitions),
+            "config": self.overrides,
+            "internal": self.internal,
+        }
+
+
+class Cluster:
+    """Topics and partitions of this node, plus the waiters of long-polling fetches."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.log_dir = config.log_dir
+        self.topics: dict[str, Topic] = {}
+        self.topics_by_id: dict[uuid.UUID, Topic] = {}
+        self.defaults = config.topic_defaults()
+        self.advertised: list[Listener] = config.advertised_listener_list()
+        self.node_id = config.node_id
+        self.cluster_id = config.cluster_id
+        self._data_waiters: set[asyncio.Future[None]] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open every persisted topic, recovering each partition log."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        path = self.log_dir / TOPICS_FILE
+        if not path.exists():
+            return
+        saved = json.loads(path.read_text())
+        for name, meta in saved.get("topics", {}).items():
+            config = self.defaults.with_overrides(meta.get("config", {}))
+            topic = Topic(name, uuid.UUID(meta["id"]), dict(meta.get("config", {})), config, internal=meta.get("internal", False))
+            for p in range(meta["partitions"]):
+                self._open_partition(topic, p)
+            self._register(topic)
+        log.info("loaded %d topics from %s", len(self.topics), self.log_dir)
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            for plog in topic.partitions:
+                plog.close()
+
+    def _open_partition(self, topic: Topic, index: int) -> None:
+        plog = PartitionLog.open(self.log_dir / f"{topic.name}-{index}", topic.config)
+        topic.partitions.append(plog)
+        topic.flushers.append(PartitionFlusher(plog))
+
+    def _register(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self.topics_by_id[topic.topic_id] = topic
+
+    def _save(self) -> None:
+        data = {"topics": {name: t.metadata() for name, t in self.topics.items()}}
+        path = self.log_dir / TOPICS_FILE
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        dir_fd = os.open(self.log_dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    # -- topics -------------------------------------------------------------------------
+
+    def topic_config(self, overrides: dict[str, str]) -> TopicConfig:
+        """Validate overrides into a full TopicConfig; KafkaError(INVALID_CONFIG) names the key."""
+        unknown = [k for k in overrides if k not in TopicConfig.keys()]
+        if unknown:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {unknown[0]!r}")
+        try:
+            return self.defaults.with_overrides(overrides)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    def check_new_topic(self, name: str, num_partitions: int, replication_factor: int, overrides: dict[str, str]) -> TopicConfig:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions == -1:
+            num_partitions = self.config.num_partitions
+        if num_partitions <= 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be larger than 0 (got {num_partitions}).")
+        if replication_factor not in (-1, 1):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor {replication_factor} is larger than the 1 available broker.",
+            )
+        return self.topic_config(overrides)
+
+    def create_topic(
+        self, name: str, num_partitions: int = -1, replication_factor: int = -1, overrides: dict[str, str] | None = None,
+        internal: bool = False,
+    ) -> Topic:
+        overrides = dict(overrides or {})
+        config = self.check_new_topic(name, num_partitions, replication_factor, overrides)
+        if num_partitions == -1:
+            num_partitions = self.config.num_partitions
+        topic = Topic(name, uuid.uuid4(), overrides, config, internal=internal)
+        for p in range(num_partitions):
+            self._open_partition(topic, p)
+        self._register(topic)
+        self._save()
+        log.info("created topic %s with %d partitions %s", name, num_partitions, overrides or "")
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        self.topics_by_id.pop(topic.topic_id, None)
+        self._save()
+        for plog in topic.partitions:
+            plog.delete()
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, count: int) -> None:
+        topic = self.get_topic(name)
+        if count <= len(topic.partitions):
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {len(topic.partitions)} partitions, {count} would not be an increase.",
+            )
+        for p in range(len(topic.partitions), count):
+            self._open_partition(topic, p)
+        self._save()
+
+    def alter_topic_config(self, name: str, overrides: dict[str, str]) -> None:
+        topic = self.get_topic(name)
+        config = self.topic_config(overrides)
+        topic.overrides = dict(overrides)
+        topic.config = config
+        for plog in topic.partitions:
+            plog.update_config(config)
+        self._save()
+
+    def get_topic(self, name: str) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        return topic
+
+    def partition(self, name: str, index: int) -> PartitionLog:
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return topic.partitions[index]
+
+    def flusher(self, name: str, index: int) -> PartitionFlusher:
+        return self.topics[name].flushers[index]
+
+    # -- long-poll fetch support ----------------------------------------------------------
+
+    def notify_data(self) -> None:
+        """Wake every fetch waiting for data (called after each append)."""
+        waiters, self._data_waiters = self._data_waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_for_data(self, timeout: float) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._data_waiters.add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            self._data_waiters.discard(fut)
+
+    # -- background housekeeping -----------------------------------------------------------
+
+    async def flush_all(self) -> None:
+        for topic in list(self.topics.values()):
+            for flusher in topic.flushers:
+                await flusher.flush_to(flusher.plog.log_end_offset)
+
+    async def run_flush_scheduler(self) -> None:
+        """Flush partitions whose ``flush.ms`` has elapsed (Kafka's log flusher)."""
+        interval = self.config.log_flush_scheduler_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for topic in list(self.topics.values()):
+                limit = topic.config.flush_ms / 1000
+                for flusher in topic.flushers:
+                    if flusher.plog.log_end_offset > flusher.flushed_offset and now - flusher.last_flush >= limit:
+                        await flusher.flush_to(flusher.plog.log_end_offset)
+
+    async def run_retention(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.apply_retention()
+
+    def apply_retention(self) -> int:
+        now_ms = int(time.time() * 1000)
+        deleted = 0
+        for topic in list(self.topics.values()):
+            if not topic.config.delete:
+                continue
+            for plog in topic.partitions:
+                deleted += plog.apply_retention(now_ms)
+        return deleted
+
+    def remove_log_dir(self) -> None:
+        shutil.rmtree(self.log_dir, ignore_errors=True)

@@ -1,0 +1,173 @@
+"""Request/response codec: our framing and header parsing, kafka-python's message classes.
+
+Bodies are encoded and decoded by the classes kafka-python generates from Kafka's own
+JSON schemas; this module is the only place that knows that, so the codec could be
+replaced without touching the API handlers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol.api_message import ApiMessage
+
+__all__ = [
+    "MalformedRequest",
+    "RequestHeader",
+    "build_response",
+    "decode_request",
+    "encode_response",
+    "encode_unsupported_api_versions",
+    "parse_request_header",
+    "request_class",
+    "response_class",
+]
+
+_I16 = struct.Struct(">h")
+_HEADER_FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
+
+
+class MalformedRequest(ValueError):
+    """The frame cannot be parsed: the connection it came on is closed."""
+
+
+def _collect() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiMessage]]]:
+    requests: dict[int, type[ApiMessage]] = {}
+    responses: dict[int, type[ApiMessage]] = {}
+    for module in (admin, consumer, metadata, producer):
+        for obj in vars(module).values():
+            if inspect.isclass(obj) and issubclass(obj, ApiMessage) and obj is not ApiMessage:
+                target = requests if obj.is_request() else responses
+                target[obj.API_KEY] = obj
+    return requests, responses
+
+
+_REQUESTS, _RESPONSES = _collect()
+
+
+def request_class(api_key: int) -> type[ApiMessage] | None:
+    return _REQUESTS.get(api_key)
+
+
+def response_class(api_key: int) -> type[ApiMessage] | None:
+    return _RESPONSES.get(api_key)
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+
+
+def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        if pos >= len(buf) or shift > 28:
+            raise MalformedRequest("bad unsigned varint in request header")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def parse_request_header(frame: memoryview, flexible: bool | None = None) -> RequestHeader:
+    """Parse the request header at the start of ``frame`` (size prefix already removed).
+
+    ``flexible`` says whether the header carries tagged fields (header v2); when None it
+    is worked out from the API's schema, and unknown APIs are taken as non-flexible.
+    """
+    if len(frame) < 10:
+        raise MalformedRequest(f"request of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(frame, 0)
+    (client_len,) = _I16.unpack_from(frame, 8)
+    pos = 10
+    client_id = None
+    if client_len >= 0:
+        if pos + client_len > len(frame):
+            raise MalformedRequest("client id runs past the end of the request")
+        client_id = bytes(frame[pos : pos + client_len]).decode("utf-8", "replace")
+        pos += client_len
+    elif client_len != -1:
+        raise MalformedRequest(f"negative client id length {client_len}")
+    if flexible is None:
+        cls = _REQUESTS.get(api_key)
+        flexible = bool(cls is not None and 0 <= api_version <= (cls.max_version or 0) and cls.flexible_version_q(api_version))
+    if flexible:
+        count, pos = _read_uvarint(frame, pos)
+        for _ in range(count):
+            _tag, pos = _read_uvarint(frame, pos)
+            size, pos = _read_uvarint(frame, pos)
+            pos += size
+        if pos > len(frame):
+            raise MalformedRequest("tagged fields run past the end of the request header")
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def decode_request(header: RequestHeader, frame: memoryview) -> Any:
+    """Decode the body of a request whose header was parsed by parse_request_header."""
+    cls = _REQUESTS[header.api_key]
+    try:
+        return cls.decode(frame[header.body_offset :], version=header.api_version)
+    except Exception as exc:  # the generated decoders raise struct.error, ValueError, IndexError...
+        raise MalformedRequest(f"{cls.name} v{header.api_version} body does not decode: {exc!r}") from None
+
+
+def encode_response(response: Any, correlation_id: int) -> bytes:
+    """Encode a response message (built with its version) with header and size prefix."""
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+def encode_unsupported_api_versions(correlation_id: int, api_versions_range: tuple[int, int]) -> bytes:
+    """ApiVersions answer to a version we do not serve: always the v0 layout (as Kafka does).
+
+    Header = correlation id only; body = error 35, then [api_key, min, max] for ApiVersions
+    itself, with no throttle field, so any client can read it and retry lower.
+    """
+    body = struct.pack(">ihi hhh", correlation_id, 35, 1, 18, *api_versions_range)
+    return struct.pack(">i", len(body)) + body
+
+
+_NESTED_CACHE: dict[type, dict[str, type | None]] = {}
+
+
+def _nested_classes(cls: type) -> dict[str, type | None]:
+    """snake_case field name -> generated class of its struct (or None for plain fields)."""
+    cached = _NESTED_CACHE.get(cls)
+    if cached is None:
+        cached = {}
+        for f in cls._json["fields"]:
+            name = re.sub(r"(?<!^)(?=[A-Z])", "_", f["name"]).lower()
+            type_name = f["type"].removeprefix("[]")
+            cached[name] = getattr(cls, type_name, None) if "fields" in f else None
+        _NESTED_CACHE[cls] = cached
+    return cached
+
+
+def _build(cls: type, values: dict[str, Any], **extra: Any) -> Any:
+    nested = _nested_classes(cls)
+    kwargs = dict(extra)
+    for key, value in values.items():
+        sub = nested.get(key)
+        if sub is not None:
+            if isinstance(value, list):
+                value = [_build(sub, v) if isinstance(v, dict) else v for v in value]
+            elif isinstance(value, dict):
+                value = _build(sub, value)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def build_response(api_key: int, version: int, values: dict[str, Any]) -> Any:
+    """Build a response message from plain dicts and lists (nested structs included)."""
+    return _build(_RESPONSES[api_key], values, version=version)

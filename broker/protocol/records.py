@@ -1,0 +1,281 @@
+"""Record batches (magic v2): the header on the hot path, full records off it.
+
+The broker keeps batches as the bytes the producer sent. On the hot path only the
+61-byte header is read: to check the CRC, to learn the record count and timestamps,
+and to rewrite the base offset (which lies outside the CRC). Decoding individual
+records is for compaction, tests and tools.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from .compression import NONE, CompressionError, compress, decompress
+
+__all__ = [
+    "BatchHeader",
+    "InvalidBatch",
+    "Record",
+    "HEADER_SIZE",
+    "build_batch",
+    "decode_batch_records",
+    "iter_batches",
+    "parse_header",
+    "validate_batch",
+]
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted in batchLength
+_CRC_START = 21  # attributes onward are covered by the CRC
+_OFFSET = struct.Struct(">q")
+_ATTR_TS = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp
+
+ATTR_CODEC_MASK = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies on disk and on the wire."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & ATTR_CODEC_MASK
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+
+class InvalidBatch(ValueError):
+    """A batch that fails validation; ``corrupt`` distinguishes CORRUPT_MESSAGE from INVALID_RECORD."""
+
+    def __init__(self, message: str, corrupt: bool = True) -> None:
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+
+
+def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+    end = pos + header.size
+    return crc32c(memoryview(buf)[pos + _CRC_START : end]) == header.crc
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` for each complete batch; stop at a partial tail."""
+    end = len(buf) if end is None else end
+    while pos + HEADER_SIZE <= end:
+        header = parse_header(buf, pos)
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > end:
+            return
+        yield pos, header
+        pos += header.size
+
+
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> BatchHeader:
+    """Check one batch that starts at ``pos`` and must end exactly at ``end``.
+
+    Raises InvalidBatch with Kafka's distinction: damaged bytes (size, magic, CRC) are
+    CORRUPT_MESSAGE; a well-formed batch with impossible contents is INVALID_RECORD.
+    """
+    end = len(buf) if end is None else end
+    if end - pos < HEADER_SIZE:
+        raise InvalidBatch(f"record batch of {end - pos} bytes is shorter than its {HEADER_SIZE}-byte header")
+    header = parse_header(buf, pos)
+    if header.magic != 2:
+        raise InvalidBatch(f"record batch magic {header.magic} is not supported (only v2)")
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size != end:
+        raise InvalidBatch(
+            f"record batch length {header.batch_length} does not match the {end - pos - LOG_OVERHEAD} bytes sent"
+        )
+    if not crc_ok(buf, pos, header):
+        raise InvalidBatch("record batch CRC-32C does not match its contents")
+    if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+        raise InvalidBatch(
+            f"record batch says {header.record_count} records but last offset delta {header.last_offset_delta}",
+            corrupt=False,
+        )
+    if header.codec > 4:
+        raise InvalidBatch(f"unknown compression codec {header.codec}", corrupt=False)
+    return header
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    _OFFSET.pack_into(buf, pos, base_offset)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHeader, now_ms: int) -> None:
+    """Stamp LogAppendTime on a batch: attribute bit 3, maxTimestamp = now, new CRC."""
+    _ATTR_TS.pack_into(
+        buf, pos + _CRC_START, header.attributes | ATTR_LOG_APPEND_TIME, header.last_offset_delta, now_ms, now_ms
+    )
+    struct.pack_into(">I", buf, pos + 17, crc32c(memoryview(buf)[pos + _CRC_START : pos + header.size]))
+
+
+# ---------------------------------------------------------------------------------
+# Individual records: varint-encoded, used off the hot path.
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def _write_varint(out: bytearray, n: int) -> None:
+    v = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = 0
+    v = 0
+    while True:
+        if pos >= len(buf):
+            raise InvalidBatch("record varint runs past the end of the batch", corrupt=False)
+        b = buf[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise InvalidBatch("record varint is longer than 10 bytes", corrupt=False)
+    return (v >> 1) ^ -(v & 1), pos
+
+
+def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
+    n, pos = _read_varint(buf, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > len(buf):
+        raise InvalidBatch("record field runs past the end of the batch", corrupt=False)
+    return bytes(buf[pos : pos + n]), pos + n
+
+
+@dataclass
+class Record:
+    offset: int = 0
+    timestamp: int = 0
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def decode_batch_records(buf: bytes | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+    """Decode every record in the batch at ``pos`` (decompressing as needed)."""
+    header = parse_header(buf, pos)
+    payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    try:
+        data = memoryview(decompress(header.codec, payload)) if header.codec != NONE else payload
+    except CompressionError as exc:
+        raise InvalidBatch(str(exc)) from None
+    records = []
+    p = 0
+    for _ in range(header.record_count):
+        length, p = _read_varint(data, p)
+        end = p + length
+        if length < 0 or end > len(data):
+            raise InvalidBatch("record length runs past the end of the batch", corrupt=False)
+        p += 1  # attributes (unused)
+        ts_delta, p = _read_varint(data, p)
+        off_delta, p = _read_varint(data, p)
+        key, p = _read_bytes(data, p)
+        value, p = _read_bytes(data, p)
+        n_headers, p = _read_varint(data, p)
+        headers = []
+        for _ in range(max(n_headers, 0)):
+            hkey, p = _read_bytes(data, p)
+            hval, p = _read_bytes(data, p)
+            headers.append(((hkey or b"").decode("utf-8", "replace"), hval))
+        if p != end:
+            raise InvalidBatch("record length does not match its fields", corrupt=False)
+        ts = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else header.base_timestamp + ts_delta
+        records.append(Record(header.base_offset + off_delta, ts, key, value, headers))
+    return header, records
+
+
+def build_batch(
+    records: list[Record],
+    *,
+    base_offset: int = 0,
+    codec: int = NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    attributes: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """Encode records into one v2 batch. Offsets are taken relative to ``base_offset``."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    base_ts = min(r.timestamp for r in records)
+    max_ts = max(r.timestamp for r in records)
+    body = bytearray()
+    for r in records:
+        rec = bytearray(b"\x00")
+        _write_varint(rec, r.timestamp - base_ts)
+        _write_varint(rec, r.offset - base_offset)
+        for item in (r.key, r.value):
+            if item is None:
+                _write_varint(rec, -1)
+            else:
+                _write_varint(rec, len(item))
+                rec += item
+        _write_varint(rec, len(r.headers))
+        for hkey, hval in r.headers:
+            kb = hkey.encode()
+            _write_varint(rec, len(kb))
+            rec += kb
+            if hval is None:
+                _write_varint(rec, -1)
+            else:
+                _write_varint(rec, len(hval))
+                rec += hval
+        _write_varint(body, len(rec))
+        body += rec
+    payload = compress(codec, bytes(body)) if codec != NONE else bytes(body)
+    last_delta = records[-1].offset - base_offset
+    attrs = (attributes & ~ATTR_CODEC_MASK) | codec
+    tail = struct.pack(">hiqqqhii", attrs, last_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records)) + payload
+    crc = crc32c(tail)
+    batch_length = len(tail) + 9  # partitionLeaderEpoch + magic + crc
+    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, 2, crc) + tail

@@ -1,0 +1,203 @@
+"""The asyncio listener: framing, dispatch through the API registry, ordered answers.
+
+Each connection has a reader (parses frames and starts one handler task per request,
+in arrival order) and a writer (awaits those tasks in the same order and writes their
+answers), so clients can pipeline while answers stay in request order. A frame that
+cannot be parsed, an unknown API or an unsupported version closes that connection
+with a log line (ApiVersions excepted: it answers UNSUPPORTED_VERSION in the v0 layout);
+every other connection carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from typing import Any
+
+from . import apis
+from .cluster import Cluster
+from .config import BrokerConfig, Listener
+from .producer_state import ProducerIdManager
+from .protocol.codec import (
+    MalformedRequest,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    encode_unsupported_api_versions,
+    parse_request_header,
+    request_class,
+)
+
+__all__ = ["BrokerServer"]
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS = 18
+MAX_IN_FLIGHT = 64  # per connection; reading pauses beyond this
+
+
+class _Close(Exception):
+    """Close this connection (the reason has been logged)."""
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.cluster = Cluster(config)
+        self.services: dict[str, Any] = {}
+        self._servers: list[asyncio.Server] = []
+        self._connections: set[asyncio.Task[None]] = set()
+        self._background: list[asyncio.Task[None]] = []
+        self._closing = False
+        self.bound: list[Listener] = []
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.cluster.load()
+        self.services["producer_ids"] = ProducerIdManager(self.cluster.log_dir)
+        for listener in self.config.listener_list():
+            server = await asyncio.start_server(self._on_connection, listener.host or None, listener.port,
+                                                reuse_address=True, limit=1 << 20)
+            port = server.sockets[0].getsockname()[1]
+            self.bound.append(Listener(name=listener.name, host=listener.host, port=port))
+            self._servers.append(server)
+        if not self.config.advertised_listeners:
+            # Port 0 means "any": advertise the port actually bound.
+            self.cluster.advertised = [
+                Listener(name=b.name, host=b.host or "localhost", port=b.port) for b in self.bound
+            ]
+        self._background = [
+            asyncio.create_task(self._supervise("flush scheduler", self.cluster.run_flush_scheduler())),
+            asyncio.create_task(self._supervise("retention", self.cluster.run_retention())),
+        ]
+
+    async def _supervise(self, name: str, coro: Any) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("background task %s failed", name)
+            raise
+
+    async def stop(self) -> None:
+        """Stop accepting, end connections, flush and close every log."""
+        self._closing = True
+        for server in self._servers:
+            server.close()
+        for task in self._background:
+            task.cancel()
+        self.cluster.notify_data()  # long-polling fetches answer now
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, *self._background, return_exceptions=True)
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+        await self.cluster.flush_all()
+        self.cluster.close()
+        log.info("broker stopped; all logs flushed")
+
+    def listener_urls(self) -> list[str]:
+        return [f"{b.name}://{b.host or '0.0.0.0'}:{b.port}" for b in self.bound]
+
+    # -- connections ----------------------------------------------------------------------
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        pending: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
+        writer_task = asyncio.create_task(self._write_answers(pending, writer, peer_str))
+        try:
+            await self._read_requests(reader, pending, peer_str, writer_task)
+        except (_Close, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            if not writer_task.done():
+                with contextlib.suppress(asyncio.QueueFull):
+                    pending.put_nowait(None)
+                # Let answers already under way go out, unless we are shutting down.
+                if self._closing:
+                    writer_task.cancel()
+                with contextlib.suppress(BaseException):
+                    await writer_task
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            self._connections.discard(task)
+
+    async def _read_requests(self, reader: asyncio.StreamReader, pending: asyncio.Queue[Any], peer: str,
+                             writer_task: asyncio.Task[None]) -> None:
+        max_size = self.config.socket_request_max_bytes
+        while not writer_task.done():
+            head = await reader.readexactly(4)
+            (size,) = _SIZE.unpack(head)
+            if size < 10 or size > max_size:
+                log.warning("closing connection from %s: request size %d outside 10..%d (socket.request.max.bytes)",
+                            peer, size, max_size)
+                raise _Close
+            frame = memoryview(await reader.readexactly(size))
+            task = self._start_request(frame, peer)
+            await pending.put(task)
+
+    def _start_request(self, frame: memoryview, peer: str) -> asyncio.Task[bytes | None]:
+        try:
+            header = parse_request_header(frame)
+        except MalformedRequest as exc:
+            log.warning("closing connection from %s: %s", peer, exc)
+            raise _Close from None
+        spec = apis.REGISTRY.get(header.api_key)
+        if spec is None or request_class(header.api_key) is None:
+            log.warning("closing connection from %s: unsupported API key %d (client %s)", peer, header.api_key,
+                        header.client_id)
+            raise _Close
+        if not spec.min_version <= header.api_version <= spec.max_version:
+            if header.api_key == API_VERSIONS:
+                answer = encode_unsupported_api_versions(header.correlation_id, (spec.min_version, spec.max_version))
+                return asyncio.create_task(_ready(answer))
+            log.warning("closing connection from %s: %s v%d is not supported (served: %d-%d)", peer,
+                        request_class(header.api_key).name, header.api_version, spec.min_version, spec.max_version)
+            raise _Close
+        try:
+            request = decode_request(header, frame)
+        except MalformedRequest as exc:
+            log.warning("closing connection from %s: %s", peer, exc)
+            raise _Close from None
+        return asyncio.create_task(self._handle(spec, header, request, peer))
+
+    async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, peer: str) -> bytes | None:
+        ctx = apis.RequestContext(self.cluster, header, peer, self.services, lambda: self._closing)
+        body = await spec.handler(ctx, request)
+        if body is None:
+            return None
+        return encode_response(ctx.response(body), header.correlation_id)
+
+    async def _write_answers(self, pending: asyncio.Queue[Any], writer: asyncio.StreamWriter, peer: str) -> None:
+        while True:
+            task = await pending.get()
+            if task is None:
+                return
+            try:
+                answer = await task
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("request from %s failed; closing the connection", peer)
+                writer.close()
+                return
+            if answer is not None:
+                writer.write(answer)
+                await writer.drain()
+
+
+async def _ready(value: bytes) -> bytes:
+    return value

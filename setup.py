@@ -1,0 +1,18 @@
+"""Maps the top-level folders onto the ``headwater.*`` import names.
+
+The product layout keeps ``broker/``, ``connect/`` and ``connectors/`` at the top of the
+repository, while code imports them as ``headwater.broker`` and so on.
+"""
+
+from setuptools import find_packages, setup
+
+ROOTS = {"broker": "headwater.broker", "connect": "headwater.connect", "connectors": "headwater.connectors"}
+
+packages: list[str] = []
+package_dir: dict[str, str] = {}
+for folder, name in ROOTS.items():
+    package_dir[name] = folder
+    packages.append(name)
+    packages += [f"{name}.{sub}" for sub in find_packages(folder)]
+
+setup(packages=packages, package_dir=package_dir)

@@ -1,0 +1,24 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from brokerproc import BrokerProcess  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory):
+    """One broker for the session; tests use their own topic names."""
+    base = tmp_path_factory.mktemp("broker")
+    with BrokerProcess(base / "data", "num.partitions=1") as proc:
+        yield proc
+
+
+@pytest.fixture
+def fresh_broker(tmp_path: Path):
+    """A broker of this test's own (restarted or killed by the test)."""
+    proc = BrokerProcess(tmp_path / "data")
+    yield proc
+    proc.kill()
