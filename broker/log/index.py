@@ -130,6 +130,12 @@ class OffsetIndex(_IndexFile):
         self._ensure_loaded()
         return list(zip(self._rels, self._positions, strict=True))
 
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0 if none)."""
+        self._ensure_loaded()
+        i = bisect_right(self._positions, position)
+        return self._positions[i - 1] if i else 0
+
 
 class TimeIndex(_IndexFile):
     """(max timestamp so far, relative offset where it was first reached); timestamps increase."""

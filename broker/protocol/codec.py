@@ -8,7 +8,6 @@ replaced without touching the API handlers.
 from __future__ import annotations
 
 import inspect
-import re
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -146,10 +145,9 @@ def _nested_classes(cls: type) -> dict[str, type | None]:
     cached = _NESTED_CACHE.get(cls)
     if cached is None:
         cached = {}
-        for f in cls._json["fields"]:
-            name = re.sub(r"(?<!^)(?=[A-Z])", "_", f["name"]).lower()
-            type_name = f["type"].removeprefix("[]")
-            cached[name] = getattr(cls, type_name, None) if "fields" in f else None
+        for name, f in cls._struct.fields.items():
+            nested = f.is_struct() or f.is_struct_array()
+            cached[name] = getattr(cls, f.type_str.removeprefix("[]"), None) if nested else None
         _NESTED_CACHE[cls] = cached
     return cached
 
@@ -158,7 +156,9 @@ def _build(cls: type, values: dict[str, Any], **extra: Any) -> Any:
     nested = _nested_classes(cls)
     kwargs = dict(extra)
     for key, value in values.items():
-        sub = nested.get(key)
+        if key not in nested:
+            continue  # a field of other versions (or schemas): handlers may name it freely
+        sub = nested[key]
         if sub is not None:
             if isinstance(value, list):
                 value = [_build(sub, v) if isinstance(v, dict) else v for v in value]

@@ -1,0 +1,376 @@
+"""The durable log of one partition: a directory of segments, append/read/flush/retention.
+
+Threading: appends, reads and retention run on the event-loop thread; ``flush`` may run on
+a worker thread. ``_lock`` only guards the segment list and flush bookkeeping and is held
+for microseconds (never across an fsync), so the append path never waits on a flush; it
+is not taken by ``append`` at all unless the segment rolls. ``_flush_lock`` serialises
+flushes (and ``close``). A segment deleted while a flush may be fsyncing it is unlinked at
+once but its descriptors are closed by that flush when it finishes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from pathlib import Path
+
+from ..config import TopicConfig
+from ..protocol.records import BatchHeader, decode_batch_records, set_base_offset
+from .errors import LogClosed, OffsetOutOfRange
+from .recovery import (
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    fsync_dir,
+    recover_segments,
+    write_offset_file,
+)
+from .segment import MAX_RELATIVE_OFFSET, LogSegment
+
+__all__ = ["LOG_START_OFFSET_FILE", "RECOVERY_POINT_FILE", "OffsetOutOfRange", "PartitionLog"]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _batch_cut(data: bytes, pos: int = 0) -> int:
+    """Length of the prefix of ``data`` made of whole batches, walking from ``pos`` (a batch start)."""
+    n = len(data)
+    while pos + 12 <= n:
+        end = pos + int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True) + 12
+        if end > n or end <= pos + 12:
+            break
+        pos = end
+    return pos
+
+
+class PartitionLog:
+    """Segments ``<base:020d>.log/.index/.timeindex`` in one directory, offsets assigned on append."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: TopicConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        log_end_offset: int,
+        clock: Callable[[], int],
+    ) -> None:
+        self.directory = directory
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._active = segments[-1]
+        self._log_start_offset = log_start_offset
+        self._log_end_offset = log_end_offset
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._unflushed_segments: list[LogSegment] = []  # rolled since the last flush
+        self._pending_close: list[LogSegment] = []
+        self._flushing = False
+        self._dir_dirty = False
+        # Two single-writer counters instead of one shared one: no lock on the append path.
+        self._appended_records = 0  # written by the appending thread only
+        self._flushed_records = 0  # written by the flushing thread only
+        self._last_flush_ms = clock()
+        self._closed = False
+        self.update_config(config)
+
+    # ------------------------------------------------------------------ open / recovery
+    @classmethod
+    def open(
+        cls, directory: Path, config: TopicConfig, *, clock: Callable[[], int] | None = None
+    ) -> PartitionLog:
+        """Open (creating if missing) and recover the log in ``directory`` (see recovery.py)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        clock = clock or _now_ms
+        segments, start, log_end = recover_segments(directory, config.index_interval_bytes)
+        log = cls(directory, config, segments, start, log_end, clock)
+        active = segments[-1]
+        now = clock()
+        if active.size and (active.rolling_base_ms is None or active.rolling_base_ms > now):
+            active.rolling_base_ms = now
+        return log
+
+    # ------------------------------------------------------------------ properties
+    def update_config(self, config: TopicConfig) -> None:
+        self.config = config
+        self._segment_bytes = min(config.segment_bytes, _MAX_SEGMENT_BYTES)
+        self._segment_ms = config.segment_ms
+        self._active.index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._appended_records - self._flushed_records
+
+    @property
+    def last_flush_ms(self) -> int:
+        """Clock time of the last completed flush (or of open), for flush.ms scheduling."""
+        return self._last_flush_ms
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._active
+
+    # ------------------------------------------------------------------ append
+    def append(self, batch: bytearray, header: BatchHeader) -> int:
+        """Append one validated v2 batch, assigning offsets from the log end; returns its base offset.
+
+        ``batch`` is modified in place (its baseOffset field). Header-only work: no record parsing.
+        """
+        if self._closed:
+            raise LogClosed(f"log {self.directory} is closed")
+        seg = self._active
+        now = self._clock()
+        base = self._log_end_offset
+        if not seg._size:
+            seg.rolling_base_ms = now  # segment.ms counts from the first append
+        elif (
+            seg._size + len(batch) > self._segment_bytes
+            or now - seg.rolling_base_ms > self._segment_ms
+            or base + header.last_offset_delta - seg.base_offset > MAX_RELATIVE_OFFSET
+        ):
+            seg = self._roll(now)
+        if type(batch) is not bytearray:
+            batch = bytearray(batch)
+        set_base_offset(batch, 0, base)  # outside the CRC: no re-checksum needed
+        seg.append(batch, header, base)
+        self._log_end_offset = base + header.last_offset_delta + 1
+        self._appended_records += header.record_count
+        return base
+
+    def _roll(self, now: int) -> LogSegment:
+        old = self._active
+        old.seal()
+        new = LogSegment.create(self.directory, self._log_end_offset, self.config.index_interval_bytes)
+        new.rolling_base_ms = now
+        with self._lock:
+            self._unflushed_segments.append(old)
+            self._segments.append(new)
+            self._bases.append(new.base_offset)
+            self._active = new
+            self._dir_dirty = True
+        return new
+
+    # ------------------------------------------------------------------ flush
+    def flush(self) -> None:
+        """fsync every segment written since the last flush, then persist the recovery point.
+
+        Safe to call from a worker thread while the event loop keeps appending.
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                targets = [*self._unflushed_segments, self._active]
+                self._unflushed_segments = []
+                log_end, appended = self._log_end_offset, self._appended_records
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+                self._flushing = True
+            try:
+                for seg in targets:
+                    seg.flush()
+                if dir_dirty:
+                    fsync_dir(self.directory)
+                # Everything below log_end was written before the fsyncs began, so it is durable now.
+                write_offset_file(self.directory / RECOVERY_POINT_FILE, log_end)
+            except BaseException:
+                with self._lock:
+                    self._unflushed_segments[:0] = [s for s in targets[:-1] if s in self._segments]
+                    self._dir_dirty = self._dir_dirty or dir_dirty
+                raise
+            finally:
+                with self._lock:
+                    self._flushing = False
+                    doomed, self._pending_close = self._pending_close, []
+                for seg in doomed:
+                    seg.close()
+            self._flushed_records = appended
+            self._last_flush_ms = self._clock()
+
+    # ------------------------------------------------------------------ read
+    def _check_offset(self, offset: int) -> None:
+        if offset < self._log_start_offset or offset > self._log_end_offset:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self._log_end_offset)
+
+    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes`` (at least one batch
+        if ``min_one``). Empty at the log end; OffsetOutOfRange outside [log start, log end]."""
+        if self._closed:
+            raise LogClosed(f"log {self.directory} is closed")
+        self._check_offset(offset)
+        if offset == self._log_end_offset:
+            return b""
+        segments = self._segments
+        i = bisect_right(self._bases, offset) - 1
+        parts: list[bytes] = []
+        remaining = max_bytes
+        pos = -1
+        while i < len(segments):
+            seg = segments[i]
+            if pos < 0:  # first segment: locate the batch; later segments start at 0
+                found = seg.find_batch(offset)
+                if found is None:  # offset falls in a gap at the segment's end (compaction)
+                    i += 1
+                    continue
+                pos, first = found
+                if first.size > remaining:
+                    return seg.read(pos, first.size) if min_one and not parts else b""
+            data = seg.read(pos, remaining)
+            end = pos + len(data)
+            if end == seg.size:
+                cut = len(data)  # a segment holds only whole batches
+            else:
+                # Walk batch headers only from the last indexed batch start before the cut.
+                cut = _batch_cut(data, max(seg.offset_index.floor_position(end) - pos, 0))
+            if cut:
+                parts.append(data if cut == len(data) else data[:cut])
+                remaining -= cut
+            if pos + cut < seg.size or remaining <= 0:
+                break  # the next batch did not fit
+            i, pos = i + 1, 0
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    # ------------------------------------------------------------------ timestamps
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the earliest record (at or after the log start) whose
+        timestamp is >= ``timestamp``; None if there is none (ListOffsets semantics)."""
+        start = self._log_start_offset
+        for seg in list(self._segments):
+            if seg.largest_timestamp < timestamp:
+                continue
+            for pos, header in seg.batches(seg.timestamp_position(timestamp)):
+                if header.max_timestamp < timestamp or header.base_offset + header.last_offset_delta < start:
+                    continue
+                _, records = decode_batch_records(seg.read(pos, header.size))
+                for record in records:
+                    if record.timestamp >= timestamp and record.offset >= start:
+                        return record.offset, record.timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record carrying the largest timestamp (ListOffsets -3)."""
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if seg.largest_timestamp >= 0 and (
+                best is None or seg.largest_timestamp > best.largest_timestamp
+            ):
+                best = seg
+        if best is None:
+            return None
+        ts, offset = best.largest_timestamp, best.offset_of_largest_timestamp
+        found = best.find_batch(offset)
+        if found is not None:
+            pos, header = found
+            _, records = decode_batch_records(best.read(pos, header.size))
+            for record in records:
+                if record.timestamp == ts:
+                    return ts, record.offset
+        return ts, offset
+
+    # ------------------------------------------------------------------ deletion
+    def delete_records_before(self, offset: int) -> None:
+        """DeleteRecords: move the log start to ``offset`` and drop segments wholly below it."""
+        if offset < 0 or offset > self._log_end_offset:
+            raise ValueError(f"offset {offset} is outside [0, log end offset {self._log_end_offset}]")
+        if offset <= self._log_start_offset:
+            return
+        self._set_log_start(offset)
+        # Segment i is wholly below the start when the next one begins at or before it.
+        self._remove_oldest(max(bisect_right(self._bases, offset) - 1, 0))
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete the oldest closed segments past retention.ms / beyond retention.bytes.
+
+        Only for cleanup.policy containing ``delete``; the active segment is never deleted.
+        Returns the number of segments deleted.
+        """
+        if not self.config.delete:
+            return 0
+        closed = self._segments[:-1]
+        n = 0
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            while n < len(closed) and now_ms - closed[n].retention_timestamp() > retention_ms:
+                n += 1
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            excess = self.size_bytes - retention_bytes - sum(s.size for s in closed[:n])
+            while n < len(closed) and excess - closed[n].size >= 0:
+                excess -= closed[n].size
+                n += 1
+        if n:
+            new_start = self._segments[n].base_offset
+            if new_start > self._log_start_offset:
+                self._set_log_start(new_start)
+            self._remove_oldest(n)
+        return n
+
+    def _set_log_start(self, offset: int) -> None:
+        # Persist before deleting files: a crash in between leaves segments that open() skips.
+        write_offset_file(self.directory / LOG_START_OFFSET_FILE, offset)
+        self._log_start_offset = offset
+
+    def _remove_oldest(self, n: int) -> None:
+        if n <= 0:
+            return
+        with self._lock:
+            doomed = self._segments[:n]
+            del self._segments[:n]
+            del self._bases[:n]
+            self._unflushed_segments = [s for s in self._unflushed_segments if s not in doomed]
+            defer = self._flushing
+            if defer:
+                self._pending_close.extend(doomed)
+            self._dir_dirty = True
+        for seg in doomed:
+            seg.unlink()
+            if not defer:
+                seg.close()
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Flush and close every file. Further use raises LogClosed."""
+        if self._closed:
+            return
+        self._active.seal()
+        self.flush()
+        with self._flush_lock, self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.close()
+
+    def delete(self) -> None:
+        """Close and remove the partition directory."""
+        if not self._closed:
+            with self._flush_lock, self._lock:
+                self._closed = True
+                for seg in self._segments:
+                    seg.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.directory}, start={self._log_start_offset}, end={self._log_end_offset}, "
+            f"segments={len(self._segments)})"
+        )

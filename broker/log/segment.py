@@ -1,0 +1,299 @@
+"""One log segment: ``<base>.log`` (record batches as received) plus its two indexes.
+
+The segment never parses records on the append path: the caller hands over the batch
+and its already-parsed header, the segment writes the bytes with one ``os.write`` and
+updates the sparse indexes from header fields. Reads are ``os.pread`` on the same fd.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from crc32c import crc32c
+
+from ..protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc_ok, parse_header
+from .index import OffsetIndex, TimeIndex
+
+__all__ = ["LogSegment", "segment_name"]
+
+MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offsets relative to the base as int32
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_CRC_START = 21  # attributes onward are covered by the CRC (see records.py)
+_SCAN_CHUNK = 1 << 20
+_BIG_BATCH = 16 << 20  # above this, CRC a batch in chunks instead of reading it whole
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """A ``.log`` file of whole batches with a sparse offset index and a time index."""
+
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval_bytes: int = 4096, *, create: bool
+    ) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = self.directory / segment_name(base_offset, ".log")
+        self.index_path = self.directory / segment_name(base_offset, ".index")
+        self.timeindex_path = self.directory / segment_name(base_offset, ".timeindex")
+        # O_APPEND: every write lands at the end, and stays correct after ftruncate.
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if create else 0)
+        self._fd = os.open(self.log_path, flags, 0o644)
+        self.offset_index = OffsetIndex(self.index_path, truncate=create)
+        self.time_index = TimeIndex(self.timeindex_path, truncate=create)
+        self.indexes_missing = not create and not (self.offset_index.existed and self.time_index.existed)
+        self._size = os.fstat(self._fd).st_size
+        self._since_index = 0  # bytes appended since the last offset-index entry
+        self.largest_timestamp = -1
+        self.offset_of_largest_timestamp = base_offset  # last offset of the first batch reaching it
+        # Wall-clock ms the segment.ms age counts from (first append); None until known.
+        self.rolling_base_ms: int | None = None
+        # Offset after the last batch; only known once the segment was scanned or appended to.
+        self.next_offset: int | None = base_offset if self._size == 0 else None
+        if not create and self._size:
+            last = self.time_index.last_entry()
+            if last is not None:
+                self.largest_timestamp, rel = last
+                self.offset_of_largest_timestamp = base_offset + rel
+            first = parse_header(os.pread(self._fd, HEADER_SIZE, 0)) if self._size >= HEADER_SIZE else None
+            if first is not None and first.max_timestamp >= 0:
+                self.rolling_base_ms = first.max_timestamp
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096) -> LogSegment:
+        """A new, empty segment (existing files of that name are truncated)."""
+        return cls(directory, base_offset, index_interval_bytes, create=True)
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096) -> LogSegment:
+        """An existing segment; indexes are loaded lazily -- call ``recover`` or check ``indexes_ok``."""
+        return cls(directory, base_offset, index_interval_bytes, create=False)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self._size})"
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    # ------------------------------------------------------------------ append path
+    def append(self, batch: bytearray | bytes, header: BatchHeader, base_offset: int | None = None) -> int:
+        """Write one batch at the end; ``base_offset`` overrides ``header.base_offset``. Returns its position."""
+        if base_offset is None:
+            base_offset = header.base_offset
+        pos = self._size
+        n = len(batch)
+        try:
+            written = os.write(self._fd, batch)
+            while written < n:  # short writes are rare (signals, quotas) but must not tear the batch
+                written += os.write(self._fd, memoryview(batch)[written:])
+        except BaseException:
+            os.ftruncate(self._fd, pos)  # leave no partial batch behind
+            raise
+        self._size = pos + n
+        last_offset = base_offset + header.last_offset_delta
+        self.next_offset = last_offset + 1
+        if header.max_timestamp > self.largest_timestamp:
+            self.largest_timestamp = header.max_timestamp
+            self.offset_of_largest_timestamp = last_offset
+        # Kafka's rule: index the batch when more than index.interval.bytes were appended since the
+        # last entry; the time index gets the max timestamp so far at the same points (plus at seal()).
+        if self._since_index > self.index_interval_bytes:
+            self.offset_index.append(base_offset - self.base_offset, pos)
+            if self.largest_timestamp > self.time_index._last_ts:
+                self.time_index.append(
+                    self.largest_timestamp, self.offset_of_largest_timestamp - self.base_offset
+                )
+            self._since_index = 0
+        self._since_index += n
+        return pos
+
+    def seal(self) -> None:
+        """Record the final largest timestamp in the time index (on roll and close)."""
+        if self._fd >= 0 and self.largest_timestamp > self.time_index.last_timestamp:
+            self.time_index.append(
+                self.largest_timestamp, self.offset_of_largest_timestamp - self.base_offset
+            )
+
+    # ------------------------------------------------------------------ reads and lookups
+    def read(self, position: int, max_bytes: int) -> bytes:
+        n = min(max_bytes, self._size - position)
+        return os.pread(self._fd, n, position) if n > 0 else b""
+
+    def batches(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of each complete batch from ``position`` (headers only, no CRC)."""
+        end = self._size if end is None else end
+        fd = self._fd
+        buf = b""
+        buf_pos = position
+        while position + HEADER_SIZE <= end:
+            off = position - buf_pos
+            if off + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(_SCAN_CHUNK, end - position), position)
+                buf_pos, off = position, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            header = parse_header(buf, off)
+            if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
+                return
+            yield position, header
+            position += header.size
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= ``offset`` (the one containing it), or None."""
+        start = self.offset_index.lookup(offset - self.base_offset) if offset > self.base_offset else 0
+        for pos, header in self.batches(start):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return pos, header
+        return None
+
+    def timestamp_position(self, timestamp: int) -> int:
+        """A position at or before the first batch whose max timestamp is >= ``timestamp``."""
+        rel = self.time_index.lookup(timestamp)
+        return 0 if rel is None else self.offset_index.lookup(rel)
+
+    def retention_timestamp(self) -> int:
+        """Largest record timestamp, or the file's mtime when no record carried one (as Kafka)."""
+        if self.largest_timestamp >= 0:
+            return self.largest_timestamp
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
+
+    # ------------------------------------------------------------------ recovery
+    def indexes_ok(self) -> bool:
+        """Cheap consistency check of a closed segment's index files (sizes and last entries)."""
+        if self.indexes_missing or not (self.offset_index.well_formed() and self.time_index.well_formed()):
+            return False
+        last = self.offset_index.last_entry()
+        if last is not None:
+            rel, pos = last
+            if rel <= 0 or pos <= 0 or pos + HEADER_SIZE > self._size:
+                return False
+            header = parse_header(os.pread(self._fd, HEADER_SIZE, pos))
+            if header.base_offset != self.base_offset + rel or header.magic != 2:
+                return False
+        if self._size and self.time_index.last_entry() is None and self.rolling_base_ms is not None:
+            return False  # batches carry timestamps but the time index is empty
+        last_ts = self.time_index.last_entry()
+        return last_ts is None or last_ts[1] >= 0
+
+    def recover(self) -> int:
+        """Validate every batch (size, magic, offsets, CRC), truncate at the first bad or partial one,
+        rebuild both indexes. Returns the number of bytes truncated."""
+        return self._scan(validate=True)
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from the batch headers (no CRC check, no truncation)."""
+        self._scan(validate=False)
+
+    def truncate_to(self, position: int) -> None:
+        """Drop everything from ``position`` (a batch boundary) on, and rebuild the indexes."""
+        if position < self._size:
+            os.ftruncate(self._fd, position)
+            self._size = position
+        self._scan(validate=False)
+
+    def _scan(self, validate: bool) -> int:
+        fd = self._fd
+        size = os.fstat(fd).st_size
+        base = self.base_offset
+        interval = self.index_interval_bytes
+        offsets: list[tuple[int, int]] = []
+        times: list[tuple[int, int]] = []
+        since = 0
+        largest, off_largest = -1, base
+        expected = base
+        first_ts: int | None = None
+        buf = b""
+        buf_pos = pos = 0
+        while pos + HEADER_SIZE <= size:
+            off = pos - buf_pos
+            if off + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(_SCAN_CHUNK, size - pos), pos)
+                buf_pos, off = pos, 0
+            h = parse_header(buf, off)
+            end = pos + h.size
+            if (
+                h.batch_length < _MIN_BATCH_LENGTH
+                or end > size
+                or h.last_offset_delta < 0
+                or h.base_offset < expected
+                or h.base_offset + h.last_offset_delta - base > MAX_RELATIVE_OFFSET
+            ):
+                break
+            if validate and (h.magic != 2 or not self._crc_matches(buf, off, pos, h)):
+                break
+            last = h.base_offset + h.last_offset_delta
+            if first_ts is None:
+                first_ts = h.max_timestamp
+            if h.max_timestamp > largest:
+                largest, off_largest = h.max_timestamp, last
+            if since > interval:  # same rule as append()
+                offsets.append((h.base_offset - base, pos))
+                if largest > (times[-1][0] if times else -1):
+                    times.append((largest, off_largest - base))
+                since = 0
+            since += h.size
+            expected = last + 1
+            pos = end
+        if largest > (times[-1][0] if times else -1):
+            times.append((largest, off_largest - base))  # what seal() would have written
+        truncated = size - pos if validate else 0
+        if truncated:
+            os.ftruncate(fd, pos)
+        self._size = size - truncated
+        self._since_index = since
+        self.offset_index.reset(offsets)
+        self.time_index.reset(times)
+        self.indexes_missing = False
+        self.largest_timestamp, self.offset_of_largest_timestamp = largest, off_largest
+        self.next_offset = expected
+        self.rolling_base_ms = first_ts if first_ts is not None and first_ts >= 0 else None
+        return truncated
+
+    def _crc_matches(self, buf: bytes, off: int, pos: int, h: BatchHeader) -> bool:
+        if off + h.size <= len(buf):
+            return crc_ok(buf, off, h)
+        if h.size <= _BIG_BATCH:
+            return crc_ok(os.pread(self._fd, h.size, pos), 0, h)
+        crc, p, end = 0, pos + _CRC_START, pos + h.size
+        while p < end:
+            chunk = os.pread(self._fd, min(_SCAN_CHUNK, end - p), p)
+            if not chunk:
+                return False
+            crc = crc32c(chunk, crc)
+            p += len(chunk)
+        return crc == h.crc
+
+    # ------------------------------------------------------------------ lifecycle
+    def flush(self) -> None:
+        """fsync the log and both indexes."""
+        if self._fd >= 0:
+            os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def unlink(self) -> None:
+        """Remove the files (open descriptors keep working until close, as POSIX allows)."""
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.unlink()
+        self.time_index.unlink()
+
+    def delete(self) -> None:
+        self.close()
+        self.unlink()
