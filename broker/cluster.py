@@ -17,7 +17,6 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .config import BrokerConfig, ConfigError, Listener, TopicConfig

@@ -159,6 +159,9 @@ class BrokerConfig(_KafkaModel):
     log_flush_scheduler_interval_ms: int = Field(1000, alias="log.flush.scheduler.interval.ms", ge=1)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
     group_initial_rebalance_delay_ms: int = Field(3000, alias="group.initial.rebalance.delay.ms", ge=0)
+    group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", ge=1)
+    group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", ge=1)
+    offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
 
     @field_validator("listeners", "advertised_listeners")
     @classmethod

@@ -19,6 +19,7 @@ from typing import Any
 from . import apis
 from .cluster import Cluster
 from .config import BrokerConfig, Listener
+from .group.coordinator import GroupCoordinator
 from .producer_state import ProducerIdManager
 from .protocol.codec import (
     MalformedRequest,
@@ -59,6 +60,10 @@ class BrokerServer:
     async def start(self) -> None:
         self.cluster.load()
         self.services["producer_ids"] = ProducerIdManager(self.cluster.log_dir)
+        self.groups = GroupCoordinator(self.cluster, self.config)
+        self.groups.load()
+        self.groups.start()
+        self.services["groups"] = self.groups
         for listener in self.config.listener_list():
             server = await asyncio.start_server(self._on_connection, listener.host or None, listener.port,
                                                 reuse_address=True, limit=1 << 20)
@@ -95,6 +100,7 @@ class BrokerServer:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, *self._background, return_exceptions=True)
+        await self.groups.stop()
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await server.wait_closed()

@@ -31,6 +31,8 @@ from .segment import MAX_RELATIVE_OFFSET, LogSegment
 
 __all__ = ["LOG_START_OFFSET_FILE", "RECOVERY_POINT_FILE", "OffsetOutOfRange", "PartitionLog"]
 
+_MAX_SEGMENT_BYTES = 2**31 - 1  # index positions are int32
+
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -75,6 +77,7 @@ class PartitionLog:
         # Two single-writer counters instead of one shared one: no lock on the append path.
         self._appended_records = 0  # written by the appending thread only
         self._flushed_records = 0  # written by the flushing thread only
+        self._flushed_end = -1  # log end offset covered by the last completed flush
         self._last_flush_ms = clock()
         self._closed = False
         self.update_config(config)
@@ -182,9 +185,11 @@ class PartitionLog:
             with self._lock:
                 if self._closed:
                     return
+                log_end, appended = self._log_end_offset, self._appended_records
+                if log_end == self._flushed_end and not self._unflushed_segments and not self._dir_dirty:
+                    return  # nothing new: spare idle partitions the fsyncs
                 targets = [*self._unflushed_segments, self._active]
                 self._unflushed_segments = []
-                log_end, appended = self._log_end_offset, self._appended_records
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
                 self._flushing = True
             try:
@@ -206,6 +211,7 @@ class PartitionLog:
                 for seg in doomed:
                     seg.close()
             self._flushed_records = appended
+            self._flushed_end = log_end
             self._last_flush_ms = self._clock()
 
     # ------------------------------------------------------------------ read
@@ -357,6 +363,7 @@ class PartitionLog:
         self.flush()
         with self._flush_lock, self._lock:
             self._closed = True
+            self._active.flush()  # the sealing time-index entry, even if flush() had nothing to do
             for seg in self._segments:
                 seg.close()
 

@@ -8,12 +8,13 @@ updates the sparse indexes from header fields. Reads are ``os.pread`` on the sam
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 from crc32c import crc32c
 
-from ..protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc_ok, parse_header
+from ..protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from .index import OffsetIndex, TimeIndex
 
 __all__ = ["LogSegment", "segment_name"]
@@ -22,7 +23,8 @@ MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offsets relative to the b
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _CRC_START = 21  # attributes onward are covered by the CRC (see records.py)
 _SCAN_CHUNK = 1 << 20
-_BIG_BATCH = 16 << 20  # above this, CRC a batch in chunks instead of reading it whole
+# baseOffset, batchLength, (leader epoch), magic, crc, (attributes), lastOffsetDelta, (baseTimestamp), maxTimestamp
+_SCAN_FIELDS = struct.Struct(">qi4xbI2xi8xq")
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -87,7 +89,11 @@ class LogSegment:
 
     # ------------------------------------------------------------------ append path
     def append(self, batch: bytearray | bytes, header: BatchHeader, base_offset: int | None = None) -> int:
-        """Write one batch at the end; ``base_offset`` overrides ``header.base_offset``. Returns its position."""
+        """Write one batch at the end and index it; returns its file position.
+
+        ``base_offset`` (default ``header.base_offset``) must already be in the batch's first 8 bytes:
+        the segment stores the bytes as given and uses the header fields only for its indexes.
+        """
         if base_offset is None:
             base_offset = header.base_offset
         pos = self._size
@@ -202,49 +208,59 @@ class LogSegment:
         self._scan(validate=False)
 
     def _scan(self, validate: bool) -> int:
+        # Runs over every batch of the active segment at each open: kept to a few field reads
+        # per batch (one small struct, no BatchHeader objects) so recovery stays I/O- and CRC-bound.
         fd = self._fd
         size = os.fstat(fd).st_size
         base = self.base_offset
         interval = self.index_interval_bytes
+        unpack = _SCAN_FIELDS.unpack_from
         offsets: list[tuple[int, int]] = []
         times: list[tuple[int, int]] = []
         since = 0
-        largest, off_largest = -1, base
+        largest, off_largest, last_time = -1, base, -1
         expected = base
         first_ts: int | None = None
         buf = b""
+        view = memoryview(buf)
         buf_pos = pos = 0
         while pos + HEADER_SIZE <= size:
             off = pos - buf_pos
             if off + HEADER_SIZE > len(buf):
                 buf = os.pread(fd, min(_SCAN_CHUNK, size - pos), pos)
+                view = memoryview(buf)
                 buf_pos, off = pos, 0
-            h = parse_header(buf, off)
-            end = pos + h.size
-            if (
-                h.batch_length < _MIN_BATCH_LENGTH
-                or end > size
-                or h.last_offset_delta < 0
-                or h.base_offset < expected
-                or h.base_offset + h.last_offset_delta - base > MAX_RELATIVE_OFFSET
-            ):
+            batch_base, length, magic, crc, delta, max_ts = unpack(buf, off)
+            batch_size = length + LOG_OVERHEAD
+            end = pos + batch_size
+            last = batch_base + delta
+            if length < _MIN_BATCH_LENGTH or end > size or delta < 0 or batch_base < expected:
                 break
-            if validate and (h.magic != 2 or not self._crc_matches(buf, off, pos, h)):
+            if last - base > MAX_RELATIVE_OFFSET:
                 break
-            last = h.base_offset + h.last_offset_delta
+            if validate:
+                if magic != 2:
+                    break
+                if off + batch_size <= len(buf):
+                    if crc32c(view[off + _CRC_START : off + batch_size]) != crc:
+                        break
+                elif not self._crc_from_disk(pos, batch_size, crc):
+                    break
             if first_ts is None:
-                first_ts = h.max_timestamp
-            if h.max_timestamp > largest:
-                largest, off_largest = h.max_timestamp, last
+                first_ts = max_ts
+            if max_ts > largest:
+                largest, off_largest = max_ts, last
             if since > interval:  # same rule as append()
-                offsets.append((h.base_offset - base, pos))
-                if largest > (times[-1][0] if times else -1):
+                offsets.append((batch_base - base, pos))
+                if largest > last_time:
                     times.append((largest, off_largest - base))
+                    last_time = largest
                 since = 0
-            since += h.size
+            since += batch_size
             expected = last + 1
             pos = end
-        if largest > (times[-1][0] if times else -1):
+        view.release()
+        if largest > last_time:
             times.append((largest, off_largest - base))  # what seal() would have written
         truncated = size - pos if validate else 0
         if truncated:
@@ -259,19 +275,16 @@ class LogSegment:
         self.rolling_base_ms = first_ts if first_ts is not None and first_ts >= 0 else None
         return truncated
 
-    def _crc_matches(self, buf: bytes, off: int, pos: int, h: BatchHeader) -> bool:
-        if off + h.size <= len(buf):
-            return crc_ok(buf, off, h)
-        if h.size <= _BIG_BATCH:
-            return crc_ok(os.pread(self._fd, h.size, pos), 0, h)
-        crc, p, end = 0, pos + _CRC_START, pos + h.size
+    def _crc_from_disk(self, pos: int, batch_size: int, expected_crc: int) -> bool:
+        """CRC of a batch that is not in the scan buffer, read in chunks (a corrupt length can be huge)."""
+        crc, p, end = 0, pos + _CRC_START, pos + batch_size
         while p < end:
             chunk = os.pread(self._fd, min(_SCAN_CHUNK, end - p), p)
             if not chunk:
                 return False
             crc = crc32c(chunk, crc)
             p += len(chunk)
-        return crc == h.crc
+        return crc == expected_crc
 
     # ------------------------------------------------------------------ lifecycle
     def flush(self) -> None:

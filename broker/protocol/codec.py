@@ -121,10 +121,10 @@ def decode_request(header: RequestHeader, frame: memoryview) -> Any:
         raise MalformedRequest(f"{cls.name} v{header.api_version} body does not decode: {exc!r}") from None
 
 
-def encode_response(response: Any, correlation_id: int) -> bytes:
+def encode_response(response: Any, correlation_id: int) -> bytes | bytearray:
     """Encode a response message (built with its version) with header and size prefix."""
     response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
+    return response.encode(header=True, framed=True)
 
 
 def encode_unsupported_api_versions(correlation_id: int, api_versions_range: tuple[int, int]) -> bytes:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from headwater.broker.config import TopicConfig
-from headwater.broker.log import LogSegment, OffsetOutOfRange, PartitionLog
+from headwater.broker.log import LogClosed, LogSegment, OffsetOutOfRange, PartitionLog
 from headwater.broker.log.partition_log import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE
 from headwater.broker.protocol.records import (
     Record,
@@ -326,6 +326,47 @@ def test_closed_segments_before_recovery_point_are_not_rescanned(tmp_path: Path)
     assert first.stat().st_size == log.segments[0].size
     assert log.log_end_offset == 30
     log.close()
+
+
+def test_stale_recovery_point_is_lowered_after_lost_tail(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path, segment_bytes=500)
+    for _ in range(10):
+        append(log, 3)
+    log.close()
+    last = active_log_file(path)
+    last.write_bytes(last.read_bytes()[:-20])  # e.g. the disk lost unflushed data
+    log = open_log(path, segment_bytes=500)
+    assert log.log_end_offset == 27
+    assert int((path / RECOVERY_POINT_FILE).read_text()) == 27
+    log.close()
+
+
+def test_start_offset_beyond_surviving_data_restarts_empty_there(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path)
+    for _ in range(4):
+        append(log, 3)
+    log.delete_records_before(12)
+    log.close()
+    last = active_log_file(path)
+    last.write_bytes(last.read_bytes()[:-20])
+    log = open_log(path)
+    assert (log.log_start_offset, log.log_end_offset) == (12, 12)
+    assert [s.base_offset for s in log.segments] == [12]
+    assert append(log, 1) == 12
+    log.close()
+
+
+def test_closed_log_rejects_use(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    append(log, 1)
+    log.close()
+    log.close()  # idempotent
+    with pytest.raises(LogClosed):
+        append(log, 1)
+    with pytest.raises(LogClosed):
+        log.read(0, 100)
 
 
 @pytest.mark.parametrize("damage", ["missing", "misaligned"])

@@ -1,0 +1,53 @@
+"""OffsetCommit (key 8), v0-v7.
+
+Behavior: members commit with their generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+REBALANCE_IN_PROGRESS as Kafka); generation -1 with no member id is a "simple"
+commit, allowed while the group has no members. Offsets are stored as records in
+``__consumer_offsets`` before the answer. Unknown partitions get
+UNKNOWN_TOPIC_OR_PARTITION; metadata over ``offset.metadata.max.bytes`` gets
+OFFSET_METADATA_TOO_LARGE. Not implemented: the v2-v4 per-request retention time
+(offsets are kept until deleted).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..group.records import OffsetAndMetadata
+from ..protocol.errors import ErrorCode
+from .registry import RequestContext, api
+
+
+@api(key=8, min=0, max=7)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    groups = ctx.services["groups"]
+    generation = req.generation_id_or_member_epoch if ctx.version >= 1 else -1
+    member_id = req.member_id if ctx.version >= 1 else ""
+    instance_id = getattr(req, "group_instance_id", None) if ctx.version >= 7 else None
+    group_error = groups.commit_check(req.group_id, member_id or "", generation, instance_id)
+    now = int(time.time() * 1000)
+    max_meta = ctx.cluster.config.offset_metadata_max_bytes
+    accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+    topics = []
+    for t in req.topics:
+        partitions = []
+        for p in t.partitions:
+            code = group_error
+            if code is None:
+                metadata = p.committed_metadata or ""
+                topic = ctx.cluster.topics.get(t.name)
+                if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata.encode()) > max_meta:
+                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    epoch = getattr(p, "committed_leader_epoch", -1) if ctx.version >= 6 else -1
+                    accepted[(t.name, p.partition_index)] = OffsetAndMetadata(p.committed_offset, epoch, metadata, now)
+                    code = ErrorCode.NONE
+            partitions.append({"partition_index": p.partition_index, "error_code": code})
+        topics.append({"name": t.name, "partitions": partitions})
+    if accepted:
+        groups.commit(req.group_id, accepted)
+        ctx.cluster.notify_data()
+    return {"throttle_time_ms": 0, "topics": topics}

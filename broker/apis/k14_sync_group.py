@@ -1,0 +1,17 @@
+"""SyncGroup (key 14), v0-v3.
+
+Behavior: the leader's assignments are handed to every member once the leader syncs;
+followers wait for that. Stale generations get ILLEGAL_GENERATION.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import RequestContext, api
+
+
+@api(key=14, min=0, max=3)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    result = await ctx.services["groups"].sync(req, ctx.version)
+    return {"throttle_time_ms": 0, **result}

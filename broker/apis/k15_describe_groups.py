@@ -1,0 +1,17 @@
+"""DescribeGroups (key 15), v0-v4.
+
+Behavior: state, protocol and members (with assignments once Stable). Unknown groups
+are described as Dead with no members, as Kafka does before v6.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import RequestContext, api
+
+
+@api(key=15, min=0, max=4)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    groups = ctx.services["groups"]
+    return {"throttle_time_ms": 0, "groups": [groups.describe(g) for g in req.groups]}

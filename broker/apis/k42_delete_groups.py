@@ -1,0 +1,18 @@
+"""DeleteGroups (key 42), v0-v1.
+
+Behavior: deletes groups with no members, with their committed offsets (tombstones in
+``__consumer_offsets``); NON_EMPTY_GROUP while members remain; GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import RequestContext, api
+
+
+@api(key=42, min=0, max=1)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    groups = ctx.services["groups"]
+    return {"throttle_time_ms": 0,
+            "results": [{"group_id": g, "error_code": groups.delete_group(g)} for g in req.groups_names]}

@@ -1,0 +1,26 @@
+"""OffsetDelete (key 47), v0.
+
+Behavior: removes committed offsets of a group; a partition of a topic that active
+members of a consumer group subscribe to gets GROUP_SUBSCRIBED_TO_TOPIC.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol.errors import ErrorCode
+from .registry import RequestContext, api
+
+
+@api(key=47, min=0, max=0)
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    groups = ctx.services["groups"]
+    if req.group_id not in groups.groups:
+        return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    result = groups.delete_offsets(req.group_id, wanted)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (t, p), code in result.items():
+        topics.setdefault(t, []).append({"partition_index": p, "error_code": code})
+    return {"error_code": 0, "throttle_time_ms": 0,
+            "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()]}

@@ -1,0 +1,560 @@
+"""The group coordinator: membership, rebalances and committed offsets for every group.
+
+Generic over the protocol type: consumers (``consumer``) and Connect workers
+(``connect``) use the same JoinGroup/SyncGroup/Heartbeat/LeaveGroup machinery; only
+OffsetDelete looks inside consumer subscriptions. Commits and group metadata are
+records in the compacted ``__consumer_offsets`` topic, replayed on start.
+
+Everything runs on the event loop; JoinGroup and SyncGroup answers are futures that
+a rebalance completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from ..cluster import Cluster
+from ..config import BrokerConfig
+from ..log import PartitionLog
+from ..protocol.errors import ErrorCode
+from ..protocol.records import Record, build_batch, decode_batch_records, iter_batches, parse_header
+from .group import Group, GroupState, Member
+from .records import (
+    GroupMetadata,
+    MemberMetadata,
+    OffsetAndMetadata,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    java_string_hash,
+)
+
+__all__ = ["GroupCoordinator", "OFFSETS_TOPIC"]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+EXPIRY_TICK = 0.1
+
+
+def _error(code: ErrorCode, **extra: Any) -> dict[str, Any]:
+    return {"error_code": code, **extra}
+
+
+def _join_error(code: ErrorCode, member_id: str = "") -> dict[str, Any]:
+    return {"error_code": code, "generation_id": -1, "protocol_type": None, "protocol_name": None,
+            "leader": "", "member_id": member_id, "members": []}
+
+
+class GroupCoordinator:
+    def __init__(self, cluster: Cluster, config: BrokerConfig) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.groups: dict[str, Group] = {}
+        self.pending_deadlines: dict[tuple[str, str], float] = {}
+        self._expiry_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle and storage ---------------------------------------------------------------
+
+    def load(self) -> None:
+        """Create ``__consumer_offsets`` if missing, then replay it into memory."""
+        topic = self.cluster.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = self.cluster.create_topic(
+                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1,
+                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}, internal=True)
+        loaded_groups: dict[str, GroupMetadata | None] = {}
+        commits = 0
+        for plog in topic.partitions:
+            for record in _read_all(plog):
+                key = decode_key(record.key or b"")
+                if isinstance(key, tuple):
+                    group_id, t, p = key
+                    group = self._group(group_id, create=True)
+                    if record.value is None:
+                        group.offsets.pop((t, p), None)
+                    else:
+                        group.offsets[(t, p)] = decode_offset_value(record.value)
+                        commits += 1
+                else:
+                    loaded_groups[key] = decode_group_value(record.value) if record.value is not None else None
+        for group_id, meta in loaded_groups.items():
+            if meta is None:
+                group = self.groups.get(group_id)
+                if group is not None and not group.offsets:
+                    del self.groups[group_id]
+                continue
+            self._restore(self._group(group_id, create=True), meta)
+        log.info("loaded %d groups (%d offset commits) from %s", len(self.groups), commits, OFFSETS_TOPIC)
+
+    def _restore(self, group: Group, meta: GroupMetadata) -> None:
+        group.protocol_type = meta.protocol_type or None
+        group.generation = meta.generation
+        group.protocol = meta.protocol
+        group.leader = meta.leader
+        for m in meta.members:
+            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                            m.rebalance_timeout_ms, meta.protocol_type, [(meta.protocol or "", m.subscription)],
+                            assignment=m.assignment)
+            member.touch()
+            group.members[m.member_id] = member
+            if m.group_instance_id:
+                group.static_members[m.group_instance_id] = m.member_id
+        group.transition(GroupState.STABLE if group.members else GroupState.EMPTY)
+
+    def start(self) -> None:
+        self._expiry_task = asyncio.create_task(self._expire_loop())
+
+    async def stop(self) -> None:
+        if self._expiry_task:
+            self._expiry_task.cancel()
+            await asyncio.gather(self._expiry_task, return_exceptions=True)
+
+    def partition_for(self, group_id: str) -> int:
+        return abs(java_string_hash(group_id)) % len(self.cluster.topics[OFFSETS_TOPIC].partitions)
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        if not records:
+            return
+        p = self.partition_for(group_id)
+        plog = self.cluster.partition(OFFSETS_TOPIC, p)
+        now = int(time.time() * 1000)
+        batch = bytearray(build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(records)]))
+        plog.append(batch, parse_header(batch))
+
+    def _persist_group(self, group: Group) -> None:
+        meta = GroupMetadata(
+            group.protocol_type or "", group.generation, group.protocol, group.leader, group.state_timestamp,
+            [MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                            m.session_timeout_ms, m.metadata_for(group.protocol or ""), m.assignment)
+             for m in group.members.values()],
+        )
+        self._append(group.group_id, [(encode_group_key(group.group_id), encode_group_value(meta))])
+
+    def _group(self, group_id: str, create: bool = False) -> Group:
+        group = self.groups.get(group_id)
+        if group is None and create:
+            group = self.groups[group_id] = Group(group_id)
+        return group  # type: ignore[return-value]
+
+    # -- JoinGroup ------------------------------------------------------------------------
+
+    async def join(self, req: Any, version: int, client_id: str, client_host: str) -> dict[str, Any]:
+        group_id = req.group_id
+        member_id = req.member_id or ""
+        instance_id = getattr(req, "group_instance_id", None) if version >= 5 else None
+        rebalance_timeout = req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms
+        protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
+        if not group_id:
+            return _join_error(ErrorCode.INVALID_GROUP_ID, member_id)
+        if not self.config.group_min_session_timeout_ms <= req.session_timeout_ms <= self.config.group_max_session_timeout_ms:
+            return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            group = self._group(group_id, create=True)
+        if group.state == GroupState.DEAD:
+            return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if not group.supports(req.protocol_type, [name for name, _ in protocols]):
+            return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+
+        def new_member(mid: str) -> Member:
+            return Member(mid, instance_id, client_id, client_host, req.session_timeout_ms, rebalance_timeout,
+                          req.protocol_type, protocols)
+
+        if not member_id:
+            new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if instance_id:
+                old_id = group.static_members.get(instance_id)
+                if old_id is not None and old_id in group.members:
+                    return await self._replace_static(group, old_id, new_member(new_id))
+                return await self._add_and_join(group, new_member(new_id))
+            if version >= 4:
+                group.pending_members.add(new_id)
+                self.pending_deadlines[(group_id, new_id)] = time.monotonic() + req.session_timeout_ms / 1000
+                return _join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
+            return await self._add_and_join(group, new_member(new_id))
+
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self.pending_deadlines.pop((group_id, member_id), None)
+            return await self._add_and_join(group, new_member(member_id))
+        member = group.members.get(member_id)
+        if member is None:
+            return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        if instance_id and group.static_members.get(instance_id) != member_id:
+            return _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
+        changed = member.protocols != protocols
+        member.protocols = protocols
+        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout
+        member.touch()
+        if group.state == GroupState.STABLE and not changed and member_id != group.leader:
+            return self._join_result(group, member)
+        if group.state == GroupState.COMPLETING_REBALANCE and not changed:
+            return self._join_result(group, member)
+        return await self._await_join(group, member)
+
+    async def _add_and_join(self, group: Group, member: Member) -> dict[str, Any]:
+        group.members[member.member_id] = member
+        if member.group_instance_id:
+            group.static_members[member.group_instance_id] = member.member_id
+        if group.protocol_type is None or len(group.members) == 1:
+            group.protocol_type = member.protocol_type
+        member.touch()
+        return await self._await_join(group, member)
+
+    async def _replace_static(self, group: Group, old_id: str, member: Member) -> dict[str, Any]:
+        """A static member came back with a new member id: fence the old one, keep its work."""
+        old = group.members.pop(old_id)
+        if old.awaiting_join:
+            old.join_future.set_result(_join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))  # type: ignore[union-attr]
+        if old.awaiting_sync:
+            old.sync_future.set_result(_error(ErrorCode.FENCED_INSTANCE_ID, assignment=b""))  # type: ignore[union-attr]
+        member.assignment = old.assignment
+        group.members[member.member_id] = member
+        group.static_members[member.group_instance_id] = member.member_id  # type: ignore[index]
+        if group.leader == old_id:
+            group.leader = member.member_id
+        member.touch()
+        if group.state == GroupState.STABLE and old.protocols == member.protocols:
+            self._persist_group(group)
+            return self._join_result(group, member)
+        return await self._await_join(group, member)
+
+    async def _await_join(self, group: Group, member: Member) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        member.join_future = loop.create_future()
+        if group.state != GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group, f"member {member.member_id} joined")
+        elif group.initial_delay_until:
+            # Kafka's initial delayed join: each new member extends the wait a little.
+            delay = self.config.group_initial_rebalance_delay_ms / 1000
+            group.initial_delay_until = min(time.monotonic() + delay, group.rebalance_deadline)
+            self._schedule_check(group, group.initial_delay_until)
+        self._maybe_complete_join(group)
+        return await member.join_future
+
+    def _join_result(self, group: Group, member: Member) -> dict[str, Any]:
+        members = []
+        if member.member_id == group.leader:
+            members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "metadata": m.metadata_for(group.protocol or "")} for m in group.members.values()]
+        return {"error_code": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol, "leader": group.leader or "", "skip_assignment": False,
+                "member_id": member.member_id, "members": members}
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            for m in group.members.values():
+                m.assignment = b""
+                if m.awaiting_sync:
+                    m.sync_future.set_result(_error(ErrorCode.REBALANCE_IN_PROGRESS, assignment=b""))  # type: ignore[union-attr]
+        now = time.monotonic()
+        initial = group.state == GroupState.EMPTY
+        group.transition(GroupState.PREPARING_REBALANCE)
+        group.rebalance_deadline = now + group.rebalance_timeout_ms() / 1000
+        group.initial_delay_until = 0.0
+        if initial and self.config.group_initial_rebalance_delay_ms > 0:
+            delay = self.config.group_initial_rebalance_delay_ms / 1000
+            group.initial_delay_until = min(now + delay, group.rebalance_deadline)
+            self._schedule_check(group, group.initial_delay_until)
+        self._schedule_check(group, group.rebalance_deadline)
+        log.info("group %s preparing to rebalance (generation %d): %s", group.group_id, group.generation, reason)
+
+    def _schedule_check(self, group: Group, at: float) -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(max(at - time.monotonic(), 0) + 0.001, self._on_rebalance_timer, group)
+
+    def _on_rebalance_timer(self, group: Group) -> None:
+        if group.state != GroupState.PREPARING_REBALANCE:
+            return
+        now = time.monotonic()
+        if now >= group.rebalance_deadline:
+            # Members that did not rejoin in time are out of the group.
+            for mid, m in list(group.members.items()):
+                if not m.awaiting_join:
+                    self._remove_member(group, mid, "did not rejoin within the rebalance timeout")
+            for mid in list(group.pending_members):
+                group.pending_members.discard(mid)
+            self._complete_join(group)
+        else:
+            self._maybe_complete_join(group)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if group.state != GroupState.PREPARING_REBALANCE:
+            return
+        if group.initial_delay_until and time.monotonic() < group.initial_delay_until:
+            return
+        if group.all_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        group.initial_delay_until = 0.0
+        group.generation += 1
+        if not group.members:
+            group.protocol = None
+            group.leader = None
+            group.transition(GroupState.EMPTY)
+            self._persist_group(group)
+            log.info("group %s is empty at generation %d", group.group_id, group.generation)
+            return
+        group.protocol = group.select_protocol()
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        group.transition(GroupState.COMPLETING_REBALANCE)
+        for m in group.members.values():
+            m.touch()
+            if m.awaiting_join:
+                m.join_future.set_result(self._join_result(group, m))  # type: ignore[union-attr]
+        generation = group.generation
+        asyncio.get_running_loop().call_later(
+            group.rebalance_timeout_ms() / 1000, self._on_sync_timeout, group, generation)
+        log.info("group %s generation %d: %d members, protocol %s, leader %s", group.group_id, generation,
+                 len(group.members), group.protocol, group.leader)
+
+    def _on_sync_timeout(self, group: Group, generation: int) -> None:
+        if group.state == GroupState.COMPLETING_REBALANCE and group.generation == generation:
+            for mid, m in list(group.members.items()):
+                if not m.awaiting_sync:
+                    self._remove_member(group, mid, "did not sync within the rebalance timeout")
+            if group.state == GroupState.COMPLETING_REBALANCE:
+                self._prepare_rebalance(group, "members missed SyncGroup")
+
+    def _remove_member(self, group: Group, member_id: str, reason: str) -> None:
+        member = group.members.pop(member_id, None)
+        if member is None:
+            return
+        if member.group_instance_id and group.static_members.get(member.group_instance_id) == member_id:
+            del group.static_members[member.group_instance_id]
+        if member.awaiting_join:
+            member.join_future.set_result(_join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))  # type: ignore[union-attr]
+        if member.awaiting_sync:
+            member.sync_future.set_result(_error(ErrorCode.UNKNOWN_MEMBER_ID, assignment=b""))  # type: ignore[union-attr]
+        log.info("group %s: member %s removed (%s)", group.group_id, member_id, reason)
+
+    def _member_left(self, group: Group, member_id: str, reason: str) -> None:
+        self._remove_member(group, member_id, reason)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, reason)
+        self._maybe_complete_join(group)
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(EXPIRY_TICK)
+            now = time.monotonic()
+            for (group_id, member_id), deadline in list(self.pending_deadlines.items()):
+                if now > deadline:
+                    del self.pending_deadlines[(group_id, member_id)]
+                    group = self.groups.get(group_id)
+                    if group is not None:
+                        group.pending_members.discard(member_id)
+                        self._maybe_complete_join(group)
+            for group in list(self.groups.values()):
+                for mid, m in list(group.members.items()):
+                    if now > m.deadline and not m.awaiting_join and not m.awaiting_sync:
+                        self._member_left(group, mid, "session timeout expired")
+
+    # -- SyncGroup / Heartbeat / LeaveGroup ------------------------------------------------------
+
+    def _check_member(self, group: Group | None, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        if group is None or group.state == GroupState.DEAD or member_id not in group.members:
+            if group is not None and instance_id and instance_id in group.static_members:
+                return ErrorCode.FENCED_INSTANCE_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if instance_id and group.static_members.get(instance_id) != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        return None
+
+    async def sync(self, req: Any, version: int) -> dict[str, Any]:
+        group = self.groups.get(req.group_id)
+        instance_id = getattr(req, "group_instance_id", None) if version >= 3 else None
+        err = self._check_member(group, req.member_id, instance_id)
+        if err is not None:
+            return _error(err, assignment=b"")
+        assert group is not None
+        if req.generation_id != group.generation:
+            return _error(ErrorCode.ILLEGAL_GENERATION, assignment=b"")
+        if version >= 5 and ((req.protocol_type and req.protocol_type != group.protocol_type)
+                             or (req.protocol_name and req.protocol_name != group.protocol)):
+            return _error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
+        member = group.members[req.member_id]
+        member.touch()
+        base = {"protocol_type": group.protocol_type, "protocol_name": group.protocol}
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return _error(ErrorCode.REBALANCE_IN_PROGRESS, assignment=b"", **base)
+        if group.state == GroupState.STABLE:
+            return {"error_code": 0, "assignment": member.assignment, **base}
+        if group.state != GroupState.COMPLETING_REBALANCE:
+            return _error(ErrorCode.UNKNOWN_MEMBER_ID, assignment=b"")
+        member.sync_future = asyncio.get_running_loop().create_future()
+        if req.member_id == group.leader:
+            given = {a.member_id: bytes(a.assignment) for a in req.assignments}
+            for m in group.members.values():
+                m.assignment = given.get(m.member_id, b"")
+            group.transition(GroupState.STABLE)
+            self._persist_group(group)
+            for m in group.members.values():
+                if m.awaiting_sync:
+                    m.sync_future.set_result({"error_code": 0, "assignment": m.assignment, **base})  # type: ignore[union-attr]
+        return await member.sync_future
+
+    def heartbeat(self, req: Any, version: int) -> ErrorCode:
+        group = self.groups.get(req.group_id)
+        instance_id = getattr(req, "group_instance_id", None) if version >= 3 else None
+        if group is not None and group.state == GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        err = self._check_member(group, req.member_id, instance_id)
+        if err is not None:
+            return err
+        assert group is not None
+        member = group.members[req.member_id]
+        if req.generation_id != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        member.touch()
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave(self, group_id: str, identities: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[dict[str, Any]]]:
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.UNKNOWN_MEMBER_ID, []
+        results = []
+        for member_id, instance_id in identities:
+            if instance_id:
+                found = group.static_members.get(instance_id)
+                if found is None or (member_id and member_id != found):
+                    code = ErrorCode.UNKNOWN_MEMBER_ID if found is None else ErrorCode.FENCED_INSTANCE_ID
+                    results.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": code})
+                    continue
+                member_id = found
+            if member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                self._maybe_complete_join(group)
+            elif member_id in group.members:
+                self._member_left(group, member_id, "left the group")
+            else:
+                results.append({"member_id": member_id, "group_instance_id": instance_id,
+                                "error_code": ErrorCode.UNKNOWN_MEMBER_ID})
+                continue
+            results.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": 0})
+        return ErrorCode.NONE, results
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode | None:
+        """Whether this member may commit now; creates a group for simple (generation -1) commits."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if generation < 0 and not member_id:
+            if group is None:
+                self._group(group_id, create=True)
+                return None
+            return None if group.state == GroupState.EMPTY else ErrorCode.UNKNOWN_MEMBER_ID
+        err = self._check_member(group, member_id, instance_id)
+        if err is not None:
+            return err
+        assert group is not None
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        group.members[member_id].touch()
+        return None
+
+    def commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        group = self._group(group_id, create=True)
+        group.offsets.update(offsets)
+        self._append(group_id, [(encode_offset_key(group_id, t, p), encode_offset_value(o))
+                                for (t, p), o in offsets.items()])
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if partitions is None:
+            return dict(offsets)
+        return {tp: offsets.get(tp) for tp in partitions}
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        group = self.groups[group_id]
+        subscribed = group.subscribed_topics() or set()
+        result: dict[tuple[str, int], ErrorCode] = {}
+        tombstones: list[tuple[bytes, bytes | None]] = []
+        for t, p in partitions:
+            if t in subscribed and group.state != GroupState.EMPTY:
+                result[(t, p)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            if group.offsets.pop((t, p), None) is not None:
+                tombstones.append((encode_offset_key(group_id, t, p), None))
+            result[(t, p)] = ErrorCode.NONE
+        self._append(group_id, tombstones)
+        return result
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.state != GroupState.EMPTY:
+            return ErrorCode.NON_EMPTY_GROUP
+        records: list[tuple[bytes, bytes | None]] = [(encode_offset_key(group_id, t, p), None) for t, p in group.offsets]
+        records.append((encode_group_key(group_id), None))
+        self._append(group_id, records)
+        group.transition(GroupState.DEAD)
+        del self.groups[group_id]
+        log.info("deleted group %s", group_id)
+        return ErrorCode.NONE
+
+    def describe(self, group_id: str) -> dict[str, Any]:
+        group = self.groups.get(group_id)
+        if group is None:
+            return {"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
+                    "protocol_data": "", "members": [], "authorized_operations": -(2**31)}
+        stable = group.state == GroupState.STABLE
+        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                    "client_host": m.client_host, "member_metadata": m.metadata_for(group.protocol or ""),
+                    "member_assignment": m.assignment if stable else b""} for m in group.members.values()]
+        return {"error_code": 0, "group_id": group_id, "group_state": group.state.value,
+                "protocol_type": group.protocol_type or "", "protocol_data": group.protocol or "",
+                "members": members, "authorized_operations": -(2**31)}
+
+    def list_groups(self, states: list[str] | None, types: list[str] | None) -> list[dict[str, Any]]:
+        out = []
+        for g in self.groups.values():
+            if states and g.state.value not in states:
+                continue
+            if types and "classic" not in [t.lower() for t in types]:
+                continue
+            out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                        "group_state": g.state.value, "group_type": "classic"})
+        return out
+
+
+def _read_all(plog: PartitionLog) -> Iterator[Record]:
+    """Every record of a partition, from its start offset to its end."""
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 1 << 20)
+        if not data:
+            break
+        last = offset
+        for pos, header in iter_batches(data):
+            _, records = decode_batch_records(data, pos)
+            for r in records:
+                if r.offset >= offset:
+                    yield r
+            last = header.last_offset + 1
+        if last <= offset:
+            break
+        offset = last

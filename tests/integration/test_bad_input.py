@@ -1,0 +1,737 @@
+"""Bad input over raw TCP: the broker answers with the right error or closes that one connection.
+
+Every test talks to the session broker through plain sockets, crafting frames with
+kafka-python's generated request classes (or by hand where the frame must be broken).
+After each test the autouse ``still_serving`` fixture checks that the broker process is
+alive, that a connection opened before the test still answers, that a new connection
+can produce and fetch, and that the records stored before the test are unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from headwater.broker.protocol.codec import request_class
+from headwater.broker.protocol.records import Record, build_batch, decode_batch_records, iter_batches
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+pytestmark = pytest.mark.timeout(60)
+
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MESSAGE_TOO_LARGE = 10
+INVALID_REQUIRED_ACKS = 21
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+INVALID_RECORD = 87
+
+DATA = "bad-input-data"  # written once by the fixture; every bad produce targets it
+SMALL = "bad-input-small"  # max.message.bytes=1000
+ACKS0 = "bad-input-acks0"
+PIPELINE = "bad-input-pipeline"
+HEALTH = "bad-input-health"  # the after-test round trip writes here
+SENTINEL = "bad-input-sentinel"  # never written after setup
+
+# What the broker serves (the registry), as ApiVersions must report it.
+EXPECTED_APIS = {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 18: (0, 4), 19: (0, 4), 20: (0, 3)}
+API_VERSIONS_RANGE = (0, 4)
+MAX_REQUEST = 104857600  # socket.request.max.bytes default
+
+
+# -- raw connection helpers -----------------------------------------------------------------
+
+
+class Conn:
+    """One TCP connection speaking framed requests."""
+
+    def __init__(self, port: int, timeout: float = 5.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._cid = 0
+
+    def next_cid(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Conn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # sending
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, req: Any, cid: int | None = None, client_id: str = "bad-input") -> int:
+        cid = self.next_cid() if cid is None else cid
+        self.send_raw(frame(req, cid, client_id))
+        return cid
+
+    # receiving
+    def _read_exactly(self, n: int) -> bytes | None:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return bytes(buf)
+
+    def recv_frame(self) -> bytes:
+        """The next answer without its size prefix (correlation id first)."""
+        head = self._read_exactly(4)
+        assert head is not None, "connection closed while an answer was expected"
+        (size,) = struct.unpack(">i", head)
+        body = self._read_exactly(size)
+        assert body is not None, "connection closed in the middle of an answer"
+        return body
+
+    def recv(self, resp_cls: Any, version: int) -> tuple[int, Any]:
+        body = self.recv_frame()
+        (cid,) = struct.unpack_from(">i", body)
+        return cid, resp_cls.decode(body[4:], version=version)
+
+    def request(self, req: Any, resp_cls: Any) -> Any:
+        cid = self.send(req)
+        got, resp = self.recv(resp_cls, req.API_VERSION)
+        assert got == cid
+        return resp
+
+    def assert_closed(self, timeout: float = 5.0) -> bytes:
+        """Wait for the broker to close the connection; return whatever it sent before."""
+        self.sock.settimeout(timeout)
+        received = bytearray()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                chunk = self.sock.recv(65536)
+            except ConnectionResetError:
+                return bytes(received)
+            except TimeoutError:
+                pytest.fail(f"connection still open after {timeout}s (received {bytes(received[:64])!r})")
+            if not chunk:
+                return bytes(received)
+            received += chunk
+            if time.monotonic() > deadline:
+                pytest.fail("connection keeps sending instead of closing")
+
+
+def frame(req: Any, cid: int, client_id: str = "bad-input") -> bytes:
+    req.with_header(correlation_id=cid, client_id=client_id)
+    return bytes(req.encode(header=True, framed=True))
+
+
+def raw_header(api_key: int, version: int, cid: int, client_id: bytes | None = b"bad-input",
+               flexible: bool = False) -> bytes:
+    head = struct.pack(">hhi", api_key, version, cid)
+    head += struct.pack(">h", -1) if client_id is None else struct.pack(">h", len(client_id)) + client_id
+    return head + (b"\x00" if flexible else b"")
+
+
+def framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+# -- request builders -----------------------------------------------------------------------
+
+
+def produce_req(topic: str, records: bytes | None, partition: int = 0, acks: int = 1, version: int = 8) -> Any:
+    T = ProduceRequest.TopicProduceData
+    return ProduceRequest[version](acks=acks, timeout_ms=5000, topic_data=[
+        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
+
+
+def metadata_req(topics: list[str] | None, version: int = 8, auto_create: bool = False) -> Any:
+    items = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+    return MetadataRequest[version](topics=items, allow_auto_topic_creation=auto_create,
+                                    include_cluster_authorized_operations=False,
+                                    include_topic_authorized_operations=False)
+
+
+def list_offsets_req(topic: str, partition: int = 0, timestamp: int = -1, version: int = 5) -> Any:
+    T = ListOffsetsRequest.ListOffsetsTopic
+    return ListOffsetsRequest[version](replica_id=-1, isolation_level=0, topics=[
+        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1,
+                                                         timestamp=timestamp)])])
+
+
+def fetch_req(topic: str, offset: int = 0, partition: int = 0, max_wait_ms: int = 0, min_bytes: int = 0,
+              version: int = 11) -> Any:
+    T = FetchRequest.FetchTopic
+    return FetchRequest[version](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=50 << 20,
+                                 isolation_level=0, session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                                 topics=[T(topic=topic, partitions=[T.FetchPartition(
+                                     partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                                     log_start_offset=-1, partition_max_bytes=10 << 20)])])
+
+
+def create_topic_req(name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Any:
+    T = CreateTopicsRequest.CreatableTopic
+    return CreateTopicsRequest[4](timeout_ms=10000, validate_only=False, topics=[
+        T(name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+          configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])])
+
+
+def batch(*values: bytes, key: bytes | None = None) -> bytes:
+    now = int(time.time() * 1000)
+    return build_batch([Record(offset=i, timestamp=now, key=key, value=v) for i, v in enumerate(values)])
+
+
+def legacy_message(magic: int, value: bytes) -> bytes:
+    """A one-message v0/v1 message set (the pre-0.11 format)."""
+    import zlib
+
+    body = struct.pack(">bb", magic, 0)
+    if magic == 1:
+        body += struct.pack(">q", int(time.time() * 1000))
+    body += struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", 0, len(message)) + message
+
+
+# -- one-shot operations on new connections -------------------------------------------------
+
+
+def produce(port: int, topic: str, records: bytes | None, partition: int = 0, acks: int = 1,
+            version: int = 8) -> Any:
+    """Send one produce; return the partition's answer."""
+    with Conn(port) as c:
+        resp = c.request(produce_req(topic, records, partition, acks, version), ProduceResponse)
+    [t] = resp.responses
+    [p] = t.partition_responses
+    assert (t.name, p.index) == (topic, partition)
+    return p
+
+
+def end_offset(port: int, topic: str, partition: int = 0) -> int:
+    with Conn(port) as c:
+        resp = c.request(list_offsets_req(topic, partition), ListOffsetsResponse)
+    p = resp.topics[0].partitions[0]
+    assert p.error_code == 0, p
+    return p.offset
+
+
+def fetch_values(port: int, topic: str, partition: int = 0) -> list[tuple[int, bytes | None]]:
+    """Every (offset, value) stored in the partition."""
+    out: list[tuple[int, bytes | None]] = []
+    with Conn(port) as c:
+        while True:
+            resp = c.request(fetch_req(topic, len(out) and out[-1][0] + 1, partition), FetchResponse)
+            p = resp.responses[0].partitions[0]
+            assert p.error_code == 0, p
+            data = bytes(p.records or b"")
+            got = 0
+            for pos, _ in iter_batches(data):
+                _, records = decode_batch_records(data, pos)
+                for r in records:
+                    if not out or r.offset > out[-1][0]:
+                        out.append((r.offset, r.value))
+                        got += 1
+            if not got or out[-1][0] + 1 >= p.high_watermark:
+                return out
+
+
+def create_topic(port: int, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+    with Conn(port) as c:
+        resp = c.request(create_topic_req(name, partitions, configs), CreateTopicsResponse)
+    assert resp.topics[0].error_code in (0, TOPIC_ALREADY_EXISTS), resp
+
+
+def wait_for_log(broker: Any, pattern: str, since: int, timeout: float = 5.0) -> str:
+    """Wait for a broker log line matching ``pattern`` written after offset ``since``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = broker.log_text()[since:]
+        m = re.search(pattern, text)
+        if m:
+            return text[text.rfind("\n", 0, m.start()) + 1 : text.find("\n", m.end())]
+        if time.monotonic() > deadline:
+            pytest.fail(f"no broker log line matching {pattern!r}; new log text:\n{text[-3000:]}")
+        time.sleep(0.05)
+
+
+# -- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def topics(broker: Any) -> dict[str, list[tuple[int, bytes | None]]]:
+    port = broker.port
+    for name in (DATA, ACKS0, PIPELINE, HEALTH, SENTINEL):
+        create_topic(port, name)
+    create_topic(port, SMALL, configs={"max.message.bytes": "1000"})
+    for name in (DATA, SENTINEL):
+        if end_offset(port, name) == 0:
+            p = produce(port, name, batch(b"first", b"second", b"third"))
+            assert p.error_code == 0, p
+    return {name: fetch_values(port, name) for name in (DATA, SENTINEL)}
+
+
+@pytest.fixture(autouse=True)
+def still_serving(broker: Any, topics: dict[str, list[tuple[int, bytes | None]]]) -> Iterator[None]:
+    """A connection opened before the test still answers after it, and nothing stored changed."""
+    bystander = Conn(broker.port)
+    assert bystander.request(ApiVersionsRequest[0](), ApiVersionsResponse).error_code == 0
+    yield
+    assert broker.proc.poll() is None, "broker process died"
+    try:
+        assert bystander.request(metadata_req([SENTINEL]), MetadataResponse).topics[0].error_code == 0
+    finally:
+        bystander.close()
+    health = produce(broker.port, HEALTH, batch(b"still-alive"))
+    assert health.error_code == 0, health
+    assert fetch_values(broker.port, HEALTH)[-1] == (health.base_offset, b"still-alive")
+    for name, stored in topics.items():
+        assert end_offset(broker.port, name) == len(stored)
+        assert fetch_values(broker.port, name) == stored
+
+
+@pytest.fixture
+def log_mark(broker: Any) -> int:
+    return len(broker.log_text())
+
+
+# -- framing --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [-1, -2, -(2**31)])
+def test_negative_size_closes_connection(broker: Any, log_mark: int, size: int) -> None:
+    with Conn(broker.port) as c:
+        c.send_raw(struct.pack(">i", size) + raw_header(18, 0, 1))
+        assert c.assert_closed() == b""
+    wait_for_log(broker, rf"closing connection from .*request size {size} ", log_mark)
+
+
+def test_size_above_socket_request_max_bytes_closes_connection(broker: Any, log_mark: int) -> None:
+    with Conn(broker.port) as c:
+        c.send_raw(struct.pack(">i", MAX_REQUEST + 1))  # just the size prefix
+        assert c.assert_closed() == b""
+    line = wait_for_log(broker, rf"request size {MAX_REQUEST + 1}\b", log_mark)
+    assert "socket.request.max.bytes" in line
+
+
+def test_size_at_max_is_not_rejected_up_front(broker: Any) -> None:
+    """Exactly socket.request.max.bytes is allowed: the broker waits for the body."""
+    with Conn(broker.port) as c:
+        c.send_raw(struct.pack(">i", 2**31 - 1))
+        assert c.assert_closed() == b""
+        with Conn(broker.port) as d:
+            d.send_raw(struct.pack(">i", MAX_REQUEST) + raw_header(18, 0, 1))
+            d.sock.settimeout(0.5)
+            with pytest.raises(TimeoutError):
+                d.sock.recv(1)  # still open, waiting for the rest of the 100 MiB
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x00", b"\x00\x12\x00\x00", b"\x00\x12\x00\x00\x00\x00\x00\x01\x00"],
+                         ids=["empty", "1-byte", "4-bytes", "9-bytes"])
+def test_frame_shorter_than_header_closes_connection(broker: Any, log_mark: int, payload: bytes) -> None:
+    with Conn(broker.port) as c:
+        c.send_raw(framed(payload))
+        assert c.assert_closed() == b""
+    wait_for_log(broker, rf"closing connection from .*request size {len(payload)} ", log_mark)
+
+
+@pytest.mark.parametrize("client_len", [5, 1000, 32767, -2, -32768])
+def test_bogus_client_id_length_closes_connection(broker: Any, log_mark: int, client_len: int) -> None:
+    """ApiVersions v0 whose client-id length runs past the frame (or is negative but not -1)."""
+    with Conn(broker.port) as c:
+        c.send_raw(framed(struct.pack(">hhih", 18, 0, 1, client_len) + b"ab"))
+        assert c.assert_closed() == b""
+    wait_for_log(broker, r"closing connection from .*client id", log_mark)
+
+
+def test_bogus_tagged_fields_in_flexible_header_close_connection(broker: Any, log_mark: int) -> None:
+    """ApiVersions v3 (header v2) announcing 5 tagged fields that are not there."""
+    with Conn(broker.port) as c:
+        c.send_raw(framed(raw_header(18, 3, 1) + b"\x05\x01"))
+        assert c.assert_closed() == b""
+    wait_for_log(broker, r"closing connection from .*(tagged fields|varint)", log_mark)
+
+
+def test_null_client_id_is_accepted(broker: Any) -> None:
+    with Conn(broker.port) as c:
+        c.send_raw(framed(raw_header(18, 0, 42, client_id=None)))
+        body = c.recv_frame()
+    assert struct.unpack_from(">ih", body) == (42, 0)
+
+
+# -- unknown APIs and versions --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api_key", [999, 32767, -1, 71])
+def test_unknown_api_key_closes_connection(broker: Any, log_mark: int, api_key: int) -> None:
+    with Conn(broker.port) as c:
+        c.send_raw(framed(raw_header(api_key, 0, 1) + b"\x00" * 16))
+        assert c.assert_closed() == b""
+    line = wait_for_log(broker, rf"closing connection from .*API key {api_key}\b", log_mark)
+    assert "bad-input" in line  # names the client
+
+
+def test_known_but_unserved_api_closes_connection(broker: Any, log_mark: int) -> None:
+    """OffsetCommit (8) exists in the protocol but this broker does not advertise it."""
+    with Conn(broker.port) as c:
+        c.send_raw(framed(raw_header(8, 2, 1) + b"\x00" * 32))
+        assert c.assert_closed() == b""
+    wait_for_log(broker, r"closing connection from .*API key 8\b", log_mark)
+
+
+@pytest.mark.parametrize("name, req", [
+    ("Produce v12", lambda: produce_req(DATA, batch(b"v12"), version=12)),
+    ("Produce v9", lambda: produce_req(DATA, batch(b"v9"), version=9)),
+    ("Metadata v13", lambda: MetadataRequest[13](topics=None, allow_auto_topic_creation=False,
+                                                 include_topic_authorized_operations=False)),
+    ("Metadata v9", lambda: metadata_req([DATA], version=9)),
+    ("Fetch v12", lambda: fetch_req(DATA, version=12)),
+    ("ListOffsets v6", lambda: list_offsets_req(DATA, version=6)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_unsupported_version_closes_connection(broker: Any, log_mark: int, name: str, req: Any) -> None:
+    with Conn(broker.port) as c:
+        c.send(req())
+        assert c.assert_closed() == b""
+    api, version = name.split(" v")
+    wait_for_log(broker, rf"closing connection from .*{api}\w* v{version} is not supported", log_mark)
+
+
+def _parse_v0_api_versions(body: bytes) -> tuple[int, int, dict[int, tuple[int, int]]]:
+    cid, error, n = struct.unpack_from(">ihi", body)
+    assert len(body) == 10 + 6 * n, "v0 layout: no throttle field, nothing after the array"
+    entries = {}
+    for i in range(n):
+        key, lo, hi = struct.unpack_from(">hhh", body, 10 + 6 * i)
+        entries[key] = (lo, hi)
+    return cid, error, entries
+
+
+@pytest.mark.parametrize("version", [5, 6, 127, 32767, -1])
+def test_api_versions_above_max_answered_in_v0_layout(broker: Any, version: int) -> None:
+    """As Kafka: error 35, the ApiVersions range, and the connection stays usable."""
+    with Conn(broker.port) as c:
+        # What a newer client would send: header v2 plus a v4-style body (never parsed).
+        c.send_raw(framed(raw_header(18, version, 77, flexible=True) + b"\x08newer-client\x041.0\x00"))
+        cid, error, entries = _parse_v0_api_versions(c.recv_frame())
+        assert (cid, error) == (77, UNSUPPORTED_VERSION)
+        assert entries[18] == API_VERSIONS_RANGE
+        # kafka-python's own decoder reads it as v0 too
+        c.send_raw(framed(raw_header(18, version, 78, flexible=True)))
+        body = c.recv_frame()
+        assert struct.unpack_from(">i", body)[0] == 78
+        assert ApiVersionsResponse.decode(body[4:], version=0).error_code == UNSUPPORTED_VERSION
+        # the client retries lower on the same connection
+        resp = c.request(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
+                         ApiVersionsResponse)
+        assert resp.error_code == 0
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_supported_versions(broker: Any, version: int) -> None:
+    kwargs = {"client_software_name": "bad-input", "client_software_version": "1.0"} if version >= 3 else {}
+    with Conn(broker.port) as c:
+        cid = c.send(ApiVersionsRequest[version](**kwargs), cid=1000 + version)
+        body = c.recv_frame()
+    # The ApiVersions response header is never flexible: the body starts right after the
+    # correlation id, with error_code 0.
+    assert struct.unpack_from(">ih", body) == (cid, 0)
+    resp = ApiVersionsResponse.decode(body, version=version, header=True)
+    assert resp.header.correlation_id == cid and resp.error_code == 0
+    served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    for key, rng in EXPECTED_APIS.items():
+        assert served.get(key) == rng, (key, served.get(key))
+    assert all(lo == 0 for lo, _ in served.values()), served  # see PROTOCOL.md: min 0 everywhere
+    assert 71 not in served and 68 not in served  # never advertise what is not implemented
+    if version >= 1:
+        assert resp.throttle_time_ms == 0
+    # Nothing left over and nothing missing: re-encoding gives the same bytes.
+    resp.with_header(correlation_id=cid)
+    assert bytes(resp.encode(header=True)) == body
+
+
+def test_every_advertised_api_is_served(broker: Any) -> None:
+    """A minimal request at each advertised version gets an answer, not a closed connection."""
+    with Conn(broker.port) as c:
+        served = c.request(ApiVersionsRequest[0](), ApiVersionsResponse).api_keys
+    failures = []
+    for k in served:
+        cls = request_class(k.api_key)
+        for version in range(k.min_version, k.max_version + 1):
+            req = cls[version]()  # schema defaults: empty arrays, null strings
+            if k.api_key == 0:
+                req.acks = 1  # the default (0) asks for no answer
+            with Conn(broker.port) as c:
+                c.send_raw(frame(req, 5))
+                try:
+                    body = c.recv_frame()
+                except AssertionError:
+                    failures.append(f"{cls.name} v{version}: connection closed")
+                    continue
+                except TimeoutError:
+                    failures.append(f"{cls.name} v{version}: no answer")
+                    continue
+            if struct.unpack_from(">i", body)[0] != 5:
+                failures.append(f"{cls.name} v{version}: wrong correlation id")
+    assert not failures, failures
+
+
+# -- produce errors -------------------------------------------------------------------------
+
+
+def test_bad_crc_is_corrupt_message(broker: Any, log_mark: int) -> None:
+    before = end_offset(broker.port, DATA)
+    damaged = bytearray(batch(b"payload-1", b"payload-2"))
+    damaged[-1] ^= 0x01  # last byte of the last record
+    p = produce(broker.port, DATA, bytes(damaged))
+    assert (p.error_code, p.base_offset) == (CORRUPT_MESSAGE, -1)
+    wrong_crc = bytearray(batch(b"payload"))
+    wrong_crc[17:21] = b"\xde\xad\xbe\xef"
+    assert produce(broker.port, DATA, bytes(wrong_crc)).error_code == CORRUPT_MESSAGE
+    assert end_offset(broker.port, DATA) == before
+    wait_for_log(broker, r"rejected produce to bad-input-data-0 .*CRC", log_mark)
+
+
+@pytest.mark.parametrize("cut", [1, 5, 30, 60, 100])
+def test_truncated_batch_is_corrupt_message(broker: Any, cut: int) -> None:
+    before = end_offset(broker.port, DATA)
+    whole = batch(b"x" * 80, b"y" * 80)
+    p = produce(broker.port, DATA, whole[: len(whole) - cut])
+    assert (p.error_code, p.base_offset) == (CORRUPT_MESSAGE, -1)
+    assert end_offset(broker.port, DATA) == before
+
+
+def test_batch_length_longer_than_bytes_sent_is_corrupt_message(broker: Any) -> None:
+    b = bytearray(batch(b"abc"))
+    struct.pack_into(">i", b, 8, struct.unpack_from(">i", b, 8)[0] + 100)
+    assert produce(broker.port, DATA, bytes(b)).error_code == CORRUPT_MESSAGE
+    tiny = bytearray(batch(b"abc"))
+    struct.pack_into(">i", tiny, 8, 3)  # shorter than the batch header itself
+    assert produce(broker.port, DATA, bytes(tiny)).error_code == CORRUPT_MESSAGE
+
+
+def test_batch_length_shorter_than_bytes_sent_is_corrupt_message(broker: Any) -> None:
+    """batchLength 10 short: the 10 bytes left over are no batch, so this is damage (as in Kafka,
+    where the leftover is too short to iterate and the CRC over the shortened batch fails)."""
+    b = bytearray(batch(b"abc" * 20))
+    struct.pack_into(">i", b, 8, struct.unpack_from(">i", b, 8)[0] - 10)
+    p = produce(broker.port, DATA, bytes(b))
+    assert (p.error_code, p.base_offset) == (CORRUPT_MESSAGE, -1)
+
+
+def test_two_batches_in_one_partition_is_invalid_record(broker: Any) -> None:
+    before = end_offset(broker.port, DATA)
+    p = produce(broker.port, DATA, batch(b"one") + batch(b"two", b"three"))
+    assert (p.error_code, p.base_offset) == (INVALID_RECORD, -1)
+    assert end_offset(broker.port, DATA) == before
+
+
+def test_record_count_mismatch_is_invalid_record(broker: Any) -> None:
+    """A well-formed, CRC-correct batch whose recordCount disagrees with lastOffsetDelta."""
+    from crc32c import crc32c
+
+    b = bytearray(batch(b"a", b"b"))
+    struct.pack_into(">i", b, 57, 5)  # recordCount
+    struct.pack_into(">I", b, 17, crc32c(bytes(b[21:])))
+    assert produce(broker.port, DATA, bytes(b)).error_code == INVALID_RECORD
+
+
+def test_batch_over_topic_max_message_bytes_is_message_too_large(broker: Any) -> None:
+    before = end_offset(broker.port, SMALL)
+    fits = batch(b"s" * 800)
+    assert len(fits) <= 1000
+    ok = produce(broker.port, SMALL, fits)
+    assert (ok.error_code, ok.base_offset) == (0, before)
+    too_big = batch(b"L" * 1000)
+    assert len(too_big) > 1000
+    p = produce(broker.port, SMALL, too_big)
+    assert (p.error_code, p.base_offset) == (MESSAGE_TOO_LARGE, -1)
+    assert end_offset(broker.port, SMALL) == before + 1
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_legacy_message_format_is_rejected(broker: Any, magic: int) -> None:
+    before = end_offset(broker.port, DATA)
+    for value in (b"v" * 60, b"short"):  # one longer and one shorter than a v2 batch header
+        p = produce(broker.port, DATA, legacy_message(magic, value))
+        assert p.error_code in (UNSUPPORTED_FOR_MESSAGE_FORMAT, CORRUPT_MESSAGE), p
+        assert p.base_offset == -1
+    assert end_offset(broker.port, DATA) == before
+
+
+def test_unknown_magic_is_corrupt_message(broker: Any) -> None:
+    b = bytearray(batch(b"abc"))
+    b[16] = 3
+    assert produce(broker.port, DATA, bytes(b)).error_code == CORRUPT_MESSAGE
+
+
+def test_unknown_topic_or_partition(broker: Any) -> None:
+    name = "bad-input-no-such-topic"
+    p = produce(broker.port, name, batch(b"nobody"))
+    assert (p.error_code, p.base_offset) == (UNKNOWN_TOPIC_OR_PARTITION, -1)
+    # Produce does not auto-create topics.
+    with Conn(broker.port) as c:
+        md = c.request(metadata_req([name], auto_create=False), MetadataResponse)
+    assert md.topics[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+    for partition in (1, 7, -1, 2**31 - 1):
+        assert produce(broker.port, DATA, batch(b"x"), partition=partition).error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.parametrize("acks", [5, 2, -2, 32767, -32768])
+def test_invalid_required_acks(broker: Any, acks: int) -> None:
+    before = end_offset(broker.port, DATA)
+    p = produce(broker.port, DATA, batch(b"acks"), acks=acks)
+    assert (p.error_code, p.base_offset) == (INVALID_REQUIRED_ACKS, -1)
+    assert end_offset(broker.port, DATA) == before
+
+
+def test_acks_zero_gets_no_response(broker: Any) -> None:
+    before = end_offset(broker.port, ACKS0)
+    with Conn(broker.port) as c:
+        c.send(produce_req(ACKS0, batch(b"fire-and-forget"), acks=0), cid=100)
+        c.send(produce_req(ACKS0, b"\x00" * 70, acks=0), cid=101)  # even a rejected one gets no answer
+        c.send(produce_req("bad-input-no-such-topic", batch(b"x"), acks=0), cid=102)
+        cid = c.send(metadata_req([ACKS0]), cid=103)
+        got, md = c.recv(MetadataResponse, 8)
+        assert got == cid == 103
+        assert md.topics[0].name == ACKS0
+        c.sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            c.sock.recv(1)  # and nothing else follows
+    assert end_offset(broker.port, ACKS0) == before + 1
+    assert fetch_values(broker.port, ACKS0)[-1] == (before, b"fire-and-forget")
+
+
+def test_null_and_empty_records(broker: Any) -> None:
+    before = end_offset(broker.port, DATA)
+    for records in (None, b""):
+        p = produce(broker.port, DATA, records)
+        assert p.base_offset == -1
+        assert p.error_code in (0, CORRUPT_MESSAGE, INVALID_RECORD)
+    assert end_offset(broker.port, DATA) == before
+
+
+# -- pipelining and cut-short bodies --------------------------------------------------------
+
+
+def test_pipelined_requests_answered_in_order(broker: Any) -> None:
+    """20 requests in one write, mixed APIs (one slow long-poll fetch first), answered in order."""
+    start = end_offset(broker.port, PIPELINE)
+    reqs: list[tuple[Any, Any]] = [(fetch_req(PIPELINE, start + 1000, max_wait_ms=300, min_bytes=1), FetchResponse)]
+    for i in range(19):
+        kind = i % 5
+        if kind == 0:
+            reqs.append((produce_req(PIPELINE, batch(b"p%d" % i)), ProduceResponse))
+        elif kind == 1:
+            reqs.append((ApiVersionsRequest[3](client_software_name="pipe", client_software_version="1"),
+                         ApiVersionsResponse))
+        elif kind == 2:
+            reqs.append((metadata_req([PIPELINE]), MetadataResponse))
+        elif kind == 3:
+            reqs.append((list_offsets_req(PIPELINE), ListOffsetsResponse))
+        else:
+            reqs.append((fetch_req(PIPELINE, start), FetchResponse))
+    cids = [7919 * (i + 1) % 100003 for i in range(len(reqs))]  # distinct, not sequential
+    with Conn(broker.port, timeout=10) as c:
+        c.send_raw(b"".join(frame(req, cid) for (req, _), cid in zip(reqs, cids, strict=True)))
+        answers = [c.recv(resp_cls, req.API_VERSION) for req, resp_cls in reqs]
+    assert [cid for cid, _ in answers] == cids
+    produced = [a.responses[0].partition_responses[0] for (_, a), (_, cls) in zip(answers, reqs, strict=True)
+                if cls is ProduceResponse]
+    assert [p.error_code for p in produced] == [0] * 4
+    assert [p.base_offset for p in produced] == list(range(start, start + 4))
+    # The ListOffsets answers see the appends made by the produces before them.
+    offsets = [a.topics[0].partitions[0].offset for (_, a), (_, cls) in zip(answers, reqs, strict=True)
+               if cls is ListOffsetsResponse]
+    assert offsets == [start + 1, start + 2, start + 3, start + 4]
+
+
+def test_body_shorter_than_size_then_eof_closes_connection(broker: Any) -> None:
+    whole = frame(produce_req(DATA, batch(b"cut")), 1)
+    with Conn(broker.port) as c:
+        c.send_raw(whole[: len(whole) // 2])
+        c.sock.shutdown(socket.SHUT_WR)
+        assert c.assert_closed() == b""
+
+
+@pytest.mark.parametrize("cut", ["fixed-fields", "topic-name", "records"])
+def test_body_cut_short_closes_connection(broker: Any, log_mark: int, cut: str) -> None:
+    """The size prefix matches the bytes sent, but the Produce v8 body inside is cut short.
+
+    Kafka fails to parse such a request (a string or bytes field longer than what is left)
+    and closes the connection; it must not be decoded with a shortened field.
+    """
+    before = end_offset(broker.port, DATA)
+    whole = frame(produce_req(DATA, batch(b"cut" * 10)), 1)
+    body_at = 4 + 10 + len(b"bad-input")  # size prefix, fixed header, client id
+    keep = {"fixed-fields": body_at + 2 + 2 + 3,  # transactional id, acks, part of timeout
+            "topic-name": body_at + 2 + 2 + 4 + 4 + 2 + 5,  # 5 bytes of "bad-input-data"
+            "records": len(whole) - 10}[cut]
+    with Conn(broker.port) as c:
+        c.send_raw(framed(whole[4:keep]))
+        received = c.assert_closed()
+    assert received == b"", f"answered instead of closing: {received[:80]!r}"
+    wait_for_log(broker, r"closing connection from .*Produce\w* v8 body does not decode", log_mark)
+    assert end_offset(broker.port, DATA) == before
+
+
+def test_answers_before_a_bad_frame_are_still_sent(broker: Any) -> None:
+    """Requests already read are answered; then the connection is closed at the bad frame."""
+    with Conn(broker.port) as c:
+        good = frame(metadata_req([SENTINEL]), 11) + frame(ApiVersionsRequest[0](), 12)
+        c.send_raw(good + framed(raw_header(999, 0, 13)) + frame(ApiVersionsRequest[0](), 14))
+        cid, md = c.recv(MetadataResponse, 8)
+        assert cid == 11 and md.topics[0].name == SENTINEL
+        cid, av = c.recv(ApiVersionsResponse, 0)
+        assert cid == 12 and av.error_code == 0
+        assert c.assert_closed() == b""  # nothing for 13, nor for 14 after it
+
+
+def test_many_bad_connections_at_once(broker: Any) -> None:
+    """50 connections each sending garbage at the same time; then normal service."""
+    conns = [Conn(broker.port) for _ in range(50)]
+    try:
+        for i, c in enumerate(conns):
+            c.send_raw(framed(struct.pack(">hhi", 999, 0, i)) if i % 2 else struct.pack(">i", -5))
+        for c in conns:
+            c.assert_closed()
+    finally:
+        for c in conns:
+            c.close()
+
+
+# -- a real client afterwards ---------------------------------------------------------------
+
+
+def test_confluent_kafka_still_produces_and_consumes(broker: Any) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = "bad-input-confluent"
+    create_topic(broker.port, topic)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "acks": 1})
+    for i in range(100):
+        producer.produce(topic, value=b"msg-%d" % i)
+    assert producer.flush(15) == 0
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bad-input-check",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(values) < 100 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                values.append(msg.value())
+    finally:
+        consumer.close()
+    assert values == [b"msg-%d" % i for i in range(100)]

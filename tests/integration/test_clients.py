@@ -1,0 +1,253 @@
+"""Real clients against a real broker: every client x every codec, cross-client, acks,
+timestamps, watermarks and the long-polling fetch."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import OFFSET_END, KafkaError, Producer, TopicPartition
+from hwclients import (
+    CLIENTS,
+    CODECS,
+    Rec,
+    check_consumed,
+    check_stored,
+    confluent_consumer,
+    consume,
+    consume_confluent,
+    consume_kafka_python,
+    counts_of,
+    create_topic,
+    make_records,
+    produce,
+    produce_confluent,
+    produce_kafka_python,
+    unique,
+)
+
+N = 500
+PARTITIONS = 3
+
+
+def _broker_for(client: str, broker, broker3):
+    # kcat cannot create topics: it relies on auto-creation, so it needs num.partitions=3.
+    return broker3 if client == "kcat" else broker
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_roundtrip_same_client(client: str, codec: str, broker, broker3) -> None:
+    b = _broker_for(client, broker, broker3)
+    topic = unique(f"rt-{client}-{codec}")
+    create_topic(client, b.bootstrap, topic, PARTITIONS)
+    recs = make_records(N, PARTITIONS, f"{client}-{codec}", headers="constant" if client == "kcat" else "per-record")
+    acks = produce(client, b.bootstrap, topic, recs, codec)
+    if acks:  # every client but kcat reports offsets: offset i of partition p is its i-th record there
+        per_p: dict[int, list[tuple[int, bytes]]] = {}
+        for a in acks:
+            per_p.setdefault(a.partition, []).append((a.offset, a.value))
+        for p, items in per_p.items():
+            assert sorted(items) == [(i, r.value) for i, r in enumerate(x for x in recs if x.partition == p)]
+    got = consume(client, b.bootstrap, topic, PARTITIONS, N)
+    check_consumed(got, recs, PARTITIONS)
+    check_stored(b.log_dir, topic, counts_of(recs), codec)
+
+
+# Every client produces for, and consumes from, every other client (codecs rotate).
+CROSS = [(p, c, CODECS[(i + j) % len(CODECS)]) for i, p in enumerate(CLIENTS) for j, c in enumerate(CLIENTS) if p != c]
+
+
+@pytest.mark.parametrize(("producer", "consumer", "codec"), CROSS)
+def test_cross_client(producer: str, consumer: str, codec: str, broker3) -> None:
+    topic = unique(f"x-{producer}-{consumer}")
+    create_topic(producer, broker3.bootstrap, topic, PARTITIONS)
+    recs = make_records(200, PARTITIONS, f"{producer}>{consumer}",
+                        headers="constant" if producer == "kcat" else "per-record")
+    produce(producer, broker3.bootstrap, topic, recs, codec)
+    got = consume(consumer, broker3.bootstrap, topic, PARTITIONS, len(recs))
+    check_consumed(got, recs, PARTITIONS)
+    check_stored(broker3.log_dir, topic, counts_of(recs), codec)
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_acks(client: str, acks: str, broker) -> None:
+    topic = unique(f"acks{acks}-{client}")
+    create_topic(client, broker.bootstrap, topic, PARTITIONS)
+    recs = make_records(300, PARTITIONS, f"acks{acks}")
+    if client == "confluent":
+        acked = produce_confluent(broker.bootstrap, topic, recs, "none", acks)
+    else:
+        acked = produce_kafka_python(broker.bootstrap, topic, recs, "none", acks)
+    assert len(acked) == len(recs)
+    got = consume_confluent(broker.bootstrap, topic, PARTITIONS, len(recs))
+    check_consumed(got, recs, PARTITIONS)
+    if acks != "0":  # acks=0 gets no answer, so no offsets; otherwise each ack names where the record is
+        where = {(g.partition, g.offset): g.value for g in got}
+        assert {(a.partition, a.offset): a.value for a in acked} == where
+    check_stored(broker.log_dir, topic, counts_of(recs), "none")
+
+
+def _timestamped(topic_tag: str, n: int, t0: int, step: int) -> list[Rec]:
+    return [Rec(0, f"k{i}".encode(), f"{topic_tag}-{i:04d}-".encode() + b"x" * 200, (), t0 + i * step)
+            for i in range(n)]
+
+
+def test_offsets_for_times_and_watermarks(broker) -> None:
+    """ListOffsets by timestamp (through the time index: many small batches) and earliest/latest."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    topic = unique("ts")
+    create_topic("confluent", broker.bootstrap, topic, 1)
+    t0 = int(time.time() * 1000) - 3_600_000
+    n, step = 400, 1000
+    recs = _timestamped("ts", n, t0, step)
+    # Many batches of a few records each, so the broker's sparse time index has entries.
+    for i in range(0, n, 10):
+        produce_confluent(broker.bootstrap, topic, recs[i : i + 10], "none", extra={"linger.ms": 0})
+    got = consume_confluent(broker.bootstrap, topic, 1, n)
+    assert [g.timestamp for g in got] == [r.timestamp for r in recs]
+
+    probes = {
+        t0 - 5: 0,  # before everything: the first record
+        t0: 0,
+        t0 + 1: 1,  # between records: the next one
+        t0 + 137 * step: 137,
+        t0 + 137 * step + 500: 138,
+        t0 + (n - 1) * step: n - 1,
+    }
+    c = confluent_consumer(broker.bootstrap)
+    try:
+        for ts, want in probes.items():
+            [res] = c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)
+            assert res.error is None and res.offset == want, (ts, res)
+        [res] = c.offsets_for_times([TopicPartition(topic, 0, t0 + n * step)], timeout=10)
+        assert res.offset in (-1, OFFSET_END)  # nothing at or after it: librdkafka reports the end (-1)
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, n)
+    finally:
+        c.close()
+
+    k = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+                      request_timeout_ms=15000)
+    try:
+        tp = KTP(topic, 0)
+        for ts, want in probes.items():
+            found = k.offsets_for_times({tp: ts})[tp]
+            assert found is not None and found.offset == want, (ts, found)
+            assert found.timestamp == recs[want].timestamp
+        assert k.offsets_for_times({tp: t0 + n * step})[tp] is None
+        assert k.beginning_offsets([tp]) == {tp: 0}
+        assert k.end_offsets([tp]) == {tp: n}
+    finally:
+        k.close()
+
+
+def test_watermarks_several_partitions(broker) -> None:
+    topic = unique("wm")
+    create_topic("kafka-python", broker.bootstrap, topic, 3)
+    recs = [Rec(p, b"k", b"v%d" % i) for p, count in ((0, 5), (1, 0), (2, 17)) for i in range(count)]
+    produce_kafka_python(broker.bootstrap, topic, recs)
+    c = confluent_consumer(broker.bootstrap)
+    try:
+        marks = [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(3)]
+    finally:
+        c.close()
+    assert marks == [(0, 5), (0, 0), (0, 17)]
+    got = consume_kafka_python(broker.bootstrap, topic, 3, len(recs))
+    check_consumed(got, recs, 3, headers=False)
+
+
+def _produce_later(bootstrap: str, topic: str, value: bytes, delay: float, when: list[float]) -> threading.Thread:
+    def run() -> None:
+        time.sleep(delay)
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        when.append(time.monotonic())
+        p.produce(topic, value=value, key=b"late", partition=0)
+        assert p.flush(10) == 0
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_fetch_long_poll_confluent(broker) -> None:
+    """A consumer waiting at the log end gets a record produced 1 s later, with no error."""
+    topic = unique("lp-c")
+    create_topic("confluent", broker.bootstrap, topic, 1)
+    c = confluent_consumer(broker.bootstrap, **{"fetch.wait.max.ms": 10000, "enable.partition.eof": False})
+    when: list[float] = []
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        assert c.poll(0.5) is None  # nothing yet: the fetch is parked at the log end
+        t = _produce_later(broker.bootstrap, topic, b"hello-long-poll", 1.0, when)
+        deadline = time.monotonic() + 15
+        msg = None
+        while msg is None and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None:
+                assert m.error() is None, m.error()
+                msg = m
+        t.join(5)
+    finally:
+        c.close()
+    assert msg is not None, "record produced during the long poll never arrived"
+    assert (msg.partition(), msg.offset(), msg.key(), msg.value()) == (0, 0, b"late", b"hello-long-poll")
+
+
+def test_fetch_long_poll_wakes_on_append(broker) -> None:
+    """kafka-python with fetch_max_wait_ms=10 s: the parked fetch must answer soon after the append,
+    not when max wait expires."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    topic = unique("lp-k")
+    create_topic("kafka-python", broker.bootstrap, topic, 1)
+    k = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+                      auto_offset_reset="earliest", fetch_max_wait_ms=10000, request_timeout_ms=30000)
+    when: list[float] = []
+    try:
+        tp = KTP(topic, 0)
+        k.assign([tp])
+        k.seek(tp, 0)
+        assert k.poll(timeout_ms=500) == {}
+        t = _produce_later(broker.bootstrap, topic, b"wake-up", 1.0, when)
+        got = []
+        deadline = time.monotonic() + 20
+        while not got and time.monotonic() < deadline:
+            for msgs in k.poll(timeout_ms=200).values():
+                got += msgs
+        arrived = time.monotonic()
+        t.join(5)
+    finally:
+        k.close()
+    assert [(m.offset, m.key, m.value) for m in got] == [(0, b"late", b"wake-up")]
+    assert when and arrived - when[0] < 5, f"record arrived {arrived - when[0]:.1f}s after produce: fetch not woken"
+
+
+def test_consume_from_end_then_new_records(broker) -> None:
+    """OFFSET_END assignment sees only what is produced afterwards, at the right offsets."""
+    topic = unique("end")
+    create_topic("confluent", broker.bootstrap, topic, 1)
+    first = make_records(20, 1, "before", headers="none")
+    produce_confluent(broker.bootstrap, topic, first)
+    c = confluent_consumer(broker.bootstrap, **{"enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_END)])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:  # wait until positioned at the end
+            m = c.poll(0.2)
+            if m is not None and m.error() and m.error().code() == KafkaError._PARTITION_EOF:
+                break
+        second = make_records(5, 1, "after", headers="none")
+        produce_confluent(broker.bootstrap, topic, second)
+        got = []
+        while len(got) < 5 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append((m.offset(), m.value()))
+    finally:
+        c.close()
+    assert got == [(20 + i, r.value) for i, r in enumerate(second)]

@@ -1,0 +1,328 @@
+"""Hypothesis throws random frames at a live broker; it must answer or close, never fall over.
+
+Three kinds of input, each on a fresh connection:
+
+- random bytes behind a correct size prefix;
+- a well-formed request header for a served API key and version (plus a few versions just
+  outside the served range) followed by a random body;
+- real Produce, Metadata and Fetch requests with a few bits flipped (and sometimes cut or
+  extended), the size prefix kept consistent.
+
+After each fuzz frame a valid ApiVersions request follows on the same connection. The
+broker must then either close the connection, or answer in order: an answer to the fuzz
+frame (if any) carrying its correlation id and decodable by the client's response class,
+then the ApiVersions answer. Only a Fetch may leave both unanswered for a while (a long
+poll). After the run the broker process is alive, confluent-kafka still produces and
+consumes, and a topic written before the fuzzing still holds exactly its records.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import socket
+import struct
+import time
+import warnings
+from typing import Any
+
+import pytest
+from headwater.broker.protocol.codec import request_class, response_class
+from headwater.broker.protocol.records import Record, build_batch, decode_batch_records, iter_batches
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+pytestmark = pytest.mark.timeout(180)
+
+KEPT = "kept-before-fuzz"  # written before the run; nothing may change it
+TARGET = "fuzz-target"  # what the mutated requests name
+READ_TIMEOUT = 1.0
+PROBE_CID = 0x7FFFFFF0  # correlation id of the ApiVersions request sent after each fuzz frame
+FUZZ_CID = 4242
+
+
+# -- plumbing -------------------------------------------------------------------------------
+
+
+def _frame(req: Any, cid: int, client_id: str = "fuzz") -> bytes:
+    req.with_header(correlation_id=cid, client_id=client_id)
+    return bytes(req.encode(header=True, framed=True))
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        try:
+            chunk = sock.recv(n - len(buf))
+        except ConnectionResetError:
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _request(port: int, req: Any, resp_cls: Any) -> Any:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_frame(req, 1))
+        head = _read_exactly(sock, 4)
+        assert head is not None
+        body = _read_exactly(sock, struct.unpack(">i", head)[0])
+        assert body is not None and body[:4] == b"\x00\x00\x00\x01"
+        return resp_cls.decode(body[4:], version=req.API_VERSION)
+
+
+def _produce_req(topic: str, records: bytes, acks: int = 1, version: int = 8) -> Any:
+    T = ProduceRequest.TopicProduceData
+    return ProduceRequest[version](acks=acks, timeout_ms=5000, topic_data=[
+        T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records)])])
+
+
+def _fetch_req(topic: str, offset: int, version: int = 11, max_wait_ms: int = 0, min_bytes: int = 0) -> Any:
+    T = FetchRequest.FetchTopic
+    return FetchRequest[version](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
+                                 isolation_level=1, session_id=0, session_epoch=-1, rack_id="",
+                                 forgotten_topics_data=[], topics=[T(topic=topic, partitions=[T.FetchPartition(
+                                     partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                                     partition_max_bytes=1 << 20)])])
+
+
+def _metadata_req(topics: list[str] | None, version: int) -> Any:
+    items = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+    return MetadataRequest[version](topics=items, allow_auto_topic_creation=False,
+                                    include_cluster_authorized_operations=False,
+                                    include_topic_authorized_operations=False)
+
+
+def _create_topic(port: int, name: str) -> None:
+    T = CreateTopicsRequest.CreatableTopic
+    req = CreateTopicsRequest[4](timeout_ms=5000, validate_only=False, topics=[
+        T(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])])
+    assert _request(port, req, CreateTopicsResponse).topics[0].error_code in (0, 36)
+
+
+def _end_offset(port: int, topic: str) -> int:
+    T = ListOffsetsRequest.ListOffsetsTopic
+    req = ListOffsetsRequest[5](replica_id=-1, isolation_level=0, topics=[
+        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
+    p = _request(port, req, ListOffsetsResponse).topics[0].partitions[0]
+    assert p.error_code == 0
+    return p.offset
+
+
+def _stored(port: int, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every (offset, key, value) in partition 0."""
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    while True:
+        p = _request(port, _fetch_req(topic, out[-1][0] + 1 if out else 0), FetchResponse).responses[0].partitions[0]
+        assert p.error_code == 0
+        data = bytes(p.records or b"")
+        for pos, _ in iter_batches(data):
+            out += [(r.offset, r.key, r.value) for r in decode_batch_records(data, pos)[1]]
+        if not data or (out and out[-1][0] + 1 >= p.high_watermark):
+            return out
+
+
+def _header(api_key: int, version: int, cid: int, client_id: bytes | None) -> bytes:
+    head = struct.pack(">hhi", api_key, version, cid)
+    head += struct.pack(">h", -1) if client_id is None else struct.pack(">h", len(client_id)) + client_id
+    cls = request_class(api_key)
+    if cls is not None and 0 <= version <= cls.max_version and cls.flexible_version_q(version):
+        head += b"\x00"  # no tagged fields
+    return head
+
+
+def _served(port: int) -> dict[int, tuple[int, int]]:
+    resp = _request(port, ApiVersionsRequest[0](), ApiVersionsResponse)
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+# -- one fuzz example ------------------------------------------------------------------------
+
+
+class Outcome(collections.Counter):
+    pass
+
+
+def _exchange(port: int, payload: bytes, served: dict[int, tuple[int, int]], outcome: Outcome) -> None:
+    """Send one fuzz frame (size prefix added) and a probe; check what comes back."""
+    probe = _frame(ApiVersionsRequest[0](), PROBE_CID)
+    api_key = version = cid = None
+    if len(payload) >= 8:
+        api_key, version, cid = struct.unpack_from(">hhi", payload)
+    with socket.create_connection(("127.0.0.1", port), timeout=READ_TIMEOUT) as sock:
+        try:
+            sock.sendall(struct.pack(">i", len(payload)) + payload + probe)
+        except (BrokenPipeError, ConnectionResetError):
+            outcome["closed"] += 1
+            return
+        answers: list[bytes] = []
+        try:
+            while not answers or answers[-1][:4] != struct.pack(">i", PROBE_CID):
+                head = _read_exactly(sock, 4)
+                if head is None:
+                    outcome["closed"] += 1
+                    break
+                (size,) = struct.unpack(">i", head)
+                assert 4 <= size <= 64 << 20, f"answer size {size}"
+                body = _read_exactly(sock, size)
+                assert body is not None, "connection closed in the middle of an answer"
+                answers.append(body)
+                assert len(answers) <= 2, "more answers than requests"
+        except TimeoutError:
+            # Only a long-polling Fetch may hold both answers back.
+            assert not answers and api_key == 1 and served[1][0] <= (version or 0) <= served[1][1], (
+                f"no answer and no close within {READ_TIMEOUT}s for api_key={api_key} v{version} "
+                f"(got {len(answers)} answers)")
+            outcome["fetch long poll"] += 1
+            return
+    if answers and answers[-1][:4] == struct.pack(">i", PROBE_CID):
+        outcome["probe answered"] += 1
+        assert ApiVersionsResponse.decode(answers.pop()[4:], version=0).error_code == 0
+    if answers:
+        # An answer to the fuzz frame: its correlation id, and something the client can decode.
+        assert answers[0][:4] == struct.pack(">i", cid), f"answer has correlation id {answers[0][:4]!r}, not {cid}"
+        outcome["fuzz frame answered"] += 1
+        _check_decodes(api_key, version, answers[0], served)
+
+
+def _check_decodes(api_key: int | None, version: int | None, body: bytes, served: dict[int, tuple[int, int]]) -> None:
+    assert api_key is not None and version is not None
+    if api_key == 18 and not served[18][0] <= version <= served[18][1]:
+        assert ApiVersionsResponse.decode(body[4:], version=0).error_code == 35
+        return
+    assert api_key in served and served[api_key][0] <= version <= served[api_key][1], (
+        f"answered a request for api_key={api_key} v{version}, which is not served")
+    cls = response_class(api_key)
+    data = body[4:]
+    if cls.flexible_version_q(version) and api_key != 18:
+        assert data[:1] == b"\x00", "flexible response header should carry an empty tagged-field list"
+        data = data[1:]
+    try:
+        cls.decode(data, version=version)
+    except Exception as exc:  # pragma: no cover - a broker bug
+        pytest.fail(f"{cls.name} v{version} answer does not decode: {exc!r}")
+
+
+# -- strategies ------------------------------------------------------------------------------
+
+
+def _base_requests() -> list[tuple[str, bytes]]:
+    """Real requests (size prefix removed) for the mutation strategy."""
+    now = int(time.time() * 1000)
+    batch = build_batch([Record(offset=i, timestamp=now + i, key=b"k%d" % i, value=b"fuzz-value-%d" % i)
+                         for i in range(3)])
+    reqs = [
+        ("produce v8", _produce_req(TARGET, batch)),
+        ("produce v3", _produce_req(TARGET, batch, version=3)),
+        ("metadata v8", _metadata_req([TARGET], 8)),
+        ("metadata v4", _metadata_req([TARGET], 4)),
+        ("metadata v0", _metadata_req([TARGET], 0)),
+        ("fetch v11", _fetch_req(TARGET, 0)),
+        ("fetch v4", _fetch_req(TARGET, 0, version=4)),
+    ]
+    return [(name, _frame(req, FUZZ_CID)[4:]) for name, req in reqs]
+
+
+BASES = _base_requests()
+
+
+@st.composite
+def random_frames(draw: st.DrawFn) -> bytes:
+    return draw(st.binary(min_size=0, max_size=300))
+
+
+@st.composite
+def random_bodies(draw: st.DrawFn, served: dict[int, tuple[int, int]]) -> bytes:
+    api_key = draw(st.sampled_from(sorted(served)))
+    lo, hi = served[api_key]
+    version = draw(st.one_of(st.integers(lo, hi), st.sampled_from([hi + 1, hi + 2, -1]))
+                   if draw(st.integers(0, 9)) == 0 else st.integers(lo, hi))
+    client_id = draw(st.one_of(st.none(), st.binary(max_size=12)))
+    body = draw(st.binary(max_size=200))
+    return _header(api_key, version, FUZZ_CID, client_id) + body
+
+
+@st.composite
+def mutated_requests(draw: st.DrawFn) -> bytes:
+    _, base = draw(st.sampled_from(BASES))
+    data = bytearray(base)
+    for bit in draw(st.lists(st.integers(0, len(data) * 8 - 1), min_size=1, max_size=6)):
+        data[bit // 8] ^= 1 << (bit % 8)
+    tail = draw(st.integers(0, 9))
+    if tail == 0:
+        del data[draw(st.integers(0, len(data))):]  # cut short
+    elif tail == 1:
+        data += draw(st.binary(min_size=1, max_size=20))  # trailing junk
+    return bytes(data)
+
+
+# -- the test --------------------------------------------------------------------------------
+
+
+def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    port = broker.port
+    _create_topic(port, KEPT)
+    _create_topic(port, TARGET)
+    if _end_offset(port, KEPT) == 0:
+        for b in range(3):
+            records = [Record(offset=i, timestamp=1_700_000_000_000 + i, key=b"key-%d-%d" % (b, i),
+                              value=b"value-%d-%d" % (b, i)) for i in range(10)]
+            p = _request(port, _produce_req(KEPT, build_batch(records)), ProduceResponse).responses[0]
+            assert p.partition_responses[0].error_code == 0
+    kept = _stored(port, KEPT)
+    assert len(kept) == 30
+    served = _served(port)
+    log_start = len(broker.log_text())
+    outcome = Outcome()
+    started = time.monotonic()
+
+    @settings(max_examples=200, deadline=None, database=None, print_blob=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(st.one_of(random_frames(), random_bodies(served), random_bodies(served), mutated_requests(),
+                     mutated_requests()))
+    def fuzz(payload: bytes) -> None:
+        assert broker.proc.poll() is None, "broker process died"
+        _exchange(port, payload, served, outcome)
+
+    fuzz()
+    elapsed = time.monotonic() - started
+    print(f"fuzzing took {elapsed:.1f}s: {dict(outcome)}")
+
+    # The broker is alive and a stock client works.
+    assert broker.proc.poll() is None, "broker process died"
+    topic = "after-fuzz"
+    _create_topic(port, topic)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(50):
+        producer.produce(topic, key=b"%d" % i, value=b"after-fuzz-%d" % i)
+    assert producer.flush(15) == 0
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "after-fuzz",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    values: list[bytes] = []
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 20
+        while len(values) < 50 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                values.append(msg.value())
+    finally:
+        consumer.close()
+    assert values == [b"after-fuzz-%d" % i for i in range(50)]
+
+    # The topic written before the run holds exactly its records.
+    assert _end_offset(port, KEPT) == 30
+    assert _stored(port, KEPT) == kept
+
+    # Handler crashes close the connection (allowed above) but are broker bugs: surface them.
+    crashes = collections.Counter(
+        m.group(1) for m in re.finditer(r"request from \S+ failed; closing the connection\n(?:.*\n)*?(\w+Error: .*)",
+                                        broker.log_text()[log_start:]))
+    for message, count in crashes.items():
+        warnings.warn(f"broker handler crashed {count}x during fuzzing: {message}", stacklevel=1)
