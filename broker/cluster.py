@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 
 from .config import BrokerConfig, ConfigError, Listener, TopicConfig
 from .log import PartitionLog
+from .producer_state import PartitionProducerState, replay
 from .protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]
@@ -28,6 +28,7 @@ __all__ = ["Cluster", "Topic", "validate_topic_name"]
 log = logging.getLogger(__name__)
 
 TOPICS_FILE = "headwater-topics.json"
+PRODUCER_SNAPSHOT_INTERVAL = 30.0  # seconds; bounds the replay after a crash
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
 
@@ -80,6 +81,7 @@ class Topic:
     config: TopicConfig
     partitions: list[PartitionLog] = field(default_factory=list)
     flushers: list[PartitionFlusher] = field(default_factory=list)
+    producers: list[PartitionProducerState] = field(default_factory=list)
     internal: bool = False
 
     def metadata(self) -> dict[str, Any]:
@@ -124,13 +126,32 @@ class Cluster:
 
     def close(self) -> None:
         for topic in self.topics.values():
-            for plog in topic.partitions:
+            for plog, state in zip(topic.partitions, topic.producers, strict=True):
                 plog.close()
+                if state.producers:
+                    state.snapshot(plog.log_end_offset)
 
     def _open_partition(self, topic: Topic, index: int) -> None:
-        plog = PartitionLog.open(self.log_dir / f"{topic.name}-{index}", topic.config)
+        directory = self.log_dir / f"{topic.name}-{index}"
+        plog = PartitionLog.open(directory, topic.config)
+        state = PartitionProducerState(directory)
+        start = state.load()
+        if start > plog.log_end_offset:  # the log lost its tail after the snapshot: rebuild
+            state = PartitionProducerState(directory)
+            start = 0
+        replayed = replay(state, plog, start)
+        if replayed:
+            log.info("%s-%d: replayed %d idempotent batches into producer state", topic.name, index, replayed)
         topic.partitions.append(plog)
         topic.flushers.append(PartitionFlusher(plog))
+        topic.producers.append(state)
+
+    def snapshot_producer_state(self) -> None:
+        """Snapshot producer state that moved on, so a crash replays only what followed."""
+        for topic in self.topics.values():
+            for plog, state in zip(topic.partitions, topic.producers, strict=True):
+                if state.producers and state.snapshot_offset != plog.log_end_offset:
+                    state.snapshot(plog.log_end_offset)
 
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -239,6 +260,9 @@ class Cluster:
     def flusher(self, name: str, index: int) -> PartitionFlusher:
         return self.topics[name].flushers[index]
 
+    def producer_state(self, name: str, index: int) -> PartitionProducerState:
+        return self.topics[name].producers[index]
+
     # -- long-poll fetch support ----------------------------------------------------------
 
     def notify_data(self) -> None:
@@ -268,9 +292,13 @@ class Cluster:
     async def run_flush_scheduler(self) -> None:
         """Flush partitions whose ``flush.ms`` has elapsed (Kafka's log flusher)."""
         interval = self.config.log_flush_scheduler_interval_ms / 1000
+        last_snapshot = time.monotonic()
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
+            if now - last_snapshot >= PRODUCER_SNAPSHOT_INTERVAL:
+                self.snapshot_producer_state()
+                last_snapshot = now
             for topic in list(self.topics.values()):
                 limit = topic.config.flush_ms / 1000
                 for flusher in topic.flushers:
@@ -292,6 +320,3 @@ class Cluster:
             for plog in topic.partitions:
                 deleted += plog.apply_retention(now_ms)
         return deleted
-
-    def remove_log_dir(self) -> None:
-        shutil.rmtree(self.log_dir, ignore_errors=True)

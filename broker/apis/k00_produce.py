@@ -9,6 +9,9 @@ is reached.
 Errors as Kafka answers them: CORRUPT_MESSAGE (damaged bytes), INVALID_RECORD (more
 than one batch, impossible counts), MESSAGE_TOO_LARGE (> max.message.bytes),
 UNSUPPORTED_FOR_MESSAGE_FORMAT (magic 0/1), UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUIRED_ACKS.
+Idempotent producers (producer id >= 0): a batch repeating one of the producer's
+last five is acknowledged with its original offset and not stored again; a gap is
+OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
 Not implemented: transactions; recompression for topics whose compression.type is
 not ``producer`` (batches are kept as the producer compressed them).
 """
@@ -61,12 +64,23 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         entry["error_code"] = exc.code
         entry["error_message"] = exc.message
         return entry, -1
+    state = cluster.producer_state(topic_name, index) if header.producer_id >= 0 else None
+    if state is not None:
+        code, duplicate_at = state.check(header)
+        if code:
+            entry["error_code"] = code
+            return entry, -1
+        if duplicate_at >= 0:  # a retry of a batch already stored: acknowledge it again
+            entry["base_offset"] = duplicate_at
+            return entry, -1
     batch = bytearray(records)
     if config.message_timestamp_type == "LogAppendTime":
         now = int(time.time() * 1000)
         set_log_append_time(batch, 0, header, now)
         entry["log_append_time_ms"] = now
-    entry["base_offset"] = plog.append(batch, header)
+    entry["base_offset"] = base = plog.append(batch, header)
+    if state is not None:
+        state.update(header, base)
     return entry, plog.log_end_offset
 
 

@@ -19,6 +19,7 @@ consumes, and a topic written before the fuzzing still holds exactly its records
 from __future__ import annotations
 
 import collections
+import os
 import re
 import socket
 import struct
@@ -31,7 +32,12 @@ from headwater.broker.protocol.codec import request_class, response_class
 from headwater.broker.protocol.records import Record, build_batch, decode_batch_records, iter_batches
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DescribeConfigsRequest,
+)
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
@@ -43,6 +49,7 @@ TARGET = "fuzz-target"  # what the mutated requests name
 READ_TIMEOUT = 1.0
 PROBE_CID = 0x7FFFFFF0  # correlation id of the ApiVersions request sent after each fuzz frame
 FUZZ_CID = 4242
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))  # more for a longer hunt
 
 
 # -- plumbing -------------------------------------------------------------------------------
@@ -216,6 +223,9 @@ def _base_requests() -> list[tuple[str, bytes]]:
     now = int(time.time() * 1000)
     batch = build_batch([Record(offset=i, timestamp=now + i, key=b"k%d" % i, value=b"fuzz-value-%d" % i)
                          for i in range(3)])
+    LT = ListOffsetsRequest.ListOffsetsTopic
+    DC = DescribeConfigsRequest.DescribeConfigsResource
+    DR = DeleteRecordsRequest.DeleteRecordsTopic
     reqs = [
         ("produce v8", _produce_req(TARGET, batch)),
         ("produce v3", _produce_req(TARGET, batch, version=3)),
@@ -224,11 +234,28 @@ def _base_requests() -> list[tuple[str, bytes]]:
         ("metadata v0", _metadata_req([TARGET], 0)),
         ("fetch v11", _fetch_req(TARGET, 0)),
         ("fetch v4", _fetch_req(TARGET, 0, version=4)),
+        ("list offsets v5", ListOffsetsRequest[5](replica_id=-1, isolation_level=1, topics=[LT(name=TARGET, partitions=[
+            LT.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-2)])])),
+        ("describe configs v3", DescribeConfigsRequest[3](include_synonyms=True, include_documentation=True,
+                                                          resources=[DC(resource_type=2, resource_name=TARGET,
+                                                                        configuration_keys=None)])),
+        ("delete records v1", DeleteRecordsRequest[1](timeout_ms=1000, topics=[DR(name=TARGET, partitions=[
+            DR.DeleteRecordsPartition(partition_index=0, offset=0)])])),
     ]
     return [(name, _frame(req, FUZZ_CID)[4:]) for name, req in reqs]
 
 
-BASES = _base_requests()
+def _default_requests(served: dict[int, tuple[int, int]]) -> list[tuple[str, bytes]]:
+    """Every served API and version with its schema defaults (empty arrays and the like)."""
+    out = []
+    for key, (lo, hi) in sorted(served.items()):
+        cls = request_class(key)
+        for version in range(lo, hi + 1):
+            req = cls[version]()
+            if key == 0:
+                req.acks = 1
+            out.append((f"{cls.name} v{version}", _frame(req, FUZZ_CID)[4:]))
+    return out
 
 
 @st.composite
@@ -248,8 +275,8 @@ def random_bodies(draw: st.DrawFn, served: dict[int, tuple[int, int]]) -> bytes:
 
 
 @st.composite
-def mutated_requests(draw: st.DrawFn) -> bytes:
-    _, base = draw(st.sampled_from(BASES))
+def mutated_requests(draw: st.DrawFn, bases: list[tuple[str, bytes]]) -> bytes:
+    _, base = draw(st.sampled_from(bases))
     data = bytearray(base)
     for bit in draw(st.lists(st.integers(0, len(data) * 8 - 1), min_size=1, max_size=6)):
         data[bit // 8] ^= 1 << (bit % 8)
@@ -280,12 +307,14 @@ def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
     served = _served(port)
     log_start = len(broker.log_text())
     outcome = Outcome()
+    real = _base_requests()
+    defaults = _default_requests(served)
     started = time.monotonic()
 
-    @settings(max_examples=200, deadline=None, database=None, print_blob=True,
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, print_blob=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-    @given(st.one_of(random_frames(), random_bodies(served), random_bodies(served), mutated_requests(),
-                     mutated_requests()))
+    @given(st.one_of(random_frames(), random_bodies(served), mutated_requests(defaults), mutated_requests(real),
+                     mutated_requests(real)))
     def fuzz(payload: bytes) -> None:
         assert broker.proc.poll() is None, "broker process died"
         _exchange(port, payload, served, outcome)

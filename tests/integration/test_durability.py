@@ -1,0 +1,213 @@
+"""Durability: clean restart, SIGKILL while producing, and a damaged segment tail."""
+
+from __future__ import annotations
+
+import re
+import struct
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from headwater.broker.protocol.records import iter_batches
+from hwclients import (
+    TIMEOUT,
+    Ack,
+    Rec,
+    check_consumed,
+    confluent_consumer,
+    consume_confluent,
+    create_topic,
+    make_records,
+    produce_confluent,
+    unique,
+)
+
+
+def _restart_on_new_port(b):
+    old = b.port
+    b.stop()
+    b.port = 0
+    b.start()
+    assert b.port != old or b.port  # a fresh ephemeral port (usually different)
+    return b
+
+
+def _watermarks(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]]:
+    c = confluent_consumer(bootstrap)
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)]
+    finally:
+        c.close()
+
+
+def _topic_configs(admin: AdminClient, topic: str) -> dict[str, str]:
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin.describe_configs([res], request_timeout=15)[res].result(timeout=TIMEOUT)
+    return {k: e.value for k, e in entries.items() if not e.is_default}
+
+
+def test_clean_restart_keeps_everything(fresh_broker) -> None:
+    b = fresh_broker.start()
+    big, small = unique("dur-big"), unique("dur-small")
+    # Small segments so that several closed segments (and their indexes) must be reopened.
+    create_topic("confluent", b.bootstrap, big, 4, {"segment.bytes": "262144", "retention.ms": "86400000"})
+    create_topic("kafka-python", b.bootstrap, small, 2, {"cleanup.policy": "compact"})
+    recs = make_records(10_000, 4, "big")
+    produce_confluent(b.bootstrap, big, recs[:5000], "zstd")
+    produce_confluent(b.bootstrap, big, recs[5000:], "none")
+    small_recs = make_records(50, 2, "small", headers="none")
+    produce_confluent(b.bootstrap, small, small_recs)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    tp = TopicPartition(small, 0, 10)
+    assert admin.delete_records([tp], request_timeout=15)[tp].result(timeout=TIMEOUT).low_watermark == 10
+    assert len(list((Path(b.log_dir) / f"{big}-0").glob("*.log"))) > 1, "expected several segments"
+    configs_before = {t: _topic_configs(admin, t) for t in (big, small)}
+    marks_before = {t: _watermarks(b.bootstrap, t, n) for t, n in ((big, 4), (small, 2))}
+    assert marks_before[big] == [(0, 2500)] * 4
+    assert marks_before[small] == [(10, 25), (0, 25)]
+
+    assert b.stop() == 0, "SIGTERM should be a clean exit"
+    assert "broker stopped; all logs flushed" in b.log_text()
+    _restart_on_new_port(b)
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    md = admin.list_topics(timeout=10).topics
+    assert {big, small} <= set(md)
+    assert sorted(md[big].partitions) == [0, 1, 2, 3]
+    assert sorted(md[small].partitions) == [0, 1]
+    assert {t: _topic_configs(admin, t) for t in (big, small)} == configs_before
+    assert configs_before[big] == {"segment.bytes": "262144", "retention.ms": "86400000"}
+    assert configs_before[small] == {"cleanup.policy": "compact"}
+    assert {t: _watermarks(b.bootstrap, t, n) for t, n in ((big, 4), (small, 2))} == marks_before
+
+    got = consume_confluent(b.bootstrap, big, 4, len(recs))
+    check_consumed(got, recs, 4)
+    got_small = consume_confluent(b.bootstrap, small, 2, 40)
+    assert sorted((g.partition, g.offset, g.value) for g in got_small) == sorted(
+        [(r.partition, i // 2, r.value) for i, r in enumerate(small_recs) if not (r.partition == 0 and i // 2 < 10)])
+
+    # Appends continue where the logs ended.
+    acked = produce_confluent(b.bootstrap, big, [Rec(p, b"after", b"after-restart") for p in range(4)])
+    assert sorted((a.partition, a.offset) for a in acked) == [(p, 2500) for p in range(4)]
+
+
+def _background_producer(bootstrap: str, topic: str, partitions: int, stop: threading.Event,
+                         acked: list[Ack], failed: list[str]) -> threading.Thread:
+    def run() -> None:
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2, "message.timeout.ms": 2000,
+                      "retries": 0, "reconnect.backoff.max.ms": 200, "compression.type": "lz4"})
+
+        def on_delivery(err, msg) -> None:
+            if err is None:
+                acked.append(Ack(msg.partition(), msg.offset(), msg.value()))
+            else:
+                failed.append(str(err))
+
+        seq = 0
+        while not stop.is_set():
+            for _ in range(50):
+                try:
+                    p.produce(topic, value=b"val-%08d" % seq + b"." * (seq % 97), key=b"k%d" % seq,
+                              partition=seq % partitions, on_delivery=on_delivery)
+                except BufferError:
+                    break
+                seq += 1
+            p.poll(0.001)
+        p.flush(10)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_sigkill_mid_produce_keeps_acknowledged(fresh_broker, capsys) -> None:
+    b = fresh_broker.start()
+    topic = unique("kill")
+    partitions = 4
+    create_topic("confluent", b.bootstrap, topic, partitions)
+    acked: list[Ack] = []
+    failed: list[str] = []
+    stop = threading.Event()
+    t = _background_producer(b.bootstrap, topic, partitions, stop, acked, failed)
+    deadline = time.monotonic() + 30
+    while len(acked) < 5000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(acked) >= 5000, f"only {len(acked)} acknowledged before the kill"
+    fresh_broker.kill()  # SIGKILL while the producer is still sending
+    killed_at = len(acked)
+    stop.set()
+    t.join(20)
+    assert not t.is_alive()
+    with capsys.disabled():
+        print(f"\n[sigkill] {len(acked)} records acknowledged ({killed_at} when killed), {len(failed)} failed")
+
+    b.port = 0
+    b.start()
+    marks = _watermarks(b.bootstrap, topic, partitions)
+    assert all(lo == 0 for lo, _ in marks)
+    total = sum(hi for _, hi in marks)
+    assert total >= len(acked)
+    got = consume_confluent(b.bootstrap, topic, partitions, total)
+    stored = {(g.partition, g.offset): g.value for g in got}
+    assert len(stored) == total
+    for p in range(partitions):
+        assert sorted(o for (q, o) in stored if q == p) == list(range(marks[p][1]))
+    lost = [a for a in acked if stored.get((a.partition, a.offset)) != a.value]
+    assert not lost, f"{len(lost)} of {len(acked)} acknowledged records lost or changed, e.g. {lost[:3]}"
+    for p in range(partitions):  # nothing acknowledged lies beyond the recovered log end
+        assert max((a.offset for a in acked if a.partition == p), default=-1) < marks[p][1]
+
+    # Writing after the restart continues at the recovered log end.
+    after = produce_confluent(b.bootstrap, topic, [Rec(p, b"k", b"after-kill-%d" % p) for p in range(partitions)])
+    assert sorted((a.partition, a.offset) for a in after) == [(p, marks[p][1]) for p in range(partitions)]
+
+
+def _valid_batch_with_bad_crc(seg: Path) -> bytes:
+    """A copy of the segment's last batch, offset after it, with a payload byte flipped (CRC mismatch)."""
+    data = seg.read_bytes()
+    pos, header = list(iter_batches(data))[-1]
+    batch = bytearray(data[pos:])
+    struct.pack_into(">q", batch, 0, header.last_offset + 1)
+    batch[-1] ^= 0xFF
+    return bytes(batch)
+
+
+GARBAGE = {
+    "zeros": lambda seg: b"\x00" * 100,
+    "random": lambda seg: bytes((i * 73 + 19) % 256 for i in range(333)),
+    "torn-header": lambda seg: struct.pack(">qi", 10_000, 5000) + b"\x00\x00\x00\x00\x02" + b"\x11" * 40,
+    "bad-crc-batch": _valid_batch_with_bad_crc,
+}
+
+
+@pytest.mark.parametrize("kind", list(GARBAGE))
+def test_garbage_tail_is_truncated(fresh_broker, kind: str) -> None:
+    b = fresh_broker.start()
+    topic = unique(f"tail-{kind}")
+    create_topic("confluent", b.bootstrap, topic, 1)
+    recs = make_records(100, 1, "tail")
+    produce_confluent(b.bootstrap, topic, recs[:60], "gzip")
+    produce_confluent(b.bootstrap, topic, recs[60:], "none")
+    assert b.stop() == 0
+
+    seg = Path(b.log_dir) / f"{topic}-0" / "00000000000000000000.log"
+    good = seg.read_bytes()
+    junk = GARBAGE[kind](seg)
+    with open(seg, "ab") as f:
+        f.write(junk)
+    log_before = len(b.log_text())
+    b.start()
+    new_log = b.log_text()[log_before:]
+    assert re.search(r"truncat", new_log, re.IGNORECASE), f"no truncation logged:\n{new_log}"
+    assert seg.read_bytes() == good, "recovery should cut exactly the appended bytes"
+
+    assert _watermarks(b.bootstrap, topic, 1) == [(0, 100)]
+    got = consume_confluent(b.bootstrap, topic, 1, 100)
+    check_consumed(got, recs, 1)
+    acked = produce_confluent(b.bootstrap, topic, [Rec(0, b"k", b"after-repair")])
+    assert [(a.partition, a.offset) for a in acked] == [(0, 100)]
+    got = consume_confluent(b.bootstrap, topic, 1, 101)
+    assert [(g.offset, g.value) for g in got[-2:]] == [(99, recs[-1].value), (100, b"after-repair")]
