@@ -1,0 +1,46 @@
+"""What plugin authors import: connectors, tasks, records, contexts, converters, transforms.
+
+A source connector in about 30 lines::
+
+    from headwater.connect.api import SourceConnector, SourceTask, SourceRecord, hookimpl
+
+    class TickTask(SourceTask):
+        def start(self, config):
+            self.topic, self.n = config["topic"], 0
+        def poll(self):
+            self.n += 1
+            return [SourceRecord(topic=self.topic, value=str(self.n),
+                                 source_partition={"tick": 0}, source_offset={"n": self.n})]
+
+    class TickConnector(SourceConnector):
+        def start(self, config):
+            self.topic = config.model_extra["topic"]
+        def task_class(self):
+            return TickTask
+        def task_configs(self, max_tasks):
+            return [{"topic": self.topic}]
+
+    @hookimpl
+    def headwater_connectors():
+        return [TickConnector]
+"""
+
+from .config import ConnectorConfig, SinkConnectorConfig, SourceConnectorConfig
+from .connector import Connector, ConnectorContext, SinkConnector, SourceConnector
+from .converters import Converter, HeaderConverter, SchemaAndValue
+from .data import Field, Schema, SchemaBuilder, SchemaType, Struct
+from .errors import ConfigException, ConnectException, DataException, RetriableException
+from .hookspecs import hookimpl
+from .records import ConnectRecord, Header, SinkRecord, SourceRecord, TopicPartition
+from .sink import SinkTask, SinkTaskContext
+from .source import OffsetStorageReader, RecordMetadata, SourceTask, SourceTaskContext
+from .transforms import Predicate, Transformation, TransformConfig
+
+__all__ = [
+    "ConfigException", "ConnectException", "ConnectRecord", "Connector", "ConnectorConfig", "ConnectorContext",
+    "Converter", "DataException", "Field", "Header", "HeaderConverter", "OffsetStorageReader", "Predicate",
+    "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder", "SchemaType",
+    "SinkConnector", "SinkConnectorConfig", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",
+    "SourceConnectorConfig", "SourceRecord", "SourceTask", "SourceTaskContext", "Struct", "TopicPartition",
+    "TransformConfig", "Transformation", "hookimpl",
+]

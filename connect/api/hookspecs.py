@@ -1,0 +1,33 @@
+"""The whole contract between Headwater and its plugins: four pluggy hooks.
+
+A plugin module (found through the ``headwater`` entry-point group or in a folder on
+``plugin.path``) implements any of them with ``@hookimpl`` and returns classes.
+Headwater's own connectors, converters and transforms register the same way.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+__all__ = ["hookimpl", "hookspec", "HeadwaterSpec"]
+
+hookspec = pluggy.HookspecMarker("headwater")
+hookimpl = pluggy.HookimplMarker("headwater")
+
+
+class HeadwaterSpec:
+    @hookspec
+    def headwater_connectors(self) -> list[type]:
+        """Connector classes (subclasses of SourceConnector or SinkConnector)."""
+
+    @hookspec
+    def headwater_converters(self) -> list[type]:
+        """Converter and HeaderConverter classes."""
+
+    @hookspec
+    def headwater_transforms(self) -> list[type]:
+        """Transformation classes."""
+
+    @hookspec
+    def headwater_predicates(self) -> list[type]:
+        """Predicate classes."""

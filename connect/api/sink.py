@@ -1,0 +1,83 @@
+"""Sink tasks: receive SinkRecords in ``put`` and write them out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from .records import SinkRecord, TopicPartition
+
+__all__ = ["OffsetAndMetadata", "SinkTask", "SinkTaskContext"]
+
+OffsetAndMetadata = int  # the next offset to consume, as Kafka commits it
+
+
+class SinkTaskContext(ABC):
+    configs: dict[str, str]
+
+    @abstractmethod
+    def offset(self, offsets: dict[TopicPartition, int]) -> None:
+        """Rewind or skip: consume these partitions from these offsets next."""
+
+    @abstractmethod
+    def timeout(self, ms: int) -> None:
+        """After a RetriableException from ``put``, retry after this long."""
+
+    @abstractmethod
+    def assignment(self) -> set[TopicPartition]:
+        """Partitions currently assigned to this task."""
+
+    @abstractmethod
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop delivering records of these partitions."""
+
+    @abstractmethod
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Deliver records of these partitions again."""
+
+    @abstractmethod
+    def request_commit(self) -> None:
+        """Commit offsets as soon as possible."""
+
+
+class SinkTask(ABC):
+    """Rules: ``put`` may buffer; data is safe only once ``flush``/``pre_commit`` returns,
+    and only the offsets ``pre_commit`` returns are committed. Any method may be ``async``.
+    """
+
+    context: SinkTaskContext
+
+    def initialize(self, context: SinkTaskContext) -> None:
+        self.context = context
+
+    @abstractmethod
+    def start(self, config: dict[str, str]) -> None:
+        """Start with this task's config map."""
+
+    @abstractmethod
+    def put(self, records: list[SinkRecord]) -> None:
+        """Write (or buffer) records; raise RetriableException to have them redelivered."""
+
+    def flush(self, offsets: dict[TopicPartition, int]) -> None:  # noqa: B027 - optional hook
+        """Make everything ``put`` so far durable."""
+
+    def pre_commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int] | Any:
+        """Offsets safe to commit; the default flushes and returns ``offsets``."""
+        result = self.flush(offsets)
+        if hasattr(result, "__await__"):
+            return _after(result, offsets)
+        return offsets
+
+    def open(self, partitions: list[TopicPartition]) -> None:  # noqa: B027 - optional hook
+        """These partitions were assigned to the task."""
+
+    def close(self, partitions: list[TopicPartition]) -> None:  # noqa: B027 - optional hook
+        """These partitions are being taken away (flush their data first)."""
+
+    def stop(self) -> None:  # noqa: B027 - optional hook
+        """Release resources."""
+
+
+async def _after(awaitable: Any, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    await awaitable
+    return offsets

@@ -1,0 +1,66 @@
+"""Source tasks: read from the outside world, return SourceRecords from ``poll``."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from .records import SourceRecord
+
+__all__ = ["OffsetStorageReader", "RecordMetadata", "SourceTask", "SourceTaskContext"]
+
+
+class OffsetStorageReader(ABC):
+    @abstractmethod
+    def offset(self, partition: dict[str, Any]) -> dict[str, Any] | None:
+        """The last committed offset of a source partition, or None."""
+
+    def offsets(self, partitions: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        return [(p, self.offset(p)) for p in partitions]
+
+
+class SourceTaskContext(ABC):
+    configs: dict[str, str]
+
+    @property
+    @abstractmethod
+    def offset_storage_reader(self) -> OffsetStorageReader:
+        """Read committed offsets (on start, to resume)."""
+
+
+class RecordMetadata:
+    """Where an acknowledged record landed."""
+
+    __slots__ = ("topic", "partition", "offset", "timestamp")
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int | None) -> None:
+        self.topic, self.partition, self.offset, self.timestamp = topic, partition, offset, timestamp
+
+
+class SourceTask(ABC):
+    """Rules: ``poll`` returns a list of records, or None/[] when idle, and must return
+    regularly (wait at most about a second); it may be ``async``. Offsets returned by
+    records are committed only after Kafka acknowledged every record they cover.
+    """
+
+    context: SourceTaskContext
+
+    def initialize(self, context: SourceTaskContext) -> None:
+        self.context = context
+
+    @abstractmethod
+    def start(self, config: dict[str, str]) -> None:
+        """Start with this task's config map (from the connector's ``task_configs``)."""
+
+    @abstractmethod
+    def poll(self) -> list[SourceRecord] | None:
+        """Records read since the last call; may be a coroutine function."""
+
+    def stop(self) -> None:  # noqa: B027 - optional hook
+        """Stop: may be called while ``poll`` is waiting."""
+
+    def commit(self) -> None:  # noqa: B027 - optional hook
+        """Offsets up to the last acknowledged records were committed."""
+
+    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:  # noqa: B027
+        """One record was acknowledged (metadata None: it was filtered or dropped under tolerance)."""
