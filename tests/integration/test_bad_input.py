@@ -138,8 +138,9 @@ def frame(req: Any, cid: int, client_id: str = "bad-input") -> bytes:
     return bytes(req.encode(header=True, framed=True))
 
 
-def raw_header(api_key: int, version: int, cid: int, client_id: bytes | None = b"bad-input",
-               flexible: bool = False) -> bytes:
+def raw_header(
+    api_key: int, version: int, cid: int, client_id: bytes | None = b"bad-input", flexible: bool = False
+) -> bytes:
     head = struct.pack(">hhi", api_key, version, cid)
     head += struct.pack(">h", -1) if client_id is None else struct.pack(">h", len(client_id)) + client_id
     return head + (b"\x00" if flexible else b"")
@@ -152,41 +153,122 @@ def framed(payload: bytes) -> bytes:
 # -- request builders -----------------------------------------------------------------------
 
 
-def produce_req(topic: str, records: bytes | None, partition: int = 0, acks: int = 1, version: int = 8) -> Any:
+def produce_req(
+    topic: str, records: bytes | None, partition: int = 0, acks: int = 1, version: int = 8
+) -> Any:
     T = ProduceRequest.TopicProduceData
-    return ProduceRequest[version](acks=acks, timeout_ms=5000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
+    return ProduceRequest[version](
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])],
+    )
 
 
 def metadata_req(topics: list[str] | None, version: int = 8, auto_create: bool = False) -> Any:
     items = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
-    return MetadataRequest[version](topics=items, allow_auto_topic_creation=auto_create,
-                                    include_cluster_authorized_operations=False,
-                                    include_topic_authorized_operations=False)
+    return MetadataRequest[version](
+        topics=items,
+        allow_auto_topic_creation=auto_create,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
 
 
 def list_offsets_req(topic: str, partition: int = 0, timestamp: int = -1, version: int = 5) -> Any:
     T = ListOffsetsRequest.ListOffsetsTopic
-    return ListOffsetsRequest[version](replica_id=-1, isolation_level=0, topics=[
-        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1,
-                                                         timestamp=timestamp)])])
+    return ListOffsetsRequest[version](
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            T(
+                name=topic,
+                partitions=[
+                    T.ListOffsetsPartition(
+                        partition_index=partition, current_leader_epoch=-1, timestamp=timestamp
+                    )
+                ],
+            )
+        ],
+    )
 
 
-def fetch_req(topic: str, offset: int = 0, partition: int = 0, max_wait_ms: int = 0, min_bytes: int = 0,
-              version: int = 11) -> Any:
+def fetch_req(
+    topic: str,
+    offset: int = 0,
+    partition: int = 0,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    version: int = 11,
+) -> Any:
     T = FetchRequest.FetchTopic
-    return FetchRequest[version](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=50 << 20,
-                                 isolation_level=0, session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
-                                 topics=[T(topic=topic, partitions=[T.FetchPartition(
-                                     partition=partition, current_leader_epoch=-1, fetch_offset=offset,
-                                     log_start_offset=-1, partition_max_bytes=10 << 20)])])
+    return FetchRequest[version](
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=50 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        rack_id="",
+        forgotten_topics_data=[],
+        topics=[
+            T(
+                topic=topic,
+                partitions=[
+                    T.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=10 << 20,
+                    )
+                ],
+            )
+        ],
+    )
 
 
 def create_topic_req(name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Any:
     T = CreateTopicsRequest.CreatableTopic
-    return CreateTopicsRequest[4](timeout_ms=10000, validate_only=False, topics=[
-        T(name=name, num_partitions=partitions, replication_factor=1, assignments=[],
-          configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])])
+    return CreateTopicsRequest[4](
+        timeout_ms=10000,
+        validate_only=False,
+        topics=[
+            T(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                assignments=[],
+                configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            )
+        ],
+    )
+
+
+def _in_versions(spec: str | None, version: int) -> bool:
+    if not spec or spec == "none":
+        return False
+    lo, _, hi = spec.partition("-")
+    if lo.endswith("+"):
+        return version >= int(lo[:-1])
+    return int(lo) <= version <= int(hi or lo)
+
+
+def minimal_request(cls: Any, version: int) -> Any:
+    """A request of schema defaults, with empty (not null) non-nullable arrays and strings."""
+    req = cls[version]()
+    for f in cls.json["fields"]:
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", f["name"]).lower()
+        if not _in_versions(f.get("versions"), version) or _in_versions(f.get("nullableVersions"), version):
+            continue
+        if getattr(req, name, None) is None:
+            if f["type"].startswith("[]"):
+                setattr(req, name, [])
+            elif f["type"] == "string":
+                setattr(req, name, "")
+    if cls.API_KEY == 0:
+        req.acks = 1  # the default (0) asks for no answer
+    return req
 
 
 def batch(*values: bytes, key: bytes | None = None) -> bytes:
@@ -209,8 +291,9 @@ def legacy_message(magic: int, value: bytes) -> bytes:
 # -- one-shot operations on new connections -------------------------------------------------
 
 
-def produce(port: int, topic: str, records: bytes | None, partition: int = 0, acks: int = 1,
-            version: int = 8) -> Any:
+def produce(
+    port: int, topic: str, records: bytes | None, partition: int = 0, acks: int = 1, version: int = 8
+) -> Any:
     """Send one produce; return the partition's answer."""
     with Conn(port) as c:
         resp = c.request(produce_req(topic, records, partition, acks, version), ProduceResponse)
@@ -338,8 +421,11 @@ def test_size_at_max_is_not_rejected_up_front(broker: Any) -> None:
                 d.sock.recv(1)  # still open, waiting for the rest of the 100 MiB
 
 
-@pytest.mark.parametrize("payload", [b"", b"\x00", b"\x00\x12\x00\x00", b"\x00\x12\x00\x00\x00\x00\x00\x01\x00"],
-                         ids=["empty", "1-byte", "4-bytes", "9-bytes"])
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\x00", b"\x00\x12\x00\x00", b"\x00\x12\x00\x00\x00\x00\x00\x01\x00"],
+    ids=["empty", "1-byte", "4-bytes", "9-bytes"],
+)
 def test_frame_shorter_than_header_closes_connection(broker: Any, log_mark: int, payload: bytes) -> None:
     with Conn(broker.port) as c:
         c.send_raw(framed(payload))
@@ -384,22 +470,34 @@ def test_unknown_api_key_closes_connection(broker: Any, log_mark: int, api_key: 
 
 
 def test_known_but_unserved_api_closes_connection(broker: Any, log_mark: int) -> None:
-    """OffsetCommit (8) exists in the protocol but this broker does not advertise it."""
+    """An API the protocol (and the codec) knows but this broker does not advertise."""
     with Conn(broker.port) as c:
-        c.send_raw(framed(raw_header(8, 2, 1) + b"\x00" * 32))
+        served = {k.api_key for k in c.request(ApiVersionsRequest[0](), ApiVersionsResponse).api_keys}
+    # OffsetForLeaderEpoch, AddPartitionsToTxn, DescribeAcls, DescribeLogDirs, ...
+    key = next(k for k in (23, 24, 29, 35, 57, 61, 65) if request_class(k) is not None and k not in served)
+    with Conn(broker.port) as c:
+        c.send(minimal_request(request_class(key), 0))
         assert c.assert_closed() == b""
-    wait_for_log(broker, r"closing connection from .*API key 8\b", log_mark)
+    wait_for_log(broker, rf"closing connection from .*API key {key}\b", log_mark)
 
 
-@pytest.mark.parametrize("name, req", [
-    ("Produce v12", lambda: produce_req(DATA, batch(b"v12"), version=12)),
-    ("Produce v9", lambda: produce_req(DATA, batch(b"v9"), version=9)),
-    ("Metadata v13", lambda: MetadataRequest[13](topics=None, allow_auto_topic_creation=False,
-                                                 include_topic_authorized_operations=False)),
-    ("Metadata v9", lambda: metadata_req([DATA], version=9)),
-    ("Fetch v12", lambda: fetch_req(DATA, version=12)),
-    ("ListOffsets v6", lambda: list_offsets_req(DATA, version=6)),
-], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, req",
+    [
+        ("Produce v12", lambda: produce_req(DATA, batch(b"v12"), version=12)),
+        ("Produce v9", lambda: produce_req(DATA, batch(b"v9"), version=9)),
+        (
+            "Metadata v13",
+            lambda: MetadataRequest[13](
+                topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+            ),
+        ),
+        ("Metadata v9", lambda: metadata_req([DATA], version=9)),
+        ("Fetch v12", lambda: fetch_req(DATA, version=12)),
+        ("ListOffsets v6", lambda: list_offsets_req(DATA, version=6)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_unsupported_version_closes_connection(broker: Any, log_mark: int, name: str, req: Any) -> None:
     with Conn(broker.port) as c:
         c.send(req())
@@ -433,8 +531,9 @@ def test_api_versions_above_max_answered_in_v0_layout(broker: Any, version: int)
         assert struct.unpack_from(">i", body)[0] == 78
         assert ApiVersionsResponse.decode(body[4:], version=0).error_code == UNSUPPORTED_VERSION
         # the client retries lower on the same connection
-        resp = c.request(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
-                         ApiVersionsResponse)
+        resp = c.request(
+            ApiVersionsRequest[3](client_software_name="t", client_software_version="1"), ApiVersionsResponse
+        )
         assert resp.error_code == 0
 
 
@@ -469,9 +568,7 @@ def test_every_advertised_api_is_served(broker: Any) -> None:
     for k in served:
         cls = request_class(k.api_key)
         for version in range(k.min_version, k.max_version + 1):
-            req = cls[version]()  # schema defaults: empty arrays, null strings
-            if k.api_key == 0:
-                req.acks = 1  # the default (0) asks for no answer
+            req = minimal_request(cls, version)
             with Conn(broker.port) as c:
                 c.send_raw(frame(req, 5))
                 try:
@@ -585,7 +682,10 @@ def test_unknown_topic_or_partition(broker: Any) -> None:
         md = c.request(metadata_req([name], auto_create=False), MetadataResponse)
     assert md.topics[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
     for partition in (1, 7, -1, 2**31 - 1):
-        assert produce(broker.port, DATA, batch(b"x"), partition=partition).error_code == UNKNOWN_TOPIC_OR_PARTITION
+        assert (
+            produce(broker.port, DATA, batch(b"x"), partition=partition).error_code
+            == UNKNOWN_TOPIC_OR_PARTITION
+        )
 
 
 @pytest.mark.parametrize("acks", [5, 2, -2, 32767, -32768])
@@ -628,14 +728,20 @@ def test_null_and_empty_records(broker: Any) -> None:
 def test_pipelined_requests_answered_in_order(broker: Any) -> None:
     """20 requests in one write, mixed APIs (one slow long-poll fetch first), answered in order."""
     start = end_offset(broker.port, PIPELINE)
-    reqs: list[tuple[Any, Any]] = [(fetch_req(PIPELINE, start + 1000, max_wait_ms=300, min_bytes=1), FetchResponse)]
+    reqs: list[tuple[Any, Any]] = [
+        (fetch_req(PIPELINE, start + 1000, max_wait_ms=300, min_bytes=1), FetchResponse)
+    ]
     for i in range(19):
         kind = i % 5
         if kind == 0:
             reqs.append((produce_req(PIPELINE, batch(b"p%d" % i)), ProduceResponse))
         elif kind == 1:
-            reqs.append((ApiVersionsRequest[3](client_software_name="pipe", client_software_version="1"),
-                         ApiVersionsResponse))
+            reqs.append(
+                (
+                    ApiVersionsRequest[3](client_software_name="pipe", client_software_version="1"),
+                    ApiVersionsResponse,
+                )
+            )
         elif kind == 2:
             reqs.append((metadata_req([PIPELINE]), MetadataResponse))
         elif kind == 3:
@@ -647,14 +753,56 @@ def test_pipelined_requests_answered_in_order(broker: Any) -> None:
         c.send_raw(b"".join(frame(req, cid) for (req, _), cid in zip(reqs, cids, strict=True)))
         answers = [c.recv(resp_cls, req.API_VERSION) for req, resp_cls in reqs]
     assert [cid for cid, _ in answers] == cids
-    produced = [a.responses[0].partition_responses[0] for (_, a), (_, cls) in zip(answers, reqs, strict=True)
-                if cls is ProduceResponse]
+    produced = [
+        a.responses[0].partition_responses[0]
+        for (_, a), (_, cls) in zip(answers, reqs, strict=True)
+        if cls is ProduceResponse
+    ]
     assert [p.error_code for p in produced] == [0] * 4
     assert [p.base_offset for p in produced] == list(range(start, start + 4))
     # The ListOffsets answers see the appends made by the produces before them.
-    offsets = [a.topics[0].partitions[0].offset for (_, a), (_, cls) in zip(answers, reqs, strict=True)
-               if cls is ListOffsetsResponse]
+    offsets = [
+        a.topics[0].partitions[0].offset
+        for (_, a), (_, cls) in zip(answers, reqs, strict=True)
+        if cls is ListOffsetsResponse
+    ]
     assert offsets == [start + 1, start + 2, start + 3, start + 4]
+
+
+def test_more_pipelined_requests_than_in_flight_limit(broker: Any) -> None:
+    """300 requests in one write (beyond the broker's per-connection in-flight cap), all answered in order."""
+    reqs = [metadata_req([SENTINEL]) if i % 3 else ApiVersionsRequest[0]() for i in range(300)]
+    with Conn(broker.port, timeout=20) as c:
+        c.send_raw(b"".join(frame(req, 10_000 + i) for i, req in enumerate(reqs)))
+        cids = [struct.unpack_from(">i", c.recv_frame())[0] for _ in reqs]
+    assert cids == [10_000 + i for i in range(300)]
+
+
+def test_request_trickling_in_byte_by_byte(broker: Any) -> None:
+    payload = frame(metadata_req([SENTINEL]), 31)
+    with Conn(broker.port) as c:
+        for i in range(len(payload)):
+            c.send_raw(payload[i : i + 1])
+            time.sleep(0.002)
+        cid, md = c.recv(MetadataResponse, 8)
+    assert cid == 31 and md.topics[0].name == SENTINEL
+
+
+def test_fetch_out_of_range_and_unknown_partition(broker: Any) -> None:
+    end = end_offset(broker.port, SENTINEL)
+    with Conn(broker.port) as c:
+        for offset in (-1, end + 1, 2**62):
+            p = c.request(fetch_req(SENTINEL, offset), FetchResponse).responses[0].partitions[0]
+            assert (p.error_code, bytes(p.records or b"")) == (1, b""), offset  # OFFSET_OUT_OF_RANGE
+        for partition in (1, -1):
+            p = (
+                c.request(fetch_req(SENTINEL, 0, partition=partition), FetchResponse)
+                .responses[0]
+                .partitions[0]
+            )
+            assert p.error_code == UNKNOWN_TOPIC_OR_PARTITION
+        p = c.request(fetch_req("bad-input-no-such-topic", 0), FetchResponse).responses[0].partitions[0]
+        assert p.error_code == UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_body_shorter_than_size_then_eof_closes_connection(broker: Any) -> None:
@@ -675,9 +823,11 @@ def test_body_cut_short_closes_connection(broker: Any, log_mark: int, cut: str) 
     before = end_offset(broker.port, DATA)
     whole = frame(produce_req(DATA, batch(b"cut" * 10)), 1)
     body_at = 4 + 10 + len(b"bad-input")  # size prefix, fixed header, client id
-    keep = {"fixed-fields": body_at + 2 + 2 + 3,  # transactional id, acks, part of timeout
-            "topic-name": body_at + 2 + 2 + 4 + 4 + 2 + 5,  # 5 bytes of "bad-input-data"
-            "records": len(whole) - 10}[cut]
+    keep = {
+        "fixed-fields": body_at + 2 + 2 + 3,  # transactional id, acks, part of timeout
+        "topic-name": body_at + 2 + 2 + 4 + 4 + 2 + 5,  # 5 bytes of "bad-input-data"
+        "records": len(whole) - 10,
+    }[cut]
     with Conn(broker.port) as c:
         c.send_raw(framed(whole[4:keep]))
         received = c.assert_closed()
@@ -722,8 +872,14 @@ def test_confluent_kafka_still_produces_and_consumes(broker: Any) -> None:
     for i in range(100):
         producer.produce(topic, value=b"msg-%d" % i)
     assert producer.flush(15) == 0
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bad-input-check",
-                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "bad-input-check",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
         values: list[bytes] = []

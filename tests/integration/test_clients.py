@@ -251,3 +251,105 @@ def test_consume_from_end_then_new_records(broker) -> None:
     finally:
         c.close()
     assert got == [(20 + i, r.value) for i, r in enumerate(second)]
+
+
+def test_log_append_time(broker) -> None:
+    """message.timestamp.type=LogAppendTime: the broker stamps every batch (compressed too) and the
+    rewritten batches still pass the clients' CRC checks."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+
+    topic = unique("lat")
+    create_topic("confluent", broker.bootstrap, topic, 2, {"message.timestamp.type": "LogAppendTime"})
+    old = int(time.time() * 1000) - 86_400_000
+    recs = [Rec(i % 2, b"k%d" % i, b"lat-%d-" % i + b"z" * 100, (), old) for i in range(100)]
+    before = int(time.time() * 1000)
+    produce_confluent(broker.bootstrap, topic, recs[:50], "gzip")
+    produce_kafka_python(broker.bootstrap, topic, recs[50:], "zstd")
+    after = int(time.time() * 1000)
+    c = confluent_consumer(broker.bootstrap, **{"enable.partition.eof": True})
+    seen = []
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(2)])
+        deadline = time.monotonic() + 15
+        while len(seen) < 100 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                seen.append(m.timestamp())
+    finally:
+        c.close()
+    assert len(seen) == 100
+    assert {t for t, _ in seen} == {TIMESTAMP_LOG_APPEND_TIME}
+    assert all(before <= ts <= after for _, ts in seen), (before, after, sorted({ts for _, ts in seen}))
+    got = consume_kafka_python(broker.bootstrap, topic, 2, 100)  # kafka-python verifies CRCs too
+    assert all(before <= g.timestamp <= after for g in got)
+    check_consumed(got, recs, 2, headers=False)
+
+
+def test_message_too_large(broker) -> None:
+    from kafka.errors import MessageSizeTooLargeError
+
+    topic = unique("big")
+    create_topic("kafka-python", broker.bootstrap, topic, 1, {"max.message.bytes": "5000"})
+    with pytest.raises(MessageSizeTooLargeError):
+        produce_kafka_python(broker.bootstrap, topic, [Rec(0, b"k", b"x" * 20_000)])
+    with pytest.raises(AssertionError, match="MSG_SIZE_TOO_LARGE|too large"):
+        produce_confluent(broker.bootstrap, topic, [Rec(0, b"k", bytes(range(256)) * 80)],
+                          extra={"retries": 0})
+    ok = produce_confluent(broker.bootstrap, topic, [Rec(0, b"k", b"small")])
+    assert [(a.partition, a.offset) for a in ok] == [(0, 0)]  # the rejected batches took no offsets
+
+
+def test_large_records_and_small_fetch_sizes(broker) -> None:
+    """Records bigger than the consumer's per-partition fetch size still arrive (first batch whole)."""
+    topic = unique("large")
+    create_topic("confluent", broker.bootstrap, topic, 1)
+    recs = [Rec(0, b"k%d" % i, bytes([65 + i]) * (300_000 + i)) for i in range(6)]
+    recs += make_records(200, 1, "small", headers="none")
+    produce_confluent(broker.bootstrap, topic, recs, "none")
+    got = consume_confluent(broker.bootstrap, topic, 1, len(recs),
+                            **{"max.partition.fetch.bytes": 1024, "fetch.max.bytes": 4096,
+                               "message.max.bytes": 4096})
+    check_consumed(got, recs, 1, headers=False)
+    got = consume_kafka_python(broker.bootstrap, topic, 1, len(recs))
+    check_consumed(got, recs, 1, headers=False)
+
+
+def test_idempotent_confluent_producer(broker) -> None:
+    topic = unique("idem")
+    create_topic("confluent", broker.bootstrap, topic, 3)
+    recs = make_records(600, 3, "idem")
+    acked = produce_confluent(broker.bootstrap, topic, recs, "snappy",
+                              extra={"enable.idempotence": True, "max.in.flight.requests.per.connection": 5,
+                                     "linger.ms": 1, "batch.num.messages": 20})
+    got = consume_confluent(broker.bootstrap, topic, 3, len(recs))
+    check_consumed(got, recs, 3)
+    assert {(a.partition, a.offset, a.value) for a in acked} == {(g.partition, g.offset, g.value) for g in got}
+    for p in range(3):  # one producer id on every batch, sequences contiguous per partition
+        from hwclients import segment_batches
+
+        batches = segment_batches(broker.log_dir, topic, p)
+        assert len({(h.producer_id, h.producer_epoch) for h in batches}) == 1
+        assert batches[0].producer_id >= 0
+        seq = 0
+        for h in batches:
+            assert h.base_sequence == seq
+            seq += h.record_count
+
+
+def test_consume_past_end_is_out_of_range(broker) -> None:
+    topic = unique("oor")
+    create_topic("confluent", broker.bootstrap, topic, 1)
+    produce_confluent(broker.bootstrap, topic, make_records(10, 1, "oor"))
+    c = confluent_consumer(broker.bootstrap, **{"auto.offset.reset": "error"})
+    err = None
+    try:
+        c.assign([TopicPartition(topic, 0, 50)])
+        deadline = time.monotonic() + 15
+        while err is None and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None:
+                assert m.error() is not None, f"record at offset {m.offset()} beyond the log end"
+                err = m.error()
+    finally:
+        c.close()
+    assert err is not None and err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE), err

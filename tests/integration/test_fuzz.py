@@ -85,37 +85,74 @@ def _request(port: int, req: Any, resp_cls: Any) -> Any:
 
 def _produce_req(topic: str, records: bytes, acks: int = 1, version: int = 8) -> Any:
     T = ProduceRequest.TopicProduceData
-    return ProduceRequest[version](acks=acks, timeout_ms=5000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    return ProduceRequest[version](
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records)])],
+    )
 
 
 def _fetch_req(topic: str, offset: int, version: int = 11, max_wait_ms: int = 0, min_bytes: int = 0) -> Any:
     T = FetchRequest.FetchTopic
-    return FetchRequest[version](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
-                                 isolation_level=1, session_id=0, session_epoch=-1, rack_id="",
-                                 forgotten_topics_data=[], topics=[T(topic=topic, partitions=[T.FetchPartition(
-                                     partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
-                                     partition_max_bytes=1 << 20)])])
+    return FetchRequest[version](
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        isolation_level=1,
+        session_id=0,
+        session_epoch=-1,
+        rack_id="",
+        forgotten_topics_data=[],
+        topics=[
+            T(
+                topic=topic,
+                partitions=[
+                    T.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+    )
 
 
 def _metadata_req(topics: list[str] | None, version: int) -> Any:
     items = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
-    return MetadataRequest[version](topics=items, allow_auto_topic_creation=False,
-                                    include_cluster_authorized_operations=False,
-                                    include_topic_authorized_operations=False)
+    return MetadataRequest[version](
+        topics=items,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
 
 
 def _create_topic(port: int, name: str) -> None:
     T = CreateTopicsRequest.CreatableTopic
-    req = CreateTopicsRequest[4](timeout_ms=5000, validate_only=False, topics=[
-        T(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])])
+    req = CreateTopicsRequest[4](
+        timeout_ms=5000,
+        validate_only=False,
+        topics=[T(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+    )
     assert _request(port, req, CreateTopicsResponse).topics[0].error_code in (0, 36)
 
 
 def _end_offset(port: int, topic: str) -> int:
     T = ListOffsetsRequest.ListOffsetsTopic
-    req = ListOffsetsRequest[5](replica_id=-1, isolation_level=0, topics=[
-        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
+    req = ListOffsetsRequest[5](
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            T(
+                name=topic,
+                partitions=[T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)],
+            )
+        ],
+    )
     p = _request(port, req, ListOffsetsResponse).topics[0].partitions[0]
     assert p.error_code == 0
     return p.offset
@@ -125,7 +162,11 @@ def _stored(port: int, topic: str) -> list[tuple[int, bytes | None, bytes | None
     """Every (offset, key, value) in partition 0."""
     out: list[tuple[int, bytes | None, bytes | None]] = []
     while True:
-        p = _request(port, _fetch_req(topic, out[-1][0] + 1 if out else 0), FetchResponse).responses[0].partitions[0]
+        p = (
+            _request(port, _fetch_req(topic, out[-1][0] + 1 if out else 0), FetchResponse)
+            .responses[0]
+            .partitions[0]
+        )
         assert p.error_code == 0
         data = bytes(p.records or b"")
         for pos, _ in iter_batches(data):
@@ -184,7 +225,8 @@ def _exchange(port: int, payload: bytes, served: dict[int, tuple[int, int]], out
             # Only a long-polling Fetch may hold both answers back.
             assert not answers and api_key == 1 and served[1][0] <= (version or 0) <= served[1][1], (
                 f"no answer and no close within {READ_TIMEOUT}s for api_key={api_key} v{version} "
-                f"(got {len(answers)} answers)")
+                f"(got {len(answers)} answers)"
+            )
             outcome["fetch long poll"] += 1
             return
     if answers and answers[-1][:4] == struct.pack(">i", PROBE_CID):
@@ -192,18 +234,23 @@ def _exchange(port: int, payload: bytes, served: dict[int, tuple[int, int]], out
         assert ApiVersionsResponse.decode(answers.pop()[4:], version=0).error_code == 0
     if answers:
         # An answer to the fuzz frame: its correlation id, and something the client can decode.
-        assert answers[0][:4] == struct.pack(">i", cid), f"answer has correlation id {answers[0][:4]!r}, not {cid}"
+        assert answers[0][:4] == struct.pack(">i", cid), (
+            f"answer has correlation id {answers[0][:4]!r}, not {cid}"
+        )
         outcome["fuzz frame answered"] += 1
         _check_decodes(api_key, version, answers[0], served)
 
 
-def _check_decodes(api_key: int | None, version: int | None, body: bytes, served: dict[int, tuple[int, int]]) -> None:
+def _check_decodes(
+    api_key: int | None, version: int | None, body: bytes, served: dict[int, tuple[int, int]]
+) -> None:
     assert api_key is not None and version is not None
     if api_key == 18 and not served[18][0] <= version <= served[18][1]:
         assert ApiVersionsResponse.decode(body[4:], version=0).error_code == 35
         return
     assert api_key in served and served[api_key][0] <= version <= served[api_key][1], (
-        f"answered a request for api_key={api_key} v{version}, which is not served")
+        f"answered a request for api_key={api_key} v{version}, which is not served"
+    )
     cls = response_class(api_key)
     data = body[4:]
     if cls.flexible_version_q(version) and api_key != 18:
@@ -221,8 +268,9 @@ def _check_decodes(api_key: int | None, version: int | None, body: bytes, served
 def _base_requests() -> list[tuple[str, bytes]]:
     """Real requests (size prefix removed) for the mutation strategy."""
     now = int(time.time() * 1000)
-    batch = build_batch([Record(offset=i, timestamp=now + i, key=b"k%d" % i, value=b"fuzz-value-%d" % i)
-                         for i in range(3)])
+    batch = build_batch(
+        [Record(offset=i, timestamp=now + i, key=b"k%d" % i, value=b"fuzz-value-%d" % i) for i in range(3)]
+    )
     LT = ListOffsetsRequest.ListOffsetsTopic
     DC = DescribeConfigsRequest.DescribeConfigsResource
     DR = DeleteRecordsRequest.DeleteRecordsTopic
@@ -234,13 +282,36 @@ def _base_requests() -> list[tuple[str, bytes]]:
         ("metadata v0", _metadata_req([TARGET], 0)),
         ("fetch v11", _fetch_req(TARGET, 0)),
         ("fetch v4", _fetch_req(TARGET, 0, version=4)),
-        ("list offsets v5", ListOffsetsRequest[5](replica_id=-1, isolation_level=1, topics=[LT(name=TARGET, partitions=[
-            LT.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-2)])])),
-        ("describe configs v3", DescribeConfigsRequest[3](include_synonyms=True, include_documentation=True,
-                                                          resources=[DC(resource_type=2, resource_name=TARGET,
-                                                                        configuration_keys=None)])),
-        ("delete records v1", DeleteRecordsRequest[1](timeout_ms=1000, topics=[DR(name=TARGET, partitions=[
-            DR.DeleteRecordsPartition(partition_index=0, offset=0)])])),
+        (
+            "list offsets v5",
+            ListOffsetsRequest[5](
+                replica_id=-1,
+                isolation_level=1,
+                topics=[
+                    LT(
+                        name=TARGET,
+                        partitions=[
+                            LT.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-2)
+                        ],
+                    )
+                ],
+            ),
+        ),
+        (
+            "describe configs v3",
+            DescribeConfigsRequest[3](
+                include_synonyms=True,
+                include_documentation=True,
+                resources=[DC(resource_type=2, resource_name=TARGET, configuration_keys=None)],
+            ),
+        ),
+        (
+            "delete records v1",
+            DeleteRecordsRequest[1](
+                timeout_ms=1000,
+                topics=[DR(name=TARGET, partitions=[DR.DeleteRecordsPartition(partition_index=0, offset=0)])],
+            ),
+        ),
     ]
     return [(name, _frame(req, FUZZ_CID)[4:]) for name, req in reqs]
 
@@ -267,8 +338,11 @@ def random_frames(draw: st.DrawFn) -> bytes:
 def random_bodies(draw: st.DrawFn, served: dict[int, tuple[int, int]]) -> bytes:
     api_key = draw(st.sampled_from(sorted(served)))
     lo, hi = served[api_key]
-    version = draw(st.one_of(st.integers(lo, hi), st.sampled_from([hi + 1, hi + 2, -1]))
-                   if draw(st.integers(0, 9)) == 0 else st.integers(lo, hi))
+    version = draw(
+        st.one_of(st.integers(lo, hi), st.sampled_from([hi + 1, hi + 2, -1]))
+        if draw(st.integers(0, 9)) == 0
+        else st.integers(lo, hi)
+    )
     client_id = draw(st.one_of(st.none(), st.binary(max_size=12)))
     body = draw(st.binary(max_size=200))
     return _header(api_key, version, FUZZ_CID, client_id) + body
@@ -282,7 +356,7 @@ def mutated_requests(draw: st.DrawFn, bases: list[tuple[str, bytes]]) -> bytes:
         data[bit // 8] ^= 1 << (bit % 8)
     tail = draw(st.integers(0, 9))
     if tail == 0:
-        del data[draw(st.integers(0, len(data))):]  # cut short
+        del data[draw(st.integers(0, len(data))) :]  # cut short
     elif tail == 1:
         data += draw(st.binary(min_size=1, max_size=20))  # trailing junk
     return bytes(data)
@@ -298,8 +372,15 @@ def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
     _create_topic(port, TARGET)
     if _end_offset(port, KEPT) == 0:
         for b in range(3):
-            records = [Record(offset=i, timestamp=1_700_000_000_000 + i, key=b"key-%d-%d" % (b, i),
-                              value=b"value-%d-%d" % (b, i)) for i in range(10)]
+            records = [
+                Record(
+                    offset=i,
+                    timestamp=1_700_000_000_000 + i,
+                    key=b"key-%d-%d" % (b, i),
+                    value=b"value-%d-%d" % (b, i),
+                )
+                for i in range(10)
+            ]
             p = _request(port, _produce_req(KEPT, build_batch(records)), ProduceResponse).responses[0]
             assert p.partition_responses[0].error_code == 0
     kept = _stored(port, KEPT)
@@ -311,10 +392,22 @@ def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
     defaults = _default_requests(served)
     started = time.monotonic()
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, print_blob=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-    @given(st.one_of(random_frames(), random_bodies(served), mutated_requests(defaults), mutated_requests(real),
-                     mutated_requests(real)))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    @given(
+        st.one_of(
+            random_frames(),
+            random_bodies(served),
+            mutated_requests(defaults),
+            mutated_requests(real),
+            mutated_requests(real),
+        )
+    )
     def fuzz(payload: bytes) -> None:
         assert broker.proc.poll() is None, "broker process died"
         _exchange(port, payload, served, outcome)
@@ -331,8 +424,14 @@ def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
     for i in range(50):
         producer.produce(topic, key=b"%d" % i, value=b"after-fuzz-%d" % i)
     assert producer.flush(15) == 0
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "after-fuzz",
-                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "after-fuzz",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     values: list[bytes] = []
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
@@ -351,7 +450,11 @@ def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
 
     # Handler crashes close the connection (allowed above) but are broker bugs: surface them.
     crashes = collections.Counter(
-        m.group(1) for m in re.finditer(r"request from \S+ failed; closing the connection\n(?:.*\n)*?(\w+Error: .*)",
-                                        broker.log_text()[log_start:]))
+        m.group(1)
+        for m in re.finditer(
+            r"request from \S+ failed; closing the connection\n(?:.*\n)*?(\w+Error: .*)",
+            broker.log_text()[log_start:],
+        )
+    )
     for message, count in crashes.items():
         warnings.warn(f"broker handler crashed {count}x during fuzzing: {message}", stacklevel=1)

@@ -1,0 +1,87 @@
+"""Worker configuration: Kafka Connect's worker property names, validated by pydantic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headwater.broker.config import format_validation_error, load_properties, parse_overrides
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = ["WorkerConfig", "WorkerConfigError", "load_worker_config"]
+
+
+class WorkerConfigError(ValueError):
+    pass
+
+
+class WorkerConfig(BaseModel):
+    """Keys common to standalone and distributed workers, plus the distributed ones.
+
+    Unknown keys are kept (``producer.*``, ``consumer.*``, converter settings such as
+    ``value.converter.schemas.enable``) and read through ``prefixed``.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True)
+
+    bootstrap_servers: str = Field("localhost:9092", alias="bootstrap.servers", min_length=1)
+    key_converter: str = Field("org.apache.kafka.connect.json.JsonConverter", alias="key.converter")
+    value_converter: str = Field("org.apache.kafka.connect.json.JsonConverter", alias="value.converter")
+    header_converter: str = Field("org.apache.kafka.connect.storage.SimpleHeaderConverter", alias="header.converter")
+    offset_flush_interval_ms: int = Field(60000, alias="offset.flush.interval.ms", ge=1)
+    offset_flush_timeout_ms: int = Field(5000, alias="offset.flush.timeout.ms", ge=1)
+    offset_storage_file_filename: str | None = Field(None, alias="offset.storage.file.filename")
+    plugin_path: str = Field("", alias="plugin.path")
+    listeners: str = Field("http://127.0.0.1:8083", alias="listeners")
+    rest_advertised_host_name: str | None = Field(None, alias="rest.advertised.host.name")
+    rest_advertised_port: int | None = Field(None, alias="rest.advertised.port", ge=0, le=65535)
+    task_shutdown_graceful_timeout_ms: int = Field(5000, alias="task.shutdown.graceful.timeout.ms", ge=0)
+    # Distributed mode.
+    group_id: str = Field("connect-cluster", alias="group.id", min_length=1)
+    config_storage_topic: str = Field("connect-configs", alias="config.storage.topic", min_length=1)
+    offset_storage_topic: str = Field("connect-offsets", alias="offset.storage.topic", min_length=1)
+    status_storage_topic: str = Field("connect-status", alias="status.storage.topic", min_length=1)
+    config_storage_replication_factor: int = Field(-1, alias="config.storage.replication.factor")
+    offset_storage_replication_factor: int = Field(-1, alias="offset.storage.replication.factor")
+    status_storage_replication_factor: int = Field(-1, alias="status.storage.replication.factor")
+    offset_storage_partitions: int = Field(25, alias="offset.storage.partitions", ge=1)
+    status_storage_partitions: int = Field(5, alias="status.storage.partitions", ge=1)
+    heartbeat_interval_ms: int = Field(3000, alias="heartbeat.interval.ms", ge=1)
+    session_timeout_ms: int = Field(10000, alias="session.timeout.ms", ge=1)
+    rebalance_timeout_ms: int = Field(60000, alias="rebalance.timeout.ms", ge=1)
+    scheduled_rebalance_max_delay_ms: int = Field(300000, alias="scheduled.rebalance.max.delay.ms", ge=0)
+    connect_protocol: str = Field("sessioned", alias="connect.protocol")
+
+    @field_validator("connect_protocol")
+    @classmethod
+    def _protocol(cls, v: str) -> str:
+        if v not in ("eager", "compatible", "sessioned"):
+            raise ValueError("must be eager, compatible or sessioned")
+        return v
+
+    def prefixed(self, prefix: str) -> dict[str, str]:
+        return {k[len(prefix):]: str(v) for k, v in (self.model_extra or {}).items() if k.startswith(prefix)}
+
+    def plugin_paths(self) -> list[str]:
+        return [p.strip() for p in self.plugin_path.split(",") if p.strip()]
+
+    def rest_host_port(self) -> tuple[str, int]:
+        url = self.listeners.split(",")[0].strip()
+        rest = url.split("://", 1)[-1]
+        host, _, port = rest.rpartition(":")
+        return host or "0.0.0.0", int(port)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        data = self.model_dump(by_alias=True)
+        return data.get(key, default)
+
+
+def load_worker_config(path: str | None, overrides: list[str] | None = None,
+                       base: dict[str, str] | None = None) -> WorkerConfig:
+    props = dict(base or {})
+    if path:
+        props.update(load_properties(path))
+    props.update(parse_overrides(overrides or []))
+    try:
+        return WorkerConfig.model_validate(props)
+    except ValidationError as exc:
+        raise WorkerConfigError(format_validation_error(exc)) from None

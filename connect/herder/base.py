@@ -1,0 +1,263 @@
+"""The Herder: what the REST API calls. Holds connector configs and target states, keeps
+statuses, and tells the Worker what to run. Standalone and distributed herders share
+this logic; they differ in where configs live and who runs what."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from typing import Any
+
+from ..api import SinkConnector
+from ..config import WorkerConfig
+from ..plugins import PluginRegistry, UnknownPlugin
+from ..runtime.state import State, Status, TargetState
+from ..runtime.worker import ConfigErrors, Worker
+from ..runtime.worker_task import TaskId
+from ..storage.offsets import OffsetStore, offset_key
+
+__all__ = ["BadRequest", "Conflict", "Herder", "NotFound"]
+
+log = logging.getLogger(__name__)
+
+
+class NotFound(LookupError):
+    pass
+
+
+class Conflict(RuntimeError):
+    pass
+
+
+class BadRequest(ValueError):
+    pass
+
+
+class Herder(ABC):
+    def __init__(self, config: WorkerConfig, registry: PluginRegistry, offsets: OffsetStore, worker_id: str) -> None:
+        self.config = config
+        self.registry = registry
+        self.offsets = offsets
+        self.worker_id = worker_id
+        self.worker = Worker(worker_id, config, registry, offsets, self._on_status, self._request_reconfigure)
+        self.configs: dict[str, dict[str, str]] = {}
+        self.targets: dict[str, TargetState] = {}
+        self.task_configs: dict[str, list[dict[str, str]]] = {}
+        self.statuses: dict[tuple[str, int | None], Status] = {}
+        self._lock = asyncio.Lock()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None:
+        await self.worker.stop()
+        await self.offsets.stop()
+
+    def ready(self) -> bool:
+        return True
+
+    # -- status -------------------------------------------------------------------------------
+
+    def _on_status(self, connector: str, task: int | None, state: State, trace: str | None) -> None:
+        if state == State.UNASSIGNED and (connector, task) in self.statuses:
+            current = self.statuses[(connector, task)]
+            if current.state == State.FAILED:
+                return  # keep showing why it failed until it is restarted or deleted
+        self.statuses[(connector, task)] = Status(state, self.worker_id, trace)
+
+    def _request_reconfigure(self, name: str) -> None:
+        asyncio.ensure_future(self.reconfigure(name))
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def _require(self, name: str) -> dict[str, str]:
+        config = self.configs.get(name)
+        if config is None:
+            raise NotFound(f"Connector {name} not found")
+        return config
+
+    def connector_names(self) -> list[str]:
+        return sorted(self.configs)
+
+    def connector_type(self, name: str) -> str:
+        try:
+            cls = self.registry.connector(self.configs[name].get("connector.class", ""))
+        except UnknownPlugin:
+            return "unknown"
+        return "sink" if issubclass(cls, SinkConnector) else "source"
+
+    def connector_info(self, name: str) -> dict[str, Any]:
+        config = self._require(name)
+        tasks = [{"connector": name, "task": i} for i in range(len(self.task_configs.get(name, [])))]
+        return {"name": name, "config": dict(config), "tasks": tasks, "type": self.connector_type(name)}
+
+    def connector_status(self, name: str) -> dict[str, Any]:
+        self._require(name)
+        status = self.statuses.get((name, None), Status(State.UNASSIGNED, self.worker_id))
+        tasks = []
+        for i in range(len(self.task_configs.get(name, []))):
+            st = self.statuses.get((name, i), Status(State.UNASSIGNED, self.worker_id))
+            tasks.append({"id": i, **st.to_json()})
+        return {"name": name, "connector": status.to_json(), "tasks": tasks, "type": self.connector_type(name)}
+
+    def task_status(self, name: str, task: int) -> dict[str, Any]:
+        self._require(name)
+        if not 0 <= task < len(self.task_configs.get(name, [])):
+            raise NotFound(f"Task {name}-{task} not found")
+        st = self.statuses.get((name, task), Status(State.UNASSIGNED, self.worker_id))
+        return {"id": task, **st.to_json()}
+
+    def tasks(self, name: str) -> list[dict[str, Any]]:
+        self._require(name)
+        return [{"id": {"connector": name, "task": i}, "config": dict(c)}
+                for i, c in enumerate(self.task_configs.get(name, []))]
+
+    def validate(self, props: dict[str, Any]) -> tuple[type, dict[str, list[str]]]:
+        return self.worker.validate(props)
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def check_config(self, name: str, config: dict[str, Any]) -> dict[str, str]:
+        config = {k: ("" if v is None else str(v) if not isinstance(v, bool) else str(v).lower())
+                  for k, v in config.items()}
+        if config.get("name", name) != name:
+            raise BadRequest(f"Connector name configuration ({config.get('name')}) doesn't match connector name "
+                             f"in the URL ({name})")
+        config["name"] = name
+        _, errors = self.worker.validate(config)
+        if errors:
+            raise ConfigErrors(errors)
+        return config
+
+    @abstractmethod
+    async def put_connector_config(self, name: str, config: dict[str, Any], allow_replace: bool,
+                                   initial_state: TargetState | None = None) -> bool:
+        """Create or replace; returns True when created."""
+
+    @abstractmethod
+    async def delete_connector(self, name: str) -> None: ...
+
+    @abstractmethod
+    async def set_target_state(self, name: str, target: TargetState) -> None: ...
+
+    @abstractmethod
+    async def restart_connector(self, name: str, include_tasks: bool, only_failed: bool) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    async def restart_task(self, name: str, task: int) -> None: ...
+
+    @abstractmethod
+    async def reconfigure(self, name: str) -> None: ...
+
+    # -- offsets (KIP-875) ------------------------------------------------------------------------------
+
+    def _require_stopped(self, name: str) -> None:
+        self._require(name)
+        if self.targets.get(name) != TargetState.STOPPED or self.task_configs.get(name):
+            raise BadRequest(f"Connectors must be in the STOPPED state before their offsets can be modified. "
+                             f"This can be done for the specified connector by issuing a 'PUT' request to the "
+                             f"'/connectors/{name}/stop' endpoint")
+
+    async def connector_offsets(self, name: str) -> list[dict[str, Any]]:
+        self._require(name)
+        if self.connector_type(name) == "sink":
+            return await self.sink_offsets(name)
+        return [{"partition": p, "offset": o} for p, o in self.offsets.connector_offsets(name)]
+
+    async def alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
+        """PATCH (entries given) or DELETE (entries None) a stopped connector's offsets."""
+        self._require_stopped(name)
+        if self.connector_type(name) == "sink":
+            await self.alter_sink_offsets(name, entries)
+            return
+        if entries is None:
+            changes: dict[str, Any] = {offset_key(name, p): None for p, _ in self.offsets.connector_offsets(name)}
+        else:
+            changes = {}
+            for e in entries:
+                if not isinstance(e, dict) or not isinstance(e.get("partition"), dict):
+                    raise BadRequest("Each offset entry needs a \"partition\" object")
+                offset = e.get("offset")
+                if offset is not None and not isinstance(offset, dict):
+                    raise BadRequest("An offset must be an object or null")
+                changes[offset_key(name, e["partition"])] = offset
+        await self.offsets.set(name, changes)
+
+    async def sink_offsets(self, name: str) -> list[dict[str, Any]]:
+        from ..runtime import clients
+
+        admin = clients.admin_client(self.config.bootstrap_servers)
+        await admin.start()
+        try:
+            found = await admin.list_consumer_group_offsets(f"connect-{name}")
+        finally:
+            await admin.close()
+        return [{"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
+                 "offset": {"kafka_offset": om.offset}} for tp, om in sorted(found.items()) if om.offset >= 0]
+
+    async def alter_sink_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
+        from aiokafka import TopicPartition
+        from aiokafka.structs import OffsetAndMetadata
+
+        from ..runtime import clients
+
+        group = f"connect-{name}"
+        admin = clients.admin_client(self.config.bootstrap_servers)
+        await admin.start()
+        try:
+            if entries is None:
+                await asyncio.to_thread(_delete_group, self.config.bootstrap_servers, group)
+                return
+            commits = {}
+            for e in entries:
+                part = e.get("partition") or {}
+                try:
+                    tp = TopicPartition(str(part["kafka_topic"]), int(part["kafka_partition"]))
+                except (KeyError, TypeError, ValueError):
+                    raise BadRequest("Sink offsets need \"kafka_topic\" and \"kafka_partition\"") from None
+                off = e.get("offset")
+                if off is None:
+                    continue
+                commits[tp] = OffsetAndMetadata(int(off["kafka_offset"]), "")
+            consumer = clients.consumer(self.config.bootstrap_servers, {}, group_id=group, enable_auto_commit=False)
+            await consumer.start()
+            try:
+                if commits:
+                    await consumer.commit(commits)
+            finally:
+                await consumer.stop()
+        finally:
+            await admin.close()
+
+    # -- shared helpers for subclasses -------------------------------------------------------------------
+
+    async def _start_connector_and_tasks(self, name: str) -> None:
+        config, target = self.configs[name], self.targets.get(name, TargetState.STARTED)
+        ok = await self.worker.start_connector(name, config, target)
+        if not ok or target == TargetState.STOPPED:
+            self.task_configs[name] = [] if target == TargetState.STOPPED else self.task_configs.get(name, [])
+            return
+        self.task_configs[name] = await self.worker.task_configs(name)
+        for i, task_props in enumerate(self.task_configs[name]):
+            await self.worker.start_task(TaskId(name, i), config, task_props, target)
+
+    async def _stop_connector_and_tasks(self, name: str) -> None:
+        await self.worker.stop_tasks(self.worker.task_ids(name))
+        await self.worker.stop_connector(name)
+
+
+def _delete_group(bootstrap: str, group: str) -> None:
+    """Reset a sink connector's offsets by deleting its consumer group (as Kafka Connect does)."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="headwater-offsets-reset")
+    try:
+        admin.delete_consumer_groups([group])
+    except Exception as exc:  # a group with no commits does not exist: nothing to reset
+        if "GroupIdNotFound" not in type(exc).__name__ and "GROUP_ID_NOT_FOUND" not in str(exc):
+            raise
+    finally:
+        admin.close()

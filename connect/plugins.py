@@ -1,0 +1,255 @@
+"""Plugin discovery: built-ins, the ``headwater`` entry-point group and ``plugin.path`` folders.
+
+Everything registers through the same pluggy hooks (``headwater.connect.api.hookspecs``).
+A folder on ``plugin.path`` holds plugins, each a module file or a package directory
+(or a directory with a ``src/`` layout) whose top-level module implements the hooks.
+With watching on, a plugin dropped into such a folder appears without a restart.
+
+Names resolve as Kafka Connect resolves ``connector.class``: the full Python path, the
+class name, the class name without its ``Connector``/``Converter`` suffix, or an alias
+such as Kafka's Java class name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from .api import Connector, Converter, HeaderConverter, Predicate, SinkConnector, Transformation
+from .api.hookspecs import HeadwaterSpec
+
+__all__ = ["PluginInfo", "PluginRegistry", "UnknownPlugin"]
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "headwater"
+BUILTIN_MODULES = (
+    "headwater.connect.converters",
+    "headwater.connect.transforms",
+    "headwater.connectors.file",
+)
+
+
+class UnknownPlugin(LookupError):
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"Failed to find any class that implements {kind} and which name matches {name}")
+        self.kind = kind
+        self.name = name
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    cls: type
+    kind: str  # source, sink, converter, header_converter, transformation, predicate
+
+    @property
+    def class_name(self) -> str:
+        return f"{self.cls.__module__}.{self.cls.__qualname__}"
+
+    @property
+    def version(self) -> str:
+        return str(getattr(self.cls, "version", "1.0.0"))
+
+    def to_json(self) -> dict[str, str]:
+        return {"class": self.class_name, "type": self.kind, "version": self.version}
+
+
+def _kind_of(cls: type, hook: str) -> list[str]:
+    if hook == "headwater_connectors":
+        return ["sink" if issubclass(cls, SinkConnector) else "source"]
+    if hook == "headwater_converters":
+        kinds = []
+        if issubclass(cls, Converter) or hasattr(cls, "from_connect_data"):
+            kinds.append("converter")
+        if issubclass(cls, HeaderConverter) or hasattr(cls, "from_connect_header"):
+            kinds.append("header_converter")
+        return kinds
+    return ["transformation" if hook == "headwater_transforms" else "predicate"]
+
+
+_CHECKS: dict[str, type] = {"headwater_connectors": Connector, "headwater_transforms": Transformation,
+                            "headwater_predicates": Predicate}
+
+
+class PluginRegistry:
+    """All known plugin classes, looked up by any of their names."""
+
+    def __init__(self, plugin_path: list[str] | None = None, builtins: bool = True) -> None:
+        self.pm = pluggy.PluginManager("headwater")
+        self.pm.add_hookspecs(HeadwaterSpec)
+        self.plugin_path = [Path(p) for p in (plugin_path or [])]
+        self._lock = threading.RLock()
+        self._infos: list[PluginInfo] = []
+        self._names: dict[tuple[str, str], PluginInfo] = {}
+        self._loaded_paths: set[Path] = set()
+        self._observer: Any = None
+        self.listeners: list[Callable[[], None]] = []
+        if builtins:
+            for name in BUILTIN_MODULES:
+                self._register_module(importlib.import_module(name))
+        self._load_entry_points()
+        self.scan_plugin_path()
+
+    # -- registration -------------------------------------------------------------------------
+
+    def _register_module(self, module: ModuleType) -> None:
+        if self.pm.is_registered(module):
+            return
+        self.pm.register(module, name=module.__name__)
+
+    def _load_entry_points(self) -> None:
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                self._register_module(ep.load())
+            except Exception:
+                log.exception("plugin entry point %s could not be loaded", ep.name)
+
+    def scan_plugin_path(self) -> list[str]:
+        """Load plugins found on ``plugin.path`` that are not loaded yet; returns their names."""
+        found = []
+        with self._lock:
+            for folder in self.plugin_path:
+                if not folder.is_dir():
+                    continue
+                for entry in sorted(folder.iterdir()):
+                    if entry in self._loaded_paths or entry.name.startswith((".", "_")):
+                        continue
+                    module = self._load_path(entry)
+                    if module is not None:
+                        self._loaded_paths.add(entry)
+                        found.append(module.__name__)
+            self._rebuild()
+        if found:
+            log.info("loaded plugins from plugin.path: %s", ", ".join(found))
+            for listener in self.listeners:
+                listener()
+        return found
+
+    def _load_path(self, entry: Path) -> ModuleType | None:
+        """Import a plugin module file, package, or project folder (flat or ``src/`` layout)."""
+        candidates: list[tuple[Path, str]] = []
+        if entry.is_file() and entry.suffix == ".py":
+            candidates.append((entry.parent, entry.stem))
+        elif entry.is_dir():
+            if (entry / "__init__.py").exists():
+                candidates.append((entry.parent, entry.name))
+            for root in (entry / "src", entry):
+                if root.is_dir():
+                    for sub in sorted(root.iterdir()):
+                        if (sub / "__init__.py").exists() and sub.name not in ("tests", "test"):
+                            candidates.append((root, sub.name))
+        for root, name in candidates:
+            if str(root) not in sys.path:
+                sys.path.insert(0, str(root))
+            try:
+                module = sys.modules.get(name) or importlib.import_module(name)
+            except Exception:
+                log.exception("plugin %s could not be imported", entry)
+                continue
+            if any(hasattr(module, hook) for hook in ("headwater_connectors", "headwater_converters",
+                                                      "headwater_transforms", "headwater_predicates")):
+                self._register_module(module)
+                return module
+        return None
+
+    def _rebuild(self) -> None:
+        infos: list[PluginInfo] = []
+        for hook in ("headwater_connectors", "headwater_converters", "headwater_transforms", "headwater_predicates"):
+            for result in getattr(self.pm.hook, hook)():
+                for cls in result or []:
+                    base = _CHECKS.get(hook)
+                    if base is not None and not (isinstance(cls, type) and issubclass(cls, base)):
+                        log.error("plugin hook %s returned %r, which is not a %s subclass; ignored", hook, cls,
+                                  base.__name__)
+                        continue
+                    for kind in _kind_of(cls, hook):
+                        infos.append(PluginInfo(cls, kind))
+        names: dict[tuple[str, str], PluginInfo] = {}
+        for info in infos:
+            group = _group(info.kind)
+            for name in _names_for(info.cls):
+                names.setdefault((group, name), info)
+        self._infos, self._names = infos, names
+
+    # -- lookup -----------------------------------------------------------------------------------
+
+    def plugins(self, kinds: set[str] | None = None) -> list[PluginInfo]:
+        with self._lock:
+            return [i for i in self._infos if kinds is None or i.kind in kinds]
+
+    def connector(self, name: str) -> type[Connector]:
+        return self._find("connector", name)  # type: ignore[return-value]
+
+    def converter(self, name: str) -> type:
+        return self._find("converter", name)
+
+    def header_converter(self, name: str) -> type:
+        return self._find("header_converter", name)
+
+    def transformation(self, name: str) -> type[Transformation]:
+        return self._find("transformation", name)  # type: ignore[return-value]
+
+    def predicate(self, name: str) -> type[Predicate]:
+        return self._find("predicate", name)  # type: ignore[return-value]
+
+    def _find(self, group: str, name: str) -> type:
+        with self._lock:
+            info = self._names.get((group, name.strip()))
+        if info is None:
+            raise UnknownPlugin(group.replace("_", " "), name)
+        return info.cls
+
+    # -- hot reload ---------------------------------------------------------------------------------
+
+    def watch(self) -> None:
+        """Load new plugins dropped onto ``plugin.path`` as they appear (watchdog)."""
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        registry = self
+
+        class _Handler(FileSystemEventHandler):
+            def on_any_event(self, event: Any) -> None:
+                if event.event_type in ("created", "moved", "modified", "closed"):
+                    try:
+                        registry.scan_plugin_path()
+                    except Exception:
+                        log.exception("scanning plugin.path failed")
+
+        observer = Observer()
+        for folder in self.plugin_path:
+            folder.mkdir(parents=True, exist_ok=True)
+            observer.schedule(_Handler(), str(folder), recursive=True)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+
+    def close(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+            self._observer = None
+
+
+def _group(kind: str) -> str:
+    return "connector" if kind in ("source", "sink") else kind
+
+
+def _names_for(cls: type) -> list[str]:
+    short = cls.__name__
+    names = [f"{cls.__module__}.{cls.__qualname__}", short, *getattr(cls, "aliases", ())]
+    for suffix in ("Connector", "Converter"):
+        if short.endswith(suffix) and len(short) > len(suffix):
+            names.append(short[: -len(suffix)])
+    return names

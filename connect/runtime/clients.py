@@ -1,0 +1,66 @@
+"""aiokafka clients built from Kafka property names (``producer.*``/``consumer.*`` overrides)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+
+__all__ = ["admin_client", "consumer", "kafka_kwargs", "producer"]
+
+_INT = int
+_BOOL = lambda v: str(v).strip().lower() == "true"  # noqa: E731
+
+# Kafka property -> (aiokafka keyword, converter)
+_PRODUCER: dict[str, tuple[str, Any]] = {
+    "acks": ("acks", lambda v: v if v == "all" else int(v)),
+    "batch.size": ("max_batch_size", _INT),
+    "linger.ms": ("linger_ms", _INT),
+    "compression.type": ("compression_type", lambda v: None if v == "none" else v),
+    "max.request.size": ("max_request_size", _INT),
+    "request.timeout.ms": ("request_timeout_ms", _INT),
+    "enable.idempotence": ("enable_idempotence", _BOOL),
+    "client.id": ("client_id", str),
+    "retry.backoff.ms": ("retry_backoff_ms", _INT),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
+}
+_CONSUMER: dict[str, tuple[str, Any]] = {
+    "auto.offset.reset": ("auto_offset_reset", str),
+    "fetch.max.bytes": ("fetch_max_bytes", _INT),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _INT),
+    "fetch.min.bytes": ("fetch_min_bytes", _INT),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", _INT),
+    "max.poll.records": ("max_poll_records", _INT),
+    "session.timeout.ms": ("session_timeout_ms", _INT),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", _INT),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _INT),
+    "isolation.level": ("isolation_level", str),
+    "client.id": ("client_id", str),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
+    "request.timeout.ms": ("request_timeout_ms", _INT),
+}
+
+
+def kafka_kwargs(props: dict[str, str], table: dict[str, tuple[str, Any]]) -> dict[str, Any]:
+    """Translate the Kafka properties aiokafka understands; others are ignored."""
+    out: dict[str, Any] = {}
+    for key, value in props.items():
+        if key in table:
+            name, conv = table[key]
+            out[name] = conv(value)
+    return out
+
+
+def producer(bootstrap: str, overrides: dict[str, str], **defaults: Any) -> AIOKafkaProducer:
+    kwargs = {**defaults, **kafka_kwargs(overrides, _PRODUCER)}
+    return AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
+
+
+def consumer(bootstrap: str, overrides: dict[str, str], **defaults: Any) -> AIOKafkaConsumer:
+    kwargs = {**defaults, **kafka_kwargs(overrides, _CONSUMER)}
+    return AIOKafkaConsumer(bootstrap_servers=bootstrap, **kwargs)
+
+
+def admin_client(bootstrap: str, **kwargs: Any) -> AIOKafkaAdminClient:
+    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)

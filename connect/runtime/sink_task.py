@@ -1,0 +1,257 @@
+"""WorkerSinkTask: consumer group ``connect-<name>`` -> converters -> transforms -> put.
+
+Offsets are committed to the group only after ``pre_commit`` (by default ``flush``)
+returned them: every ``offset.flush.interval.ms``, when the task asks, before
+partitions are revoked, and on stop. Records that fail conversion or transformation
+go through the error handler (retry, tolerate, log, dead letter queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from aiokafka import ConsumerRebalanceListener
+from aiokafka import TopicPartition as KafkaTP
+from aiokafka.structs import OffsetAndMetadata
+
+from ..api import Header, RetriableException, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
+from . import clients
+from .errors import ErrorHandler, RawRecord, Stage, dlq_reporter
+from .transform_chain import TransformationChain
+from .worker_task import TaskId, WorkerTask, call
+
+__all__ = ["WorkerSinkTask"]
+
+log = logging.getLogger(__name__)
+
+_TS_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+class _Context(SinkTaskContext):
+    def __init__(self, owner: WorkerSinkTask, configs: dict[str, str]) -> None:
+        self.owner = owner
+        self.configs = configs
+
+    def offset(self, offsets: dict[TopicPartition, int]) -> None:
+        self.owner.rewinds.update(offsets)
+
+    def timeout(self, ms: int) -> None:
+        self.owner.retry_timeout = ms / 1000
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TopicPartition(tp.topic, tp.partition) for tp in self.owner.consumer.assignment()}
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self.owner.consumer.pause(*[KafkaTP(p.topic, p.partition) for p in partitions])
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self.owner.consumer.resume(*[KafkaTP(p.topic, p.partition) for p in partitions])
+
+    def request_commit(self) -> None:
+        self.owner.commit_requested = True
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, owner: WorkerSinkTask) -> None:
+        self.owner = owner
+
+    async def on_partitions_revoked(self, revoked: set[KafkaTP]) -> None:
+        if revoked and self.owner.started:
+            await self.owner.commit(list(revoked))
+            await call(self.owner.task.close, [TopicPartition(tp.topic, tp.partition) for tp in revoked])
+            for tp in revoked:
+                self.owner.current.pop(TopicPartition(tp.topic, tp.partition), None)
+
+    async def on_partitions_assigned(self, assigned: set[KafkaTP]) -> None:
+        if assigned:
+            await call(self.owner.task.open, [TopicPartition(tp.topic, tp.partition) for tp in assigned])
+
+
+class WorkerSinkTask(WorkerTask):
+    def __init__(self, task_id: TaskId, task: SinkTask, task_config: dict[str, str], *, converters: Any,
+                 chain: TransformationChain, bootstrap: str, consumer_overrides: dict[str, str],
+                 producer_overrides: dict[str, str], errors: ErrorHandler, connector_config: Any,
+                 flush_interval_ms: int, **kw: Any) -> None:
+        super().__init__(task_id, **kw)
+        self.task = task
+        self.task_config = task_config
+        self.key_converter, self.value_converter, self.header_converter = converters
+        self.chain = chain
+        self.bootstrap = bootstrap
+        self.consumer_overrides = consumer_overrides
+        self.producer_overrides = producer_overrides
+        self.errors = errors
+        self.config = connector_config
+        self.flush_interval = flush_interval_ms / 1000
+        self.consumer: Any = None
+        self.dlq_producer: Any = None
+        self.current: dict[TopicPartition, int] = {}
+        self.committed: dict[TopicPartition, int] = {}
+        self.rewinds: dict[TopicPartition, int] = {}
+        self.commit_requested = False
+        self.retry_timeout = 1.0
+        self.started = False
+        self.records_put = 0
+
+    async def initialize(self) -> None:
+        cfg = self.config
+        self.consumer = clients.consumer(
+            self.bootstrap, self.consumer_overrides, group_id=f"connect-{self.id.connector}",
+            enable_auto_commit=False, auto_offset_reset="earliest", max_partition_fetch_bytes=4 << 20,
+            fetch_max_bytes=16 << 20, max_poll_records=10000, client_id=f"connector-consumer-{self.id}")
+        await self.consumer.start()
+        if cfg.errors_deadletterqueue_topic_name:
+            self.dlq_producer = clients.producer(self.bootstrap, self.producer_overrides, acks="all")
+            await self.dlq_producer.start()
+            self.errors.reporters.append(dlq_reporter(self._send_dlq, cfg.errors_deadletterqueue_topic_name,
+                                                      cfg.errors_deadletterqueue_context_headers_enable))
+        self.task.initialize(_Context(self, self.task_config))
+        await call(self.task.start, self.task_config)
+        self.started = True
+        listener = _Rebalance(self)
+        if cfg.topics_regex:
+            self.consumer.subscribe(pattern=f"^(?:{cfg.topics_regex})$", listener=listener)
+        else:
+            self.consumer.subscribe(topics=cfg.topic_list(), listener=listener)
+
+    async def _send_dlq(self, topic: str, key: bytes | None, value: bytes | None,
+                        headers: list[tuple[str, bytes]], timestamp: int | None) -> None:
+        fut = await self.dlq_producer.send(topic, value=value, key=key, headers=headers, timestamp_ms=timestamp)
+        await fut
+
+    def on_pause(self) -> None:
+        if self.consumer is not None:
+            self.consumer.pause(*self.consumer.assignment())
+
+    def on_resume(self) -> None:
+        if self.consumer is not None:
+            self.consumer.resume(*self.consumer.assignment())
+
+    async def execute(self) -> None:
+        next_commit = time.monotonic() + self.flush_interval
+        while not self.stopping:
+            await self.wait_if_paused()
+            if self.stopping:
+                break
+            self._apply_rewinds()
+            batch = await self.consumer.getmany(timeout_ms=500)
+            if batch:
+                records = await self._convert(batch)
+                if records:
+                    await self._put(records)
+            if self.commit_requested or time.monotonic() >= next_commit:
+                self.commit_requested = False
+                await self.commit()
+                next_commit = time.monotonic() + self.flush_interval
+
+    def _apply_rewinds(self) -> None:
+        if not self.rewinds:
+            return
+        for tp, offset in self.rewinds.items():
+            self.consumer.seek(KafkaTP(tp.topic, tp.partition), offset)
+            self.current[tp] = offset
+        self.rewinds.clear()
+
+    async def _convert(self, batch: dict[KafkaTP, list[Any]]) -> list[SinkRecord]:
+        out: list[SinkRecord] = []
+        kc, vc, hc, chain = self.key_converter, self.value_converter, self.header_converter, self.chain
+        for tp, messages in batch.items():
+            if not messages:
+                continue
+            topic, partition = tp.topic, tp.partition
+            for m in messages:
+                try:
+                    key_sv = kc.to_connect_data(topic, m.key)
+                except Exception as exc:
+                    await self.errors.recover(Stage.KEY_CONVERTER, kc, exc, raw=_raw(m))
+                    continue
+                try:
+                    value_sv = vc.to_connect_data(topic, m.value)
+                except Exception as exc:
+                    await self.errors.recover(Stage.VALUE_CONVERTER, vc, exc, raw=_raw(m))
+                    continue
+                headers = []
+                if m.headers:
+                    try:
+                        for hkey, hval in m.headers:
+                            sv = hc.to_connect_header(topic, hkey, hval)
+                            headers.append(Header(hkey, sv.value, sv.schema))
+                    except Exception as exc:
+                        await self.errors.recover(Stage.HEADER_CONVERTER, hc, exc, raw=_raw(m))
+                        continue
+                record = SinkRecord(topic, value_sv.value, key_sv.value, partition, key_sv.schema, value_sv.schema,
+                                    m.timestamp, headers, m.offset, _TS_TYPES.get(m.timestamp_type, "CreateTime"),
+                                    topic, partition, m.offset)
+                if chain:
+                    try:
+                        record = chain.apply(record)
+                    except Exception as exc:
+                        await self.errors.recover(Stage.TRANSFORMATION, chain, exc, raw=_raw(m))
+                        continue
+                    if record is None:
+                        continue
+                out.append(record)
+            self.current[TopicPartition(topic, partition)] = messages[-1].offset + 1
+        return out
+
+    async def _put(self, records: list[SinkRecord]) -> None:
+        while True:
+            try:
+                await call(self.task.put, records)
+                self.records_put += len(records)
+                return
+            except RetriableException as exc:
+                log.warning("task %s put failed with a retriable error, retrying in %.1fs: %s", self.id,
+                            self.retry_timeout, exc)
+                assignment = self.consumer.assignment()
+                self.consumer.pause(*assignment)
+                await asyncio.sleep(self.retry_timeout)
+                self.consumer.resume(*assignment)
+                if self.stopping:
+                    raise
+
+    async def commit(self, only: list[KafkaTP] | None = None) -> None:
+        """Commit what the task says is safe (pre_commit of the current offsets)."""
+        current = dict(self.current)
+        if only is not None:
+            wanted = {TopicPartition(tp.topic, tp.partition) for tp in only}
+            current = {tp: o for tp, o in current.items() if tp in wanted}
+        if not current:
+            return
+        safe = await call(self.task.pre_commit, current)
+        to_commit = {tp: o for tp, o in (safe or {}).items() if self.committed.get(tp) != o}
+        if not to_commit:
+            return
+        assigned = self.consumer.assignment()
+        offsets = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(o, "") for tp, o in to_commit.items()
+                   if KafkaTP(tp.topic, tp.partition) in assigned}
+        if offsets:
+            await self.consumer.commit(offsets)
+            self.committed.update(to_commit)
+
+    def signal_stop(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        try:
+            if self.consumer is not None and self.started and self.failure is None:
+                try:
+                    await self.commit()
+                except Exception:
+                    log.exception("final offset commit of task %s failed", self.id)
+                await call(self.task.close, [TopicPartition(tp.topic, tp.partition) for tp in self.consumer.assignment()])
+            if self.started:
+                await call(self.task.stop)
+        finally:
+            if self.consumer is not None:
+                await self.consumer.stop()
+            if self.dlq_producer is not None:
+                await self.dlq_producer.stop()
+
+
+def _raw(m: Any) -> RawRecord:
+    return RawRecord(m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, list(m.headers or []))
+

@@ -1,0 +1,223 @@
+"""WorkerSourceTask: poll -> transforms -> converters -> producer, offsets after the acks.
+
+Records are appended straight into aiokafka batch builders per topic-partition (no
+per-record ``send`` call). Each poll's batches and the latest source offset per source
+partition form one entry of an in-order queue; an entry's offsets become committable
+only once every batch of it and of every earlier entry was acknowledged, so stored
+offsets never run ahead of the data (at-least-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.partitioner import murmur2
+
+from ..api import RetriableException, SourceRecord, SourceTask, SourceTaskContext
+from ..api.source import OffsetStorageReader, RecordMetadata
+from ..storage.offsets import OffsetStore, offset_key
+from . import clients
+from .errors import ErrorHandler, Stage
+from .transform_chain import TransformationChain
+from .worker_task import TaskId, WorkerTask, call
+
+__all__ = ["WorkerSourceTask"]
+
+log = logging.getLogger(__name__)
+
+
+class _OffsetReader(OffsetStorageReader):
+    def __init__(self, store: OffsetStore, connector: str) -> None:
+        self.store, self.connector = store, connector
+
+    def offset(self, partition: dict[str, Any]) -> dict[str, Any] | None:
+        return self.store.get(self.connector, partition)
+
+
+class _Context(SourceTaskContext):
+    def __init__(self, configs: dict[str, str], reader: OffsetStorageReader) -> None:
+        self.configs = configs
+        self._reader = reader
+
+    @property
+    def offset_storage_reader(self) -> OffsetStorageReader:
+        return self._reader
+
+
+@dataclass
+class _Submitted:
+    futures: list[asyncio.Future[Any]]
+    offsets: dict[str, dict[str, Any]]
+    records: list[tuple[SourceRecord, int, asyncio.Future[Any] | None]] = field(default_factory=list)
+
+
+class WorkerSourceTask(WorkerTask):
+    def __init__(self, task_id: TaskId, task: SourceTask, task_config: dict[str, str], *, converters: Any,
+                 chain: TransformationChain, offset_store: OffsetStore, bootstrap: str,
+                 producer_overrides: dict[str, str], errors: ErrorHandler, flush_interval_ms: int,
+                 flush_timeout_ms: int, **kw: Any) -> None:
+        super().__init__(task_id, **kw)
+        self.task = task
+        self.task_config = task_config
+        self.key_converter, self.value_converter, self.header_converter = converters
+        self.chain = chain
+        self.offset_store = offset_store
+        self.bootstrap = bootstrap
+        self.producer_overrides = producer_overrides
+        self.errors = errors
+        self.flush_interval = flush_interval_ms / 1000
+        self.flush_timeout = flush_timeout_ms / 1000
+        self.producer: Any = None
+        self.outstanding: deque[_Submitted] = deque()
+        self.partition_counts: dict[str, int] = {}
+        self.wants_commit_record = type(task).commit_record is not SourceTask.commit_record
+        self.records_sent = 0
+
+    async def initialize(self) -> None:
+        self.producer = clients.producer(
+            self.bootstrap, self.producer_overrides, acks="all", linger_ms=5, max_batch_size=1 << 20,
+            max_request_size=8 << 20, client_id=f"connector-producer-{self.id}")
+        await self.producer.start()
+        self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector)))
+        await call(self.task.start, self.task_config)
+
+    async def execute(self) -> None:
+        next_commit = time.monotonic() + self.flush_interval
+        while not self.stopping:
+            await self.wait_if_paused()
+            if self.stopping:
+                break
+            try:
+                records = await call(self.task.poll)
+            except RetriableException as exc:
+                log.warning("task %s poll failed with a retriable error: %s", self.id, exc)
+                records = None
+            if records:
+                await self.send(records)
+            if time.monotonic() >= next_commit:
+                await self.commit_offsets()
+                next_commit = time.monotonic() + self.flush_interval
+
+    def signal_stop(self) -> None:
+        try:
+            result = self.task.stop()
+            if asyncio.iscoroutine(result):
+                asyncio.ensure_future(result)
+        except Exception:
+            log.exception("stopping task %s failed", self.id)
+
+    async def close(self) -> None:
+        try:
+            if self.producer is not None and self.failure is None:
+                await asyncio.wait_for(self.producer.flush(), self.flush_timeout)
+                await self.commit_offsets()
+        finally:
+            if self.producer is not None:
+                await self.producer.stop()
+
+    # -- sending --------------------------------------------------------------------------------
+
+    async def _partitions(self, topic: str) -> int:
+        count = self.partition_counts.get(topic)
+        if count is None:
+            parts = await self.producer.partitions_for(topic)
+            count = self.partition_counts[topic] = len(parts)
+        return count
+
+    async def send(self, records: list[SourceRecord]) -> None:
+        builders: dict[tuple[str, int], Any] = {}
+        futures: list[asyncio.Future[Any]] = []
+        by_partition: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        sticky: dict[str, int] = {}
+        tracked: list[tuple[SourceRecord, int, Any]] = []
+        kc, vc, hc = self.key_converter, self.value_converter, self.header_converter
+        chain = self.chain
+        for original in records:
+            if original.source_partition:
+                by_partition[id(original.source_partition)] = (original.source_partition, original.source_offset)
+            record: SourceRecord | None = original
+            if chain:
+                try:
+                    record = chain.apply(original)
+                except Exception as exc:
+                    await self.errors.recover(Stage.TRANSFORMATION, chain, exc, record=original)
+                    record = None
+                if record is None:
+                    if self.wants_commit_record:
+                        tracked.append((original, -1, None))
+                    continue
+            topic = record.topic
+            try:
+                key = kc.from_connect_data(topic, record.key_schema, record.key)
+            except Exception as exc:
+                await self.errors.recover(Stage.KEY_CONVERTER, kc, exc, record=record)
+                continue
+            try:
+                value = vc.from_connect_data(topic, record.value_schema, record.value)
+            except Exception as exc:
+                await self.errors.recover(Stage.VALUE_CONVERTER, vc, exc, record=record)
+                continue
+            headers: list[tuple[str, bytes]] = []
+            if record.headers:
+                try:
+                    headers = [(h.key, hc.from_connect_header(topic, h.key, h.schema, h.value) or b"")
+                               for h in record.headers]
+                except Exception as exc:
+                    await self.errors.recover(Stage.HEADER_CONVERTER, hc, exc, record=record)
+                    continue
+            partition = record.kafka_partition
+            if partition is None:
+                count = self.partition_counts.get(topic) or await self._partitions(topic)
+                if key is not None:
+                    partition = (murmur2(key) & 0x7FFFFFFF) % count
+                else:
+                    partition = sticky.get(topic)
+                    if partition is None:
+                        partition = sticky[topic] = random.randrange(count)
+            tp = (topic, partition)
+            builder = builders.get(tp)
+            if builder is None:
+                builder = builders[tp] = self.producer.create_batch()
+            if builder.append(timestamp=record.timestamp, key=key, value=value, headers=headers) is None:
+                futures.append(await self.producer.send_batch(builder, topic, partition=partition))
+                builder = builders[tp] = self.producer.create_batch()
+                if builder.append(timestamp=record.timestamp, key=key, value=value, headers=headers) is None:
+                    raise ValueError(f"record of {len(value or b'')} bytes does not fit in a batch")
+            if self.wants_commit_record:
+                tracked.append((original, partition, tp))
+        sent: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        for (topic, partition), builder in builders.items():
+            fut = await self.producer.send_batch(builder, topic, partition=partition)
+            futures.append(fut)
+            sent[(topic, partition)] = fut
+        offsets = {offset_key(self.id.connector, part): off for part, off in by_partition.values()}
+        entry = _Submitted(futures, offsets)
+        if self.wants_commit_record:
+            entry.records = [(r, p, sent.get(tp) if tp else None) for r, p, tp in tracked]
+        self.outstanding.append(entry)
+        self.records_sent += len(records)
+
+    async def commit_offsets(self) -> None:
+        """Store the offsets of every fully acknowledged poll, in order, then tell the task."""
+        committable: dict[str, dict[str, Any]] = {}
+        while self.outstanding and all(f.done() for f in self.outstanding[0].futures):
+            entry = self.outstanding.popleft()
+            for fut in entry.futures:
+                fut.result()  # a failed send fails the task: its offsets must not be stored
+            committable.update(entry.offsets)
+            for record, partition, fut in entry.records:
+                meta = None
+                if fut is not None:
+                    md = fut.result()
+                    meta = RecordMetadata(record.topic, partition, getattr(md, "offset", -1), record.timestamp)
+                await call(self.task.commit_record, record, meta)
+        if not committable:
+            return
+        await self.offset_store.set(self.id.connector, committable)
+        await call(self.task.commit)

@@ -1,0 +1,270 @@
+"""The Worker runs connector instances and their tasks on this process (Kafka's Worker).
+
+It knows nothing of clusters: a herder tells it what to start and stop, and it reports
+every state change back through ``on_status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..api import ConfigException, Connector, ConnectorContext, SinkConnector, SinkTask, SourceTask
+from ..api.config import field_errors
+from ..config import WorkerConfig
+from ..plugins import PluginRegistry, UnknownPlugin
+from ..storage.offsets import OffsetStore
+from .errors import ErrorHandler
+from .sink_task import WorkerSinkTask
+from .source_task import WorkerSourceTask
+from .state import State, TargetState, format_trace
+from .transform_chain import build_chain
+from .worker_task import TaskId, WorkerTask, call
+
+__all__ = ["ConfigErrors", "Worker"]
+
+log = logging.getLogger(__name__)
+
+TASK_CLASS_KEY = "task.class"
+
+
+class ConfigErrors(ValueError):
+    """A connector config with problems, per Connect key."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        count = sum(len(v) for v in errors.values())
+        detail = "\n".join(f"{msg}" for msgs in errors.values() for msg in msgs)
+        super().__init__(f"Connector configuration is invalid and contains the following {count} error(s):\n"
+                         f"{detail}\nYou can also find the above list of errors at the endpoint "
+                         f"`/connector-plugins/{{connectorType}}/config/validate`")
+        self.errors = errors
+
+
+StatusCallback = Callable[[str, int | None, State, str | None], None]
+
+
+class _Context(ConnectorContext):
+    def __init__(self, worker: Worker, name: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.worker, self.name, self.loop = worker, name, loop
+
+    def request_task_reconfiguration(self) -> None:
+        self.loop.call_soon_threadsafe(self.worker.on_reconfigure, self.name)
+
+    def raise_error(self, error: Exception) -> None:
+        self.loop.call_soon_threadsafe(self.worker.fail_connector, self.name, error)
+
+
+@dataclass
+class _Running:
+    connector: Connector
+    config: Any
+    target: TargetState
+
+
+class Worker:
+    def __init__(self, worker_id: str, config: WorkerConfig, registry: PluginRegistry, offsets: OffsetStore,
+                 on_status: StatusCallback, on_reconfigure: Callable[[str], None] | None = None) -> None:
+        self.worker_id = worker_id
+        self.config = config
+        self.registry = registry
+        self.offsets = offsets
+        self.on_status = on_status
+        self._on_reconfigure = on_reconfigure
+        self.connectors: dict[str, _Running] = {}
+        self.tasks: dict[TaskId, WorkerTask] = {}
+
+    # -- config ----------------------------------------------------------------------------------
+
+    def connector_class(self, props: dict[str, Any]) -> type[Connector]:
+        name = props.get("connector.class")
+        if not name:
+            raise ConfigErrors({"connector.class": ['Missing required configuration "connector.class" which has no '
+                                                    "default value."]})
+        try:
+            return self.registry.connector(str(name))
+        except UnknownPlugin as exc:
+            raise ConfigErrors({"connector.class": [f"Invalid value {name} for configuration connector.class: "
+                                                    f"{exc}"]}) from None
+
+    def validate(self, props: dict[str, Any]) -> tuple[type[Connector], dict[str, list[str]]]:
+        """Every problem of a connector config, per key (empty dict: valid)."""
+        cls = self.connector_class(props)
+        errors = dict(cls.validate(props))
+        try:
+            build_chain({k: str(v) for k, v in props.items()}, self.registry).close()
+        except ConfigException as exc:
+            errors.setdefault(exc.field or "transforms", []).append(str(exc))
+        for prefix in ("key.converter", "value.converter", "header.converter"):
+            name = props.get(prefix)
+            if name:
+                try:
+                    (self.registry.header_converter if prefix == "header.converter" else self.registry.converter)(name)
+                except UnknownPlugin as exc:
+                    errors.setdefault(prefix, []).append(f"Invalid value {name} for configuration {prefix}: {exc}")
+        if issubclass(cls, SinkConnector):
+            has_topics = bool(str(props.get("topics", "")).strip())
+            has_regex = bool(str(props.get("topics.regex", "")).strip())
+            if has_topics == has_regex:
+                msg = ("Must configure one of topics or topics.regex" if not has_topics else
+                       "topics and topics.regex are mutually exclusive options, but both are set.")
+                errors.setdefault("topics" if not has_topics else "topics.regex", []).append(msg)
+        return cls, errors
+
+    def parse(self, props: dict[str, Any]) -> tuple[type[Connector], Any]:
+        cls, errors = self.validate(props)
+        if errors:
+            raise ConfigErrors(errors)
+        try:
+            return cls, cls.config_class.model_validate(props)
+        except ValidationError as exc:  # validate() already caught these; kept for custom validate()
+            raise ConfigErrors(field_errors(exc, cls.config_class)) from None
+
+    # -- connectors -------------------------------------------------------------------------------
+
+    async def start_connector(self, name: str, props: dict[str, Any], target: TargetState) -> bool:
+        """Start (or just record, when STOPPED) a connector; False if it failed to start."""
+        if name in self.connectors:
+            await self.stop_connector(name)
+        try:
+            cls, config = self.parse(props)
+            connector = cls()
+            connector.initialize(_Context(self, name, asyncio.get_running_loop()))
+            self.connectors[name] = _Running(connector, config, target)
+            if target == TargetState.STOPPED:
+                self.on_status(name, None, State.STOPPED, None)
+                return True
+            await call(connector.start, config)
+        except Exception as exc:
+            log.error("connector %s failed to start", name, exc_info=exc)
+            self.connectors.pop(name, None)
+            self.on_status(name, None, State.FAILED, format_trace(exc))
+            return False
+        self.on_status(name, None, State.PAUSED if target == TargetState.PAUSED else State.RUNNING, None)
+        return True
+
+    async def stop_connector(self, name: str) -> None:
+        running = self.connectors.pop(name, None)
+        if running is None:
+            return
+        if running.target != TargetState.STOPPED:
+            try:
+                await call(running.connector.stop)
+            except Exception:
+                log.exception("connector %s failed to stop cleanly", name)
+        self.on_status(name, None, State.UNASSIGNED, None)
+
+    def is_running(self, name: str) -> bool:
+        running = self.connectors.get(name)
+        return running is not None and running.target != TargetState.STOPPED
+
+    async def task_configs(self, name: str) -> list[dict[str, str]]:
+        running = self.connectors[name]
+        max_tasks = running.config.tasks_max
+        configs = await call(running.connector.task_configs, max_tasks)
+        if len(configs) > max_tasks:
+            raise ValueError(f"connector {name} produced {len(configs)} task configs, more than tasks.max={max_tasks}")
+        task_cls = running.connector.task_class()
+        path = f"{task_cls.__module__}.{task_cls.__qualname__}"
+        return [{**{k: str(v) for k, v in c.items()}, TASK_CLASS_KEY: path} for c in configs]
+
+    def fail_connector(self, name: str, error: Exception) -> None:
+        log.error("connector %s raised an error", name, exc_info=error)
+        self.on_status(name, None, State.FAILED, format_trace(error))
+
+    def on_reconfigure(self, name: str) -> None:
+        if self._on_reconfigure is not None:
+            self._on_reconfigure(name)
+
+    def set_target_state(self, name: str, target: TargetState) -> None:
+        running = self.connectors.get(name)
+        if running is not None and running.target != TargetState.STOPPED:
+            running.target = target
+            self.on_status(name, None, State.PAUSED if target == TargetState.PAUSED else State.RUNNING, None)
+        for task_id, task in self.tasks.items():
+            if task_id.connector == name:
+                task.transition_to(target)
+
+    # -- tasks --------------------------------------------------------------------------------------
+
+    def _converter(self, props: dict[str, Any], key: str, is_key: bool | None) -> Any:
+        if props.get(key):
+            name, source = str(props[key]), {k: str(v) for k, v in props.items()}
+        else:
+            name, source = self.config.get(key), {**self.config.prefixed(""), key: self.config.get(key)}
+        settings = {k[len(key) + 1:]: v for k, v in source.items() if k.startswith(key + ".")}
+        if is_key is None:
+            inst = self.registry.header_converter(name)()
+            inst.configure(settings)
+        else:
+            inst = self.registry.converter(name)()
+            inst.configure(settings, is_key)
+        return inst
+
+    def _task_class(self, task_props: dict[str, str], name: str) -> type:
+        running = self.connectors.get(name)
+        if running is not None:
+            return running.connector.task_class()
+        module, _, cls_name = task_props[TASK_CLASS_KEY].rpartition(".")
+        return getattr(importlib.import_module(module), cls_name)
+
+    async def start_task(self, task_id: TaskId, props: dict[str, Any], task_props: dict[str, str],
+                         target: TargetState) -> bool:
+        try:
+            cls, config = self.parse(props)
+            task_cls = self._task_class(task_props, task_id.connector)
+            task = task_cls()
+            converters = (self._converter(props, "key.converter", True),
+                          self._converter(props, "value.converter", False),
+                          self._converter(props, "header.converter", None))
+            chain = build_chain({k: str(v) for k, v in props.items()}, self.registry)
+            errors = ErrorHandler(task_id.connector, task_id.task, config)
+            common: dict[str, Any] = dict(converters=converters, chain=chain, bootstrap=self.config.bootstrap_servers,
+                                          errors=errors, target_state=target, on_status=self._task_status)
+            producer_overrides = {**self.config.prefixed("producer."), **_prefixed(props, "producer.override.")}
+            worker_task: WorkerTask
+            if isinstance(task, SourceTask):
+                worker_task = WorkerSourceTask(
+                    task_id, task, task_props, offset_store=self.offsets, producer_overrides=producer_overrides,
+                    flush_interval_ms=self.config.offset_flush_interval_ms,
+                    flush_timeout_ms=self.config.offset_flush_timeout_ms, **common)
+            elif isinstance(task, SinkTask):
+                consumer_overrides = {**self.config.prefixed("consumer."), **_prefixed(props, "consumer.override.")}
+                worker_task = WorkerSinkTask(
+                    task_id, task, task_props, consumer_overrides=consumer_overrides,
+                    producer_overrides=producer_overrides, connector_config=config,
+                    flush_interval_ms=self.config.offset_flush_interval_ms, **common)
+            else:
+                raise TypeError(f"{task_cls.__name__} is neither a SourceTask nor a SinkTask")
+        except Exception as exc:
+            log.error("task %s failed to start", task_id, exc_info=exc)
+            self.on_status(task_id.connector, task_id.task, State.FAILED, format_trace(exc))
+            return False
+        self.tasks[task_id] = worker_task
+        worker_task.start()
+        return True
+
+    def _task_status(self, task_id: TaskId, state: State, trace: str | None) -> None:
+        self.on_status(task_id.connector, task_id.task, state, trace)
+
+    async def stop_tasks(self, ids: list[TaskId]) -> None:
+        tasks = [self.tasks.pop(i) for i in ids if i in self.tasks]
+        timeout = self.config.task_shutdown_graceful_timeout_ms / 1000
+        await asyncio.gather(*(t.stop(timeout) for t in tasks), return_exceptions=True)
+
+    def task_ids(self, connector: str | None = None) -> list[TaskId]:
+        return sorted(t for t in self.tasks if connector is None or t.connector == connector)
+
+    async def stop(self) -> None:
+        await self.stop_tasks(self.task_ids())
+        for name in list(self.connectors):
+            await self.stop_connector(name)
+
+
+def _prefixed(props: dict[str, Any], prefix: str) -> dict[str, str]:
+    return {k[len(prefix):]: str(v) for k, v in props.items() if k.startswith(prefix)}

@@ -1,0 +1,133 @@
+"""The lifecycle every task shares (Kafka's WorkerTask): start, run ``execute``, pause,
+resume, stop, and report each state change. Subclasses implement ``execute``."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .state import State, TargetState, format_trace
+
+__all__ = ["TaskId", "WorkerTask", "call"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, order=True)
+class TaskId:
+    connector: str
+    task: int
+
+    def __str__(self) -> str:
+        return f"{self.connector}-{self.task}"
+
+
+async def call(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call plugin code that may be sync or async; sync code runs in a worker thread
+    so a slow ``poll`` or ``put`` never blocks the event loop."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    result = await asyncio.to_thread(fn, *args)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+StatusListener = Callable[[TaskId, State, str | None], None]
+
+
+class WorkerTask:
+    def __init__(self, task_id: TaskId, target_state: TargetState, on_status: StatusListener) -> None:
+        self.id = task_id
+        self.on_status = on_status
+        self.state = State.UNASSIGNED
+        self.target_state = target_state
+        self._resumed = asyncio.Event()
+        if target_state == TargetState.STARTED:
+            self._resumed.set()
+        self.stopping = False
+        self.runner: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+
+    def report(self, state: State, trace: str | None = None) -> None:
+        self.state = state
+        self.on_status(self.id, state, trace)
+
+    def start(self) -> asyncio.Task[None]:
+        self.runner = asyncio.create_task(self.run(), name=f"task-{self.id}")
+        return self.runner
+
+    async def run(self) -> None:
+        try:
+            await self.initialize()
+            if self.target_state == TargetState.PAUSED:
+                self.report(State.PAUSED)
+            else:
+                self.report(State.RUNNING)
+            await self.execute()
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:
+            self.failure = exc
+            log.error("%s task %s failed; it will not run again until restarted", type(self).__name__, self.id,
+                      exc_info=exc)
+            self.report(State.FAILED, format_trace(exc))
+        finally:
+            try:
+                await self.close()
+            except Exception:
+                log.exception("closing task %s failed", self.id)
+        if self.state != State.FAILED:
+            self.report(State.UNASSIGNED)
+
+    async def initialize(self) -> None:
+        """Create clients and start the plugin task."""
+
+    async def execute(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Stop the plugin task and release clients (always called)."""
+
+    def transition_to(self, target: TargetState) -> None:
+        self.target_state = target
+        if target == TargetState.PAUSED:
+            self._resumed.clear()
+            if self.state == State.RUNNING:
+                self.report(State.PAUSED)
+        elif target == TargetState.STARTED:
+            self._resumed.set()
+            if self.state == State.PAUSED:
+                self.report(State.RUNNING)
+
+    async def wait_if_paused(self) -> None:
+        if not self._resumed.is_set():
+            self.on_pause()
+            await self._resumed.wait()
+            self.on_resume()
+
+    def on_pause(self) -> None:
+        """Hook: paused (sinks pause their consumer)."""
+
+    def on_resume(self) -> None:
+        """Hook: resumed."""
+
+    async def stop(self, timeout: float) -> None:
+        """Ask the task to stop, wait up to ``timeout`` s, then cancel it."""
+        self.stopping = True
+        self._resumed.set()
+        self.signal_stop()
+        if self.runner is None:
+            return
+        done, _ = await asyncio.wait({self.runner}, timeout=timeout)
+        if not done:
+            log.warning("task %s did not stop within %.1fs; cancelling it", self.id, timeout)
+            self.runner.cancel()
+            await asyncio.gather(self.runner, return_exceptions=True)
+
+    def signal_stop(self) -> None:
+        """Hook: wake the task's loop so it notices ``stopping``."""

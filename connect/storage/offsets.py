@@ -1,0 +1,96 @@
+"""Source-offset stores. Keys are Kafka Connect's: the JSON array ``["<connector>", {partition}]``;
+values are the offset map as JSON. The file store backs standalone mode; the Kafka
+store (``connect-offsets`` topic) backs distributed mode."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FileOffsetStore", "MemoryOffsetStore", "OffsetStore", "offset_key", "parse_offset_key"]
+
+
+def offset_key(connector: str, partition: dict[str, Any]) -> str:
+    return json.dumps([connector, partition], separators=(",", ":"), sort_keys=True)
+
+
+def parse_offset_key(key: str) -> tuple[str, dict[str, Any]] | None:
+    try:
+        value = json.loads(key)
+    except ValueError:
+        return None
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], dict):
+        return value[0], value[1]
+    return None
+
+
+class OffsetStore(ABC):
+    """Latest offset per (connector, source partition)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, Any] | None] = {}
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Load what is stored."""
+
+    async def stop(self) -> None:  # noqa: B027 - optional hook
+        """Release resources."""
+
+    def get(self, connector: str, partition: dict[str, Any]) -> dict[str, Any] | None:
+        return self.data.get(offset_key(connector, partition))
+
+    async def set(self, connector: str, offsets: dict[str, dict[str, Any] | None]) -> None:
+        """Store ``{offset_key: offset}`` (None resets); durable once this returns."""
+        for key, value in offsets.items():
+            if value is None:
+                self.data.pop(key, None)
+            else:
+                self.data[key] = value
+        await self._persist(offsets)
+
+    @abstractmethod
+    async def _persist(self, offsets: dict[str, dict[str, Any] | None]) -> None: ...
+
+    def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        out = []
+        for key, value in self.data.items():
+            parsed = parse_offset_key(key)
+            if parsed is not None and parsed[0] == connector and value is not None:
+                out.append((parsed[1], value))
+        return out
+
+
+class MemoryOffsetStore(OffsetStore):
+    async def _persist(self, offsets: dict[str, dict[str, Any] | None]) -> None:
+        return None
+
+
+class FileOffsetStore(OffsetStore):
+    """Offsets in one JSON file (``offset.storage.file.filename``), replaced atomically."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        if self.path.exists():
+            self.data = json.loads(self.path.read_text() or "{}")
+
+    async def _persist(self, offsets: dict[str, dict[str, Any] | None]) -> None:
+        async with self._lock:
+            snapshot = json.dumps(self.data, separators=(",", ":"))
+            await asyncio.to_thread(self._write, snapshot)
+
+    def _write(self, text: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
