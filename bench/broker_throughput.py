@@ -44,11 +44,25 @@ ROOT = Path(__file__).resolve().parent.parent
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-KCAT_PRODUCE = ["-X", "linger.ms=5", "-X", "batch.size=1048576", "-X", "acks=1",
-                "-X", "batch.num.messages=1000000", "-X", "message.max.bytes=1048588",
-                "-X", "queue.buffering.max.messages=2000000", "-X", "queue.buffering.max.kbytes=2097151"]
-KCAT_CONSUME = ["-X", "fetch.message.max.bytes=8388608", "-X", "fetch.max.bytes=67108864",
-                "-X", "queued.max.messages.kbytes=262144", "-X", "fetch.wait.max.ms=100"]
+KCAT_PRODUCE = [
+    "-X",
+    "linger.ms=5",
+    "-X",
+    "batch.size=1048576",
+    "-X",
+    "acks=1",
+    "-X",
+    "batch.num.messages=1000000",
+    "-X",
+    "message.max.bytes=1048588",
+    "-X",
+    "queue.buffering.max.messages=2000000",
+    "-X",
+    "queue.buffering.max.kbytes=2097151",
+]
+# Default fetch sizes (1 MiB per partition): larger ones only raise the broker's RSS (every
+# response is copied several times and kafka-python's encode buffer keeps its largest size).
+KCAT_CONSUME = ["-X", "queued.min.messages=1000000"]
 
 
 def _load_broker_process() -> type:
@@ -103,6 +117,18 @@ def _system_busy() -> float:
     return (user + nice + system + irq + softirq + steal) / CLK_TCK
 
 
+def wait_for_quiet(max_wait: float, threshold: float = 0.25, window: float = 0.5) -> float:
+    """Wait (up to ``max_wait`` s) until the machine is nearly idle: under ``threshold`` cores busy
+    over ``window`` s. The machine may be shared (other test runs); returns the busy cores seen last."""
+    deadline = time.monotonic() + max_wait
+    while True:
+        b0 = _system_busy()
+        time.sleep(window)
+        busy = (_system_busy() - b0) / window
+        if busy < threshold or time.monotonic() >= deadline:
+            return busy
+
+
 def _children_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
@@ -138,7 +164,12 @@ class Results:
     profiles: dict[str, list[str]] = field(default_factory=dict)
 
 
+QUIET_WAIT = 0.0  # set from --wait-quiet
+
+
 def _timed(broker_pid: int, name: str, records: int, record_size: int, run: callable) -> Phase:
+    if QUIET_WAIT:
+        wait_for_quiet(QUIET_WAIT)
     cpu0, child0, sys0, t0 = _cpu_seconds(broker_pid), _children_cpu(), _system_busy(), time.perf_counter()
     ok, note = run()
     seconds = time.perf_counter() - t0
@@ -164,11 +195,16 @@ def write_records_file(path: Path, count: int, size: int) -> None:
 
 
 def split_records_file(path: Path, parts: int) -> list[Path]:
+    """Cut the file into ``parts`` files of consecutive lines (cached next to it)."""
+    if parts == 1:
+        return [path]
     lines = path.read_bytes().splitlines(keepends=True)
+    step = -(-len(lines) // parts)
     out = []
     for p in range(parts):
-        part = path.with_name(f"{path.stem}.part{p}{path.suffix}")
-        part.write_bytes(b"".join(lines[p::parts]))
+        part = path.with_name(f"{path.stem}.{parts}-{p}{path.suffix}")
+        if not part.exists():
+            part.write_bytes(b"".join(lines[p * step : (p + 1) * step]))
         out.append(part)
     return out
 
@@ -191,27 +227,56 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
         c.close()
 
 
-def kcat_produce(bootstrap: str, topic: str, partitions: int, files: list[Path], per_partition: bool) -> None:
+def kcat_produce(
+    bootstrap: str, topic: str, partitions: int, records_file: Path, producers: int, per_partition: bool
+) -> None:
+    """Produce every line of ``records_file`` with kcat, from one or several processes at once.
+
+    1 partition: ``producers`` processes, each with its share of the lines, all on -p 0.
+    More partitions: ``producers`` processes with the random partitioner, or with
+    ``per_partition`` one process per partition, each with its own share.
+    """
     base = [KCAT, "-P", "-b", bootstrap, "-t", topic, *KCAT_PRODUCE]
-    if per_partition:
-        procs = [subprocess.Popen([*base, "-p", str(p), "-l", str(f)]) for p, f in enumerate(files)]
+    if partitions > 1 and per_partition:
+        plan = [["-p", str(p)] for p in range(partitions)]
     elif partitions == 1:
-        procs = [subprocess.Popen([*base, "-p", "0", "-l", str(files[0])])]
+        plan = [["-p", "0"]] * producers
     else:
-        procs = [subprocess.Popen([*base, "-X", "topic.partitioner=random", "-l", str(files[0])])]
+        plan = [["-X", "topic.partitioner=random"]] * producers
+    files = split_records_file(records_file, len(plan))
+    procs = [subprocess.Popen([*base, *extra, "-l", str(f)]) for extra, f in zip(plan, files, strict=True)]
     codes = [p.wait() for p in procs]
     if any(codes):
         raise RuntimeError(f"kcat -P exited with {codes}")
 
 
-def kcat_consume_count(bootstrap: str, topic: str) -> int:
-    cmd = [KCAT, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", *KCAT_CONSUME]
-    kcat = subprocess.Popen(cmd, stdout=subprocess.PIPE)
-    wc = subprocess.run(["wc", "-l"], stdin=kcat.stdout, capture_output=True, check=True)
-    kcat.stdout.close()
-    if kcat.wait():
-        raise RuntimeError(f"kcat -C exited with {kcat.returncode}")
-    return int(wc.stdout.split()[0])
+def kcat_consume_count(bootstrap: str, topic: str, partitions: int, records: int, consumers: int) -> int:
+    """Read the whole topic with kcat (``consumers`` processes at once); return the records read.
+
+    Each kcat prints one newline per record (``-f '\\n'``), counted by ``wc -l``. With several
+    consumers, a 1-partition topic is split into offset ranges (``-o start -c count``); a
+    topic with more partitions gets one kcat per partition.
+    """
+    base = [KCAT, "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-f", "\\n", *KCAT_CONSUME]
+    if consumers == 1:
+        plan = [["-o", "beginning"]]
+    elif partitions == 1:
+        step = -(-records // consumers)
+        plan = [
+            ["-p", "0", "-o", str(i * step), "-c", str(min(step, records - i * step))]
+            for i in range(consumers)
+        ]
+    else:
+        plan = [["-p", str(p), "-o", "beginning"] for p in range(partitions)]
+    kcats = [subprocess.Popen([*base, *extra], stdout=subprocess.PIPE) for extra in plan]
+    counters = [subprocess.Popen(["wc", "-l"], stdin=k.stdout, stdout=subprocess.PIPE) for k in kcats]
+    for k in kcats:
+        k.stdout.close()  # wc holds the pipe now
+    total = sum(int(c.communicate()[0].split()[0]) for c in counters)
+    codes = [k.wait() for k in kcats]
+    if any(codes):
+        raise RuntimeError(f"kcat -C exited with {codes}")
+    return total
 
 
 # -- latency: two child processes ------------------------------------------------------------
@@ -220,8 +285,16 @@ def kcat_consume_count(bootstrap: str, topic: str) -> int:
 def latency_consumer(bootstrap: str, topic: str, count: int, timeout: float) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
-                  "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "fetch.error.backoff.ms": 0})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-latency",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            "fetch.min.bytes": 1,
+            "fetch.error.backoff.ms": 0,
+        }
+    )
     start = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
     c.assign([TopicPartition(topic, 0, start)])
     c.poll(0.2)  # connect and fetch before the producer starts
@@ -239,10 +312,14 @@ def latency_consumer(bootstrap: str, topic: str, count: int, timeout: float) -> 
     print(json.dumps(lat_us), flush=True)
 
 
-def latency_producer(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> None:
+def latency_producer(
+    bootstrap: str, topic: str, rate: int, seconds: float, size: int, linger_ms: float
+) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1, "enable.idempotence": False})
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1, "enable.idempotence": False}
+    )
     filler = b"x" * size
     total = int(rate * seconds)
     t0 = time.perf_counter()
@@ -251,7 +328,7 @@ def latency_producer(bootstrap: str, topic: str, rate: int, seconds: float, size
         due = min(total, int((time.perf_counter() - t0) * rate) + 1)
         while sent < due:
             head = b"%d %d " % (sent, time.time_ns())
-            p.produce(topic, value=head + filler[len(head):])
+            p.produce(topic, value=head + filler[len(head) :])
             sent += 1
         p.poll(0)
         sleep = (sent / rate) - (time.perf_counter() - t0)
@@ -261,18 +338,39 @@ def latency_producer(bootstrap: str, topic: str, rate: int, seconds: float, size
     print(json.dumps({"sent": sent, "seconds": time.perf_counter() - t0}), flush=True)
 
 
-def run_latency(bootstrap: str, rate: int, seconds: float, size: int, warmup: float) -> dict[str, float]:
+def run_latency(
+    bootstrap: str, rate: int, seconds: float, size: int, warmup: float, linger_ms: float
+) -> dict[str, float]:
     topic = "bench-latency"
     create_topic(bootstrap, topic, 1)
     count = int(rate * seconds)
     me = [sys.executable, os.path.abspath(__file__), "--bootstrap", bootstrap, "--topic", topic]
-    consumer = subprocess.Popen([*me, "--role", "latency-consumer", "--records", str(count),
-                                 "--timeout", str(seconds + 30)], stdout=subprocess.PIPE, text=True)
+    consumer = subprocess.Popen(
+        [*me, "--role", "latency-consumer", "--records", str(count), "--timeout", str(seconds + 30)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert consumer.stdout is not None
     if consumer.stdout.readline().strip() != "READY":
         raise RuntimeError("latency consumer did not start")
-    producer = subprocess.run([*me, "--role", "latency-producer", "--rate", str(rate), "--seconds", str(seconds),
-                               "--record-size", str(size)], capture_output=True, text=True, check=True)
+    producer = subprocess.run(
+        [
+            *me,
+            "--role",
+            "latency-producer",
+            "--rate",
+            str(rate),
+            "--seconds",
+            str(seconds),
+            "--record-size",
+            str(size),
+            "--linger-ms",
+            str(linger_ms),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     sent = json.loads(producer.stdout.strip().splitlines()[-1])
     out, _ = consumer.communicate(timeout=seconds + 60)
     samples = json.loads(out.strip().splitlines()[-1])
@@ -284,9 +382,17 @@ def run_latency(bootstrap: str, rate: int, seconds: float, size: int, warmup: fl
     def pct(q: float) -> float:
         return lat[min(len(lat) - 1, int(q * len(lat)))] / 1000
 
-    return {"sent": sent["sent"], "send_seconds": sent["seconds"], "received": len(samples), "measured": len(lat),
-            "p50": pct(0.50), "p99": pct(0.99), "p999": pct(0.999), "max": lat[-1] / 1000,
-            "mean": statistics.fmean(lat) / 1000}
+    return {
+        "sent": sent["sent"],
+        "send_seconds": sent["seconds"],
+        "received": len(samples),
+        "measured": len(lat),
+        "p50": pct(0.50),
+        "p99": pct(0.99),
+        "p999": pct(0.999),
+        "max": lat[-1] / 1000,
+        "mean": statistics.fmean(lat) / 1000,
+    }
 
 
 # -- profiling ------------------------------------------------------------------------------
@@ -294,8 +400,19 @@ def run_latency(bootstrap: str, rate: int, seconds: float, size: int, warmup: fl
 
 def start_py_spy(pid: int, out: Path, rate: int) -> subprocess.Popen[bytes]:
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    cmd = [py_spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--output", str(out),
-           "--nonblocking"]
+    cmd = [
+        py_spy,
+        "record",
+        "--pid",
+        str(pid),
+        "--rate",
+        str(rate),
+        "--format",
+        "raw",
+        "--output",
+        str(out),
+        "--nonblocking",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(1.0)  # let it attach
     return proc
@@ -355,7 +472,6 @@ def run(args: argparse.Namespace) -> Results:
     tmp = Path(tempfile.mkdtemp(prefix="hw-bench-"))
     records_file = tmp / "records.txt"
     write_records_file(records_file, args.records, args.record_size)
-    parts = split_records_file(records_file, 6) if args.per_partition else []
     overrides = ["num.partitions=1", "auto.create.topics.enable=false"] + [f"{o}" for o in args.set]
     broker = BrokerProcess(tmp / "data", *overrides, log_file=tmp / "broker.log")
     broker.start()
@@ -364,31 +480,48 @@ def run(args: argparse.Namespace) -> Results:
     sampler.start()
     print(f"broker pid {pid} on {broker.bootstrap}; log dir {tmp / 'data'}", file=sys.stderr)
     try:
-        for round_no in range(args.repeat):
+        for round_no in range(args.repeat if args.records else 0):
             for partitions in args.partitions:
                 topic = f"bench-p{partitions}-r{round_no}"
                 create_topic(broker.bootstrap, topic, partitions)
-                files = parts if (args.per_partition and partitions > 1) else [records_file]
 
-                def produce(topic: str = topic, partitions: int = partitions, files: list[Path] = files):
-                    kcat_produce(broker.bootstrap, topic, partitions, files, args.per_partition and partitions > 1)
+                def produce(topic: str = topic, partitions: int = partitions) -> tuple[bool, str]:
+                    kcat_produce(
+                        broker.bootstrap, topic, partitions, records_file, args.producers, args.per_partition
+                    )
                     stored = sum(end_offsets(broker.bootstrap, topic, partitions))
                     return stored == args.records, f"stored {stored}"
 
-                def consume(topic: str = topic):
-                    got = kcat_consume_count(broker.bootstrap, topic)
-                    return got == args.records, f"read {got}"
-
                 p = _timed(pid, f"produce {partitions}p", args.records, args.record_size, produce)
                 results.phases[p.name].append(p)
-                c = _timed(pid, f"consume {partitions}p", args.records, args.record_size, consume)
-                results.phases[c.name].append(c)
-                print(f"round {round_no}: {p.name} {p.rate:,.0f} rec/s ({p.note}); {c.name} {c.rate:,.0f} rec/s "
-                      f"({c.note})", file=sys.stderr)
+                line = f"round {round_no}: {p.name} {p.rate:,.0f} rec/s ({p.note})"
+                parallel = args.consumers if partitions == 1 else partitions
+                for consumers in sorted({1, parallel}):
+
+                    def consume(
+                        topic: str = topic, partitions: int = partitions, consumers: int = consumers
+                    ) -> tuple[bool, str]:
+                        got = kcat_consume_count(broker.bootstrap, topic, partitions, args.records, consumers)
+                        return got == args.records, f"read {got}"
+
+                    c = _timed(
+                        pid, f"consume {partitions}p x{consumers}", args.records, args.record_size, consume
+                    )
+                    results.phases[c.name].append(c)
+                    line += f"; {c.name} {c.rate:,.0f} rec/s ({c.note})"
+                print(line, file=sys.stderr)
         if args.latency_seconds > 0:
+            if QUIET_WAIT:
+                wait_for_quiet(QUIET_WAIT)
             cpu0, sys0, t0 = _cpu_seconds(pid), _system_busy(), time.perf_counter()
-            results.latency = run_latency(broker.bootstrap, args.rate, args.latency_seconds, args.record_size,
-                                          args.warmup)
+            results.latency = run_latency(
+                broker.bootstrap,
+                args.rate,
+                args.latency_seconds,
+                args.record_size,
+                args.warmup,
+                args.linger_ms,
+            )
             elapsed = time.perf_counter() - t0
             results.latency["broker_cores"] = (_cpu_seconds(pid) - cpu0) / elapsed
             results.latency["all_cores"] = (_system_busy() - sys0) / elapsed
@@ -398,19 +531,28 @@ def run(args: argparse.Namespace) -> Results:
             for partitions in args.partitions:
                 topic = f"bench-profile-p{partitions}"
                 create_topic(broker.bootstrap, topic, partitions)
-                files = parts if (args.per_partition and partitions > 1) else [records_file]
                 raw = out_dir / f"produce-{partitions}p.txt"
                 spy = start_py_spy(pid, raw, args.profile_rate)
-                kcat_produce(broker.bootstrap, topic, partitions, files, args.per_partition and partitions > 1)
+                kcat_produce(
+                    broker.bootstrap, topic, partitions, records_file, args.producers, args.per_partition
+                )
                 stop_py_spy(spy)
-                results.profiles[f"produce {partitions}p"] = summarize_collapsed(raw) if raw.exists() else [
-                    "(py-spy wrote nothing)"]
+                results.profiles[f"produce {partitions}p"] = (
+                    summarize_collapsed(raw) if raw.exists() else ["(py-spy wrote nothing)"]
+                )
                 raw = out_dir / f"consume-{partitions}p.txt"
                 spy = start_py_spy(pid, raw, args.profile_rate)
-                kcat_consume_count(broker.bootstrap, topic)
+                kcat_consume_count(
+                    broker.bootstrap,
+                    topic,
+                    partitions,
+                    args.records,
+                    args.consumers if partitions == 1 else partitions,
+                )
                 stop_py_spy(spy)
-                results.profiles[f"consume {partitions}p"] = summarize_collapsed(raw) if raw.exists() else [
-                    "(py-spy wrote nothing)"]
+                results.profiles[f"consume {partitions}p"] = (
+                    summarize_collapsed(raw) if raw.exists() else ["(py-spy wrote nothing)"]
+                )
         results.hwm_kb = _status_kb(pid, "VmHWM")
     finally:
         try:
@@ -433,7 +575,9 @@ def _versions() -> str:
     try:
         import confluent_kafka
 
-        out.append(f"confluent-kafka {confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})")
+        out.append(
+            f"confluent-kafka {confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
+        )
     except ImportError:
         pass
     kcat_v = subprocess.run([KCAT, "-V"], capture_output=True, text=True)
@@ -447,32 +591,52 @@ def _versions() -> str:
 
 def print_report(args: argparse.Namespace, r: Results) -> None:
     print()
-    print(f"Headwater broker benchmark — {time.strftime('%Y-%m-%d %H:%M')} — {platform.node()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(
+        f"Headwater broker benchmark — {time.strftime('%Y-%m-%d %H:%M')} — {platform.node()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
     print(f"clients: {_versions()}; load average at start {args.loadavg}")
-    print(f"{args.records:,} records of {args.record_size} B, kcat linger.ms=5 batch.size=1048576 acks=1; "
-          f"{args.repeat} round(s), median shown (best in brackets)"
-          + ("; 6 partitions: one kcat per partition" if args.per_partition else
-             "; 6 partitions: one kcat, random partitioner"))
+    print(
+        f"{args.records:,} records of {args.record_size} B, kcat linger.ms=5 batch.size=1048576 acks=1; "
+        f"{args.repeat} round(s), median shown (best in brackets)"
+    )
+    producers = f"{args.producers} kcat" + (
+        " per partition" if args.per_partition else ", random partitioner"
+    )
+    print(
+        f"produce: 1p {args.producers} kcat; 6p {producers}. consume (kcat -f '\\n', queued.min.messages=1000000): "
+        f"xN = N kcat processes at once (1p: offset ranges, 6p: one per partition)"
+    )
     print()
-    print(f"{'phase':<14} {'records/s':>12} {'(best)':>12} {'MB/s':>8} {'seconds':>8} {'broker CPU':>11} "
-          f"{'client CPU':>11} {'other CPU':>10}  check")
+    print(
+        f"{'phase':<14} {'records/s':>12} {'(best)':>12} {'MB/s':>8} {'seconds':>8} {'broker CPU':>11} "
+        f"{'client CPU':>11} {'other CPU':>10}  check"
+    )
     for name, runs in r.phases.items():
         med = sorted(runs, key=lambda p: p.seconds)[len(runs) // 2]
         best = min(runs, key=lambda p: p.seconds)
         check = "ok" if all(p.ok for p in runs) else "; ".join(p.note for p in runs if not p.ok)
-        print(f"{name:<14} {med.rate:>12,.0f} {best.rate:>12,.0f} {med.mb_per_s:>8.1f} {med.seconds:>8.2f} "
-              f"{med.broker_cpu:>10.2f}s {med.client_cpu:>10.2f}s {med.other_cpu:>9.2f}s  {check}")
+        print(
+            f"{name:<14} {med.rate:>12,.0f} {best.rate:>12,.0f} {med.mb_per_s:>8.1f} {med.seconds:>8.2f} "
+            f"{med.broker_cpu:>10.2f}s {med.client_cpu:>10.2f}s {med.other_cpu:>9.2f}s  {check}"
+        )
     if r.latency:
         lat = r.latency
         print()
-        print(f"latency at {args.rate:,} msg/s for {args.latency_seconds:g} s (confluent-kafka, linger.ms=0, acks=1; "
-              f"first {args.warmup:g} s excluded): n={lat['measured']:,} of {lat['received']:,} received / "
-              f"{lat['sent']:,} sent")
-        print(f"  p50 {lat['p50']:.2f} ms   p99 {lat['p99']:.2f} ms   p99.9 {lat['p999']:.2f} ms   "
-              f"max {lat['max']:.2f} ms   mean {lat['mean']:.2f} ms")
-        print(f"  broker used {lat['broker_cores']:.2f} cores, the whole machine {lat['all_cores']:.2f} of "
-              f"{os.cpu_count()}")
+        print(
+            f"latency at {args.rate:,} msg/s for {args.latency_seconds:g} s (confluent-kafka, linger.ms={args.linger_ms:g}, "
+            f"acks=1; "
+            f"first {args.warmup:g} s excluded): n={lat['measured']:,} of {lat['received']:,} received / "
+            f"{lat['sent']:,} sent"
+        )
+        print(
+            f"  p50 {lat['p50']:.2f} ms   p99 {lat['p99']:.2f} ms   p99.9 {lat['p999']:.2f} ms   "
+            f"max {lat['max']:.2f} ms   mean {lat['mean']:.2f} ms"
+        )
+        print(
+            f"  broker used {lat['broker_cores']:.2f} cores, the whole machine {lat['all_cores']:.2f} of "
+            f"{os.cpu_count()}"
+        )
     print()
     print(f"broker peak RSS: {r.peak_rss_kb / 1024:.1f} MiB polled VmRSS, {r.hwm_kb / 1024:.1f} MiB VmHWM")
     print()
@@ -493,20 +657,44 @@ def print_report(args: argparse.Namespace, r: Results) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--quick", action="store_true", help="100k records, 3 s latency run")
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--partitions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 6])
     parser.add_argument("--repeat", type=int, default=3, help="throughput rounds (median reported)")
-    parser.add_argument("--per-partition", action="store_true", help="one kcat per partition for 6 partitions")
+    parser.add_argument("--producers", type=int, default=1, help="kcat producer processes per topic")
+    parser.add_argument(
+        "--per-partition", action="store_true", help="one kcat producer per partition (6p topic)"
+    )
+    parser.add_argument(
+        "--consumers",
+        type=int,
+        default=2,
+        help="parallel kcat consumers for the 1-partition topic (offset ranges); "
+        "the 6-partition topic gets one per partition",
+    )
     parser.add_argument("--rate", type=int, default=10_000, help="latency run: messages per second")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0 skips the latency run")
+    parser.add_argument("--linger-ms", type=float, default=0, help="latency run: the producer's linger.ms")
     parser.add_argument("--warmup", type=float, default=1.0, help="latency run: seconds not counted")
     parser.add_argument("--profile", metavar="DIR", help="also profile the broker with py-spy (untimed runs)")
     parser.add_argument("--profile-rate", type=int, default=250)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker property override")
-    parser.add_argument("--keep", action="store_true", help="keep the temp dir (records file, log, broker log)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="broker property override"
+    )
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=60,
+        metavar="SECONDS",
+        help="before each timed phase wait up to this long for the machine to be idle (0: don't)",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temp dir (records file, log, broker log)"
+    )
     # internal: the latency run's child processes
     parser.add_argument("--role", choices=["latency-consumer", "latency-producer"], help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -518,8 +706,12 @@ def main(argv: list[str] | None = None) -> int:
         latency_consumer(args.bootstrap, args.topic, args.records, args.timeout)
         return 0
     if args.role == "latency-producer":
-        latency_producer(args.bootstrap, args.topic, args.rate, args.seconds, args.record_size)
+        latency_producer(
+            args.bootstrap, args.topic, args.rate, args.seconds, args.record_size, args.linger_ms
+        )
         return 0
+    global QUIET_WAIT
+    QUIET_WAIT = args.wait_quiet
     args.loadavg = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     if args.quick:
         args.records = 100_000

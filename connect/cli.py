@@ -27,6 +27,28 @@ def _broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _standalone(args: argparse.Namespace) -> int:
+    from .config import WorkerConfigError, load_worker_config
+    from .main import run, serve_standalone
+
+    try:
+        config = load_worker_config(args.worker_properties, args.set)
+    except (WorkerConfigError, OSError) as exc:
+        print(f"headwater connect standalone: invalid worker configuration: {exc}", file=sys.stderr)
+        return 2
+    run(lambda stop: serve_standalone(config, args.connectors, stop))
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from .main import run
+    from .up import serve_up
+
+    run(lambda stop: serve_up(args.data_dir, args.kafka_listener, args.rest_listener, args.connectors, stop,
+                              args.plugin_path))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="headwater", description="Headwater: a Kafka-protocol broker and Connect workers")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
@@ -36,6 +58,23 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override one property, e.g. --set log.dirs=data/broker (repeatable)")
     broker.set_defaults(func=_broker)
+
+    connect = sub.add_parser("connect", help="run a Connect worker")
+    modes = connect.add_subparsers(dest="mode", required=True)
+    standalone = modes.add_parser("standalone", help="one worker; offsets in offset.storage.file.filename")
+    standalone.add_argument("worker_properties", help="worker .properties file")
+    standalone.add_argument("connectors", nargs="*", help="connector configs (.json or .properties)")
+    standalone.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                            help="override one worker property (repeatable)")
+    standalone.set_defaults(func=_standalone)
+
+    up = sub.add_parser("up", help="a broker, a worker and the REST API in one process")
+    up.add_argument("connectors", nargs="*", help="connector configs to create (.json or .properties)")
+    up.add_argument("--data-dir", default="data", help="where logs and offsets live (default ./data)")
+    up.add_argument("--kafka-listener", default="127.0.0.1:9092", help="HOST:PORT of the broker (default %(default)s)")
+    up.add_argument("--rest-listener", default="127.0.0.1:8083", help="HOST:PORT of the REST API (default %(default)s)")
+    up.add_argument("--plugin-path", default="plugins", help="folder of plugins (default ./plugins)")
+    up.set_defaults(func=_up)
     return parser
 
 

@@ -88,6 +88,11 @@ class _IndexFile:
     def unlink(self) -> None:
         self.path.unlink(missing_ok=True)
 
+    def rename(self, path: Path) -> None:
+        """Move the file to ``path`` (replacing it); the open descriptor stays valid."""
+        os.replace(self.path, path)
+        self.path = path
+
 
 class OffsetIndex(_IndexFile):
     """(relative offset of a batch's first record, byte position of that batch)."""

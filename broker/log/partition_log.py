@@ -6,6 +6,11 @@ for microseconds (never across an fsync), so the append path never waits on a fl
 is not taken by ``append`` at all unless the segment rolls. ``_flush_lock`` serialises
 flushes (and ``close``). A segment deleted while a flush may be fsyncing it is unlinked at
 once but its descriptors are closed by that flush when it finishes.
+
+Compaction (cleaner.py) reads closed segments inside a ``cleaning()`` session, possibly on a
+worker thread: segments removed meanwhile (retention, DeleteRecords) also keep their
+descriptors until the session ends, and ``close``/``delete`` ask the session to stop and wait
+for it. The cleaned segments are swapped in by ``replace_segments`` on the event-loop thread.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import shutil
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import TopicConfig
@@ -73,6 +79,9 @@ class PartitionLog:
         self._unflushed_segments: list[LogSegment] = []  # rolled since the last flush
         self._pending_close: list[LogSegment] = []
         self._flushing = False
+        self._cleaning = False  # a cleaner session may be reading closed segments (any thread)
+        self._clean_lock = threading.Lock()  # held for a whole cleaner session
+        self._clean_abort = False  # set by close()/delete(): the cleaner stops at its next check
         self._dir_dirty = False
         # Two single-writer counters instead of one shared one: no lock on the append path.
         self._appended_records = 0  # written by the appending thread only
@@ -207,7 +216,7 @@ class PartitionLog:
             finally:
                 with self._lock:
                     self._flushing = False
-                    doomed, self._pending_close = self._pending_close, []
+                    doomed = self._take_pending_close()
                 for seg in doomed:
                     seg.close()
             self._flushed_records = appended
@@ -345,7 +354,7 @@ class PartitionLog:
             del self._segments[:n]
             del self._bases[:n]
             self._unflushed_segments = [s for s in self._unflushed_segments if s not in doomed]
-            defer = self._flushing
+            defer = self._flushing or self._cleaning
             if defer:
                 self._pending_close.extend(doomed)
             self._dir_dirty = True
@@ -354,11 +363,90 @@ class PartitionLog:
             if not defer:
                 seg.close()
 
+    def _take_pending_close(self) -> list[LogSegment]:
+        """Segments whose descriptors may be closed now (no flush or cleaner reading them); under _lock."""
+        if self._flushing or self._cleaning:
+            return []
+        doomed, self._pending_close = self._pending_close, []
+        return doomed
+
+    # ------------------------------------------------------------------ compaction support
+    @contextmanager
+    def cleaning(self) -> Iterator[None]:
+        """A cleaner session: while it lasts, removed segments keep their descriptors open and
+        close()/delete() wait for it. Raises LogClosed, or RuntimeError if a session is running."""
+        if not self._clean_lock.acquire(blocking=False):
+            raise RuntimeError(f"log {self.directory} is already being cleaned")
+        try:
+            with self._lock:
+                if self._closed or self._clean_abort:
+                    raise LogClosed(f"log {self.directory} is closed")
+                self._cleaning = True
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._cleaning = False
+                    doomed = self._take_pending_close()
+                for seg in doomed:
+                    seg.close()
+        finally:
+            self._clean_lock.release()
+
+    @property
+    def clean_aborted(self) -> bool:
+        """True once close()/delete() asked a running cleaner session to stop."""
+        return self._clean_abort
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> bool:
+        """Swap the cleaned segment ``new`` in for ``old``, a run of consecutive closed segments.
+
+        ``new`` must cover ``old``'s offsets, start at ``old[0].base_offset``, be fsynced, and have
+        its files named ``.swap`` under a durable swap marker (see cleaner.py), so that a crash at
+        any point here is finished by recovery. The originals are renamed ``.deleted``, ``new``
+        takes the final names, the directory is fsynced, then the originals are unlinked (their
+        descriptors are closed once no flush or cleaner session may be reading them). Event-loop
+        thread only. Returns False, changing nothing, if ``old`` is no longer such a run (retention
+        deleted some of it meanwhile) or the log is closed.
+        """
+        with self._lock:
+            if self._closed or not old or new.base_offset != old[0].base_offset:
+                return False
+            i = next((n for n, seg in enumerate(self._segments) if seg is old[0]), -1)
+            k = len(old)
+            if i < 0 or i + k >= len(self._segments) or any(
+                a is not b for a, b in zip(self._segments[i : i + k], old, strict=True)
+            ):
+                return False
+        for seg in old:
+            seg.change_suffix(".deleted")
+        new.change_suffix("")
+        fsync_dir(self.directory)
+        with self._lock:
+            self._segments[i : i + k] = [new]
+            self._bases[i : i + k] = [new.base_offset]
+            self._unflushed_segments = [s for s in self._unflushed_segments if s not in old]
+            defer = self._flushing or self._cleaning
+            if defer:
+                self._pending_close.extend(old)
+        for seg in old:
+            seg.unlink()
+            if not defer:
+                seg.close()
+        return True
+
     # ------------------------------------------------------------------ lifecycle
+    def _stop_cleaner(self) -> None:
+        """Ask a running cleaner session to stop and wait until it has (it checks between batches)."""
+        self._clean_abort = True
+        with self._clean_lock:
+            pass
+
     def close(self) -> None:
         """Flush and close every file. Further use raises LogClosed."""
         if self._closed:
             return
+        self._stop_cleaner()
         self._active.seal()
         self.flush()
         with self._flush_lock, self._lock:
@@ -370,6 +458,7 @@ class PartitionLog:
     def delete(self) -> None:
         """Close and remove the partition directory."""
         if not self._closed:
+            self._stop_cleaner()
             with self._flush_lock, self._lock:
                 self._closed = True
                 for seg in self._segments:

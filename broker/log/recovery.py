@@ -4,27 +4,38 @@ Segments that may hold data written after the last completed flush (the recovery
 and always the last segment, are validated batch by batch and truncated at the first
 bad or partial batch -- the torn tail a crash leaves. Older segments were fsynced, so
 only their index files get a cheap sanity check.
+
+A compaction interrupted by a crash is settled first (see cleaner.py for the protocol):
+once the cleaner's swap marker is durable, every ``<base>.*.swap`` it lists replaces the
+segments in its offset range; without the marker, ``.swap`` and ``.cleaned`` files are
+discarded and the original segments, never touched before the marker, stay.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from .segment import LogSegment
 
 __all__ = [
+    "CLEANER_SWAP_FILE",
     "LOG_START_OFFSET_FILE",
     "RECOVERY_POINT_FILE",
+    "finish_swaps",
     "fsync_dir",
     "read_offset_file",
+    "read_swap_marker",
     "recover_segments",
     "write_offset_file",
 ]
 
 LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"  # log end offset at the last completed flush
+CLEANER_SWAP_FILE = "cleaner-swap"  # the cleaner's commit point: [[base, end offset], ...] of its .swap files
 _LEFTOVER_SUFFIXES = (".cleaned", ".swap", ".tmp", ".deleted")
+_SEGMENT_EXTS = ("log", "index", "timeindex", "log.deleted", "index.deleted", "timeindex.deleted")
 
 
 def read_offset_file(path: Path) -> int | None:
@@ -55,13 +66,55 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def read_swap_marker(path: Path) -> list[tuple[int, int]]:
+    """The ``(base, end offset)`` groups of a cleaner swap marker; [] if absent or unreadable."""
+    try:
+        groups = json.loads(path.read_text())["groups"]
+        return [(int(base), int(end)) for base, end in groups]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def finish_swaps(directory: Path) -> int:
+    """Complete the segment swaps of a cleaner pass whose marker is durable; returns how many.
+
+    For each listed group whose ``<base>.log.swap`` exists, every segment file whose base lies in
+    ``[base, end)`` (originals, or originals already renamed ``.deleted``) is removed and the
+    ``.swap`` files take the final names (a missing index is rebuilt by the normal open path).
+    Runs before leftovers are deleted; the marker is removed last.
+    """
+    marker = directory / CLEANER_SWAP_FILE
+    if not marker.exists():
+        return 0
+    done = 0
+    for base, end in read_swap_marker(marker):
+        stem = f"{base:020d}"
+        if not (directory / f"{stem}.log.swap").exists():
+            continue  # already renamed into place (or rolled back before the crash)
+        for path in list(directory.iterdir()):
+            name_stem, _, ext = path.name.partition(".")
+            if ext in _SEGMENT_EXTS and len(name_stem) == 20 and name_stem.isdigit():
+                if base <= int(name_stem) < end:
+                    path.unlink(missing_ok=True)
+        for ext in (".index", ".timeindex", ".log"):  # the log last, as LogSegment.change_suffix
+            src = directory / f"{stem}{ext}.swap"
+            if src.exists():
+                os.replace(src, directory / f"{stem}{ext}")
+        done += 1
+    fsync_dir(directory)
+    marker.unlink(missing_ok=True)
+    fsync_dir(directory)
+    return done
+
+
 def _segment_bases(directory: Path) -> list[int]:
+    finish_swaps(directory)
     bases: list[int] = []
     stems: set[str] = set()
     for path in list(directory.iterdir()):
         name = path.name
         if name.endswith(_LEFTOVER_SUFFIXES):
-            path.unlink(missing_ok=True)  # an interrupted cleaner/flush/delete: the originals remain
+            path.unlink(missing_ok=True)  # an uncommitted cleaner pass, or an interrupted flush/delete
             continue
         stem, _, ext = name.partition(".")
         if ext == "log" and len(stem) == 20 and stem.isdigit():

@@ -35,14 +35,16 @@ class LogSegment:
     """A ``.log`` file of whole batches with a sparse offset index and a time index."""
 
     def __init__(
-        self, directory: Path, base_offset: int, index_interval_bytes: int = 4096, *, create: bool
+        self, directory: Path, base_offset: int, index_interval_bytes: int = 4096, *, create: bool,
+        suffix: str = "",
     ) -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = self.directory / segment_name(base_offset, ".log")
-        self.index_path = self.directory / segment_name(base_offset, ".index")
-        self.timeindex_path = self.directory / segment_name(base_offset, ".timeindex")
+        # ``suffix`` names the files of a segment being rewritten by the cleaner (``.cleaned``, ``.swap``).
+        self.log_path = self.directory / (segment_name(base_offset, ".log") + suffix)
+        self.index_path = self.directory / (segment_name(base_offset, ".index") + suffix)
+        self.timeindex_path = self.directory / (segment_name(base_offset, ".timeindex") + suffix)
         # O_APPEND: every write lands at the end, and stays correct after ftruncate.
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if create else 0)
         self._fd = os.open(self.log_path, flags, 0o644)
@@ -67,9 +69,11 @@ class LogSegment:
                 self.rolling_base_ms = first.max_timestamp
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096) -> LogSegment:
+    def create(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096, suffix: str = ""
+    ) -> LogSegment:
         """A new, empty segment (existing files of that name are truncated)."""
-        return cls(directory, base_offset, index_interval_bytes, create=True)
+        return cls(directory, base_offset, index_interval_bytes, create=True, suffix=suffix)
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096) -> LogSegment:
@@ -300,6 +304,24 @@ class LogSegment:
             self._fd = -1
         self.offset_index.close()
         self.time_index.close()
+
+    def change_suffix(self, suffix: str) -> None:
+        """Rename the three files to ``<base>.log<suffix>`` etc. (indexes first, the log last, so a
+        ``.log`` under a name means its indexes were moved before it); descriptors stay valid."""
+        self.offset_index.rename(self.directory / (segment_name(self.base_offset, ".index") + suffix))
+        self.time_index.rename(self.directory / (segment_name(self.base_offset, ".timeindex") + suffix))
+        log_path = self.directory / (segment_name(self.base_offset, ".log") + suffix)
+        os.replace(self.log_path, log_path)
+        self.log_path = log_path
+        self.index_path = self.offset_index.path
+        self.timeindex_path = self.time_index.path
+
+    def last_modified_ms(self) -> int:
+        """The log file's mtime (the cleaner sets it to the time its tombstones' countdown began)."""
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    def set_last_modified(self, ms: int) -> None:
+        os.utime(self._fd, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def unlink(self) -> None:
         """Remove the files (open descriptors keep working until close, as POSIX allows)."""

@@ -115,6 +115,14 @@ class Herder(ABC):
         return [{"id": {"connector": name, "task": i}, "config": dict(c)}
                 for i, c in enumerate(self.task_configs.get(name, []))]
 
+    def active_topics(self, name: str) -> list[str]:
+        self._require(name)
+        return sorted(self.worker.active_topics.get(name, set()))
+
+    def reset_active_topics(self, name: str) -> None:
+        self._require(name)
+        self.worker.active_topics.get(name, set()).clear()
+
     def validate(self, props: dict[str, Any]) -> tuple[type, dict[str, list[str]]]:
         return self.worker.validate(props)
 

@@ -74,7 +74,7 @@ class WorkerSinkTask(WorkerTask):
     def __init__(self, task_id: TaskId, task: SinkTask, task_config: dict[str, str], *, converters: Any,
                  chain: TransformationChain, bootstrap: str, consumer_overrides: dict[str, str],
                  producer_overrides: dict[str, str], errors: ErrorHandler, connector_config: Any,
-                 flush_interval_ms: int, **kw: Any) -> None:
+                 flush_interval_ms: int, topics: set[str], **kw: Any) -> None:
         super().__init__(task_id, **kw)
         self.task = task
         self.task_config = task_config
@@ -95,6 +95,7 @@ class WorkerSinkTask(WorkerTask):
         self.retry_timeout = 1.0
         self.started = False
         self.records_put = 0
+        self.topics = topics
 
     async def initialize(self) -> None:
         cfg = self.config
@@ -162,6 +163,7 @@ class WorkerSinkTask(WorkerTask):
             if not messages:
                 continue
             topic, partition = tp.topic, tp.partition
+            self.topics.add(topic)
             for m in messages:
                 try:
                     key_sv = kc.to_connect_data(topic, m.key)

@@ -61,7 +61,7 @@ class WorkerSourceTask(WorkerTask):
     def __init__(self, task_id: TaskId, task: SourceTask, task_config: dict[str, str], *, converters: Any,
                  chain: TransformationChain, offset_store: OffsetStore, bootstrap: str,
                  producer_overrides: dict[str, str], errors: ErrorHandler, flush_interval_ms: int,
-                 flush_timeout_ms: int, **kw: Any) -> None:
+                 flush_timeout_ms: int, topics: set[str], **kw: Any) -> None:
         super().__init__(task_id, **kw)
         self.task = task
         self.task_config = task_config
@@ -78,6 +78,7 @@ class WorkerSourceTask(WorkerTask):
         self.partition_counts: dict[str, int] = {}
         self.wants_commit_record = type(task).commit_record is not SourceTask.commit_record
         self.records_sent = 0
+        self.topics = topics
 
     async def initialize(self) -> None:
         self.producer = clients.producer(
@@ -192,6 +193,7 @@ class WorkerSourceTask(WorkerTask):
             if self.wants_commit_record:
                 tracked.append((original, partition, tp))
         sent: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        self.topics.update(topic for topic, _ in builders)
         for (topic, partition), builder in builders.items():
             fut = await self.producer.send_batch(builder, topic, partition=partition)
             futures.append(fut)

@@ -78,6 +78,7 @@ class Worker:
         self._on_reconfigure = on_reconfigure
         self.connectors: dict[str, _Running] = {}
         self.tasks: dict[TaskId, WorkerTask] = {}
+        self.active_topics: dict[str, set[str]] = {}
 
     # -- config ----------------------------------------------------------------------------------
 
@@ -225,7 +226,8 @@ class Worker:
             chain = build_chain({k: str(v) for k, v in props.items()}, self.registry)
             errors = ErrorHandler(task_id.connector, task_id.task, config)
             common: dict[str, Any] = dict(converters=converters, chain=chain, bootstrap=self.config.bootstrap_servers,
-                                          errors=errors, target_state=target, on_status=self._task_status)
+                                          errors=errors, target_state=target, on_status=self._task_status,
+                                          topics=self.active_topics.setdefault(task_id.connector, set()))
             producer_overrides = {**self.config.prefixed("producer."), **_prefixed(props, "producer.override.")}
             worker_task: WorkerTask
             if isinstance(task, SourceTask):

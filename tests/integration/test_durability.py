@@ -280,14 +280,14 @@ _API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 1) + b"x"
 
 
 def test_sigterm_with_busy_connections_logs_no_errors(fresh_broker) -> None:
-    """Clients connecting and disconnecting while the broker shuts down must not make it log errors."""
+    """Clients connecting and disconnecting while the broker shuts down must not make it log errors
+    (a few stop/start cycles: the race is timing-dependent)."""
     import socket
 
     b = fresh_broker.start()
     frame = struct.pack(">i", len(_API_VERSIONS_V0)) + _API_VERSIONS_V0
-    stop = threading.Event()
 
-    def churn() -> None:
+    def churn(stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 with socket.create_connection(("127.0.0.1", b.port), timeout=1) as s:
@@ -296,17 +296,21 @@ def test_sigterm_with_busy_connections_logs_no_errors(fresh_broker) -> None:
             except OSError:
                 pass
 
-    threads = [threading.Thread(target=churn, daemon=True) for _ in range(4)]
-    for t in threads:
-        t.start()
-    time.sleep(0.3)
-    log_before = len(b.log_text())
-    try:
-        assert b.stop() == 0
-    finally:
-        stop.set()
+    for cycle in range(3):
+        if cycle:
+            b.start()
+        stop = threading.Event()
+        threads = [threading.Thread(target=churn, args=(stop,), daemon=True) for _ in range(8)]
         for t in threads:
-            t.join(5)
-    text = b.log_text()[log_before:]
-    assert "broker stopped; all logs flushed" in text
-    assert "Traceback" not in text and " ERROR " not in text, text
+            t.start()
+        time.sleep(0.3)
+        log_before = len(b.log_text())
+        try:
+            assert b.stop() == 0
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(5)
+        text = b.log_text()[log_before:]
+        assert "broker stopped; all logs flushed" in text
+        assert "Traceback" not in text and " ERROR " not in text, f"cycle {cycle}:\n{text}"

@@ -1,0 +1,96 @@
+"""Process entry points: ``headwater connect standalone`` and ``headwater up``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from headwater.broker.config import load_properties
+
+from .config import WorkerConfig
+from .herder import Herder, StandaloneHerder
+from .plugins import PluginRegistry
+from .rest.app import build_app
+from .storage.offsets import FileOffsetStore, MemoryOffsetStore
+
+__all__ = ["load_connector_file", "run", "serve_standalone"]
+
+log = logging.getLogger("headwater.connect")
+
+
+def load_connector_file(path: str | Path) -> tuple[str, dict[str, Any]]:
+    """A connector config file: ``{"name", "config"}`` JSON, a flat JSON map, or ``.properties``."""
+    path = Path(path)
+    if path.suffix == ".properties":
+        config: dict[str, Any] = dict(load_properties(path))
+    else:
+        data = json.loads(path.read_text())
+        config = data.get("config", data) if isinstance(data, dict) else {}
+        if isinstance(data, dict) and "name" in data and "name" not in config:
+            config = {**config, "name": data["name"]}
+    name = config.get("name")
+    if not name:
+        raise ValueError(f"{path}: the connector config has no \"name\"")
+    return str(name), config
+
+
+async def start_rest(herder: Herder, config: WorkerConfig) -> tuple[web.AppRunner, str]:
+    host, port = config.rest_host_port()
+    runner = web.AppRunner(build_app(herder), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    sockets = getattr(site._server, "sockets", None) or []  # the bound port, when port 0 was asked
+    bound = sockets[0].getsockname()[1] if sockets else port
+    return runner, f"http://{host}:{bound}/"
+
+
+async def serve_standalone(config: WorkerConfig, connector_files: list[str], stop: asyncio.Event,
+                           ready: Callable[[str], Awaitable[None] | None] | None = None) -> None:
+    registry = PluginRegistry(config.plugin_paths())
+    if config.plugin_paths():
+        registry.watch()
+    offsets = (FileOffsetStore(config.offset_storage_file_filename) if config.offset_storage_file_filename
+               else MemoryOffsetStore())
+    host, port = config.rest_host_port()
+    herder = StandaloneHerder(config, registry, offsets, worker_id=f"{config.rest_advertised_host_name or host}:{port}")
+    await herder.start()
+    runner, url = await start_rest(herder, config)
+    try:
+        for path in connector_files:
+            name, props = load_connector_file(path)
+            await herder.put_connector_config(name, props, allow_replace=True)
+        log.info("Headwater Connect worker (standalone) REST API at %s", url)
+        if ready is not None:
+            result = ready(url)
+            if asyncio.iscoroutine(result):
+                await result
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        await herder.stop()
+        registry.close()
+
+
+def run(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``main(stop)`` on uvloop when available, setting ``stop`` on SIGTERM/SIGINT."""
+
+    async def wrapper() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await main(stop)
+
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(wrapper())
+    else:
+        uvloop.run(wrapper())

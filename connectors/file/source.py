@@ -1,0 +1,175 @@
+"""FileStreamSource: each line of a file becomes a record, like ``tail -f``.
+
+Kafka's keys: ``file`` (unset: standard input), ``topic``, ``batch.size`` (2000). The
+source partition is ``{"filename": file}`` and the offset ``{"position": n}``, the byte
+position after the line (Kafka counts characters; bytes are exact for any encoding).
+New data is noticed through file-system events rather than one-second polling. A
+truncated file (shorter than the position) is read again from the start; a rotated
+one (the path now names another file) is read to its end first, then the new file
+from the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+from headwater.connect.api import SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask
+from headwater.connect.api.data import STRING_SCHEMA
+from pydantic import Field
+
+from .watch import FolderWatch
+
+__all__ = ["FileStreamSourceConnector", "FileStreamSourceTask"]
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 1 << 20
+IDLE_WAIT = 1.0
+
+
+class FileStreamSourceConfig(SourceConnectorConfig):
+    file: str = Field("", alias="file", description="Source filename. If not specified, the standard input will be used")
+    topic: str = Field(alias="topic", min_length=1, description="The topic to publish data to")
+    batch_size: int = Field(2000, alias="batch.size", ge=1,
+                            description="The maximum number of records the source task can read from the file each "
+                                        "time it is polled")
+
+
+class FileStreamSourceConnector(SourceConnector):
+    config_class: ClassVar[type[SourceConnectorConfig]] = FileStreamSourceConfig
+    aliases: ClassVar[tuple[str, ...]] = ("org.apache.kafka.connect.file.FileStreamSourceConnector",
+                                          "FileStreamSource")
+
+    def start(self, config: FileStreamSourceConfig) -> None:
+        self.config = config
+
+    def task_class(self) -> type[SourceTask]:
+        return FileStreamSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        # One file has one reader: always a single task, as Kafka's connector does.
+        return [{"file": self.config.file, "topic": self.config.topic, "batch.size": str(self.config.batch_size)}]
+
+
+class FileStreamSourceTask(SourceTask):
+    async def start(self, config: dict[str, str]) -> None:
+        self.filename = config.get("file", "")
+        self.topic = config["topic"]
+        self.batch_size = int(config.get("batch.size", "2000"))
+        self.partition = {"filename": self.filename}
+        self.position = 0
+        if self.filename:
+            offset = self.context.offset_storage_reader.offset(self.partition)
+            if offset and "position" in offset:
+                self.position = int(offset["position"])
+                log.info("resuming %s from position %d", self.filename, self.position)
+        self.fd: int | None = None
+        self.inode: tuple[int, int] | None = None
+        self.pending = b""
+        self.lines: list[tuple[bytes, int]] = []
+        self.stopped = False
+        self.watch: FolderWatch | None = None
+        if self.filename:
+            self.watch = FolderWatch(Path(self.filename).resolve().parent)
+            self.watch.start()
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def _open(self) -> bool:
+        try:
+            fd = os.open(self.filename, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        st = os.fstat(fd)
+        self.fd, self.inode = fd, (st.st_dev, st.st_ino)
+        if st.st_size < self.position:
+            log.warning("%s is shorter (%d bytes) than the stored position %d: it was truncated; reading from the "
+                        "start", self.filename, st.st_size, self.position)
+            self.position = 0
+        self.pending = b""
+        return True
+
+    def _close_fd(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def _replaced(self) -> bool:
+        try:
+            st = os.stat(self.filename)
+        except FileNotFoundError:
+            return False
+        return (st.st_dev, st.st_ino) != self.inode
+
+    def _read_lines(self) -> None:
+        """Read what is new and split complete lines (\\n, \\r or \\r\\n) into ``self.lines``."""
+        assert self.fd is not None
+        size = os.fstat(self.fd).st_size
+        read_from = self.position + len(self.pending)
+        if size < read_from:  # truncated under us
+            log.warning("%s was truncated to %d bytes; reading from the start", self.filename, size)
+            self.position, self.pending = 0, b""
+            read_from = 0
+        if size == read_from:
+            return
+        data = self.pending + os.pread(self.fd, READ_CHUNK, read_from)
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if cut < 0:
+            self.pending = data
+            return
+        if data[cut] == 13 and cut == len(data) - 1:
+            # A trailing \r may be the first half of \r\n: wait for the next byte.
+            cut = max(data.rfind(b"\n", 0, cut), data.rfind(b"\r", 0, cut))
+            if cut < 0:
+                self.pending = data
+                return
+        complete, self.pending = data[: cut + 1], data[cut + 1 :]
+        pos = self.position
+        out = self.lines
+        for raw in complete.splitlines(keepends=True):
+            pos += len(raw)
+            out.append((raw.rstrip(b"\r\n"), pos))
+
+    async def poll(self) -> list[SourceRecord] | None:
+        if not self.filename:
+            return await self._poll_stdin()
+        if not self.lines and not self.stopped:
+            if self.fd is None and not self._open():
+                await self.watch.wait(IDLE_WAIT)  # type: ignore[union-attr]
+                return None
+            self._read_lines()
+            if not self.lines:
+                if self._replaced():
+                    log.info("%s was rotated; reading the new file from the start", self.filename)
+                    self._close_fd()
+                    self.position = 0
+                    return None
+                await self.watch.wait(IDLE_WAIT)  # type: ignore[union-attr]
+                return None
+        batch, self.lines = self.lines[: self.batch_size], self.lines[self.batch_size :]
+        topic, partition, schema = self.topic, self.partition, STRING_SCHEMA
+        records = [SourceRecord(topic, line.decode("utf-8", "replace"), None, None, None, schema, None, [],
+                                partition, {"position": pos}) for line, pos in batch]
+        self.position = batch[-1][1]
+        return records
+
+    async def _poll_stdin(self) -> list[SourceRecord] | None:
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line:
+            await asyncio.sleep(IDLE_WAIT)
+            return None
+        return [SourceRecord(self.topic, line.rstrip("\r\n"), value_schema=STRING_SCHEMA)]
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.watch is not None:
+            self.watch.wake()
+            self.watch.stop()
+        self._close_fd()
+
+
