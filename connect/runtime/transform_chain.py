@@ -105,5 +105,5 @@ def _configure(plugin: Transformation | Predicate, props: dict[str, str], prefix
         plugin.configure(props)
     except ConfigException as exc:
         field = f"{prefix}{exc.field}" if exc.field else prefix.rstrip(".")
-        raise ConfigException(str(exc).replace(f" {exc.field}:", f" {field}:") if exc.field else str(exc),
+        raise ConfigException(str(exc).replace(f" {exc.field}:", f" {field}:", 1) if exc.field else str(exc),
                               field) from None

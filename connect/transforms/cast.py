@@ -30,7 +30,6 @@ from .util import (
     SideTransformation,
     ValueSide,
     copy_schema_basics,
-    field_value,
     invalid,
     java_class,
     kafka_aliases,
@@ -38,6 +37,7 @@ from .util import (
     require_struct,
     schema_type_of,
     struct_schema,
+    struct_values,
     to_epoch_ms,
 )
 
@@ -47,9 +47,20 @@ T = SchemaType
 INPUT_TYPES = (T.INT8, T.INT16, T.INT32, T.INT64, T.FLOAT32, T.FLOAT64, T.BOOLEAN, T.STRING, T.BYTES)
 OUTPUT_TYPES = (T.INT8, T.INT16, T.INT32, T.INT64, T.FLOAT32, T.FLOAT64, T.BOOLEAN, T.STRING)
 _BITS = {T.INT8: 8, T.INT16: 16, T.INT32: 32, T.INT64: 64}
-_TYPE_NAMES = {"int8": T.INT8, "int16": T.INT16, "int32": T.INT32, "int64": T.INT64, "float32": T.FLOAT32,
-               "float64": T.FLOAT64, "boolean": T.BOOLEAN, "string": T.STRING, "bytes": T.BYTES, "array": T.ARRAY,
-               "map": T.MAP, "struct": T.STRUCT}
+_TYPE_NAMES = {
+    "int8": T.INT8,
+    "int16": T.INT16,
+    "int32": T.INT32,
+    "int64": T.INT64,
+    "float32": T.FLOAT32,
+    "float64": T.FLOAT64,
+    "boolean": T.BOOLEAN,
+    "string": T.STRING,
+    "bytes": T.BYTES,
+    "array": T.ARRAY,
+    "map": T.MAP,
+    "struct": T.STRUCT,
+}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _ISO_TIMESTAMP = JavaDateFormat("yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
 _ISO_DATE = JavaDateFormat("yyyy-MM-dd")
@@ -76,12 +87,16 @@ def parse_spec(mappings: list[str]) -> dict[str | None, SchemaType]:
         if target is None:
             raise invalid(f"Invalid type found in casting spec: {type_name.strip()}")
         if target not in OUTPUT_TYPES:
-            raise invalid(f"Cast transformation does not support casting to {target.name}; supported types are "
-                          f"{_names(OUTPUT_TYPES)}")
+            raise invalid(
+                f"Cast transformation does not support casting to {target.name}; supported types are "
+                f"{_names(OUTPUT_TYPES)}"
+            )
         out[field] = target
     if whole and len(mappings) > 1:
-        raise invalid("Cast transformations that specify a type to cast the entire value to may ony specify a "
-                      "single cast in their spec")
+        raise invalid(
+            "Cast transformations that specify a type to cast the entire value to may ony specify a "
+            "single cast in their spec"
+        )
     return out
 
 
@@ -206,11 +221,15 @@ def cast_value(schema: Schema | None, value: Any, target: SchemaType) -> Any:
         return None
     inferred = schema.type if schema is not None else schema_type_of(value)
     if inferred is None:
-        raise DataException(f"Cast transformation was passed a value of type {java_class(value)} which is not "
-                            "supported by Connect's data API")
+        raise DataException(
+            f"Cast transformation was passed a value of type {java_class(value)} which is not "
+            "supported by Connect's data API"
+        )
     if inferred not in INPUT_TYPES:
-        raise DataException(f"Cast transformation does not support casting from {inferred.name}; supported types "
-                            f"are {_names(INPUT_TYPES)}")
+        raise DataException(
+            f"Cast transformation does not support casting from {inferred.name}; supported types "
+            f"are {_names(INPUT_TYPES)}"
+        )
     if schema is not None and schema.name in LOGICAL_NAMES and target != T.STRING:
         value = _encode_logical(schema, value)
     try:
@@ -231,13 +250,16 @@ def cast_value(schema: Schema | None, value: Any, target: SchemaType) -> Any:
 
 
 class CastConfig(TransformConfig):
-    spec: CsvList = ConfigField(alias="spec",
-                                description="List of fields and the type to cast them to of the form "
-                                            "field1:type,field2:type to cast fields of Maps or Structs. A single "
-                                            "type to cast the entire value. Valid types are int8, int16, int32, "
-                                            "int64, float32, float64, boolean, and string.")
-    replace_null_with_default: bool = ConfigField(True, alias="replace.null.with.default",
-                                                  description=REPLACE_NULL_DOC)
+    spec: CsvList = ConfigField(
+        alias="spec",
+        description="List of fields and the type to cast them to of the form "
+        "field1:type,field2:type to cast fields of Maps or Structs. A single "
+        "type to cast the entire value. Valid types are int8, int16, int32, "
+        "int64, float32, float64, boolean, and string.",
+    )
+    replace_null_with_default: bool = ConfigField(
+        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
+    )
 
     @field_validator("spec")
     @classmethod
@@ -274,35 +296,45 @@ class Cast(SideTransformation):
             for name, target in self.casts.items():
                 updated[name] = cast_value(None, mapping.get(name), target)  # type: ignore[index]
             return self.new_record(record, None, updated)
-        updated_schema = self.cache.get(schema, self._updated_schema)
         if self.whole is not None:
+            updated_schema = self.cache.get(schema, self._updated_schema)
             return self.new_record(record, updated_schema, cast_value(schema, value, self.whole))
         struct = require_struct(value, self.PURPOSE)
-        rnd = self.config.replace_null_with_default
-        values = {}
+        updated_schema = self.cache.get(schema, self._updated_schema)
+        values = struct_values(struct, self.config.replace_null_with_default)
         for f in struct.schema.fields:
-            original = field_value(struct, f.name, rnd)
             target = self.casts.get(f.name)
-            values[f.name] = original if target is None else cast_value(f.schema, original, target)
+            if target is not None:
+                values[f.name] = cast_value(f.schema, values[f.name], target)
         return self.new_record(record, updated_schema, Struct(updated_schema, values))
 
     def _updated_schema(self, schema: Schema) -> Schema:
         if self.whole is not None:
-            basics = copy_schema_basics(schema, self.whole, optional=schema.optional,
-                                        default=cast_value(schema, schema.default, self.whole))
+            basics = copy_schema_basics(
+                schema,
+                self.whole,
+                optional=schema.optional,
+                default=cast_value(schema, schema.default, self.whole),
+            )
             if schema.name in LOGICAL_NAMES:  # a cast Timestamp is no longer a Timestamp
                 basics.update(name=None, version=None, parameters=None)
             return Schema(**basics)
         if schema.type != T.STRUCT:
-            raise DataException(f"Only Struct objects supported for [{self.PURPOSE}], found: {schema.type.name}")
+            raise DataException(f"Cannot list fields on non-struct type {schema.type.name}")
         fields = []
         for f in schema.fields:
             target = self.casts.get(f.name)
             if target is None:
                 fields.append((f.name, f.schema))
             else:
-                fields.append((f.name, Schema(target, f.schema.optional,
-                                              default=cast_value(f.schema, f.schema.default, target))))
+                fields.append(
+                    (
+                        f.name,
+                        Schema(
+                            target, f.schema.optional, default=cast_value(f.schema, f.schema.default, target)
+                        ),
+                    )
+                )
         return struct_schema(schema, fields, optional=schema.optional)
 
 
@@ -312,4 +344,3 @@ class CastKey(KeySide, Cast):
 
 class CastValue(ValueSide, Cast):
     aliases = kafka_aliases("Cast$Value")
-

@@ -18,8 +18,20 @@ from .util import ms_to_datetime, to_epoch_ms
 
 __all__ = ["JavaDateFormat"]
 
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 _SUPPORTED = set("GyYMLdDEuaHkKhmsSzZX")
 _NUMERIC = set("yYMLdDuHkKhmsS")
@@ -102,8 +114,13 @@ class JavaDateFormat:
             elif c in "yY":
                 out.append(_pad(t.year % 100, 2) if n == 2 else _pad(t.year, n))
             elif c in "ML":
-                out.append(_MONTHS[t.month - 1] if n >= 4 else _MONTHS[t.month - 1][:3] if n == 3
-                           else _pad(t.month, n))
+                out.append(
+                    _MONTHS[t.month - 1]
+                    if n >= 4
+                    else _MONTHS[t.month - 1][:3]
+                    if n == 3
+                    else _pad(t.month, n)
+                )
             elif c == "d":
                 out.append(_pad(t.day, n))
             elif c == "D":
@@ -247,4 +264,3 @@ def _two_digit_year(yy: int) -> int:
     start = now - 80
     year = start - start % 100 + yy
     return year + 100 if year < start else year
-

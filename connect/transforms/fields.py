@@ -37,14 +37,25 @@ from .util import (
     require_struct,
     require_struct_or_none,
     struct_schema,
+    struct_values,
     timestamp_schema,
 )
 
-__all__ = ["ExtractFieldKey", "ExtractFieldValue", "HoistFieldKey", "HoistFieldValue", "InsertFieldKey",
-           "InsertFieldValue", "ValueToKey", "parse_field_path"]
+__all__ = [
+    "ExtractFieldKey",
+    "ExtractFieldValue",
+    "HoistFieldKey",
+    "HoistFieldValue",
+    "InsertFieldKey",
+    "InsertFieldValue",
+    "ValueToKey",
+    "parse_field_path",
+]
 
-REPLACE_NULL_DOC = ("Whether to replace fields that have a default value and that are null to the default value. "
-                    "When set to true, the default value is used, otherwise null is used.")
+REPLACE_NULL_DOC = (
+    "Whether to replace fields that have a default value and that are null to the default value. "
+    "When set to true, the default value is used, otherwise null is used."
+)
 
 
 # -- ExtractField ------------------------------------------------------------------------------------------
@@ -81,7 +92,7 @@ def parse_field_path(path: str, version: str) -> list[str]:
                 idx += 1
                 continue
             if escaped:
-                name.append(path[start:idx - 1] + "`")
+                name.append(path[start : idx - 1] + "`")
                 idx += 1
                 start = idx
                 continue
@@ -95,16 +106,22 @@ def parse_field_path(path: str, version: str) -> list[str]:
 
 
 def _incomplete_backtick(path: str, at: int) -> str:
-    return (f"Incomplete backtick pair in path: [{path}], consider adding a backslash before backtick at "
-            f"position {at} to escape it")
+    return (
+        f"Incomplete backtick pair in path: [{path}], consider adding a backslash before backtick at "
+        f"position {at} to escape it"
+    )
 
 
 class ExtractFieldConfig(TransformConfig):
     field: str = ConfigField(alias="field", description="Field name to extract.")
-    field_syntax_version: str = ConfigField("V1", alias="field.syntax.version",
-                                            description="V1: top-level names; V2: dotted paths with backticks.")
-    replace_null_with_default: bool = ConfigField(True, alias="replace.null.with.default",
-                                                  description=REPLACE_NULL_DOC)
+    field_syntax_version: str = ConfigField(
+        "V1",
+        alias="field.syntax.version",
+        description="V1: top-level names; V2: dotted paths with backticks.",
+    )
+    replace_null_with_default: bool = ConfigField(
+        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
+    )
 
     @field_validator("field_syntax_version")
     @classmethod
@@ -127,8 +144,9 @@ class ExtractField(SideTransformation):
         try:
             self.path = parse_field_path(self.config.field, self.config.field_syntax_version)
         except ValueError as exc:
-            raise ConfigException(f"Invalid value {self.config.field} for configuration field: {exc}",
-                                  field="field") from None
+            raise ConfigException(
+                f"Invalid value {self.config.field} for configuration field: {exc}", field="field"
+            ) from None
 
     def apply(self, record: Any) -> Any:
         schema = self.operating_schema(record)
@@ -177,9 +195,10 @@ class ExtractFieldValue(ValueSide, ExtractField):
 
 
 class HoistFieldConfig(TransformConfig):
-    field: str = ConfigField(alias="field",
-                             description="Field name for the single field that will be created in the resulting "
-                                         "Struct or Map.")
+    field: str = ConfigField(
+        alias="field",
+        description="Field name for the single field that will be created in the resulting Struct or Map.",
+    )
 
 
 class HoistField(SideTransformation):
@@ -217,21 +236,29 @@ OPTIONALITY_DOC = "Suffix with ! to make this a required field, or ? to keep it 
 
 
 class InsertFieldConfig(TransformConfig):
-    topic_field: str | None = ConfigField(None, alias="topic.field",
-                                          description="Field name for Kafka topic. " + OPTIONALITY_DOC)
-    partition_field: str | None = ConfigField(None, alias="partition.field",
-                                              description="Field name for Kafka partition. " + OPTIONALITY_DOC)
-    offset_field: str | None = ConfigField(None, alias="offset.field",
-                                           description="Field name for Kafka offset - only applicable to sink "
-                                                       "connectors. " + OPTIONALITY_DOC)
-    timestamp_field: str | None = ConfigField(None, alias="timestamp.field",
-                                              description="Field name for record timestamp. " + OPTIONALITY_DOC)
-    static_field: str | None = ConfigField(None, alias="static.field",
-                                           description="Field name for static data field. " + OPTIONALITY_DOC)
-    static_value: str | None = ConfigField(None, alias="static.value",
-                                           description="Static field value, if field name configured.")
-    replace_null_with_default: bool = ConfigField(True, alias="replace.null.with.default",
-                                                  description=REPLACE_NULL_DOC)
+    topic_field: str | None = ConfigField(
+        None, alias="topic.field", description="Field name for Kafka topic. " + OPTIONALITY_DOC
+    )
+    partition_field: str | None = ConfigField(
+        None, alias="partition.field", description="Field name for Kafka partition. " + OPTIONALITY_DOC
+    )
+    offset_field: str | None = ConfigField(
+        None,
+        alias="offset.field",
+        description="Field name for Kafka offset - only applicable to sink connectors. " + OPTIONALITY_DOC,
+    )
+    timestamp_field: str | None = ConfigField(
+        None, alias="timestamp.field", description="Field name for record timestamp. " + OPTIONALITY_DOC
+    )
+    static_field: str | None = ConfigField(
+        None, alias="static.field", description="Field name for static data field. " + OPTIONALITY_DOC
+    )
+    static_value: str | None = ConfigField(
+        None, alias="static.value", description="Static field value, if field name configured."
+    )
+    replace_null_with_default: bool = ConfigField(
+        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
+    )
 
 
 def _insertion_spec(spec: str | None) -> tuple[str, bool] | None:
@@ -266,8 +293,11 @@ class InsertField(SideTransformation):
         if not any((self.topic, self.partition, self.offset, self.timestamp, self.static)):
             raise ConfigException("No field insertion configured")
         if self.static is not None and c.static_value is None:
-            raise ConfigException(f"Invalid value null for configuration static.value: No value specified for "
-                                  f"static field: {c.static_field}", field="static.value")
+            raise ConfigException(
+                f"Invalid value null for configuration static.value: No value specified for "
+                f"static field: {c.static_field}",
+                field="static.value",
+            )
         self.cache = SchemaCache()
 
     def _inserted(self, record: ConnectRecord, with_schema: bool) -> dict[str, Any]:
@@ -295,19 +325,19 @@ class InsertField(SideTransformation):
             return self.new_record(record, None, updated)
         struct = require_struct(value, self.PURPOSE)
         new_schema = self.cache.get(struct.schema, self._updated_schema)
-        rnd = self.config.replace_null_with_default
-        values = {f.name: field_value(struct, f.name, rnd) for f in struct.schema.fields}
+        values = struct_values(struct, self.config.replace_null_with_default)
         values.update(self._inserted(record, with_schema=True))
         return self.new_record(record, new_schema, Struct(new_schema, values))
 
     def _updated_schema(self, schema: Schema) -> Schema:
         fields = [(f.name, f.schema) for f in schema.fields]
         for spec, optional_schema, required_schema in (
-                (self.topic, OPTIONAL_STRING_SCHEMA, STRING_SCHEMA),
-                (self.partition, OPTIONAL_INT32_SCHEMA, INT32_SCHEMA),
-                (self.offset, OPTIONAL_INT64_SCHEMA, INT64_SCHEMA),
-                (self.timestamp, timestamp_schema(True), timestamp_schema(False)),
-                (self.static, OPTIONAL_STRING_SCHEMA, STRING_SCHEMA)):
+            (self.topic, OPTIONAL_STRING_SCHEMA, STRING_SCHEMA),
+            (self.partition, OPTIONAL_INT32_SCHEMA, INT32_SCHEMA),
+            (self.offset, OPTIONAL_INT64_SCHEMA, INT64_SCHEMA),
+            (self.timestamp, timestamp_schema(True), timestamp_schema(False)),
+            (self.static, OPTIONAL_STRING_SCHEMA, STRING_SCHEMA),
+        ):
             if spec is not None:
                 fields.append((spec[0], optional_schema if spec[1] else required_schema))
         return struct_schema(schema, fields)
@@ -325,10 +355,12 @@ class InsertFieldValue(ValueSide, InsertField):
 
 
 class ValueToKeyConfig(TransformConfig):
-    fields: NonEmptyCsvList = ConfigField(alias="fields",
-                                          description="Field names on the record value to extract as the record key.")
-    replace_null_with_default: bool = ConfigField(True, alias="replace.null.with.default",
-                                                  description=REPLACE_NULL_DOC)
+    fields: NonEmptyCsvList = ConfigField(
+        alias="fields", description="Field names on the record value to extract as the record key."
+    )
+    replace_null_with_default: bool = ConfigField(
+        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
+    )
 
     @field_validator("fields")
     @classmethod

@@ -22,7 +22,6 @@ from .util import (
     SideTransformation,
     ValueSide,
     copy_schema_basics,
-    field_value,
     invalid,
     java_class,
     kafka_aliases,
@@ -32,22 +31,45 @@ from .util import (
     require_struct_or_none,
     schema_type_of,
     struct_schema,
+    struct_values,
 )
 
-__all__ = ["FlattenKey", "FlattenValue", "MaskFieldKey", "MaskFieldValue", "ReplaceFieldKey", "ReplaceFieldValue",
-           "SetSchemaMetadataKey", "SetSchemaMetadataValue"]
+__all__ = [
+    "FlattenKey",
+    "FlattenValue",
+    "MaskFieldKey",
+    "MaskFieldValue",
+    "ReplaceFieldKey",
+    "ReplaceFieldValue",
+    "SetSchemaMetadataKey",
+    "SetSchemaMetadataValue",
+]
 
-_PRIMITIVES = frozenset({SchemaType.INT8, SchemaType.INT16, SchemaType.INT32, SchemaType.INT64, SchemaType.FLOAT32,
-                         SchemaType.FLOAT64, SchemaType.BOOLEAN, SchemaType.STRING, SchemaType.BYTES})
+_PRIMITIVES = frozenset(
+    {
+        SchemaType.INT8,
+        SchemaType.INT16,
+        SchemaType.INT32,
+        SchemaType.INT64,
+        SchemaType.FLOAT32,
+        SchemaType.FLOAT64,
+        SchemaType.BOOLEAN,
+        SchemaType.STRING,
+        SchemaType.BYTES,
+    }
+)
 
 
 # -- Flatten -----------------------------------------------------------------------------------------------
 
 
 class FlattenConfig(TransformConfig):
-    delimiter: str = ConfigField(".", alias="delimiter",
-                                 description="Delimiter to insert between field names from the input record when "
-                                             "generating field names for the output record")
+    delimiter: str = ConfigField(
+        ".",
+        alias="delimiter",
+        description="Delimiter to insert between field names from the input record when "
+        "generating field names for the output record",
+    )
 
 
 class Flatten(SideTransformation):
@@ -89,15 +111,19 @@ class Flatten(SideTransformation):
                 continue
             kind = schema_type_of(item)
             if kind is None:
-                raise DataException(f"Flatten transformation was passed a value of type {java_class(item)} which "
-                                    "is not supported by Connect's data API")
+                raise DataException(
+                    f"Flatten transformation was passed a value of type {java_class(item)} which "
+                    "is not supported by Connect's data API"
+                )
             if kind == SchemaType.MAP:
                 self._flatten_map(item, name, out)
             elif kind in _PRIMITIVES or kind == SchemaType.ARRAY:
                 out[name] = item
             else:
-                raise DataException(f"Flatten transformation does not support {java_class(item)} for record "
-                                    f"without schemas (for field {name}).")
+                raise DataException(
+                    f"Flatten transformation does not support {java_class(item)} for record "
+                    f"without schemas (for field {name})."
+                )
 
     def _updated_schema(self, schema: Schema) -> Schema:
         fields: list[tuple[str, Schema]] = []
@@ -105,8 +131,14 @@ class Flatten(SideTransformation):
         self._flatten_schema(schema, "", fields, schema.optional, default)
         return struct_schema(schema, fields)
 
-    def _flatten_schema(self, schema: Schema, prefix: str, out: list[tuple[str, Schema]], optional: bool,
-                        parent_default: Struct | None) -> None:
+    def _flatten_schema(
+        self,
+        schema: Schema,
+        prefix: str,
+        out: list[tuple[str, Schema]],
+        optional: bool,
+        parent_default: Struct | None,
+    ) -> None:
         for f in schema.fields:
             name = self._name(prefix, f.name)
             field_optional = optional or f.schema.optional
@@ -114,11 +146,13 @@ class Flatten(SideTransformation):
             if default is None and parent_default is not None:
                 default = parent_default.values.get(f.name)
             if f.schema.type == SchemaType.STRUCT:
-                self._flatten_schema(f.schema, name, out, field_optional,
-                                     default if isinstance(default, Struct) else None)
+                self._flatten_schema(
+                    f.schema, name, out, field_optional, default if isinstance(default, Struct) else None
+                )
             else:
-                out.append((name, Schema(**copy_schema_basics(f.schema, optional=field_optional,
-                                                               default=default))))
+                out.append(
+                    (name, Schema(**copy_schema_basics(f.schema, optional=field_optional, default=default)))
+                )
 
     def _flatten_struct(self, struct: Struct | None, prefix: str, out: dict[str, Any]) -> None:
         if struct is None:
@@ -155,13 +189,20 @@ def _parse_renames(mappings: list[str]) -> dict[str, str]:
 
 
 class ReplaceFieldConfig(TransformConfig):
-    exclude: CsvList = ConfigField([], alias="exclude",
-                                   description="Fields to exclude. This takes precedence over the fields to include.")
-    include: CsvList = ConfigField([], alias="include",
-                                   description="Fields to include. If specified, only these fields will be used.")
-    renames: CsvList = ConfigField([], alias="renames", description="Field rename mappings, e.g. foo:bar,abc:xyz.")
-    replace_null_with_default: bool = ConfigField(True, alias="replace.null.with.default",
-                                                  description=REPLACE_NULL_DOC)
+    exclude: CsvList = ConfigField(
+        [],
+        alias="exclude",
+        description="Fields to exclude. This takes precedence over the fields to include.",
+    )
+    include: CsvList = ConfigField(
+        [], alias="include", description="Fields to include. If specified, only these fields will be used."
+    )
+    renames: CsvList = ConfigField(
+        [], alias="renames", description="Field rename mappings, e.g. foo:bar,abc:xyz."
+    )
+    replace_null_with_default: bool = ConfigField(
+        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -208,11 +249,13 @@ class ReplaceField(SideTransformation):
         schema = self.operating_schema(record)
         if schema is None:
             items = require_map(value, self.PURPOSE).items()
-            return self.new_record(record, None, {self.renames.get(k, k): v for k, v in items if self.keep(k)})
+            return self.new_record(
+                record, None, {self.renames.get(k, k): v for k, v in items if self.keep(k)}
+            )
         struct = require_struct(value, self.PURPOSE)
         updated = self.cache.get(struct.schema, self._updated_schema)
-        rnd = self.config.replace_null_with_default
-        values = {f.name: field_value(struct, self.reverse.get(f.name, f.name), rnd) for f in updated.fields}
+        source = struct_values(struct, self.config.replace_null_with_default)
+        values = {f.name: source[self.reverse.get(f.name, f.name)] for f in updated.fields}
         return self.new_record(record, updated, Struct(updated, values))
 
     def _updated_schema(self, schema: Schema) -> Schema:
@@ -235,11 +278,15 @@ _INT_RANGES = {SchemaType.INT8: 8, SchemaType.INT16: 16, SchemaType.INT32: 32, S
 
 class MaskFieldConfig(TransformConfig):
     fields: NonEmptyCsvList = ConfigField(alias="fields", description="Names of fields to mask.")
-    replacement: str | None = ConfigField(None, alias="replacement",
-                                          description="Custom value replacement, that will be applied to all "
-                                                      "'fields' values (numeric or non-empty string values only).")
-    replace_null_with_default: bool = ConfigField(True, alias="replace.null.with.default",
-                                                  description=REPLACE_NULL_DOC)
+    replacement: str | None = ConfigField(
+        None,
+        alias="replacement",
+        description="Custom value replacement, that will be applied to all "
+        "'fields' values (numeric or non-empty string values only).",
+    )
+    replace_null_with_default: bool = ConfigField(
+        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
+    )
 
     @field_validator("replacement")
     @classmethod
@@ -283,7 +330,7 @@ def _custom_replacement(value: Any, replacement: str, schema: Schema | None) -> 
             number = int(replacement.strip())
             bits = _INT_RANGES.get(schema.type) if schema is not None else None
             if bits is not None and not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
-                raise ValueError(f"Value out of range. Value:\"{replacement}\"")
+                raise ValueError(f'Value out of range. Value:"{replacement}"')
             return number
         elif isinstance(value, float):
             return float(replacement)
@@ -323,11 +370,10 @@ class MaskField(SideTransformation):
                 updated[name] = self._mask(value.get(name), None)
             return self.new_record(record, None, updated)
         struct = require_struct(self.operating_value(record), self.PURPOSE)
-        rnd = self.config.replace_null_with_default
-        values = {}
+        values = struct_values(struct, self.config.replace_null_with_default)
         for f in struct.schema.fields:
-            original = field_value(struct, f.name, rnd)
-            values[f.name] = self._mask(original, f.schema) if f.name in self.masked else original
+            if f.name in self.masked:
+                values[f.name] = self._mask(values[f.name], f.schema)
         return self.new_record(record, schema, Struct(struct.schema, values))
 
 
@@ -344,9 +390,12 @@ class MaskFieldValue(ValueSide, MaskField):
 
 class SetSchemaMetadataConfig(TransformConfig):
     schema_name: str | None = ConfigField(None, alias="schema.name", description="Schema name to set.")
-    schema_version: int | None = ConfigField(None, alias="schema.version", description="Schema version to set.")
-    replace_null_with_default: bool = ConfigField(True, alias="replace.null.with.default",
-                                                  description=REPLACE_NULL_DOC)
+    schema_version: int | None = ConfigField(
+        None, alias="schema.version", description="Schema version to set."
+    )
+    replace_null_with_default: bool = ConfigField(
+        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
+    )
 
 
 class SetSchemaMetadata(SideTransformation):
@@ -367,16 +416,24 @@ class SetSchemaMetadata(SideTransformation):
         updated = self.cache.get(schema, self._updated_schema)
         value = self.operating_value(record)
         if isinstance(value, Struct):
-            rnd = self.config.replace_null_with_default
-            value = Struct(updated, {f.name: field_value(value, f.name, rnd) for f in updated.fields})
+            value = Struct(updated, struct_values(value, self.config.replace_null_with_default))
         return self.new_record(record, updated, value)
 
     def _updated_schema(self, schema: Schema) -> Schema:
         name = self.config.schema_name if self.config.schema_name is not None else schema.name
         version = self.config.schema_version if self.config.schema_version is not None else schema.version
-        return Schema(type=schema.type, optional=schema.optional, name=name, version=version, doc=schema.doc,
-                      parameters=schema.parameters, default=schema.default, fields=schema.fields,
-                      key_schema=schema.key_schema, value_schema=schema.value_schema)
+        return Schema(
+            type=schema.type,
+            optional=schema.optional,
+            name=name,
+            version=version,
+            doc=schema.doc,
+            parameters=schema.parameters,
+            default=schema.default,
+            fields=schema.fields,
+            key_schema=schema.key_schema,
+            value_schema=schema.value_schema,
+        )
 
 
 class SetSchemaMetadataKey(KeySide, SetSchemaMetadata):

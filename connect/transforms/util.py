@@ -25,11 +25,36 @@ from ..api.records import ConnectRecord, SinkRecord
 from ..api.transforms import Transformation
 
 __all__ = [
-    "DATE_NAME", "DECIMAL_NAME", "TIME_NAME", "TIMESTAMP_NAME", "CsvList", "KeySide", "NonEmptyCsvList",
-    "SchemaCache", "SideTransformation", "ValueSide", "copy_schema_basics", "date_schema", "field_value", "invalid", "java_class",
-    "kafka_aliases", "ms_to_datetime", "require_map", "require_map_or_none", "require_schema",
-    "require_sink_record", "require_struct", "require_struct_or_none", "schema_type_of", "struct_schema",
-    "time_schema", "timestamp_schema", "to_epoch_ms", "trunc_div",
+    "DATE_NAME",
+    "DECIMAL_NAME",
+    "TIME_NAME",
+    "TIMESTAMP_NAME",
+    "CsvList",
+    "KeySide",
+    "NonEmptyCsvList",
+    "SchemaCache",
+    "SideTransformation",
+    "ValueSide",
+    "copy_schema_basics",
+    "date_schema",
+    "field_value",
+    "invalid",
+    "java_class",
+    "kafka_aliases",
+    "ms_to_datetime",
+    "require_map",
+    "require_map_or_none",
+    "require_schema",
+    "require_sink_record",
+    "require_struct",
+    "require_struct_or_none",
+    "schema_type_of",
+    "struct_schema",
+    "struct_values",
+    "time_schema",
+    "timestamp_schema",
+    "to_epoch_ms",
+    "trunc_div",
 ]
 
 PKG = "org.apache.kafka.connect.transforms"
@@ -91,7 +116,8 @@ def java_class(value: Any) -> str:
 def require_map(value: Any, purpose: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise DataException(
-            f"Only Map objects supported in absence of schema for [{purpose}], found: {java_class(value)}")
+            f"Only Map objects supported in absence of schema for [{purpose}], found: {java_class(value)}"
+        )
     return value
 
 
@@ -130,6 +156,18 @@ def field_value(struct: Struct, name: str, replace_null_with_default: bool = Tru
     return struct.values.get(name)
 
 
+def struct_values(struct: Struct, replace_null_with_default: bool = True) -> dict[str, Any]:
+    """Every field's value, by name, in schema order (defaults applied unless told otherwise)."""
+    values = struct.values
+    fields = struct.schema.fields
+    out = {f.name: values.get(f.name) for f in fields}
+    if replace_null_with_default:
+        for f in fields:
+            if f.schema.default is not None and out[f.name] is None:
+                out[f.name] = f.schema.default
+    return out
+
+
 def schema_type_of(value: Any) -> SchemaType | None:
     """Kafka's ``ConnectSchema.schemaType(Class)`` for a Python value; None when Connect has no type."""
     if isinstance(value, bool):
@@ -157,8 +195,13 @@ def schema_type_of(value: Any) -> SchemaType | None:
 def copy_schema_basics(source: Schema, type_: SchemaType | None = None, **changes: Any) -> dict[str, Any]:
     """Keyword arguments of a new Schema with ``source``'s name, version, doc and parameters
     (Kafka's ``SchemaUtil.copySchemaBasics``); array/map element schemas kept when the type is."""
-    kw: dict[str, Any] = {"type": type_ or source.type, "name": source.name, "version": source.version,
-                          "doc": source.doc, "parameters": source.parameters}
+    kw: dict[str, Any] = {
+        "type": type_ or source.type,
+        "name": source.name,
+        "version": source.version,
+        "doc": source.doc,
+        "parameters": source.parameters,
+    }
     if kw["type"] == source.type and source.type in (SchemaType.ARRAY, SchemaType.MAP):
         kw["key_schema"], kw["value_schema"] = source.key_schema, source.value_schema
     kw.update(changes)
