@@ -533,22 +533,19 @@ def run(args: argparse.Namespace) -> Results:
                 create_topic(broker.bootstrap, topic, partitions)
                 raw = out_dir / f"produce-{partitions}p.txt"
                 spy = start_py_spy(pid, raw, args.profile_rate)
-                kcat_produce(
-                    broker.bootstrap, topic, partitions, records_file, args.producers, args.per_partition
-                )
+                for _ in range(args.profile_rounds):
+                    kcat_produce(
+                        broker.bootstrap, topic, partitions, records_file, args.producers, args.per_partition
+                    )
                 stop_py_spy(spy)
                 results.profiles[f"produce {partitions}p"] = (
                     summarize_collapsed(raw) if raw.exists() else ["(py-spy wrote nothing)"]
                 )
                 raw = out_dir / f"consume-{partitions}p.txt"
+                consumers = args.consumers if partitions == 1 else partitions
                 spy = start_py_spy(pid, raw, args.profile_rate)
-                kcat_consume_count(
-                    broker.bootstrap,
-                    topic,
-                    partitions,
-                    args.records,
-                    args.consumers if partitions == 1 else partitions,
-                )
+                for _ in range(args.profile_rounds):
+                    kcat_consume_count(broker.bootstrap, topic, partitions, args.records, consumers)
                 stop_py_spy(spy)
                 results.profiles[f"consume {partitions}p"] = (
                     summarize_collapsed(raw) if raw.exists() else ["(py-spy wrote nothing)"]
@@ -681,7 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--linger-ms", type=float, default=0, help="latency run: the producer's linger.ms")
     parser.add_argument("--warmup", type=float, default=1.0, help="latency run: seconds not counted")
     parser.add_argument("--profile", metavar="DIR", help="also profile the broker with py-spy (untimed runs)")
-    parser.add_argument("--profile-rate", type=int, default=250)
+    parser.add_argument("--profile-rate", type=int, default=500, help="py-spy samples per second")
+    parser.add_argument("--profile-rounds", type=int, default=3, help="kcat runs per profiled phase")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="broker property override"
     )

@@ -20,6 +20,7 @@ from typing import Any
 
 from .config import BrokerConfig, ConfigError, Listener, TopicConfig
 from .log import PartitionLog
+from .log.cleaner import CleanerAborted, clean_partition_async
 from .producer_state import PartitionProducerState, replay
 from .protocol.errors import ErrorCode, KafkaError
 
@@ -310,6 +311,45 @@ class Cluster:
         while True:
             await asyncio.sleep(interval)
             self.apply_retention()
+
+    async def run_cleaner(self) -> None:
+        """Kafka's log cleaner: every ``log.cleaner.backoff.ms``, compact the partitions of topics
+        whose cleanup.policy includes ``compact`` (log/cleaner.py)."""
+        interval = self.config.log_cleaner_backoff_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            await self.clean_logs()
+
+    async def clean_logs(self) -> int:
+        """One cleaner round; returns the number of partitions cleaned. A partition that fails is
+        logged and tried again next round; the others carry on."""
+        cleaned = 0
+        for topic in list(self.topics.values()):
+            if not topic.config.compact:
+                continue
+            for index, (plog, state) in enumerate(zip(list(topic.partitions), list(topic.producers), strict=True)):
+                def snapshot(plog: PartitionLog = plog, state: PartitionProducerState = state) -> None:
+                    # A pass may remove whole idempotent batches: replay after a crash must start past them.
+                    if state.producers:
+                        state.snapshot(plog.log_end_offset)
+
+                try:
+                    result = await clean_partition_async(plog, int(time.time() * 1000), before_pass=snapshot)
+                except CleanerAborted:
+                    continue  # the topic was deleted or the broker is stopping
+                except Exception:
+                    log.exception("log cleaner failed on %s-%d; retrying next round", topic.name, index)
+                    continue
+                if result is not None:
+                    cleaned += 1
+                    log.info(
+                        "cleaned %s-%d up to offset %d: %d segments, %d bytes -> %d segments, %d bytes; "
+                        "%d of %d records kept, %d tombstones dropped, %.3fs",
+                        topic.name, index, result.end_offset, result.segments_before, result.bytes_before,
+                        result.segments_after, result.bytes_after, result.records_kept, result.records_read,
+                        result.tombstones_dropped, result.seconds,
+                    )
+        return cleaned
 
     def apply_retention(self) -> int:
         now_ms = int(time.time() * 1000)

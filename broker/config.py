@@ -150,6 +150,7 @@ class BrokerConfig(_KafkaModel):
         24 * 3600 * 1000, alias="log.cleaner.delete.retention.ms", ge=0
     )
     log_cleaner_min_cleanable_ratio: float = Field(0.5, alias="log.cleaner.min.cleanable.ratio", ge=0, le=1)
+    log_cleaner_backoff_ms: int = Field(15000, alias="log.cleaner.backoff.ms", ge=1)
     log_message_timestamp_type: str = Field("CreateTime", alias="log.message.timestamp.type")
     compression_type: str = Field("producer", alias="compression.type")
     message_max_bytes: int = Field(1048588, alias="message.max.bytes", ge=0)

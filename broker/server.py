@@ -78,6 +78,7 @@ class BrokerServer:
         self._background = [
             asyncio.create_task(self._supervise("flush scheduler", self.cluster.run_flush_scheduler())),
             asyncio.create_task(self._supervise("retention", self.cluster.run_retention())),
+            asyncio.create_task(self._supervise("log cleaner", self.cluster.run_cleaner())),
         ]
 
     async def _supervise(self, name: str, coro: Any) -> None:

@@ -11,11 +11,15 @@ from ..protocol.errors import ErrorCode, KafkaError
 TOPIC, BROKER = 2, 4
 # ConfigSource values of DescribeConfigs v1+
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-_TYPES = {bool: 1, str: 2, int: 5, float: 7}  # BOOLEAN, STRING, LONG, DOUBLE
+# ConfigType of DescribeConfigs v3+: BOOLEAN 1, STRING 2, INT 3, LONG 5, DOUBLE 6, LIST 7
+_TYPES = {bool: 1, str: 2, int: 5, float: 6}
+_BY_KEY = {"cleanup.policy": 7, "segment.bytes": 3, "max.message.bytes": 3, "index.interval.bytes": 3,
+           "num.partitions": 3, "node.id": 3, "log.segment.bytes": 3, "message.max.bytes": 3,
+           "socket.request.max.bytes": 3, "listeners": 7, "advertised.listeners": 7, "log.dirs": 7}
 
 
-def _config_type(value: Any) -> int:
-    return _TYPES.get(type(value), 2)
+def _config_type(value: Any, key: str = "") -> int:
+    return _BY_KEY.get(key) or _TYPES.get(type(value), 2)
 
 
 def describe_topic(cluster: Cluster, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
@@ -30,7 +34,7 @@ def describe_topic(cluster: Cluster, name: str, keys: list[str] | None) -> list[
         source = DYNAMIC_TOPIC_CONFIG if override else DEFAULT_CONFIG
         out.append({"name": key, "value": value, "read_only": False, "config_source": source,
                     "is_default": not override, "is_sensitive": False, "synonyms": [],
-                    "config_type": _config_type(raw[key]), "documentation": None})
+                    "config_type": _config_type(raw[key], key), "documentation": None})
     return out
 
 
@@ -49,7 +53,7 @@ def describe_broker(cluster: Cluster, name: str, keys: list[str] | None) -> list
         out.append({"name": key, "value": None if value is None else (str(value).lower() if isinstance(value, bool) else str(value)),
                     "read_only": True, "config_source": STATIC_BROKER_CONFIG if attr in explicit else DEFAULT_CONFIG,
                     "is_default": attr not in explicit, "is_sensitive": False, "synonyms": [],
-                    "config_type": _config_type(value), "documentation": None})
+                    "config_type": _config_type(value, key), "documentation": None})
     return out
 
 

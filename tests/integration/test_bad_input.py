@@ -728,8 +728,9 @@ def test_null_and_empty_records(broker: Any) -> None:
 def test_pipelined_requests_answered_in_order(broker: Any) -> None:
     """20 requests in one write, mixed APIs (one slow long-poll fetch first), answered in order."""
     start = end_offset(broker.port, PIPELINE)
+    quiet_end = end_offset(broker.port, SENTINEL)  # nothing is appended there: the fetch waits 300 ms
     reqs: list[tuple[Any, Any]] = [
-        (fetch_req(PIPELINE, start + 1000, max_wait_ms=300, min_bytes=1), FetchResponse)
+        (fetch_req(SENTINEL, quiet_end, max_wait_ms=300, min_bytes=1), FetchResponse)
     ]
     for i in range(19):
         kind = i % 5
@@ -750,9 +751,12 @@ def test_pipelined_requests_answered_in_order(broker: Any) -> None:
             reqs.append((fetch_req(PIPELINE, start), FetchResponse))
     cids = [7919 * (i + 1) % 100003 for i in range(len(reqs))]  # distinct, not sequential
     with Conn(broker.port, timeout=10) as c:
+        sent_at = time.monotonic()
         c.send_raw(b"".join(frame(req, cid) for (req, _), cid in zip(reqs, cids, strict=True)))
         answers = [c.recv(resp_cls, req.API_VERSION) for req, resp_cls in reqs]
+        assert time.monotonic() - sent_at >= 0.25  # the long poll held back everything behind it
     assert [cid for cid, _ in answers] == cids
+    assert answers[0][1].responses[0].partitions[0].error_code == 0
     produced = [
         a.responses[0].partition_responses[0]
         for (_, a), (_, cls) in zip(answers, reqs, strict=True)

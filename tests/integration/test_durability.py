@@ -1,4 +1,5 @@
-"""Durability: clean restart, SIGKILL while producing, and a damaged segment tail."""
+"""Durability: clean restart, SIGKILL while producing, a damaged segment tail, retention and
+DeleteRecords across segments (both persisted), and a clean shutdown under connection churn."""
 
 from __future__ import annotations
 
@@ -27,12 +28,10 @@ from hwclients import (
 
 
 def _restart_on_new_port(b):
-    old = b.port
-    b.stop()
+    """SIGTERM (must exit 0), then start again on a fresh ephemeral port."""
+    assert b.stop() == 0
     b.port = 0
-    b.start()
-    assert b.port != old or b.port  # a fresh ephemeral port (usually different)
-    return b
+    return b.start()
 
 
 def _watermarks(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]]:

@@ -163,6 +163,8 @@ if client == "confluent":
                 break
     c.close()
 elif client == "kafka-python":
+    import logging
+    logging.basicConfig(level=logging.WARNING)
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -182,6 +184,8 @@ elif client == "kafka-python":
     while time.monotonic() < deadline:
         try:
             c.poll(timeout_ms=100)
+            if cfg.get("commit") and c.assignment():
+                c.commit()  # synchronous: a fenced member learns it here
         except Exception as exc:
             emit("error", name=type(exc).__name__, message=str(exc))
             time.sleep(0.2)
@@ -218,12 +222,14 @@ class ConsumerProc:
 
     def __init__(self, client: str, bootstrap: str, topic: str, group: str, log_dir: Path, *,
                  session_ms: int = 6000, heartbeat_ms: int = 500, instance_id: str | None = None,
-                 client_id: str | None = None, lifetime_s: float = 100, debug: str | None = None) -> None:
+                 client_id: str | None = None, lifetime_s: float = 100, debug: str | None = None,
+                 commit: bool = False) -> None:
         self.client = client
         self.client_id = client_id or f"hw-{client}-{uuid.uuid4().hex[:6]}"
         cfg = {"client": client, "bootstrap": bootstrap, "topic": topic, "group": group,
                "session_ms": session_ms, "heartbeat_ms": heartbeat_ms, "instance_id": instance_id,
-               "client_id": self.client_id, "lifetime_s": lifetime_s, "debug": debug}
+               "client_id": self.client_id, "lifetime_s": lifetime_s, "debug": debug,
+               "commit": commit}
         self.stderr_path = log_dir / f"{self.client_id}.stderr"
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen([sys.executable, "-c", CONSUMER_SCRIPT, json.dumps(cfg)],
@@ -609,12 +615,33 @@ def test_committed_offsets_survive_clean_restart_and_sigkill(fresh_broker: Broke
     broker.start()
     check_committed(broker.port, broker.bootstrap, topic, groups, 0)
 
-    # round 1: commit again with each client, then SIGKILL the broker
+    # round 1: commit again with each client; delete one offset of a group and a whole group
+    # (tombstones in __consumer_offsets); then SIGKILL the broker
     for client, group in groups.items():
         assert COMMITTERS[client](broker.bootstrap, topic, group, COMMITS[client][1]) == COMMITS[client][1], client
+    partial, deleted = unique("g-offsets-partial"), unique("g-offsets-deleted")
+    with RawConn(broker.port) as conn:
+        simple_commit(conn, partial, topic, {0: 5, 1: 6})
+        simple_commit(conn, deleted, topic, {0: 7, 1: 8})
+        od = conn.call(offset_delete_req(partial, topic, [0]), OffsetDeleteResponse)
+        assert [(p.partition_index, p.error_code) for t in od.topics for p in t.partitions] == [(0, NONE)]
+        dg = conn.call(DeleteGroupsRequest[1](groups_names=[deleted]), DeleteGroupsResponse)
+        assert [r.error_code for r in dg.results] == [NONE]
     broker.kill()
     broker.start()
     check_committed(broker.port, broker.bootstrap, topic, groups, 1)
+    assert raw_offset_fetch(broker.port, partial, topic, [0, 1]) == {0: -1, 1: 6}
+    assert raw_offset_fetch(broker.port, deleted, topic, [0, 1]) == {0: -1, 1: -1}
+    with RawConn(broker.port) as conn:
+        listed = {g.group_id: g.protocol_type for g in conn.call(ListGroupsRequest[2](), ListGroupsResponse).groups}
+        assert deleted not in listed
+        assert all(listed.get(g) == "consumer" for g in groups.values()), listed
+        # OffsetFetch v2+ with a null topic list: every committed partition of the group
+        for client, group in groups.items():
+            resp = conn.call(OffsetFetchRequest[5](group_id=group, topics=None), OffsetFetchResponse)
+            assert resp.error_code == NONE
+            got = {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
+            assert got == {(topic, p): o for p, o in COMMITS[client][1].items()}, client
 
     # a new member of each group resumes exactly at the committed offsets
     for client, group in groups.items():
@@ -662,12 +689,13 @@ def test_static_member_restart_keeps_assignment_without_rebalance(gbroker: Broke
 
 
 def test_duplicate_static_instance_id_fences_the_old_member(gbroker: BrokerProcess, consumer_procs) -> None:
-    """kafka-python surfaces the fence (poll raises FencedInstanceIdError); librdkafka 2.16 only logs
-    it as a fatal error without handing it to the application, so the old member is kafka-python."""
+    """The old member (kafka-python, committing after each poll) gets FencedInstanceIdError from
+    commit(). (librdkafka 2.16 logs a fatal "Static consumer fenced" but hands the application no
+    error event, and kafka-python's heartbeat thread only logs it.)"""
     topic, group = unique("grp-fence"), unique("g-fence")
     create_topic(gbroker.bootstrap, topic, 4)
     kw = {"session_ms": 6000, "heartbeat_ms": 300}
-    old = consumer_procs("kafka-python", gbroker.bootstrap, topic, group, instance_id="inst-x", **kw)
+    old = consumer_procs("kafka-python", gbroker.bootstrap, topic, group, instance_id="inst-x", commit=True, **kw)
     wait_balanced([old], 4)
     other = consumer_procs("confluent", gbroker.bootstrap, topic, group, instance_id="inst-y", **kw)
     wait_balanced([old, other], 4)
