@@ -1,4 +1,4 @@
-"""DescribeCluster (key 60), v0 (a flexible version from the start).
+"""DescribeCluster (key 60), v0-v2 (flexible versions from the start; kafka-python needs v1+).
 
 Behavior: one broker, which is also the controller.
 """
@@ -10,7 +10,7 @@ from typing import Any
 from .registry import RequestContext, api
 
 
-@api(key=60, min=0, max=0)
+@api(key=60, min=0, max=2)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     cluster = ctx.cluster
     endpoint = cluster.advertised[0]
@@ -19,5 +19,4 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "cluster_id": cluster.cluster_id, "controller_id": cluster.node_id,
         "brokers": [{"broker_id": cluster.node_id, "host": endpoint.host or "localhost", "port": endpoint.port,
                      "rack": None, "is_fenced": False}],
-        "authorized_operations": -(2**31),
     }

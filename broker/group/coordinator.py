@@ -520,14 +520,14 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return {"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
-                    "protocol_data": "", "members": [], "authorized_operations": -(2**31)}
+                    "protocol_data": "", "members": []}
         stable = group.state == GroupState.STABLE
         members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                     "client_host": m.client_host, "member_metadata": m.metadata_for(group.protocol or ""),
                     "member_assignment": m.assignment if stable else b""} for m in group.members.values()]
         return {"error_code": 0, "group_id": group_id, "group_state": group.state.value,
                 "protocol_type": group.protocol_type or "", "protocol_data": group.protocol or "",
-                "members": members, "authorized_operations": -(2**31)}
+                "members": members}
 
     def list_groups(self, states: list[str] | None, types: list[str] | None) -> list[dict[str, Any]]:
         out = []

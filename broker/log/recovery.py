@@ -14,10 +14,13 @@ discarded and the original segments, never touched before the marker, stay.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 from .segment import LogSegment
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CLEANER_SWAP_FILE",
@@ -142,7 +145,11 @@ def recover_segments(directory: Path, index_interval_bytes: int) -> tuple[list[L
         segments.append(seg)
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         if next_base is None or recovery_point is None or next_base > recovery_point:
-            if seg.recover() and next_base is not None:
+            cut = seg.recover()
+            if cut:
+                log.warning("%s: truncated %d bytes of torn or corrupt data at the end of segment %020d.log",
+                            directory, cut, base)
+            if cut and next_base is not None:
                 # A torn segment that is not the last: later offsets cannot follow it (as Kafka).
                 for later in bases[i + 1 :]:
                     LogSegment.open(directory, later, index_interval_bytes).delete()
