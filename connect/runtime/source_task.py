@@ -164,10 +164,10 @@ class WorkerSourceTask(WorkerTask):
             except Exception as exc:
                 await self.errors.recover(Stage.VALUE_CONVERTER, vc, exc, record=record)
                 continue
-            headers: list[tuple[str, bytes]] = []
+            headers: list[tuple[str, bytes | None]] = []
             if record.headers:
                 try:
-                    headers = [(h.key, hc.from_connect_header(topic, h.key, h.schema, h.value) or b"")
+                    headers = [(h.key, hc.from_connect_header(topic, h.key, h.schema, h.value))
                                for h in record.headers]
                 except Exception as exc:
                     await self.errors.recover(Stage.HEADER_CONVERTER, hc, exc, record=record)

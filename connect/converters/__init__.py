@@ -1,0 +1,27 @@
+"""Headwater's built-in converters, registered like any plugin through ``headwater_converters``.
+
+- ``JsonConverter`` (``org.apache.kafka.connect.json.JsonConverter``), also a header converter;
+- ``StringConverter`` (``org.apache.kafka.connect.storage.StringConverter``), also a header converter;
+- ``ByteArrayConverter`` (``org.apache.kafka.connect.converters.ByteArrayConverter``), also a header converter;
+- ``SimpleHeaderConverter`` (``org.apache.kafka.connect.storage.SimpleHeaderConverter``), the default
+  header converter.
+
+Logical types (Decimal, Date, Time, Timestamp) live in :mod:`.logical`.
+"""
+
+from headwater.connect.api.hookspecs import hookimpl
+
+from .bytearray_converter import ByteArrayConverter
+from .json_converter import JsonConverter
+from .simple_header import SimpleHeaderConverter
+from .string_converter import StringConverter
+
+__all__ = ["CONVERTERS", "ByteArrayConverter", "JsonConverter", "SimpleHeaderConverter", "StringConverter",
+           "headwater_converters"]
+
+CONVERTERS: list[type] = [JsonConverter, StringConverter, ByteArrayConverter, SimpleHeaderConverter]
+
+
+@hookimpl
+def headwater_converters() -> list[type]:
+    return CONVERTERS

@@ -1,0 +1,42 @@
+"""Kafka Connect's ``StringConverter`` (also a header converter)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headwater.connect.api.converters import Converter, HeaderConverter, SchemaAndValue
+from headwater.connect.api.data import OPTIONAL_STRING_SCHEMA, Schema
+
+from ._common import config_encoding, java_str
+
+__all__ = ["StringConverter"]
+
+
+class StringConverter(Converter, HeaderConverter):
+    """Values as strings in ``converter.encoding`` (UTF-8); other values use their (Java-style) string form."""
+
+    aliases = ("org.apache.kafka.connect.storage.StringConverter",)
+
+    def __init__(self) -> None:
+        self.encoding = "utf-8"
+
+    def configure(self, configs: dict[str, Any], is_key: bool = False) -> None:
+        self.encoding = config_encoding(configs, "converter.encoding")
+
+    def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
+        if value is None:
+            return None
+        if type(value) is not str:
+            value = java_str(value, self.encoding)
+        return value.encode(self.encoding, "replace")  # Java's getBytes replaces unmappable characters
+
+    def to_connect_data(self, topic: str, data: bytes | None) -> SchemaAndValue:
+        if data is None:
+            return SchemaAndValue(OPTIONAL_STRING_SCHEMA, None)
+        return SchemaAndValue(OPTIONAL_STRING_SCHEMA, data.decode(self.encoding, "replace"))
+
+    def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
+        return self.from_connect_data(topic, schema, value)
+
+    def to_connect_header(self, topic: str, key: str, data: bytes | None) -> SchemaAndValue:
+        return self.to_connect_data(topic, data)
