@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any, ClassVar
 
 from headwater.connect.api import SinkConnector, SinkConnectorConfig, SinkRecord, SinkTask, TopicPartition
@@ -45,6 +46,8 @@ def _line(value: Any) -> str:
 class FileStreamSinkTask(SinkTask):
     def start(self, config: dict[str, str]) -> None:
         self.filename = config.get("file", "")
+        if self.filename:
+            Path(self.filename).parent.mkdir(parents=True, exist_ok=True)
         self.out = open(self.filename, "a", encoding="utf-8", buffering=1 << 20) if self.filename else sys.stdout
 
     def put(self, records: list[SinkRecord]) -> None:
