@@ -40,6 +40,24 @@ def _standalone(args: argparse.Namespace) -> int:
     return 0
 
 
+def _distributed(args: argparse.Namespace) -> int:
+    from .config import WorkerConfigError, load_worker_config
+    from .main import run, serve_distributed
+    from .storage.kafka_log import TopicNotCompacted
+
+    try:
+        config = load_worker_config(args.worker_properties, args.set)
+    except (WorkerConfigError, OSError) as exc:
+        print(f"headwater connect distributed: invalid worker configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        run(lambda stop: serve_distributed(config, stop))
+    except TopicNotCompacted as exc:
+        print(f"headwater connect distributed: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _up(args: argparse.Namespace) -> int:
     from .main import run
     from .up import serve_up
@@ -67,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="override one worker property (repeatable)")
     standalone.set_defaults(func=_standalone)
+
+    distributed = modes.add_parser("distributed", help="a worker of a cluster sharing group.id")
+    distributed.add_argument("worker_properties", help="worker .properties file")
+    distributed.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                             help="override one worker property (repeatable)")
+    distributed.set_defaults(func=_distributed)
 
     up = sub.add_parser("up", help="a broker, a worker and the REST API in one process")
     up.add_argument("connectors", nargs="*", help="connector configs to create (.json or .properties)")

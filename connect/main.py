@@ -78,6 +78,43 @@ async def serve_standalone(config: WorkerConfig, connector_files: list[str], sto
         registry.close()
 
 
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host if host not in ("", "0.0.0.0") else "127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def serve_distributed(config: WorkerConfig, stop: asyncio.Event,
+                            ready: Callable[[str], Awaitable[None] | None] | None = None) -> None:
+    from .herder.distributed import DistributedHerder
+
+    host, port = config.rest_host_port()
+    if port == 0:  # the worker id and advertised URL need the real port before the herder exists
+        port = _free_port(host)
+        config = config.model_copy(update={"listeners": f"http://{host}:{port}"})
+    adv_host = config.rest_advertised_host_name or (host if host not in ("", "0.0.0.0") else "127.0.0.1")
+    adv_port = config.rest_advertised_port or port
+    registry = PluginRegistry(config.plugin_paths())
+    if config.plugin_paths():
+        registry.watch()
+    herder = DistributedHerder(config, registry, f"{adv_host}:{adv_port}", f"http://{adv_host}:{adv_port}/")
+    runner, url = await start_rest(herder, config)
+    try:
+        await herder.start()
+        log.info("Headwater Connect worker (distributed, group %s) REST API at %s", config.group_id, url)
+        if ready is not None:
+            result = ready(url)
+            if asyncio.iscoroutine(result):
+                await result
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        await herder.stop()
+        registry.close()
+
+
 def run(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     """Run ``main(stop)`` on uvloop when available, setting ``stop`` on SIGTERM/SIGINT."""
 

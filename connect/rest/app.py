@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from ..herder.base import BadRequest, Conflict, Herder, NotFound
+from ..herder.distributed import NotLeader
 from ..plugins import UnknownPlugin
 from ..runtime.state import TargetState
 from ..runtime.worker import ConfigErrors
@@ -34,10 +35,31 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error_code": status, "message": message}, status=status)
 
 
+async def _forward(request: web.Request, url: str | None) -> web.StreamResponse:
+    """Replay a leader-only request at the leader (Kafka's HerderRequestHandler)."""
+    forward = request.query.get("forward")
+    if url is None or forward == "false":
+        return _error(409, "Cannot complete request because of a conflicting operation (e.g. worker rebalance)")
+    import aiohttp
+
+    query = [(k, v) for k, v in request.query.items() if k != "forward"]
+    query.append(("forward", "false" if forward == "true" else "true"))
+    body = await request.read()
+    headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
+    async with aiohttp.ClientSession() as session, session.request(
+            request.method, url.rstrip("/") + request.path, params=query, data=body or None, headers=headers,
+            timeout=aiohttp.ClientTimeout(total=90)) as resp:
+        payload = await resp.read()
+        out_headers = {k: v for k, v in resp.headers.items() if k in ("Content-Type", "Location")}
+        return web.Response(status=resp.status, body=payload, headers=out_headers)
+
+
 @web.middleware
 async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
+    except NotLeader as exc:
+        return await _forward(request, exc.url)
     except web.HTTPException as exc:
         if exc.status >= 400:
             return _error(exc.status, exc.reason or exc.text or "")
@@ -196,6 +218,20 @@ async def connector_status(request: web.Request) -> web.Response:
 @routes.get("/connectors/{name}/tasks")
 async def tasks(request: web.Request) -> web.Response:
     return web.json_response(_herder(request).tasks(request.match_info["name"]))
+
+
+@routes.post("/connectors/{name}/tasks")
+async def put_task_configs(request: web.Request) -> web.Response:
+    """Internal: a follower running the connector hands its task configs to the leader."""
+    herder = _herder(request)
+    configs = await _json(request)
+    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+        raise BadRequest("Task configs must be a JSON array of objects")
+    put = getattr(herder, "put_task_configs", None)
+    if put is None:
+        raise BadRequest("Task configs can only be written to a distributed worker")
+    await put(request.match_info["name"], [{str(k): str(v) for k, v in c.items()} for c in configs])
+    return web.Response(status=204)
 
 
 @routes.get("/connectors/{name}/tasks-config")

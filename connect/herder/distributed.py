@@ -1,0 +1,341 @@
+"""DistributedHerder: workers sharing a ``group.id`` split connectors and tasks between them.
+
+State lives in three compacted topics (configs, offsets, statuses); membership and
+assignment go through the broker's group protocol (type ``connect``) with the leader
+running the incremental cooperative assignor. Writes that only the leader may make
+raise NotLeader, and the REST layer forwards them to the leader's URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ..config import WorkerConfig
+from ..plugins import PluginRegistry
+from ..runtime.state import State, Status, TargetState
+from ..runtime.worker_task import TaskId
+from ..storage.kafka_log import ensure_compacted_topic
+from ..storage.kafka_stores import KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
+from .assignor import IncrementalAssignor
+from .base import Conflict, Herder, NotFound
+from .membership import GroupMembership, JoinResult
+from .protocol import Assignment, MemberMetadata, encode_metadata
+
+__all__ = ["DistributedHerder", "NotLeader", "NotOwner"]
+
+log = logging.getLogger(__name__)
+
+
+class NotLeader(Exception):
+    """Only the leader may do this; ``url`` is the leader's REST URL (None while unknown)."""
+
+    def __init__(self, url: str | None) -> None:
+        super().__init__(f"Cannot complete request because of a conflicting operation (e.g. worker rebalance); "
+                         f"the leader is {url or 'not known yet'}")
+        self.url = url
+
+
+class NotOwner(NotLeader):
+    """The work runs on another worker, at ``url``."""
+
+
+class DistributedHerder(Herder):
+    def __init__(self, config: WorkerConfig, registry: PluginRegistry, worker_id: str, rest_url: str) -> None:
+        bootstrap = config.bootstrap_servers
+        client = f"connect-{worker_id}"
+        super().__init__(config, registry, KafkaOffsetStore(bootstrap, config.offset_storage_topic, f"{client}-offsets"),
+                         worker_id)
+        self.rest_url = rest_url.rstrip("/")
+        self.config_store = KafkaConfigStore(bootstrap, config.config_storage_topic, f"{client}-configs",
+                                             self._on_config_change)
+        self.status_store = KafkaStatusStore(bootstrap, config.status_storage_topic, f"{client}-statuses")
+        snap = self.config_store.snapshot
+        self.configs, self.targets, self.task_configs = snap.connectors, snap.targets, snap.tasks
+        self.statuses = self.status_store.statuses
+        self.assignor = IncrementalAssignor(config.scheduled_rebalance_max_delay_ms)
+        protocols = ["default"] if config.connect_protocol == "eager" else (
+            ["sessioned", "compatible", "default"] if config.connect_protocol == "sessioned" else ["compatible", "default"])
+        self.membership = GroupMembership(
+            bootstrap, config.group_id, client, config.session_timeout_ms, config.rebalance_timeout_ms,
+            config.heartbeat_interval_ms, protocols, self._metadata, self._assign, self._on_assignment)
+        self.assignment: Assignment | None = None
+        self.generation = -1
+        self.leader_url: str | None = None
+        self._running_configs: dict[str, dict[str, str]] = {}
+        self._running_task_configs: dict[TaskId, dict[str, str]] = {}
+        self._work = asyncio.Lock()
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg, bootstrap = self.config, self.config.bootstrap_servers
+        await ensure_compacted_topic(bootstrap, cfg.config_storage_topic, 1, cfg.config_storage_replication_factor,
+                                     "connector configurations", "config.storage.topic")
+        await ensure_compacted_topic(bootstrap, cfg.offset_storage_topic, cfg.offset_storage_partitions,
+                                     cfg.offset_storage_replication_factor, "source connector offsets",
+                                     "offset.storage.topic")
+        await ensure_compacted_topic(bootstrap, cfg.status_storage_topic, cfg.status_storage_partitions,
+                                     cfg.status_storage_replication_factor, "connector and task statuses",
+                                     "status.storage.topic")
+        await self.offsets.start()
+        await self.status_store.start()
+        await self.config_store.start()
+        self._running_configs = {}
+        await self.membership.start()
+
+    async def stop(self) -> None:
+        await self.membership.stop()
+        async with self._work:
+            await self.worker.stop()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.config_store.stop()
+        await self.status_store.stop()
+        await self.offsets.stop()
+
+    def ready(self) -> bool:
+        return self.assignment is not None
+
+    def _spawn(self, coro: Any, what: str) -> None:
+        async def guarded() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s failed", what)
+
+        task = asyncio.ensure_future(guarded())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def _on_status(self, connector: str, task: int | None, state: State, trace: str | None) -> None:
+        current = self.statuses.get((connector, task))
+        if state == State.UNASSIGNED and current is not None and current.worker_id != self.worker_id:
+            return  # another worker owns it now: do not overwrite its status
+        status = Status(state, self.worker_id, trace, max(self.generation, 0))
+        self._spawn(self.status_store.put(connector, task, status), f"writing status of {connector}")
+
+    # -- group protocol callbacks -------------------------------------------------------------------
+
+    def _metadata(self) -> bytes:
+        return encode_metadata(MemberMetadata(self.rest_url, self.config_store.snapshot.offset, self.assignment, 1))
+
+    async def _assign(self, join: JoinResult) -> dict[str, Assignment]:
+        await self.config_store.log.read_to_end()
+        snap = self.config_store.snapshot
+        counts = {name: len(snap.tasks.get(name, [])) for name in snap.connectors}
+        return self.assignor.assign(join.member_id, self.rest_url, snap.offset, join.members, counts)
+
+    async def _on_assignment(self, assignment: Assignment, generation: int, leader: bool) -> None:
+        async with self._work:
+            self.generation = generation
+            self.leader_url = assignment.leader_url
+            if self.config_store.snapshot.offset < assignment.config_offset:
+                await self.config_store.log.read_to_end()
+            wanted_connectors = set(assignment.connectors())
+            wanted_tasks = {TaskId(c, t) for c, t in assignment.tasks()}
+            stale = [t for t in self.worker.task_ids() if t not in wanted_tasks]
+            await self.worker.stop_tasks(stale)
+            for t in stale:
+                self._running_task_configs.pop(t, None)
+            for name in list(self.worker.connectors):
+                if name not in wanted_connectors:
+                    await self.worker.stop_connector(name)
+                    self._running_configs.pop(name, None)
+            self.assignment = assignment
+            for name in sorted(wanted_connectors - set(self.worker.connectors)):
+                await self._start_connector(name)
+            for tid in sorted(wanted_tasks - set(self.worker.tasks)):
+                await self._start_task(tid)
+
+    async def _start_connector(self, name: str) -> None:
+        config = self.configs.get(name)
+        if config is None:
+            return
+        target = self.targets.get(name, TargetState.STARTED)
+        self._running_configs[name] = dict(config)
+        ok = await self.worker.start_connector(name, config, target)
+        if ok and target != TargetState.STOPPED:
+            self._spawn(self.reconfigure(name), f"generating task configs of {name}")
+
+    async def _start_task(self, tid: TaskId) -> None:
+        configs = self.task_configs.get(tid.connector) or []
+        if tid.task >= len(configs) or tid.connector not in self.configs:
+            return
+        self._running_task_configs[tid] = configs[tid.task]
+        await self.worker.start_task(tid, self.configs[tid.connector], configs[tid.task],
+                                     self.targets.get(tid.connector, TargetState.STARTED))
+
+    def _owns_connector(self, name: str) -> bool:
+        return self.assignment is not None and name in self.assignment.connectors()
+
+    # -- config topic events ----------------------------------------------------------------------
+
+    def _on_config_change(self, kind: str, name: str) -> None:
+        self._spawn(self._handle_config_change(kind, name), f"applying a {kind} change of {name}")
+
+    async def _handle_config_change(self, kind: str, name: str) -> None:
+        if kind in ("removed",):
+            async with self._work:
+                await self.worker.stop_tasks(self.worker.task_ids(name))
+                await self.worker.stop_connector(name)
+            self.membership.request_rejoin()
+        elif kind == "connector":
+            config = self.configs.get(name)
+            if name in self._running_configs and config != self._running_configs.get(name):
+                async with self._work:  # a new config bounces only this connector
+                    if self._owns_connector(name):
+                        await self.worker.stop_connector(name)
+                        await self._start_connector(name)
+            elif not self._owns_connector(name):
+                self.membership.request_rejoin()
+        elif kind == "tasks":
+            async with self._work:
+                new = self.task_configs.get(name) or []
+                changed = [t for t in self.worker.task_ids(name)
+                           if t.task >= len(new) or self._running_task_configs.get(t) != new[t.task]]
+                await self.worker.stop_tasks(changed)
+                for t in changed:
+                    self._running_task_configs.pop(t, None)
+                if self.assignment is not None:
+                    for c, t in self.assignment.tasks():
+                        tid = TaskId(c, t)
+                        if c == name and tid not in self.worker.tasks:
+                            await self._start_task(tid)
+            self.membership.request_rejoin()
+        elif kind == "target":
+            await self._apply_target(name)
+        elif kind == "restart":
+            request = self.config_store.restart_requests.pop(name, None)
+            if request is not None:
+                await self._restart_local(name, request["include_tasks"], request["only_failed"])
+
+    async def _apply_target(self, name: str) -> None:
+        target = self.targets.get(name, TargetState.STARTED)
+        async with self._work:
+            running = self.worker.connectors.get(name)
+            was_stopped = running is not None and running.target == TargetState.STOPPED
+            if target == TargetState.STOPPED:
+                await self.worker.stop_tasks(self.worker.task_ids(name))
+                if running is not None and not was_stopped:
+                    await self.worker.stop_connector(name)
+                    await self._start_connector(name)
+                return
+            if was_stopped and self._owns_connector(name):
+                await self.worker.stop_connector(name)
+                await self._start_connector(name)
+                return
+            self.worker.set_target_state(name, target)
+
+    async def _restart_local(self, name: str, include_tasks: bool, only_failed: bool) -> None:
+        async with self._work:
+            failed = self.statuses.get((name, None))
+            if self._owns_connector(name) and (not only_failed or (failed and failed.state == State.FAILED)):
+                await self.worker.stop_connector(name)
+                await self._start_connector(name)
+            if include_tasks:
+                for tid in list(self.worker.task_ids(name)):
+                    st = self.statuses.get((name, tid.task))
+                    if not only_failed or (st is not None and st.state == State.FAILED):
+                        await self.worker.stop_tasks([tid])
+                        await self._start_task(tid)
+
+    # -- REST operations ------------------------------------------------------------------------------
+
+    def _require_leader(self) -> None:
+        if not self.membership.is_leader:
+            raise NotLeader(self.leader_url)
+
+    async def put_connector_config(self, name: str, config: dict[str, Any], allow_replace: bool,
+                                   initial_state: TargetState | None = None) -> bool:
+        self._require_leader()
+        config = self.check_config(name, config)
+        await self.config_store.log.read_to_end()
+        exists = name in self.configs
+        if exists and not allow_replace:
+            raise Conflict(f"Connector {name} already exists")
+        await self.config_store.put_connector_config(name, config, None if exists else
+                                                     (initial_state or TargetState.STARTED))
+        await self.config_store.log.read_to_end()
+        return not exists
+
+    async def delete_connector(self, name: str) -> None:
+        self._require_leader()
+        await self.config_store.log.read_to_end()
+        self._require(name)
+        await self.config_store.remove_connector(name)
+        await self.config_store.log.read_to_end()
+
+    async def set_target_state(self, name: str, target: TargetState) -> None:
+        self._require(name)
+        if target == TargetState.STOPPED:
+            self._require_leader()
+            await self.config_store.put_task_configs(name, [])
+        await self.config_store.put_target_state(name, target)
+        await self.config_store.log.read_to_end()
+
+    async def restart_connector(self, name: str, include_tasks: bool, only_failed: bool) -> dict[str, Any] | None:
+        self._require_leader()
+        self._require(name)
+        result = None
+        if include_tasks or only_failed:
+            result = self.connector_status(name)
+            conn = result["connector"]
+            if not only_failed or conn["state"] == State.FAILED.value:
+                conn["state"] = State.RESTARTING.value
+            for t in result["tasks"]:
+                if include_tasks and (not only_failed or t["state"] == State.FAILED.value):
+                    t["state"] = State.RESTARTING.value
+        await self.config_store.request_restart(name, include_tasks, only_failed)
+        return result
+
+    async def restart_task(self, name: str, task: int) -> None:
+        status = self.task_status(name, task)
+        tid = TaskId(name, task)
+        if tid in self.worker.tasks:
+            async with self._work:
+                await self.worker.stop_tasks([tid])
+                await self._start_task(tid)
+            return
+        owner = status.get("worker_id")
+        if not owner or owner == self.worker_id:
+            raise NotFound(f"Task {name}-{task} is not running on any worker yet")
+        raise NotOwner(f"http://{owner}")
+
+    async def reconfigure(self, name: str) -> None:
+        if not self.worker.is_running(name):
+            return
+        configs = await self.worker.task_configs(name)
+        if configs == self.task_configs.get(name):
+            return
+        if self.membership.is_leader:
+            await self.config_store.put_task_configs(name, configs)
+        else:
+            await self._post_to_leader(f"/connectors/{name}/tasks", configs)
+
+    async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        """Internal endpoint (POST /connectors/{c}/tasks): the leader writes task configs."""
+        self._require_leader()
+        self._require(name)
+        await self.config_store.put_task_configs(name, configs)
+
+    async def _post_to_leader(self, path: str, body: Any) -> None:
+        import aiohttp
+
+        for _ in range(30):
+            url = self.leader_url
+            if url:
+                async with aiohttp.ClientSession() as session, session.post(
+                        url.rstrip("/") + path, json=body, params={"forward": "true"}) as resp:
+                    if resp.status < 300:
+                        return
+                    log.info("leader answered %d to %s; retrying", resp.status, path)
+            await asyncio.sleep(1)
+        raise RuntimeError(f"could not hand task configs to the leader at {self.leader_url}")

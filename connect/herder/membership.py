@@ -1,0 +1,173 @@
+"""A worker's membership in the ``connect`` group: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+
+Speaks the group protocol through aiokafka's low-level client, so it works against
+the built-in broker, Apache Kafka or Redpanda alike. The herder supplies the member
+metadata, computes assignments when this worker leads, and receives each assignment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiokafka.client import AIOKafkaClient
+from aiokafka.protocol.group import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+
+from .protocol import Assignment, MemberMetadata, decode_assignment, decode_metadata
+
+__all__ = ["GroupMembership", "JoinResult"]
+
+log = logging.getLogger(__name__)
+
+NONE, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 0, 25, 22, 27, 79
+COORDINATOR_ERRORS = {14, 15, 16}  # load in progress, not available, not coordinator
+
+
+@dataclass
+class JoinResult:
+    generation: int
+    member_id: str
+    leader_id: str
+    protocol: str
+    members: dict[str, MemberMetadata]  # only for the leader
+
+
+Assign = Callable[[JoinResult], Awaitable[dict[str, Assignment]]]
+OnAssignment = Callable[[Assignment, int, bool], Awaitable[None]]
+
+
+class GroupMembership:
+    def __init__(self, bootstrap: str, group_id: str, client_id: str, session_timeout_ms: int,
+                 rebalance_timeout_ms: int, heartbeat_interval_ms: int, protocols: list[str],
+                 metadata: Callable[[], bytes], assign: Assign, on_assignment: OnAssignment) -> None:
+        self.client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id,
+                                     request_timeout_ms=max(rebalance_timeout_ms + 5000, 40000))
+        self.group_id = group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.heartbeat_interval = heartbeat_interval_ms / 1000
+        self.protocols = protocols
+        self.metadata = metadata
+        self.assign = assign
+        self.on_assignment = on_assignment
+        self.member_id = ""
+        self.generation = -1
+        self.leader_id = ""
+        self.coordinator: int | None = None
+        self._rejoin = asyncio.Event()
+        self._stopping = False
+        self.task: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+
+    async def start(self) -> None:
+        await self.client.bootstrap()
+        self.task = asyncio.create_task(self._run(), name=f"connect-group-{self.group_id}")
+
+    def request_rejoin(self) -> None:
+        self._rejoin.set()
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.member_id) and self.member_id == self.leader_id
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._rejoin.set()
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        if self.member_id and self.coordinator is not None:
+            try:
+                await asyncio.wait_for(self.client.send(self.coordinator, LeaveGroupRequest(self.group_id,
+                                                                                            self.member_id)), 5)
+            except Exception:
+                log.debug("LeaveGroup failed", exc_info=True)
+        await self.client.close()
+
+    async def _run(self) -> None:
+        backoff = 0.2
+        while not self._stopping:
+            try:
+                await self._ensure_coordinator()
+                await self._join_and_sync()
+                backoff = 0.2
+                await self._heartbeat_until_rejoin()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("group %s: %s; retrying in %.1fs", self.group_id, exc, backoff)
+                self.coordinator = None
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def _ensure_coordinator(self) -> None:
+        if self.coordinator is None:
+            self.coordinator = await self.client.coordinator_lookup(0, self.group_id)
+
+    async def _join_and_sync(self) -> None:
+        assert self.coordinator is not None
+        self._rejoin.clear()
+        metadata = self.metadata()
+        while True:
+            req = JoinGroupRequest(self.group_id, self.session_timeout_ms, self.rebalance_timeout_ms, self.member_id,
+                                   None, "connect", [(p, metadata) for p in self.protocols])
+            resp = await self.client.send(self.coordinator, req)
+            if resp.error_code == MEMBER_ID_REQUIRED:
+                self.member_id = resp.member_id
+                continue
+            if resp.error_code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                self.member_id = ""
+                continue
+            if resp.error_code in COORDINATOR_ERRORS:
+                raise RuntimeError(f"coordinator unavailable (error {resp.error_code})")
+            if resp.error_code != NONE:
+                raise RuntimeError(f"JoinGroup failed with error {resp.error_code}")
+            break
+        self.member_id, self.generation, self.leader_id = resp.member_id, resp.generation_id, resp.leader_id
+        members: dict[str, MemberMetadata] = {}
+        assignments: list[tuple[str, bytes]] = []
+        if self.is_leader:
+            for m in resp.members:
+                members[m[0]] = decode_metadata(m[-1])
+            result = JoinResult(self.generation, self.member_id, self.leader_id, resp.group_protocol, members)
+            from .protocol import encode_assignment
+
+            assignments = [(mid, encode_assignment(a)) for mid, a in (await self.assign(result)).items()]
+        sync = await self.client.send(self.coordinator, SyncGroupRequest(self.group_id, self.generation,
+                                                                         self.member_id, None, assignments))
+        if sync.error_code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
+            if sync.error_code != REBALANCE_IN_PROGRESS:
+                self.member_id = ""
+            self._rejoin.set()
+            return
+        if sync.error_code != NONE:
+            raise RuntimeError(f"SyncGroup failed with error {sync.error_code}")
+        assignment = decode_assignment(sync.member_assignment)
+        log.info("joined group %s generation %d as %s (leader %s): %d connectors, %d tasks, %d revoked",
+                 self.group_id, self.generation, self.member_id, self.leader_id, len(assignment.connectors()),
+                 len(assignment.tasks()), sum(len(t) for t in assignment.revoked.values()))
+        await self.on_assignment(assignment, self.generation, self.is_leader)
+        if assignment.revoked:
+            self._rejoin.set()  # revoke first, then get the new work in the next round
+        elif assignment.delay_ms > 0:
+            asyncio.get_running_loop().call_later(assignment.delay_ms / 1000, self._rejoin.set)
+
+    async def _heartbeat_until_rejoin(self) -> None:
+        assert self.coordinator is not None
+        while not self._rejoin.is_set():
+            try:
+                await asyncio.wait_for(self._rejoin.wait(), self.heartbeat_interval)
+                return
+            except TimeoutError:
+                pass
+            resp = await self.client.send(self.coordinator, HeartbeatRequest(self.group_id, self.generation,
+                                                                             self.member_id))
+            if resp.error_code == NONE:
+                continue
+            if resp.error_code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                self.member_id = "" if resp.error_code == UNKNOWN_MEMBER_ID else self.member_id
+            if resp.error_code in COORDINATOR_ERRORS:
+                self.coordinator = None
+            return

@@ -1,0 +1,148 @@
+"""KafkaBasedLog: a compacted topic read from the start, then tailed; writes wait for the ack.
+
+Every worker rebuilds the same state by replaying the topic, which is how configs,
+offsets and statuses are shared in distributed mode (Kafka Connect's KafkaBasedLog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import TopicPartition
+from aiokafka.admin import NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from ..runtime import clients
+
+__all__ = ["KafkaBasedLog", "TopicNotCompacted"]
+
+log = logging.getLogger(__name__)
+
+RecordCallback = Callable[[bytes | None, bytes | None, int, int], None]  # key, value, partition, offset
+
+
+class TopicNotCompacted(RuntimeError):
+    """An internal topic exists with a cleanup.policy that would lose state."""
+
+
+async def ensure_compacted_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int,
+                                 purpose: str, config_key: str) -> None:
+    """Create ``topic`` compacted if missing; refuse an existing one that is not compacted."""
+    admin = clients.admin_client(bootstrap)
+    await admin.start()
+    try:
+        try:
+            await admin.create_topics([NewTopic(topic, partitions, replication_factor,
+                                                topic_configs={"cleanup.policy": "compact"})])
+            log.info("created %s topic %s (%d partitions, compacted)", purpose, topic, partitions)
+        except TopicAlreadyExistsError:
+            pass
+        policy = await _cleanup_policy(admin, topic)
+        if policy is not None and "compact" not in policy.split(","):
+            raise TopicNotCompacted(
+                f"Topic '{topic}' supplied via the '{config_key}' property is required to have "
+                f"'cleanup.policy=compact' to guarantee consistency and durability of {purpose}, but found the "
+                f"topic currently has 'cleanup.policy={policy}'. Continuing would likely result in eventually "
+                f"losing {purpose} and problems restarting this Connect cluster in the future. Change the "
+                f"'{config_key}' property in the Connect worker configurations to use a topic with "
+                f"'cleanup.policy=compact'.")
+    finally:
+        await admin.close()
+
+
+async def _cleanup_policy(admin: Any, topic: str) -> str | None:
+    from aiokafka.admin import ConfigResource, ConfigResourceType
+
+    try:
+        result = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    except Exception:  # a broker that cannot describe configs: nothing to check against
+        log.warning("could not read the cleanup.policy of %s", topic, exc_info=True)
+        return None
+    for response in result:
+        for resource in response.resources:
+            for entry in resource[4]:
+                if entry[0] == "cleanup.policy":
+                    return entry[1]
+    return None
+
+
+class KafkaBasedLog:
+    def __init__(self, bootstrap: str, topic: str, on_record: RecordCallback, client_id: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.on_record = on_record
+        self.client_id = client_id
+        self.consumer: Any = None
+        self.producer: Any = None
+        self.partitions: list[TopicPartition] = []
+        self._tail: asyncio.Task[None] | None = None
+        self._progress = asyncio.Condition()
+        self.failure: BaseException | None = None
+
+    async def start(self) -> None:
+        self.producer = clients.producer(self.bootstrap, {}, acks="all", linger_ms=0,
+                                         client_id=f"{self.client_id}-producer")
+        await self.producer.start()
+        self.consumer = clients.consumer(self.bootstrap, {}, group_id=None, enable_auto_commit=False,
+                                         auto_offset_reset="earliest", client_id=f"{self.client_id}-consumer")
+        await self.consumer.start()
+        parts = await self.producer.partitions_for(self.topic)
+        self.partitions = [TopicPartition(self.topic, p) for p in sorted(parts)]
+        self.consumer.assign(self.partitions)
+        await self.consumer.seek_to_beginning(*self.partitions)
+        self._tail = asyncio.create_task(self._run(), name=f"kafka-log-{self.topic}")
+        await self.read_to_end()
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                batch = await self.consumer.getmany(timeout_ms=500)
+                for tp, records in batch.items():
+                    for r in records:
+                        self.on_record(r.key, r.value, tp.partition, r.offset)
+                async with self._progress:
+                    self._progress.notify_all()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failure = exc
+            log.exception("reading %s failed; this worker's view of it is now stale", self.topic)
+            async with self._progress:
+                self._progress.notify_all()
+            raise
+
+    async def read_to_end(self, timeout: float = 60.0) -> None:
+        """Return once every record written before this call has been passed to ``on_record``."""
+        ends = await self.consumer.end_offsets(self.partitions)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if self.failure is not None:
+                raise RuntimeError(f"reading {self.topic} failed") from self.failure
+            positions = [await self.consumer.position(tp) for tp in ends]
+            if all(pos >= end for pos, end in zip(positions, ends.values(), strict=True)):
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"timed out reading {self.topic} to its end")
+            async with self._progress:
+                try:
+                    await asyncio.wait_for(self._progress.wait(), min(remaining, 0.5))
+                except TimeoutError:
+                    pass
+
+    async def send(self, key: bytes | None, value: bytes | None, partition: int | None = None) -> None:
+        fut = await self.producer.send(self.topic, key=key, value=value, partition=partition)
+        await fut
+
+    async def stop(self) -> None:
+        if self._tail is not None:
+            self._tail.cancel()
+            await asyncio.gather(self._tail, return_exceptions=True)
+        if self.consumer is not None:
+            await self.consumer.stop()
+        if self.producer is not None:
+            await self.producer.stop()

@@ -1,0 +1,222 @@
+"""The config, offset and status stores of distributed mode, each on a KafkaBasedLog.
+
+Record keys and JSON values are Kafka Connect's (see CONNECT.md §2), so a Kafka Connect
+cluster's topics read the same and a human can follow them with kcat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..runtime.state import State, Status, TargetState
+from .kafka_log import KafkaBasedLog
+from .offsets import OffsetStore
+
+__all__ = ["ConfigSnapshot", "KafkaConfigStore", "KafkaOffsetStore", "KafkaStatusStore"]
+
+log = logging.getLogger(__name__)
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _load(value: bytes | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+class KafkaOffsetStore(OffsetStore):
+    """Source offsets in ``offset.storage.topic``: key ``["<connector>",{partition}]``, value the offset."""
+
+    def __init__(self, bootstrap: str, topic: str, client_id: str) -> None:
+        super().__init__()
+        self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id)
+
+    def _on_record(self, key: bytes | None, value: bytes | None, partition: int, offset: int) -> None:
+        if key is None:
+            return
+        k = key.decode()
+        if value is None:
+            self.data.pop(k, None)
+        else:
+            self.data[k] = _load(value)
+
+    async def start(self) -> None:
+        await self.log.start()
+
+    async def stop(self) -> None:
+        await self.log.stop()
+
+    async def _persist(self, offsets: dict[str, dict[str, Any] | None]) -> None:
+        sends = []
+        for key, value in offsets.items():
+            fut = await self.log.producer.send(self.log.topic, key=key.encode(),
+                                               value=None if value is None else _json(value))
+            sends.append(fut)
+        await asyncio.gather(*sends)
+
+
+@dataclass
+class ConfigSnapshot:
+    offset: int = -1
+    connectors: dict[str, dict[str, str]] = field(default_factory=dict)
+    targets: dict[str, TargetState] = field(default_factory=dict)
+    tasks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    inconsistent: set[str] = field(default_factory=set)
+
+
+class KafkaConfigStore:
+    """Connector configs, task configs (applied atomically at ``commit-<n>``) and target states."""
+
+    def __init__(self, bootstrap: str, topic: str, client_id: str,
+                 on_change: Callable[[str, str], None]) -> None:
+        self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id)
+        self.snapshot = ConfigSnapshot()
+        self._pending_tasks: dict[str, dict[int, dict[str, str]]] = {}
+        self.on_change = on_change  # (kind, connector): kind in connector/tasks/target/restart/removed
+        self.restart_requests: dict[str, dict[str, bool]] = {}
+
+    async def start(self) -> None:
+        await self.log.start()
+
+    async def stop(self) -> None:
+        await self.log.stop()
+
+    def _on_record(self, key: bytes | None, value: bytes | None, partition: int, offset: int) -> None:
+        self.snapshot.offset = offset
+        if key is None:
+            return
+        k = key.decode()
+        data = _load(value)
+        snap = self.snapshot
+        if k.startswith("connector-"):
+            name = k[len("connector-"):]
+            if data is None:
+                snap.connectors.pop(name, None)
+                snap.tasks.pop(name, None)
+                snap.targets.pop(name, None)
+                self._pending_tasks.pop(name, None)
+                self.on_change("removed", name)
+            else:
+                snap.connectors[name] = {str(a): str(b) for a, b in (data.get("properties") or {}).items()}
+                snap.targets.setdefault(name, TargetState.STARTED)
+                self.on_change("connector", name)
+        elif k.startswith("target-state-"):
+            name = k[len("target-state-"):]
+            if data is not None:
+                state = data.get("state.v2") or data.get("state") or "STARTED"
+                snap.targets[name] = TargetState(state)
+                self.on_change("target", name)
+        elif k.startswith("task-"):
+            name, _, num = k[len("task-"):].rpartition("-")
+            if data is not None and num.isdigit():
+                props = {str(a): str(b) for a, b in (data.get("properties") or {}).items()}
+                self._pending_tasks.setdefault(name, {})[int(num)] = props
+        elif k.startswith("commit-"):
+            name = k[len("commit-"):]
+            count = int((data or {}).get("tasks", 0))
+            pending = self._pending_tasks.pop(name, {})
+            if all(i in pending for i in range(count)):
+                snap.tasks[name] = [pending[i] for i in range(count)]
+                snap.inconsistent.discard(name)
+            else:
+                snap.inconsistent.add(name)
+                log.warning("task configs of %s are incomplete at their commit; ignoring them", name)
+            self.on_change("tasks", name)
+        elif k.startswith("restart-connector-"):
+            name = k[len("restart-connector-"):]
+            if data is not None:
+                self.restart_requests[name] = {"include_tasks": bool(data.get("include-tasks")),
+                                               "only_failed": bool(data.get("only-failed"))}
+                self.on_change("restart", name)
+
+    async def put_connector_config(self, name: str, props: dict[str, str], target: TargetState | None) -> None:
+        if target is not None:
+            await self.put_target_state(name, target)
+        await self.log.send(f"connector-{name}".encode(), _json({"properties": props}))
+
+    async def remove_connector(self, name: str) -> None:
+        await self.log.send(f"connector-{name}".encode(), None)
+        await self.log.send(f"target-state-{name}".encode(), None)
+
+    async def put_target_state(self, name: str, target: TargetState) -> None:
+        legacy = "PAUSED" if target == TargetState.STOPPED else target.value
+        await self.log.send(f"target-state-{name}".encode(), _json({"state": legacy, "state.v2": target.value}))
+
+    async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        for i, props in enumerate(configs):
+            await self.log.send(f"task-{name}-{i}".encode(), _json({"properties": props}))
+        await self.log.send(f"commit-{name}".encode(), _json({"tasks": len(configs)}))
+
+    async def request_restart(self, name: str, include_tasks: bool, only_failed: bool) -> None:
+        await self.log.send(f"restart-connector-{name}".encode(),
+                            _json({"include-tasks": include_tasks, "only-failed": only_failed}))
+
+
+class KafkaStatusStore:
+    """``status-connector-<n>`` and ``status-task-<n>-<i>``: {"state","trace","worker_id","generation"}."""
+
+    def __init__(self, bootstrap: str, topic: str, client_id: str) -> None:
+        self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id)
+        self.statuses: dict[tuple[str, int | None], Status] = {}
+
+    async def start(self) -> None:
+        await self.log.start()
+
+    async def stop(self) -> None:
+        await self.log.stop()
+
+    @staticmethod
+    def _parse_key(k: str) -> tuple[str, int | None] | None:
+        if k.startswith("status-connector-"):
+            return k[len("status-connector-"):], None
+        if k.startswith("status-task-"):
+            name, _, num = k[len("status-task-"):].rpartition("-")
+            if num.isdigit():
+                return name, int(num)
+        return None
+
+    def _on_record(self, key: bytes | None, value: bytes | None, partition: int, offset: int) -> None:
+        if key is None:
+            return
+        parsed = self._parse_key(key.decode())
+        if parsed is None:
+            return
+        data = _load(value)
+        if data is None:
+            self.statuses.pop(parsed, None)
+            return
+        current = self.statuses.get(parsed)
+        generation = int(data.get("generation", 0))
+        # A status from another worker is taken only with a newer (or equal) generation.
+        if current is not None and current.worker_id != data.get("worker_id") and generation < current.generation:
+            return
+        try:
+            state = State(data.get("state", "UNASSIGNED"))
+        except ValueError:
+            return
+        self.statuses[parsed] = Status(state, str(data.get("worker_id", "")), data.get("trace"), generation)
+
+    @staticmethod
+    def _key(connector: str, task: int | None) -> bytes:
+        return (f"status-connector-{connector}" if task is None else f"status-task-{connector}-{task}").encode()
+
+    async def put(self, connector: str, task: int | None, status: Status) -> None:
+        value = {"state": status.state.value, "trace": status.trace, "worker_id": status.worker_id,
+                 "generation": status.generation}
+        self.statuses[(connector, task)] = status
+        await self.log.send(self._key(connector, task), _json(value))
+
+    async def delete(self, connector: str, task: int | None) -> None:
+        self.statuses.pop((connector, task), None)
+        await self.log.send(self._key(connector, task), None)
