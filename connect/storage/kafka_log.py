@@ -54,7 +54,7 @@ async def ensure_compacted_topic(bootstrap: str, topic: str, partitions: int, re
 
 
 async def _cleanup_policy(admin: Any, topic: str) -> str | None:
-    from aiokafka.admin import ConfigResource, ConfigResourceType
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     try:
         result = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])

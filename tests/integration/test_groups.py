@@ -13,6 +13,12 @@
 
 The module's broker runs with group.initial.rebalance.delay.ms=0 and
 group.min.session.timeout.ms=1000 so that rebalances and session expiry are quick.
+
+kafka-python 3.0.12 consumers poll with timeout_ms=1000, never 100: when poll()'s timeout
+expires while its SyncGroup is in flight (typically the quick second rebalance after a
+consumer joined before it had the new topic's metadata), the client drops the SyncGroup
+answer, never completes the join and stops heartbeating (seen in about 1 of 3 runs with
+100 ms polls; the broker answered the SyncGroup correctly).
 """
 
 from __future__ import annotations
@@ -164,7 +170,10 @@ if client == "confluent":
     c.close()
 elif client == "kafka-python":
     import logging
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for name in (cfg.get("debug") or "").split(","):
+        if name:
+            logging.getLogger(name).setLevel(logging.DEBUG)
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -183,7 +192,7 @@ elif client == "kafka-python":
     emit("started")
     while time.monotonic() < deadline:
         try:
-            c.poll(timeout_ms=100)
+            c.poll(timeout_ms=1000)  # not shorter: see the module docstring
             if cfg.get("commit") and c.assignment():
                 c.commit()  # synchronous: a fenced member learns it here
         except Exception as exc:
@@ -271,15 +280,6 @@ class ConsumerProc:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
 
     def describe(self) -> str:
         err = self.stderr_path.read_text(errors="replace")[-2000:] if self.stderr_path.exists() else ""
@@ -456,7 +456,7 @@ def commit_kafka_python(bootstrap: str, topic: str, group: str, offsets: dict[in
                       session_timeout_ms=6000, heartbeat_interval_ms=500, auto_offset_reset="earliest")
     try:
         c.subscribe([topic])
-        wait_for(lambda: (c.poll(timeout_ms=100), len(c.assignment()) == len(offsets))[1], TIMEOUT,
+        wait_for(lambda: (c.poll(timeout_ms=1000), len(c.assignment()) == len(offsets))[1], TIMEOUT,
                  "kafka-python assignment", interval=0)
         c.commit({KTP(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
         return {p: c.committed(KTP(topic, p)) for p in offsets}
@@ -569,7 +569,7 @@ def consume_from_group(client: str, bootstrap: str, topic: str, group: str, expe
             kc.subscribe([topic])
             deadline, extra_until = time.monotonic() + TIMEOUT, None
             while time.monotonic() < (extra_until or deadline):
-                for msgs in kc.poll(timeout_ms=100).values():
+                for msgs in kc.poll(timeout_ms=1000).values():
                     got += [(m.partition, m.offset, m.value) for m in msgs]
                 if extra_until is None and len(got) >= expected and len(kc.assignment()) == len(RESTART_COUNTS):
                     extra_until = time.monotonic() + 1.0
@@ -695,9 +695,11 @@ def test_duplicate_static_instance_id_fences_the_old_member(gbroker: BrokerProce
     topic, group = unique("grp-fence"), unique("g-fence")
     create_topic(gbroker.bootstrap, topic, 4)
     kw = {"session_ms": 6000, "heartbeat_ms": 300}
-    old = consumer_procs("kafka-python", gbroker.bootstrap, topic, group, instance_id="inst-x", commit=True, **kw)
-    wait_balanced([old], 4)
+    # the other member joins first and stays the leader: a kafka-python leader that rejoins assigns
+    # before it has the topic's metadata and then rejoins again, a rebalance of its own making
     other = consumer_procs("confluent", gbroker.bootstrap, topic, group, instance_id="inst-y", **kw)
+    wait_balanced([other], 4)
+    old = consumer_procs("kafka-python", gbroker.bootstrap, topic, group, instance_id="inst-x", commit=True, **kw)
     wait_balanced([old, other], 4)
     check_described(wait_stable(gbroker.port, group, 2), topic, [old, other])
     old_parts, other_events = old.assignment, len(other.snapshot())
@@ -1015,7 +1017,7 @@ def test_join_group_errors_raw(gbroker: BrokerProcess) -> None:
         assert c1.call(leave_req(group, j.member_id), LeaveGroupResponse).error_code == NONE
         assert c1.call(hb_req(group, 1, j.member_id), HeartbeatResponse).error_code == UNKNOWN_MEMBER_ID
         assert c1.call(leave_req(group, j.member_id), LeaveGroupResponse).error_code == UNKNOWN_MEMBER_ID
-        assert describe_raw(c1, group).group_state == "Empty"
+        wait_for(lambda: describe_raw(c1, group).group_state == "Empty", 5, "the group to become Empty")
 
 
 def test_connect_protocol_group_two_members_raw(gbroker: BrokerProcess) -> None:
@@ -1092,6 +1094,8 @@ def test_describe_groups_every_version(gbroker: BrokerProcess) -> None:
             assert (d.error_code, d.group_state, d.protocol_type, d.protocol_data) == (NONE, "Stable", "consumer",
                                                                                       "range"), version
             assert [(m.member_id, bytes(m.member_assignment)) for m in d.members] == [(j.member_id, b"a")]
+            if version >= 3:  # not requested: -2147483648, which kafka-python decodes as None
+                assert d.authorized_operations is None
             d = describe_raw(conn, missing, version)
             assert (d.error_code, d.group_state, d.members) == (NONE, "Dead", []), version
         assert conn.call(leave_req(group, j.member_id), LeaveGroupResponse).error_code == NONE
