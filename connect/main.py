@@ -87,7 +87,7 @@ def _free_port(host: str) -> int:
 
 
 async def serve_distributed(config: WorkerConfig, stop: asyncio.Event,
-                            ready: Callable[[str], Awaitable[None] | None] | None = None) -> None:
+                            ready: Callable[[str, Herder], Awaitable[None] | None] | None = None) -> None:
     from .herder.distributed import DistributedHerder
 
     host, port = config.rest_host_port()
@@ -105,7 +105,7 @@ async def serve_distributed(config: WorkerConfig, stop: asyncio.Event,
         await herder.start()
         log.info("Headwater Connect worker (distributed, group %s) REST API at %s", config.group_id, url)
         if ready is not None:
-            result = ready(url)
+            result = ready(url, herder)
             if asyncio.iscoroutine(result):
                 await result
         await stop.wait()

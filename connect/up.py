@@ -1,4 +1,10 @@
-"""``headwater up``: a broker, a worker and the REST API in one process, on defaults."""
+"""``headwater up``: a broker, a worker and the REST API in one process, on defaults.
+
+The worker is a one-member distributed herder on the embedded broker, so connector
+configs, source offsets and statuses live in compacted topics and survive a restart;
+more workers can join it later with ``headwater connect distributed`` and the same
+``group.id``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.server import BrokerServer
 
 from .config import WorkerConfig
-from .main import serve_standalone
+from .main import load_connector_file, serve_distributed
 
 __all__ = ["serve_up"]
 
@@ -28,15 +34,35 @@ async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, conne
     bootstrap = broker.listener_urls()[0].split("://", 1)[1]
     log.info("broker listening on %s (data in %s)", bootstrap, data / "broker")
     worker_config = WorkerConfig.model_validate({
-        "bootstrap.servers": bootstrap, "listeners": f"http://{rest_listener}",
-        "offset.storage.file.filename": str(data / "connect.offsets"), "offset.flush.interval.ms": "5000",
-        "plugin.path": plugin_path, "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "bootstrap.servers": bootstrap, "listeners": f"http://{rest_listener}", "group.id": "headwater-up",
+        "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1", "offset.storage.partitions": "5", "status.storage.partitions": "1",
+        "offset.flush.interval.ms": "5000", "heartbeat.interval.ms": "1000", "session.timeout.ms": "10000",
+        "scheduled.rebalance.max.delay.ms": "3000", "plugin.path": plugin_path,
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
+    connectors = [load_connector_file(path) for path in connector_files]
 
-    def ready(url: str) -> None:
+    async def ready(url: str, herder: object) -> None:
+        await _create(herder, connectors)
         log.info("Headwater is up: Kafka bootstrap %s, Connect REST API %s", bootstrap, url)
 
     try:
-        await serve_standalone(worker_config, connector_files, stop, ready)
+        await serve_distributed(worker_config, stop, ready)
     finally:
         await broker.stop()
+
+
+async def _create(herder: object, connectors: list[tuple[str, dict[str, object]]]) -> None:
+    """Create (or update) the connectors given on the command line once the worker leads its group."""
+    from .herder.distributed import NotLeader
+
+    for name, props in connectors:
+        for _ in range(120):
+            try:
+                await herder.put_connector_config(name, props, allow_replace=True)  # type: ignore[attr-defined]
+                break
+            except NotLeader:
+                await asyncio.sleep(0.25)  # still joining its group
+        else:
+            log.error("could not create connector %s: this worker never became the leader", name)
