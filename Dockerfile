@@ -1,0 +1,19 @@
+# Headwater: broker, Connect workers and CLI in one image.
+FROM python:3.11-slim-bookworm
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends kcat \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/headwater
+COPY pyproject.toml setup.py README.md ./
+COPY broker ./broker
+COPY connect ./connect
+COPY connectors ./connectors
+COPY plugins ./plugins
+COPY configs ./configs
+RUN pip install --no-cache-dir . && pip install --no-cache-dir ./plugins/headwater-datagen
+
+EXPOSE 9092 8083
+ENTRYPOINT ["headwater"]
+CMD ["up", "--kafka-listener", "0.0.0.0:9092", "--rest-listener", "0.0.0.0:8083"]
