@@ -62,7 +62,7 @@ KCAT_PRODUCE = [
 ]
 # Default fetch sizes (1 MiB per partition): larger ones only raise the broker's RSS (every
 # response is copied several times and kafka-python's encode buffer keeps its largest size).
-KCAT_CONSUME = ["-X", "queued.min.messages=1000000"]
+KCAT_CONSUME = ["-X", "queued.min.messages=1000000", "-X", "fetch.wait.max.ms=10"]
 
 
 def _load_broker_process() -> type:
@@ -158,7 +158,7 @@ class Phase:
 @dataclass
 class Results:
     phases: dict[str, list[Phase]] = field(default_factory=lambda: collections.defaultdict(list))
-    latency: dict[str, float] | None = None
+    latency: list[dict[str, float]] = field(default_factory=list)
     peak_rss_kb: int = 0
     hwm_kb: int = 0
     profiles: dict[str, list[str]] = field(default_factory=dict)
@@ -250,33 +250,36 @@ def kcat_produce(
         raise RuntimeError(f"kcat -P exited with {codes}")
 
 
-def kcat_consume_count(bootstrap: str, topic: str, partitions: int, records: int, consumers: int) -> int:
-    """Read the whole topic with kcat (``consumers`` processes at once); return the records read.
+def kcat_consume_count(bootstrap: str, topic: str, counts: list[int], consumers: int) -> int:
+    """Read the whole topic (``counts[p]`` records in partition p) with kcat; return the records read.
 
-    Each kcat prints one newline per record (``-f '\\n'``), counted by ``wc -l``. With several
-    consumers, a 1-partition topic is split into offset ranges (``-o start -c count``); a
-    topic with more partitions gets one kcat per partition.
+    ``consumers`` kcat processes at once: a 1-partition topic is split into offset ranges, a topic
+    with more partitions gets one kcat per partition. Each kcat stops after its share (``-c``),
+    so no time goes into waiting for end-of-partition (``-e`` is kept as a safety net only), and
+    prints one newline per record (``-f '\\n'``), counted by ``wc -l``. Offsets are absolute
+    (``-o 0``): with ``-o beginning`` kcat's librdkafka 2.0.2 now and then sits 500 ms on its
+    offset-query timer ("no current leader for partition") before the first fetch.
     """
     base = [KCAT, "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-f", "\\n", *KCAT_CONSUME]
+    total = sum(counts)
     if consumers == 1:
-        plan = [["-o", "beginning"]]
-    elif partitions == 1:
-        step = -(-records // consumers)
+        plan = [["-o", "0", "-c", str(total)]]
+    elif len(counts) == 1:
+        step = -(-total // consumers)
         plan = [
-            ["-p", "0", "-o", str(i * step), "-c", str(min(step, records - i * step))]
-            for i in range(consumers)
+            ["-p", "0", "-o", str(i * step), "-c", str(min(step, total - i * step))] for i in range(consumers)
         ]
     else:
-        plan = [["-p", str(p), "-o", "beginning"] for p in range(partitions)]
+        plan = [["-p", str(p), "-o", "0", "-c", str(n)] for p, n in enumerate(counts)]
     kcats = [subprocess.Popen([*base, *extra], stdout=subprocess.PIPE) for extra in plan]
     counters = [subprocess.Popen(["wc", "-l"], stdin=k.stdout, stdout=subprocess.PIPE) for k in kcats]
     for k in kcats:
         k.stdout.close()  # wc holds the pipe now
-    total = sum(int(c.communicate()[0].split()[0]) for c in counters)
+    got = sum(int(c.communicate()[0].split()[0]) for c in counters)
     codes = [k.wait() for k in kcats]
     if any(codes):
         raise RuntimeError(f"kcat -C exited with {codes}")
-    return total
+    return got
 
 
 # -- latency: two child processes ------------------------------------------------------------
@@ -317,11 +320,20 @@ def latency_producer(
 ) -> None:
     from confluent_kafka import Producer
 
+    stats: list[dict] = []
     p = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1, "enable.idempotence": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": linger_ms,
+            "acks": 1,
+            "enable.idempotence": False,
+            "statistics.interval.ms": 500,
+            "stats_cb": lambda s: stats.append(json.loads(s)),
+        }
     )
     filler = b"x" * size
     total = int(rate * seconds)
+    cpu0 = sum(os.times()[:2])
     t0 = time.perf_counter()
     sent = 0
     while sent < total:
@@ -335,13 +347,25 @@ def latency_producer(
         if sleep > 0:
             time.sleep(sleep)
     p.flush(30)
-    print(json.dumps({"sent": sent, "seconds": time.perf_counter() - t0}), flush=True)
+    elapsed = time.perf_counter() - t0
+    cpu = sum(os.times()[:2]) - cpu0
+    p.poll(0.6)  # one more statistics callback
+    requests = 0
+    if stats:
+        requests = sum(b.get("tx", 0) for name, b in stats[-1]["brokers"].items() if "bootstrap" not in name)
+    print(json.dumps({"sent": sent, "seconds": elapsed, "cpu": cpu, "requests": requests}), flush=True)
 
 
 def run_latency(
-    bootstrap: str, rate: int, seconds: float, size: int, warmup: float, linger_ms: float
+    bootstrap: str,
+    rate: int,
+    seconds: float,
+    size: int,
+    warmup: float,
+    linger_ms: float,
+    topic: str | None = None,
 ) -> dict[str, float]:
-    topic = "bench-latency"
+    topic = topic or f"bench-latency-{linger_ms:g}ms"
     create_topic(bootstrap, topic, 1)
     count = int(rate * seconds)
     me = [sys.executable, os.path.abspath(__file__), "--bootstrap", bootstrap, "--topic", topic]
@@ -365,7 +389,7 @@ def run_latency(
             "--record-size",
             str(size),
             "--linger-ms",
-            str(linger_ms),
+            repr(linger_ms),
         ],
         capture_output=True,
         text=True,
@@ -383,8 +407,11 @@ def run_latency(
         return lat[min(len(lat) - 1, int(q * len(lat)))] / 1000
 
     return {
+        "linger_ms": linger_ms,
         "sent": sent["sent"],
         "send_seconds": sent["seconds"],
+        "producer_cores": sent["cpu"] / sent["seconds"],
+        "requests_per_s": sent["requests"] / sent["seconds"],
         "received": len(samples),
         "measured": len(lat),
         "p50": pct(0.50),
@@ -427,7 +454,11 @@ def stop_py_spy(proc: subprocess.Popen[bytes]) -> None:
 
 
 def summarize_collapsed(path: Path, top: int = 15) -> list[str]:
-    """Top functions by self and by inclusive samples from py-spy's raw (collapsed) output."""
+    """Top functions by self and by inclusive samples from py-spy's raw (collapsed) output.
+
+    Samples are summed per function (all its lines together); "self" is where the thread was,
+    "inclusive" counts a function once per sample it appears in (callees included).
+    """
     self_counts: collections.Counter[str] = collections.Counter()
     incl_counts: collections.Counter[str] = collections.Counter()
     total = 0
@@ -446,21 +477,34 @@ def summarize_collapsed(path: Path, top: int = 15) -> list[str]:
     lines = [f"{total} samples (busy time only)", "self time:"]
     lines += [f"  {100 * c / total:5.1f}%  {f}" for f, c in self_counts.most_common(top)]
     lines.append("inclusive time:")
-    lines += [f"  {100 * c / total:5.1f}%  {f}" for f, c in incl_counts.most_common(top + 10)]
+    lines += [
+        f"  {100 * c / total:5.1f}%  {f}"
+        for f, c in incl_counts.most_common(top + 20)
+        if not f.startswith(_ROOT_FRAMES)  # main(), the event loop: in (nearly) every sample
+    ][:top]
     return lines
 
 
+_ROOT_FRAMES = (
+    "<module> ",
+    "_run_code ",
+    "_run_module_as_main ",
+    "main (cli",
+    "_broker ",
+    "run_broker ",
+    "run (",
+    "Runner.run ",
+)
+
+
 def _short(frame: str) -> str:
-    """``func (path/to/file.py:123)`` -> ``func (file.py:123)``, with package context for headwater."""
+    """``func (path/to/file.py:123)`` -> ``func (pkg/file.py)``: one entry per function."""
     name, _, loc = frame.partition(" (")
-    loc = loc.rstrip(")")
-    path, _, lineno = loc.rpartition(":")
+    path = loc.rstrip(")").rpartition(":")[0] or loc.rstrip(")")
     parts = Path(path).parts
-    if "headwater" in path or "/work/" in path:
-        short = "/".join(parts[-2:])
-    else:
-        short = parts[-1] if parts else path
-    return f"{name} ({short}:{lineno})" if lineno else name
+    ours = "/work/" in path or "headwater" in path
+    short = "/".join(parts[-2:]) if ours else (parts[-1] if parts else path)
+    return f"{name} ({short})"
 
 
 # -- main -----------------------------------------------------------------------------------
@@ -501,7 +545,8 @@ def run(args: argparse.Namespace) -> Results:
                     def consume(
                         topic: str = topic, partitions: int = partitions, consumers: int = consumers
                     ) -> tuple[bool, str]:
-                        got = kcat_consume_count(broker.bootstrap, topic, partitions, args.records, consumers)
+                        counts = end_offsets(broker.bootstrap, topic, partitions)
+                        got = kcat_consume_count(broker.bootstrap, topic, counts, consumers)
                         return got == args.records, f"read {got}"
 
                     c = _timed(
@@ -510,21 +555,21 @@ def run(args: argparse.Namespace) -> Results:
                     results.phases[c.name].append(c)
                     line += f"; {c.name} {c.rate:,.0f} rec/s ({c.note})"
                 print(line, file=sys.stderr)
-        if args.latency_seconds > 0:
+        for linger_ms in args.linger_ms if args.latency_seconds > 0 else []:
             if QUIET_WAIT:
                 wait_for_quiet(QUIET_WAIT)
             cpu0, sys0, t0 = _cpu_seconds(pid), _system_busy(), time.perf_counter()
-            results.latency = run_latency(
-                broker.bootstrap,
-                args.rate,
-                args.latency_seconds,
-                args.record_size,
-                args.warmup,
-                args.linger_ms,
+            lat = run_latency(
+                broker.bootstrap, args.rate, args.latency_seconds, args.record_size, args.warmup, linger_ms
             )
             elapsed = time.perf_counter() - t0
-            results.latency["broker_cores"] = (_cpu_seconds(pid) - cpu0) / elapsed
-            results.latency["all_cores"] = (_system_busy() - sys0) / elapsed
+            lat["broker_cores"] = (_cpu_seconds(pid) - cpu0) / elapsed
+            lat["all_cores"] = (_system_busy() - sys0) / elapsed
+            results.latency.append(lat)
+            print(
+                f"latency linger.ms={linger_ms:g}: p50 {lat['p50']:.2f} ms p99 {lat['p99']:.2f} ms",
+                file=sys.stderr,
+            )
         if args.profile:
             out_dir = Path(args.profile)
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -544,10 +589,28 @@ def run(args: argparse.Namespace) -> Results:
                 raw = out_dir / f"consume-{partitions}p.txt"
                 consumers = args.consumers if partitions == 1 else partitions
                 spy = start_py_spy(pid, raw, args.profile_rate)
+                counts = end_offsets(broker.bootstrap, topic, partitions)
                 for _ in range(args.profile_rounds):
-                    kcat_consume_count(broker.bootstrap, topic, partitions, args.records, consumers)
+                    kcat_consume_count(broker.bootstrap, topic, counts, consumers)
                 stop_py_spy(spy)
                 results.profiles[f"consume {partitions}p"] = (
+                    summarize_collapsed(raw) if raw.exists() else ["(py-spy wrote nothing)"]
+                )
+            if args.latency_seconds > 0:
+                linger_ms = args.linger_ms[0]
+                raw = out_dir / f"latency-linger{linger_ms:g}.txt"
+                spy = start_py_spy(pid, raw, args.profile_rate)
+                run_latency(
+                    broker.bootstrap,
+                    args.rate,
+                    min(args.latency_seconds, 5.0),
+                    args.record_size,
+                    0.0,
+                    linger_ms,
+                    topic=f"bench-profile-latency-{linger_ms:g}ms",
+                )
+                stop_py_spy(spy)
+                results.profiles[f"latency run (linger.ms={linger_ms:g}, small requests)"] = (
                     summarize_collapsed(raw) if raw.exists() else ["(py-spy wrote nothing)"]
                 )
         results.hwm_kb = _status_kb(pid, "VmHWM")
@@ -601,7 +664,8 @@ def print_report(args: argparse.Namespace, r: Results) -> None:
         " per partition" if args.per_partition else ", random partitioner"
     )
     print(
-        f"produce: 1p {args.producers} kcat; 6p {producers}. consume (kcat -f '\\n', queued.min.messages=1000000): "
+        f"produce: 1p {args.producers} kcat; 6p {producers}. "
+        "consume (kcat -f '\\n', queued.min.messages=1000000): "
         f"xN = N kcat processes at once (1p: offset ranges, 6p: one per partition)"
     )
     print()
@@ -618,22 +682,23 @@ def print_report(args: argparse.Namespace, r: Results) -> None:
             f"{med.broker_cpu:>10.2f}s {med.client_cpu:>10.2f}s {med.other_cpu:>9.2f}s  {check}"
         )
     if r.latency:
-        lat = r.latency
         print()
         print(
-            f"latency at {args.rate:,} msg/s for {args.latency_seconds:g} s (confluent-kafka, linger.ms={args.linger_ms:g}, "
-            f"acks=1; "
-            f"first {args.warmup:g} s excluded): n={lat['measured']:,} of {lat['received']:,} received / "
-            f"{lat['sent']:,} sent"
+            f"latency: confluent-kafka producer process at {args.rate:,} msg/s for "
+            f"{args.latency_seconds:g} s (acks=1), consumer process (fetch.wait.max.ms=100); "
+            f"first {args.warmup:g} s not counted"
         )
         print(
-            f"  p50 {lat['p50']:.2f} ms   p99 {lat['p99']:.2f} ms   p99.9 {lat['p999']:.2f} ms   "
-            f"max {lat['max']:.2f} ms   mean {lat['mean']:.2f} ms"
+            f"{'linger.ms':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8} {'mean ms':>8} "
+            f"{'counted':>8} {'produce req/s':>13} {'broker cores':>12} {'producer':>8} {'machine':>8}"
         )
-        print(
-            f"  broker used {lat['broker_cores']:.2f} cores, the whole machine {lat['all_cores']:.2f} of "
-            f"{os.cpu_count()}"
-        )
+        for lat in r.latency:
+            print(
+                f"{lat['linger_ms']:>9g} {lat['p50']:>8.2f} {lat['p99']:>8.2f} {lat['p999']:>9.2f} "
+                f"{lat['max']:>8.2f} {lat['mean']:>8.2f} {lat['measured']:>8,} "
+                f"{lat['requests_per_s']:>13,.0f} {lat['broker_cores']:>12.2f} "
+                f"{lat['producer_cores']:>8.2f} {lat['all_cores']:>8.2f}"
+            )
     print()
     print(f"broker peak RSS: {r.peak_rss_kb / 1024:.1f} MiB polled VmRSS, {r.hwm_kb / 1024:.1f} MiB VmHWM")
     print()
@@ -642,8 +707,10 @@ def print_report(args: argparse.Namespace, r: Results) -> None:
         med = sorted(runs, key=lambda p: p.seconds)[len(runs) // 2]
         goal = 1.2e6 if name.startswith("produce") else 1.5e6
         targets.append(f"{name} {'met' if med.rate >= goal else 'MISSED'} (>= {goal / 1e6:.1f}M rec/s)")
-    if r.latency:
-        targets.append(f"p99 {'met' if r.latency['p99'] <= 3 else 'MISSED'} (<= 3 ms)")
+    for lat in r.latency:
+        targets.append(
+            f"p99 at linger.ms={lat['linger_ms']:g} {'met' if lat['p99'] <= 3 else 'MISSED'} (<= 3 ms)"
+        )
     targets.append(f"RSS {'met' if max(r.hwm_kb, r.peak_rss_kb) <= 200 * 1024 else 'MISSED'} (<= 200 MB)")
     print("targets: " + "; ".join(targets))
     for name, lines in r.profiles.items():
@@ -675,7 +742,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rate", type=int, default=10_000, help="latency run: messages per second")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0 skips the latency run")
-    parser.add_argument("--linger-ms", type=float, default=0, help="latency run: the producer's linger.ms")
+    parser.add_argument(
+        "--linger-ms",
+        type=lambda v: [float(x) for x in v.split(",")],
+        default=[0.0, 1.0],
+        help="latency runs: the producer's linger.ms, one run per value (default 0,1)",
+    )
     parser.add_argument("--warmup", type=float, default=1.0, help="latency run: seconds not counted")
     parser.add_argument("--profile", metavar="DIR", help="also profile the broker with py-spy (untimed runs)")
     parser.add_argument("--profile-rate", type=int, default=500, help="py-spy samples per second")
@@ -705,7 +777,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.role == "latency-producer":
         latency_producer(
-            args.bootstrap, args.topic, args.rate, args.seconds, args.record_size, args.linger_ms
+            args.bootstrap, args.topic, args.rate, args.seconds, args.record_size, args.linger_ms[0]
         )
         return 0
     global QUIET_WAIT
