@@ -122,7 +122,10 @@ class PartitionProducerState:
             },
         }
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
+        with open(tmp, "w") as f:
+            f.write(json.dumps(data))
+            f.flush()
+            os.fsync(f.fileno())  # the cleaner may drop batches this snapshot stands in for
         os.replace(tmp, self.path)
         self.snapshot_offset = log_end_offset
 

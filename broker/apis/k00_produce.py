@@ -23,7 +23,14 @@ import time
 from typing import Any
 
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records import HEADER_SIZE, InvalidBatch, parse_header, set_log_append_time, validate_batch
+from ..protocol.records import (
+    HEADER_SIZE,
+    InvalidBatch,
+    iter_batches,
+    parse_header,
+    set_log_append_time,
+    validate_batch,
+)
 from .registry import RequestContext, api
 
 log = logging.getLogger(__name__)
@@ -53,7 +60,13 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
             raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, "message format v0/v1 is not supported")
         first_len = parse_header(records).size if size >= HEADER_SIZE else size
         if HEADER_SIZE <= first_len < size:
-            raise InvalidBatch("a produce request must carry exactly one record batch per partition", corrupt=False)
+            # Bytes after the first batch: a second whole batch is INVALID_RECORD (Kafka wants exactly one);
+            # anything else means the first batch's length is wrong, i.e. the data is corrupt.
+            rest = list(iter_batches(records, first_len))
+            whole = rest and rest[-1][0] + rest[-1][1].size == size
+            raise InvalidBatch("a produce request must carry exactly one record batch per partition"
+                               if whole else f"record batch length does not match the {size} bytes sent",
+                               corrupt=not whole)
         header = validate_batch(records)
     except InvalidBatch as exc:
         entry["error_code"] = ErrorCode.CORRUPT_MESSAGE if exc.corrupt else ErrorCode.INVALID_RECORD

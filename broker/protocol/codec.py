@@ -115,10 +115,19 @@ def parse_request_header(frame: memoryview, flexible: bool | None = None) -> Req
 def decode_request(header: RequestHeader, frame: memoryview) -> Any:
     """Decode the body of a request whose header was parsed by parse_request_header."""
     cls = _REQUESTS[header.api_key]
+    version = header.api_version
+    body = frame[header.body_offset :]
+    flexible = cls.flexible_version_q(version)
     try:
-        return cls.decode(frame[header.body_offset :], version=header.api_version)
+        decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
+        request, end = decode(body, 0)
     except Exception as exc:  # the generated decoders raise struct.error, ValueError, IndexError...
-        raise MalformedRequest(f"{cls.name} v{header.api_version} body does not decode: {exc!r}") from None
+        raise MalformedRequest(f"{cls.name} v{version} body does not decode: {exc!r}") from None
+    if end > len(body):
+        # A string or bytes field claimed more than the frame holds: slicing would silently shorten it.
+        raise MalformedRequest(f"{cls.name} v{version} body does not decode: its fields need {end} bytes but the "
+                               f"request has {len(body)}")
+    return request
 
 
 def encode_response(response: Any, correlation_id: int) -> bytes | bytearray:
