@@ -114,23 +114,32 @@ class Conn:
         assert got == cid
         return resp
 
-    def assert_closed(self, timeout: float = 5.0) -> bytes:
-        """Wait for the broker to close the connection; return whatever it sent before."""
+    def wait_closed(self, timeout: float = 5.0) -> tuple[bool, bytes]:
+        """Read until the broker closes the connection or ``timeout`` passes.
+
+        Returns (closed, whatever was received before).
+        """
         self.sock.settimeout(timeout)
         received = bytearray()
         deadline = time.monotonic() + timeout
-        while True:
+        while time.monotonic() < deadline:
             try:
                 chunk = self.sock.recv(65536)
             except ConnectionResetError:
-                return bytes(received)
+                return True, bytes(received)
             except TimeoutError:
-                pytest.fail(f"connection still open after {timeout}s (received {bytes(received[:64])!r})")
+                break
             if not chunk:
-                return bytes(received)
+                return True, bytes(received)
             received += chunk
-            if time.monotonic() > deadline:
-                pytest.fail("connection keeps sending instead of closing")
+        return False, bytes(received)
+
+    def assert_closed(self, timeout: float = 5.0) -> bytes:
+        """Wait for the broker to close the connection; return whatever it sent before."""
+        closed, received = self.wait_closed(timeout)
+        if not closed:
+            pytest.fail(f"connection still open after {timeout}s (received {received[:64]!r})")
+        return received
 
 
 def frame(req: Any, cid: int, client_id: str = "bad-input") -> bytes:
@@ -838,6 +847,26 @@ def test_body_cut_short_closes_connection(broker: Any, log_mark: int, cut: str) 
     assert received == b"", f"answered instead of closing: {received[:80]!r}"
     wait_for_log(broker, r"closing connection from .*Produce\w* v8 body does not decode", log_mark)
     assert end_offset(broker.port, DATA) == before
+
+
+def test_records_length_past_end_of_frame_closes_connection(broker: Any) -> None:
+    """A whole, valid batch, but the records length prefix claims 100 bytes more than the frame has.
+
+    The request is malformed (Kafka's parser fails on it and closes the connection); it must
+    not be decoded with the records cut to what is there, and nothing may be stored. (Its own
+    topic, so that a broker storing the batch does not upset the other tests.)
+    """
+    topic = "bad-input-records-length"
+    create_topic(broker.port, topic)
+    before = end_offset(broker.port, topic)
+    b = batch(b"claims-more-than-sent")
+    whole = bytearray(frame(produce_req(topic, b), 1))
+    struct.pack_into(">i", whole, len(whole) - len(b) - 4, len(b) + 100)
+    with Conn(broker.port) as c:
+        c.send_raw(bytes(whole))
+        closed, received = c.wait_closed(2.0)
+    assert end_offset(broker.port, topic) == before, "a batch from a malformed request was stored"
+    assert closed and received == b"", f"answered instead of closing: {received[:80]!r}"
 
 
 def test_answers_before_a_bad_frame_are_still_sent(broker: Any) -> None:

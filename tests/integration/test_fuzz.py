@@ -262,6 +262,19 @@ def _check_decodes(
         pytest.fail(f"{cls.name} v{version} answer does not decode: {exc!r}")
 
 
+def _crashes(log_text: str) -> list[str]:
+    """'Error: message (at dir/file.py:line in function)' for each handler traceback in the broker log."""
+    out = []
+    for record in re.split(r"\n(?=\d{4}-\d\d-\d\d )", log_text):  # one log record per piece
+        if "failed; closing the connection" not in record:
+            continue
+        frames = re.findall(r'File "[^"]*/((?:broker|headwater)/[^"]+)", line (\d+), in (\w+)', record)
+        errors = re.findall(r"^(\w+(?:Error|Exception)\b.*)$", record, re.M)
+        where = f" (at {frames[-1][0]}:{frames[-1][1]} in {frames[-1][2]})" if frames else ""
+        out.append((errors[-1] if errors else "unknown error") + where)
+    return out
+
+
 # -- strategies ------------------------------------------------------------------------------
 
 
@@ -449,12 +462,6 @@ def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
     assert _stored(port, KEPT) == kept
 
     # Handler crashes close the connection (allowed above) but are broker bugs: surface them.
-    crashes = collections.Counter(
-        m.group(1)
-        for m in re.finditer(
-            r"request from \S+ failed; closing the connection\n(?:.*\n)*?(\w+Error: .*)",
-            broker.log_text()[log_start:],
-        )
-    )
+    crashes = collections.Counter(_crashes(broker.log_text()[log_start:]))
     for message, count in crashes.items():
         warnings.warn(f"broker handler crashed {count}x during fuzzing: {message}", stacklevel=1)
