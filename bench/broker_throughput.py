@@ -3,21 +3,26 @@
 Starts its own broker (tests/brokerproc.py's BrokerProcess, temp log dir) and measures:
 
 - produce: N records of 100 B into a 1-partition and a 6-partition topic, driven from C
-  (kcat, acks=1, linger.ms=5, batch.size=1 MiB), timed from kcat's start to its exit;
-- consume: the same records read back with ``kcat -C -o beginning -e`` (lines counted by
-  ``wc -l``), timed the same way;
+  (kcat, acks=1, linger.ms=5, batch.size=1 MiB), timed from kcat's start to its exit, then
+  the end offsets checked;
+- consume: the same records read back with ``kcat -C -f '\\n' -o 0 -c COUNT`` (lines
+  counted by ``wc -l``), by one kcat and by several at once (1 partition: two offset
+  ranges; 6 partitions: one kcat per partition), timed the same way;
 - latency: a confluent-kafka producer process sends timestamped records at a fixed rate
-  (10k/s for 10 s, linger.ms=0) while a confluent-kafka consumer process reads them and
-  computes produce->consume latency (p50/p99/max; the first second is warm-up);
+  (10k/s for 10 s; linger.ms 0 and 1) while a confluent-kafka consumer process reads them
+  and computes produce->consume latency (p50/p99/max; the first second is warm-up);
 - the broker's peak RSS (VmRSS polled every 50 ms, and VmHWM at the end), and the CPU
-  seconds the broker and the clients used in each phase (all share the machine's cores).
+  seconds the broker, the clients and everything else on the machine used in each phase
+  (they all share the machine's cores; other CPU means the figures are disturbed).
 
-With ``--profile DIR`` an extra, untimed produce run per topic is recorded with py-spy
-(attached to the broker) and the hottest functions are printed.
+Throughput rounds are repeated (``--repeat``, median and best shown). Before each timed
+phase the benchmark waits up to ``--wait-quiet`` seconds for the machine to be idle.
+With ``--profile DIR`` extra, untimed produce, consume and latency runs are recorded with
+py-spy (attached to the broker) and the hottest functions are printed.
 
     python bench/broker_throughput.py                  # 1M records
-    python bench/broker_throughput.py --quick          # 100k records
-    python bench/broker_throughput.py --profile /tmp/hw-profile
+    python bench/broker_throughput.py --quick          # 100k records, 3 s latency runs
+    python bench/broker_throughput.py --repeat 0 --latency-seconds 5 --linger-ms 0 --profile /tmp/hw-profile
 """
 
 from __future__ import annotations

@@ -127,7 +127,34 @@ def decode_request(header: RequestHeader, frame: memoryview) -> Any:
         # A string or bytes field claimed more than the frame holds: slicing would silently shorten it.
         raise MalformedRequest(f"{cls.name} v{version} body does not decode: its fields need {end} bytes but the "
                                f"request has {len(body)}")
+    problem = _null_violation(cls._struct, request, version)
+    if problem:
+        raise MalformedRequest(f"{cls.name} v{version} body does not decode: {problem} is null but not nullable")
     return request
+
+
+def _null_violation(struct_field: Any, value: Any, version: int, path: str = "") -> str | None:
+    """The first array or string that is null where the schema does not allow it (Kafka's parser
+    rejects these; the generated decoder lets them through)."""
+    for name, f in struct_field.fields.items():
+        if not f.for_version_q(version):
+            continue
+        item = getattr(value, name, None)
+        where = f"{path}{name}"
+        if item is None:
+            if (f.is_array() or f.type_str == "string") and not f.nullable_for_version_q(version):
+                return where
+            continue
+        if f.is_struct_array():
+            for element in item:
+                problem = _null_violation(f, element, version, f"{where}[].")
+                if problem:
+                    return problem
+        elif f.is_struct():
+            problem = _null_violation(f, item, version, f"{where}.")
+            if problem:
+                return problem
+    return None
 
 
 def encode_response(response: Any, correlation_id: int) -> bytes | bytearray:

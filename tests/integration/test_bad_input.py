@@ -505,7 +505,7 @@ def test_known_but_unserved_api_closes_connection(broker: Any, log_mark: int) ->
         ("Fetch v12", lambda: fetch_req(DATA, version=12)),
         ("ListOffsets v6", lambda: list_offsets_req(DATA, version=6)),
     ],
-    ids=lambda v: v if isinstance(v, str) else "",
+    ids=lambda v: v.replace(" ", "-") if isinstance(v, str) else "r",
 )
 def test_unsupported_version_closes_connection(broker: Any, log_mark: int, name: str, req: Any) -> None:
     with Conn(broker.port) as c:
@@ -866,6 +866,33 @@ def test_records_length_past_end_of_frame_closes_connection(broker: Any) -> None
         c.send_raw(bytes(whole))
         closed, received = c.wait_closed(2.0)
     assert end_offset(broker.port, topic) == before, "a batch from a malformed request was stored"
+    assert closed and received == b"", f"answered instead of closing: {received[:80]!r}"
+
+
+@pytest.mark.parametrize(
+    "name, req",
+    [
+        ("Produce v8", lambda: ProduceRequest[8](acks=1, timeout_ms=1000, topic_data=None)),
+        ("Fetch v11", lambda: FetchRequest[11](replica_id=-1, max_wait_ms=0, min_bytes=0, topics=None)),
+        ("ListOffsets v5", lambda: ListOffsetsRequest[5](replica_id=-1, isolation_level=0, topics=None)),
+        ("CreateTopics v4", lambda: CreateTopicsRequest[4](timeout_ms=1000, validate_only=True, topics=None)),
+    ],
+    ids=lambda v: v.replace(" ", "-") if isinstance(v, str) else "r",
+)
+def test_null_for_non_nullable_array_is_a_malformed_request(
+    broker: Any, log_mark: int, name: str, req: Any
+) -> None:
+    """A top-level array sent as null (length -1) where the schema does not allow null.
+
+    Kafka's parser rejects such a request; here it must be treated as malformed too (the
+    connection closed with a log line), not reach the handler and crash it with a traceback.
+    """
+    with Conn(broker.port) as c:
+        c.send(req(), cid=61)
+        closed, received = c.wait_closed(2.0)
+    time.sleep(0.2)  # let the log line land
+    crash = re.search(r"request from \S+ failed; closing the connection", broker.log_text()[log_mark:])
+    assert not crash, f"{name} with a null array crashed its handler (see the broker log)"
     assert closed and received == b"", f"answered instead of closing: {received[:80]!r}"
 
 
