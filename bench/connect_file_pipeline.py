@@ -243,6 +243,7 @@ class Phase:
     records: int
     line_bytes: int
     seconds: float = 0.0
+    first: float = 0.0  # until the first output
     steady_seconds: float = 0.0  # between 10 % and 90 % of the records
     flush_wait: float | None = None
     cpu: dict[str, float] = field(default_factory=dict)  # process name -> CPU seconds in the phase
@@ -305,23 +306,25 @@ class Meter:
 
 
 def wait_for_progress(count: Callable[[], int], total: int, t0: float, timeout: float, interval: float,
-                      what: str) -> tuple[float, float, float, float | None]:
-    """Poll ``count`` until it reaches ``total``; returns (done, t10, t90, flush_wait) relative to ``t0``.
+                      what: str) -> tuple[float, float, float, float, float | None]:
+    """Poll ``count`` until it reaches ``total``.
 
-    ``flush_wait``: how long the count stood still just before it reached ``total``.
+    Returns (done, first, t10, t90, flush_wait), seconds after ``t0``: ``first`` when the count
+    first moved, ``flush_wait`` how long it stood still just before it reached ``total``.
     """
-    t10 = t90 = None
-    last_value, last_change = -1, t0
+    first = t10 = t90 = None
+    last_value, last_change = 0, t0
     deadline = t0 + timeout
     while True:
         now = time.monotonic()
         value = count()
         if value != last_value:
+            first = first if first is not None else now
             if value >= total:
-                flush_wait = now - last_change if last_value >= 0 else None
+                flush_wait = now - last_change if last_value > 0 else None
                 t10 = t10 if t10 is not None else now
                 t90 = t90 if t90 is not None else now
-                return now - t0, t10 - t0, t90 - t0, flush_wait
+                return now - t0, first - t0, t10 - t0, t90 - t0, flush_wait
             last_value, last_change = value, now
             if t10 is None and value >= total * 0.1:
                 t10 = now
@@ -442,7 +445,7 @@ def run_pipeline(mode: str, work: Path, infile: Path, args: argparse.Namespace, 
             t0 = time.monotonic()
             create_connector(dep.rest_url, "bench-source", source_config(infile, "bench-lines"))
             create_connector(dep.rest_url, "bench-sink", sink_config(out, "bench-lines"))
-            done, t10, t90, phase.flush_wait = wait_for_progress(
+            done, phase.first, t10, t90, phase.flush_wait = wait_for_progress(
                 file_lines(out, lb + 1), n, t0, args.timeout, 0.005, f"{mode} pipeline output lines")
             meter.finish(phase)
         profiles = spy.finish()
@@ -466,8 +469,8 @@ def run_sides(mode: str, work: Path, infile: Path, args: argparse.Namespace, tag
             with Meter(dep.procs) as meter:
                 t0 = time.monotonic()
                 create_connector(dep.rest_url, "bench-source", source_config(infile, "bench-lines"))
-                done, t10, t90, _ = wait_for_progress(lambda: offsets.get("bench-lines"), n, t0, args.timeout, 0.02,
-                                                      f"{mode} source-only end offset")
+                done, src.first, t10, t90, _ = wait_for_progress(
+                    lambda: offsets.get("bench-lines"), n, t0, args.timeout, 0.02, f"{mode} source-only end offset")
                 meter.finish(src)
             profiles.update({f"source-only-{k}": v for k, v in spy.finish().items()})
             src.seconds, src.steady_seconds = done, t90 - t10
@@ -482,8 +485,8 @@ def run_sides(mode: str, work: Path, infile: Path, args: argparse.Namespace, tag
         with Meter(dep.procs) as meter:
             t0 = time.monotonic()
             create_connector(dep.rest_url, "bench-sink", sink_config(out, "bench-lines"))
-            done, t10, t90, snk.flush_wait = wait_for_progress(file_lines(out, lb + 1), n, t0, args.timeout, 0.005,
-                                                               f"{mode} sink-only output lines")
+            done, snk.first, t10, t90, snk.flush_wait = wait_for_progress(
+                file_lines(out, lb + 1), n, t0, args.timeout, 0.005, f"{mode} sink-only output lines")
             meter.finish(snk)
         profiles.update({f"sink-only-{k}": v for k, v in spy.finish().items()})
         snk.seconds, snk.steady_seconds = done, t90 - t10
@@ -568,14 +571,14 @@ def machine() -> str:
 
 def table(phases: list[Phase]) -> list[str]:
     head = ["mode", "phase", "records", "seconds", "rec/s", "MB/s", "rec/s w/o flush wait", "steady rec/s",
-            "flush wait s", "CPU s worker", "CPU s broker", "CPU us/rec", "worker core %", "other load %",
+            "first output s", "flush wait s", "CPU s worker", "CPU s broker", "CPU us/rec", "worker core %", "other load %",
             "peak RSS MiB", "check"]
     rows = [head]
     for p in phases:
         rss = ", ".join(f"{k} {v / 1024:.0f}" for k, v in p.peak_rss_kb.items())
         rows.append([
             p.mode, p.name, f"{p.records:,}", f"{p.seconds:.2f}", f"{p.rate:,.0f}", f"{p.mb_per_s:.1f}",
-            f"{p.rate_without_flush_wait:,.0f}", f"{p.steady_rate:,.0f}",
+            f"{p.rate_without_flush_wait:,.0f}", f"{p.steady_rate:,.0f}", f"{p.first:.2f}",
             "-" if p.flush_wait is None else f"{p.flush_wait:.2f}",
             f"{p.cpu.get('worker', 0):.1f}", f"{p.cpu['broker']:.1f}" if "broker" in p.cpu else "(in worker)",
             f"{p.cpu_us_per_record:.1f}", f"{100 * p.cpu.get('worker', 0) / p.seconds:.0f}",
@@ -592,7 +595,8 @@ def main() -> int:
     parser.add_argument("--line-bytes", type=int, default=100, help="characters per line, without \\n (default 100)")
     parser.add_argument("--mode", choices=["up", "split", "both"], default="both",
                         help="up: one `headwater up` process; split: broker and worker processes (default both)")
-    parser.add_argument("--no-sides", action="store_true", help="skip the source-only and sink-only runs")
+    parser.add_argument("--phases", default="pipeline,sides",
+                        help="comma list of pipeline and sides (source-only + sink-only); default both")
     parser.add_argument("--repeat", type=int, default=1, help="pipeline runs per mode (the table shows each)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per phase before giving up")
     parser.add_argument("--profile", metavar="DIR", help="also record py-spy profiles (extra, untimed runs)")
@@ -605,6 +609,9 @@ def main() -> int:
     if args.line_bytes < 1:
         parser.error("--line-bytes must be >= 1")
     modes = ["up", "split"] if args.mode == "both" else [args.mode]
+    phases_wanted = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if not phases_wanted <= {"pipeline", "sides"}:
+        parser.error("--phases takes pipeline and/or sides")
 
     work = Path(tempfile.mkdtemp(prefix="hw-pipeline-"))
     infile = work / "input.txt"
@@ -615,13 +622,13 @@ def main() -> int:
     phases: list[Phase] = []
     try:
         for mode in modes:
-            for i in range(args.repeat):
+            for i in range(args.repeat if "pipeline" in phases_wanted else 0):
                 phase, _ = run_pipeline(mode, work, infile, args, tag=f"pipeline{i}")
                 phases.append(phase)
                 print(f"  {mode} pipeline: {phase.rate:,.0f} rec/s ({phase.seconds:.2f}s, steady "
                       f"{phase.steady_rate:,.0f} rec/s, flush wait {phase.flush_wait or 0:.2f}s, "
                       f"other load {100 * phase.other_load:.0f}%)", flush=True)
-            for i in range(0 if args.no_sides else args.repeat):
+            for i in range(args.repeat if "sides" in phases_wanted else 0):
                 sides, _ = run_sides(mode, work, infile, args, tag=f"sides{i}")
                 phases += sides
                 for p in sides:
@@ -633,11 +640,12 @@ def main() -> int:
             prof_dir = Path(args.profile)
             prof_dir.mkdir(parents=True, exist_ok=True)
             for mode in modes:
-                _, profiles = run_pipeline(mode, work, infile, args, tag="pipeline-profile", profile_dir=prof_dir)
-                for name, path in profiles.items():
-                    print(f"\npy-spy, {mode} pipeline, {name} process ({path}):")
-                    print("\n".join(summarize_collapsed(path)))
-                if not args.no_sides:
+                if "pipeline" in phases_wanted:
+                    _, profiles = run_pipeline(mode, work, infile, args, tag="pipeline-profile", profile_dir=prof_dir)
+                    for name, path in profiles.items():
+                        print(f"\npy-spy, {mode} pipeline, {name} process ({path}):")
+                        print("\n".join(summarize_collapsed(path)))
+                if "sides" in phases_wanted:
                     _, profiles = run_sides(mode, work, infile, args, tag="sides-profile", profile_dir=prof_dir)
                     for name, path in profiles.items():
                         print(f"\npy-spy, {mode} {name.rsplit('-', 1)[0]}, worker process ({path}):")

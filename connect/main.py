@@ -51,33 +51,6 @@ async def start_rest(herder: Herder, config: WorkerConfig) -> tuple[web.AppRunne
     return runner, f"http://{host}:{bound}/"
 
 
-async def serve_standalone(config: WorkerConfig, connector_files: list[str], stop: asyncio.Event,
-                           ready: Callable[[str], Awaitable[None] | None] | None = None) -> None:
-    registry = PluginRegistry(config.plugin_paths())
-    if config.plugin_paths():
-        registry.watch()
-    offsets = (FileOffsetStore(config.offset_storage_file_filename) if config.offset_storage_file_filename
-               else MemoryOffsetStore())
-    host, port = config.rest_host_port()
-    herder = StandaloneHerder(config, registry, offsets, worker_id=f"{config.rest_advertised_host_name or host}:{port}")
-    await herder.start()
-    runner, url = await start_rest(herder, config)
-    try:
-        for path in connector_files:
-            name, props = load_connector_file(path)
-            await herder.put_connector_config(name, props, allow_replace=True)
-        log.info("Headwater Connect worker (standalone) REST API at %s", url)
-        if ready is not None:
-            result = ready(url)
-            if asyncio.iscoroutine(result):
-                await result
-        await stop.wait()
-    finally:
-        await runner.cleanup()
-        await herder.stop()
-        registry.close()
-
-
 def _free_port(host: str) -> int:
     import socket
 
@@ -86,33 +59,73 @@ def _free_port(host: str) -> int:
         return sock.getsockname()[1]
 
 
-async def serve_distributed(config: WorkerConfig, stop: asyncio.Event,
-                            ready: Callable[[str, Herder], Awaitable[None] | None] | None = None) -> None:
-    from .herder.distributed import DistributedHerder
-
+def _identity(config: WorkerConfig) -> tuple[WorkerConfig, str]:
+    """The worker id (advertised ``host:port``); port 0 is resolved first, since the id needs it."""
     host, port = config.rest_host_port()
-    if port == 0:  # the worker id and advertised URL need the real port before the herder exists
+    if port == 0:
         port = _free_port(host)
         config = config.model_copy(update={"listeners": f"http://{host}:{port}"})
     adv_host = config.rest_advertised_host_name or (host if host not in ("", "0.0.0.0") else "127.0.0.1")
-    adv_port = config.rest_advertised_port or port
-    registry = PluginRegistry(config.plugin_paths())
-    if config.plugin_paths():
-        registry.watch()
-    herder = DistributedHerder(config, registry, f"{adv_host}:{adv_port}", f"http://{adv_host}:{adv_port}/")
-    runner, url = await start_rest(herder, config)
+    return config, f"{adv_host}:{config.rest_advertised_port or port}"
+
+
+Ready = Callable[[str, Herder], Awaitable[None] | None]
+
+
+async def _serve(herder: Herder, registry: PluginRegistry, config: WorkerConfig, stop: asyncio.Event,
+                 ready: Ready | None, mode: str) -> None:
+    """Start the herder and the REST API, run until ``stop``, then shut both down."""
+    runner = None
     try:
         await herder.start()
-        log.info("Headwater Connect worker (distributed, group %s) REST API at %s", config.group_id, url)
+        runner, url = await start_rest(herder, config)
+        log.info("Headwater Connect worker (%s) REST API at %s", mode, url)
         if ready is not None:
             result = ready(url, herder)
             if asyncio.iscoroutine(result):
                 await result
         await stop.wait()
     finally:
-        await runner.cleanup()
+        if runner is not None:
+            await runner.cleanup()
         await herder.stop()
         registry.close()
+
+
+def _registry(config: WorkerConfig) -> PluginRegistry:
+    registry = PluginRegistry(config.plugin_paths())
+    if config.plugin_paths():
+        registry.watch()
+    return registry
+
+
+async def serve_standalone(config: WorkerConfig, connector_files: list[str], stop: asyncio.Event,
+                           ready: Ready | None = None) -> None:
+    config, worker_id = _identity(config)
+    registry = _registry(config)
+    offsets = (FileOffsetStore(config.offset_storage_file_filename) if config.offset_storage_file_filename
+               else MemoryOffsetStore())
+    herder = StandaloneHerder(config, registry, offsets, worker_id)
+    connectors = [load_connector_file(path) for path in connector_files]
+
+    async def create_then_ready(url: str, herder: Herder) -> None:
+        for name, props in connectors:
+            await herder.put_connector_config(name, props, allow_replace=True)
+        if ready is not None:
+            result = ready(url, herder)
+            if asyncio.iscoroutine(result):
+                await result
+
+    await _serve(herder, registry, config, stop, create_then_ready, "standalone")
+
+
+async def serve_distributed(config: WorkerConfig, stop: asyncio.Event, ready: Ready | None = None) -> None:
+    from .herder.distributed import DistributedHerder
+
+    config, worker_id = _identity(config)
+    registry = _registry(config)
+    herder = DistributedHerder(config, registry, worker_id, f"http://{worker_id}/")
+    await _serve(herder, registry, config, stop, ready, f"distributed, group {config.group_id}")
 
 
 def run(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
