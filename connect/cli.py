@@ -63,7 +63,7 @@ def _up(args: argparse.Namespace) -> int:
     from .up import serve_up
 
     run(lambda stop: serve_up(args.data_dir, args.kafka_listener, args.rest_listener, args.connectors, stop,
-                              args.plugin_path))
+                              args.plugin_path, args.set, args.broker_set))
     return 0
 
 
@@ -98,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--kafka-listener", default="127.0.0.1:9092", help="HOST:PORT of the broker (default %(default)s)")
     up.add_argument("--rest-listener", default="127.0.0.1:8083", help="HOST:PORT of the REST API (default %(default)s)")
     up.add_argument("--plugin-path", default="plugins", help="folder of plugins (default ./plugins)")
+    up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override one worker property, e.g. --set offset.flush.interval.ms=1000 (repeatable)")
+    up.add_argument("--broker-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override one broker property, e.g. --broker-set num.partitions=6 (repeatable)")
     up.set_defaults(func=_up)
     return parser
 

@@ -79,6 +79,7 @@ async def _serve(herder: Herder, registry: PluginRegistry, config: WorkerConfig,
     try:
         await herder.start()
         runner, url = await start_rest(herder, config)
+        await herder.wait_ready()
         log.info("Headwater Connect worker (%s) REST API at %s", mode, url)
         if ready is not None:
             result = ready(url, herder)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from headwater.broker.config import BrokerConfig
+from headwater.broker.config import BrokerConfig, parse_overrides
 from headwater.broker.server import BrokerServer
 
 from .config import WorkerConfig
@@ -24,11 +24,13 @@ log = logging.getLogger("headwater")
 
 
 async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, connector_files: list[str],
-                   stop: asyncio.Event, plugin_path: str = "plugins") -> None:
+                   stop: asyncio.Event, plugin_path: str = "plugins", worker_overrides: list[str] | None = None,
+                   broker_overrides: list[str] | None = None) -> None:
     data = Path(data_dir)
     broker_config = BrokerConfig.model_validate({
         "listeners": f"PLAINTEXT://{kafka_listener}", "log.dirs": str(data / "broker"),
-        "group.initial.rebalance.delay.ms": "0"})
+        "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
+        **parse_overrides(broker_overrides or [])})
     broker = BrokerServer(broker_config)
     await broker.start()
     bootstrap = broker.listener_urls()[0].split("://", 1)[1]
@@ -40,7 +42,8 @@ async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, conne
         "offset.flush.interval.ms": "5000", "heartbeat.interval.ms": "1000", "session.timeout.ms": "10000",
         "scheduled.rebalance.max.delay.ms": "3000", "plugin.path": plugin_path,
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-        "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+        **parse_overrides(worker_overrides or [])})
     connectors = [load_connector_file(path) for path in connector_files]
 
     async def ready(url: str, herder: object) -> None:

@@ -7,11 +7,14 @@ Connect's ``Schema``/``Struct``.
 
 from __future__ import annotations
 
+import datetime as _dt
+import math
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Field", "Schema", "SchemaType", "Struct", "SchemaBuilder"]
+__all__ = ["Field", "Schema", "SchemaType", "Struct", "SchemaBuilder", "java_double_str", "java_str"]
 
 
 class SchemaType(StrEnum):
@@ -187,3 +190,55 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+# Java's toString of Connect values: what Kafka's tools print (FileStreamSink, StringConverter).
+
+
+def java_double_str(x: float) -> str:
+    """Java's ``Double.toString``: decimal notation in [1e-3, 1e7), else ``d.dddE±n``."""
+    if x != x:
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    r = repr(x)
+    if 1e-3 <= abs(x) < 1e7:
+        return r  # Python's repr uses the same shortest digits and the same ".0" for integral values
+    sign, digits, exponent = Decimal(r).as_tuple()
+    digits = list(digits)
+    exp10 = len(digits) - 1 + exponent
+    while len(digits) > 1 and digits[-1] == 0:
+        digits.pop()
+    mantissa = f"{digits[0]}." + ("".join(map(str, digits[1:])) or "0")
+    return f"{'-' if sign else ''}{mantissa}E{exp10}"
+
+
+def java_str(value: Any, encoding: str = "utf-8") -> str:
+    """Roughly Java's ``String.valueOf`` of the Java value a Python value stands for."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, float):
+        return java_double_str(value)
+    if isinstance(value, int | Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode(encoding, "replace")
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(java_str(v, encoding) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{java_str(k, encoding)}={java_str(v, encoding)}" for k, v in value.items()) + "}"
+    if isinstance(value, Struct):
+        parts = [f"{f.name}={java_str(value.values[f.name], encoding)}" for f in value.schema.fields
+                 if value.values.get(f.name) is not None]
+        return "Struct{" + ",".join(parts) + "}"
+    if isinstance(value, _dt.date | _dt.time):
+        return value.isoformat()
+    return str(value)

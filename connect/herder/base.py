@@ -59,6 +59,15 @@ class Herder(ABC):
     def ready(self) -> bool:
         return True
 
+    async def wait_ready(self, timeout: float = 120.0) -> None:
+        """Wait until the worker takes requests (a distributed one has joined its group)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self.ready():
+            if loop.time() > deadline:
+                raise TimeoutError(f"worker {self.worker_id} was not ready after {timeout:.0f}s")
+            await asyncio.sleep(0.05)
+
     # -- status -------------------------------------------------------------------------------
 
     def _on_status(self, connector: str, task: int | None, state: State, trace: str | None) -> None:

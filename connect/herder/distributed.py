@@ -66,6 +66,7 @@ class DistributedHerder(Herder):
         self._running_configs: dict[str, dict[str, str]] = {}
         self._running_task_configs: dict[TaskId, dict[str, str]] = {}
         self._work = asyncio.Lock()
+        self._task_config_locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -90,6 +91,9 @@ class DistributedHerder(Herder):
         await self.membership.stop()
         async with self._work:
             await self.worker.stop()
+        # Let the last status writes (UNASSIGNED on shutdown) reach the topic before it closes.
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=5)
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -309,22 +313,30 @@ class DistributedHerder(Herder):
             raise NotFound(f"Task {name}-{task} is not running on any worker yet")
         raise NotOwner(f"http://{owner}")
 
+    def _task_config_lock(self, name: str) -> asyncio.Lock:
+        return self._task_config_locks.setdefault(name, asyncio.Lock())
+
     async def reconfigure(self, name: str) -> None:
-        if not self.worker.is_running(name):
-            return
-        configs = await self.worker.task_configs(name)
-        if configs == self.task_configs.get(name):
-            return
-        if self.membership.is_leader:
-            await self.config_store.put_task_configs(name, configs)
-        else:
-            await self._post_to_leader(f"/connectors/{name}/tasks", configs)
+        # One at a time per connector: two interleaved task-*/commit-* sequences would commit a mix.
+        async with self._task_config_lock(name):
+            if not self.worker.is_running(name):
+                return
+            configs = await self.worker.task_configs(name)
+            if configs == self.task_configs.get(name):
+                return
+            if self.membership.is_leader:
+                await self.config_store.put_task_configs(name, configs)
+                await self.config_store.log.read_to_end()
+            else:
+                await self._post_to_leader(f"/connectors/{name}/tasks", configs)
 
     async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         """Internal endpoint (POST /connectors/{c}/tasks): the leader writes task configs."""
         self._require_leader()
         self._require(name)
-        await self.config_store.put_task_configs(name, configs)
+        async with self._task_config_lock(name):
+            await self.config_store.put_task_configs(name, configs)
+            await self.config_store.log.read_to_end()
 
     async def _post_to_leader(self, path: str, body: Any) -> None:
         import aiohttp

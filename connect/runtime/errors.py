@@ -136,8 +136,7 @@ def dlq_reporter(send: Callable[[str, bytes | None, bytes | None, list[tuple[str
             return  # only consumed records go to a DLQ
         headers = [(k, v) for k, v in raw.headers if v is not None]
         if context_headers:
-            exc = ctx.exception
-            cause = exc.__cause__ or exc
+            cause = ctx.exception  # the Connect error itself (e.g. DataException), as Kafka reports it
             headers += [(k, v.encode()) for k, v in (
                 ("__connect.errors.topic", raw.topic),
                 ("__connect.errors.partition", str(raw.partition)),

@@ -34,6 +34,11 @@ async def ensure_compacted_topic(bootstrap: str, topic: str, partitions: int, re
     admin = clients.admin_client(bootstrap)
     await admin.start()
     try:
+        if replication_factor < 1:
+            # -1 means "the broker's default" (KIP-464); aiokafka cannot send it, so use what Kafka would
+            # pick on a small cluster: 3, or fewer when fewer brokers exist.
+            cluster = await admin.describe_cluster()
+            replication_factor = max(1, min(3, len(cluster.get("brokers", [])) or 1))
         try:
             await admin.create_topics([NewTopic(topic, partitions, replication_factor,
                                                 topic_configs={"cleanup.policy": "compact"})])
@@ -76,6 +81,7 @@ class KafkaBasedLog:
         self.on_record = on_record
         self.client_id = client_id
         self.consumer: Any = None
+        self.end_reader: Any = None  # its own connection: end offsets must not queue behind a long poll
         self.producer: Any = None
         self.partitions: list[TopicPartition] = []
         self._tail: asyncio.Task[None] | None = None
@@ -89,6 +95,9 @@ class KafkaBasedLog:
         self.consumer = clients.consumer(self.bootstrap, {}, group_id=None, enable_auto_commit=False,
                                          auto_offset_reset="earliest", client_id=f"{self.client_id}-consumer")
         await self.consumer.start()
+        self.end_reader = clients.consumer(self.bootstrap, {}, group_id=None, enable_auto_commit=False,
+                                           client_id=f"{self.client_id}-end-offsets")
+        await self.end_reader.start()
         parts = await self.producer.partitions_for(self.topic)
         self.partitions = [TopicPartition(self.topic, p) for p in sorted(parts)]
         self.consumer.assign(self.partitions)
@@ -116,7 +125,7 @@ class KafkaBasedLog:
 
     async def read_to_end(self, timeout: float = 60.0) -> None:
         """Return once every record written before this call has been passed to ``on_record``."""
-        ends = await self.consumer.end_offsets(self.partitions)
+        ends = await self.end_reader.end_offsets(self.partitions)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
@@ -142,7 +151,8 @@ class KafkaBasedLog:
         if self._tail is not None:
             self._tail.cancel()
             await asyncio.gather(self._tail, return_exceptions=True)
-        if self.consumer is not None:
-            await self.consumer.stop()
+        for client in (self.consumer, self.end_reader):
+            if client is not None:
+                await client.stop()
         if self.producer is not None:
             await self.producer.stop()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from headwater.connect.api import SinkConnector, SinkConnectorConfig, SinkRecord, SinkTask, TopicPartition
+from headwater.connect.api.data import java_str
 from pydantic import Field
 
 __all__ = ["FileStreamSinkConnector", "FileStreamSinkTask"]
@@ -36,11 +37,8 @@ class FileStreamSinkConnector(SinkConnector):
 
 
 def _line(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+    """What Kafka's sink writes: ``println(value)``, i.e. Java's toString of the Connect value."""
+    return value if type(value) is str else java_str(value)
 
 
 class FileStreamSinkTask(SinkTask):
