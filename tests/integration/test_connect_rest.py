@@ -1,0 +1,511 @@
+"""The Connect REST API of ``headwater up`` against Kafka Connect's paths, shapes and status codes
+(CONNECT.md §1), and the ``kc`` CLI of PyPI's kafka-connect-py against it.
+
+One ``headwater up`` process serves the module; each test uses connectors and topics of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from connectproc import ConnectProcess, consume, unique, values, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def connect(tmp_path_factory: pytest.TempPathFactory):
+    with ConnectProcess(tmp_path_factory.mktemp("connect-rest")) as proc:
+        yield proc
+        print(f"headwater up log: {proc.log_file}")
+
+
+def sink_config(tmp: Path, topic: str, **extra: str) -> dict[str, str]:
+    return {"connector.class": "FileStreamSinkConnector", "file": str(tmp / f"{topic}.out"), "topics": topic,
+            **extra}
+
+
+def source_config(path: Path, topic: str, **extra: str) -> dict[str, str]:
+    return {"connector.class": "FileStreamSourceConnector", "file": str(path), "topic": topic, **extra}
+
+
+def assert_error(resp, status: int) -> dict:
+    assert resp.status == status, resp
+    body = resp.json
+    assert set(body) == {"error_code", "message"}, body
+    assert body["error_code"] == status
+    assert isinstance(body["message"], str) and body["message"]
+    return body
+
+
+def assert_info_shape(info: dict, name: str, config: dict[str, str], type_: str, tasks: int | tuple[int, ...]) -> None:
+    """ConnectorInfo. ``tasks``: the task count, or the counts allowed (a distributed worker answers a
+    create or update before the connector has generated its task configs, as Kafka Connect does)."""
+    assert set(info) == {"name", "config", "tasks", "type"}, info
+    assert info["name"] == name
+    assert info["config"] == {**config, "name": name}
+    allowed = (tasks,) if isinstance(tasks, int) else tasks
+    assert info["tasks"] in [[{"connector": name, "task": i} for i in range(n)] for n in allowed], info
+    assert info["type"] == type_
+
+
+def wait_info_tasks(connect: ConnectProcess, name: str, tasks: int) -> dict:
+    want = [{"connector": name, "task": i} for i in range(tasks)]
+    return wait_for(lambda: (info := connect.ok("GET", f"/connectors/{name}", expect=200))["tasks"] == want and info,
+                    20, 0.05, f"{name} to list {tasks} tasks", connect.log_text)
+
+
+def assert_status_shape(status: dict, name: str, type_: str, state: str, tasks: int) -> None:
+    assert set(status) == {"name", "connector", "tasks", "type"}, status
+    assert status["name"] == name and status["type"] == type_
+    assert set(status["connector"]) == {"state", "worker_id"}, status
+    assert status["connector"]["state"] == state and status["connector"]["worker_id"], status
+    assert [(t["id"], t["state"]) for t in status["tasks"]] == [(i, state) for i in range(tasks)], status
+    assert all(set(t) == {"id", "state", "worker_id"} and t["worker_id"] for t in status["tasks"]), status
+
+
+def worker_id(connect: ConnectProcess) -> str:
+    # Kafka Connect names a worker by its advertised REST host:port: the bound port, not the 0 asked for.
+    return f"127.0.0.1:{connect.rest_port}"
+
+
+# -- root, health, openapi -----------------------------------------------------------------------------
+
+
+def test_root_and_health(connect: ConnectProcess) -> None:
+    root = connect.ok("GET", "/", expect=200)
+    assert set(root) == {"version", "commit", "kafka_cluster_id"}
+    assert all(isinstance(v, str) and v for v in root.values()), root
+    health = connect.ok("GET", "/health", expect=200)
+    assert health["status"] == "healthy"
+    assert isinstance(health["message"], str) and health["message"]
+
+
+def test_ready_line_means_the_worker_takes_requests(tmp_path: Path) -> None:
+    """Once `headwater up` prints "Headwater is up", the REST API serves writes: no 503 from /health and
+    no 409 "rebalance" for the first POST /connectors."""
+    proc = ConnectProcess(tmp_path / "proc")
+    try:
+        proc.start(wait_healthy=False)
+        health = proc.get("/health")
+        created = proc.call("POST", "/connectors", {"name": "first", "config": sink_config(tmp_path, "t-first")})
+        assert (health.status, created.status) == (200, 201), (health, created)
+    finally:
+        proc.stop()
+
+
+def test_openapi_document(connect: ConnectProcess) -> None:
+    resp = connect.get("/openapi.json")
+    assert resp.status == 200
+    doc = json.loads(resp.body)
+    assert str(doc["openapi"]).startswith("3.")
+    paths = doc["paths"]
+    for path in ("/connectors", "/connectors/{name}", "/connectors/{name}/config", "/connectors/{name}/status",
+                 "/connectors/{name}/offsets", "/connector-plugins"):
+        assert path in paths, sorted(paths)
+    assert "post" in paths["/connectors"] and "get" in paths["/connectors"]
+
+
+def test_worker_id_is_the_bound_rest_address(connect: ConnectProcess, tmp_path: Path) -> None:
+    name = unique("rest-worker-id")
+    connect.create(name, sink_config(tmp_path, unique("t-worker-id")))
+    st = connect.wait_state(name, "RUNNING", tasks=1)
+    assert st["connector"]["worker_id"] == worker_id(connect), st
+    assert st["tasks"][0]["worker_id"] == worker_id(connect), st
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+# -- create, read, list ----------------------------------------------------------------------------------
+
+
+def test_create_connector_201_with_location_and_info(connect: ConnectProcess, tmp_path: Path) -> None:
+    name, topic = unique("rest-create"), unique("t-create")
+    config = sink_config(tmp_path, topic)
+    resp = connect.call("POST", "/connectors", {"name": name, "config": config})
+    assert resp.status == 201, resp
+    assert resp.headers["location"].endswith(f"/connectors/{name}"), resp.headers
+    assert_info_shape(resp.json, name, config, "sink", (0, 1))
+    assert_info_shape(wait_info_tasks(connect, name, 1), name, config, "sink", 1)
+    assert name in connect.connector_names()
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_list_connectors_with_expand(connect: ConnectProcess, tmp_path: Path) -> None:
+    sink, source, topic = unique("rest-list-sink"), unique("rest-list-src"), unique("t-list")
+    src_file = tmp_path / "in.txt"
+    src_file.write_text("")
+    sink_cfg, source_cfg = sink_config(tmp_path, topic), source_config(src_file, topic)
+    connect.create(sink, sink_cfg)
+    connect.create(source, source_cfg)
+    connect.wait_state(sink, "RUNNING", tasks=1)
+    connect.wait_state(source, "RUNNING", tasks=1)
+
+    names = connect.ok("GET", "/connectors", expect=200)
+    assert isinstance(names, list) and {sink, source} <= set(names)
+    # an unknown expand value is ignored: still the plain list
+    assert connect.ok("GET", "/connectors", expect=200, expand="bogus") == names
+
+    by_status = connect.ok("GET", "/connectors", expect=200, expand="status")
+    assert set(by_status) == set(names)
+    assert set(by_status[sink]) == {"status"}
+    assert_status_shape(by_status[sink]["status"], sink, "sink", "RUNNING", 1)
+    assert_status_shape(by_status[source]["status"], source, "source", "RUNNING", 1)
+
+    by_info = connect.ok("GET", "/connectors", expect=200, expand="info")
+    assert set(by_info[source]) == {"info"}
+    assert_info_shape(by_info[source]["info"], source, source_cfg, "source", 1)
+
+    both = connect.ok("GET", "/connectors", expect=200, expand=["status", "info"])
+    assert set(both[sink]) == {"status", "info"}
+    assert_info_shape(both[sink]["info"], sink, sink_cfg, "sink", 1)
+    assert both[sink]["status"]["connector"]["state"] == "RUNNING"
+    for name in (sink, source):
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_config_status_and_tasks_endpoints(connect: ConnectProcess, tmp_path: Path) -> None:
+    name, topic = unique("rest-read"), unique("t-read")
+    config = sink_config(tmp_path, topic, **{"tasks.max": "2"})
+    connect.create(name, config)
+    connect.wait_state(name, "RUNNING", tasks=2)
+
+    assert connect.ok("GET", f"/connectors/{name}/config", expect=200) == {**config, "name": name}
+    assert_status_shape(connect.status(name), name, "sink", "RUNNING", 2)
+
+    tasks = connect.ok("GET", f"/connectors/{name}/tasks", expect=200)
+    assert [t["id"] for t in tasks] == [{"connector": name, "task": 0}, {"connector": name, "task": 1}]
+    for t in tasks:
+        assert set(t) == {"id", "config"}
+        assert t["config"]["file"] == config["file"]
+        assert all(isinstance(v, str) for v in t["config"].values())
+
+    for t in (0, 1):
+        st = connect.ok("GET", f"/connectors/{name}/tasks/{t}/status", expect=200)
+        assert set(st) == {"id", "state", "worker_id"} and (st["id"], st["state"]) == (t, "RUNNING"), st
+    assert_error(connect.get(f"/connectors/{name}/tasks/7/status"), 404)
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+# -- updates ---------------------------------------------------------------------------------------------
+
+
+def test_put_config_201_on_create_200_on_update(connect: ConnectProcess, tmp_path: Path) -> None:
+    name, topic = unique("rest-put"), unique("t-put")
+    config = sink_config(tmp_path, topic)
+    resp = connect.call("PUT", f"/connectors/{name}/config", config)
+    assert resp.status == 201, resp
+    assert resp.headers["location"].endswith(f"/connectors/{name}"), resp.headers
+    assert_info_shape(resp.json, name, config, "sink", (0, 1))
+    wait_info_tasks(connect, name, 1)
+
+    updated = {**config, "tasks.max": "3"}
+    resp = connect.call("PUT", f"/connectors/{name}/config", updated)
+    assert resp.status == 200, resp
+    assert_info_shape(resp.json, name, updated, "sink", (1, 3))
+    assert connect.ok("GET", f"/connectors/{name}/config", expect=200) == {**updated, "name": name}
+    connect.wait_state(name, "RUNNING", tasks=3)
+    assert_info_shape(wait_info_tasks(connect, name, 3), name, updated, "sink", 3)
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_patch_config_null_removes_a_key(connect: ConnectProcess, tmp_path: Path) -> None:
+    name, topic = unique("rest-patch"), unique("t-patch")
+    config = sink_config(tmp_path, topic, **{"tasks.max": "2", "errors.log.enable": "true"})
+    connect.create(name, config)
+    connect.wait_state(name, "RUNNING", tasks=2)
+    resp = connect.call("PATCH", f"/connectors/{name}/config", {"errors.log.enable": None, "tasks.max": "1"})
+    assert resp.status == 200, resp
+    expected = {**config, "tasks.max": "1", "name": name}
+    del expected["errors.log.enable"]
+    assert resp.json["config"] == expected
+    assert connect.ok("GET", f"/connectors/{name}/config", expect=200) == expected
+    connect.wait_state(name, "RUNNING", tasks=1)
+    assert_error(connect.call("PATCH", f"/connectors/{unique('nope')}/config", {"tasks.max": "1"}), 404)
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_config_update_right_after_create_wins(connect: ConnectProcess, tmp_path: Path) -> None:
+    """An update that lands while a new connector is still being started must not be lost: the tasks
+    end up generated from the latest config. (Three connectors, as the window is short.)"""
+    names = [unique("rest-race") for _ in range(3)]
+    for name in names:
+        connect.create(name, sink_config(tmp_path, unique("t-race"), **{"tasks.max": "2"}))
+        assert connect.call("PATCH", f"/connectors/{name}/config", {"tasks.max": "1"}).status == 200
+    for name in names:
+        connect.wait_state(name, "RUNNING", tasks=1, timeout=10)
+        wait_info_tasks(connect, name, 1)
+    for name in names:
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+# -- state changes -----------------------------------------------------------------------------------------
+
+
+def test_pause_and_resume_202(connect: ConnectProcess, tmp_path: Path) -> None:
+    name, topic = unique("rest-pause"), unique("t-pause")
+    src = tmp_path / "in.txt"
+    src.write_text("a\nb\n")
+    connect.create(name, source_config(src, topic))
+    wait_for(lambda: len(consume(connect.bootstrap, topic, count=2, timeout=5)) == 2, 20, what="first lines")
+
+    assert connect.call("PUT", f"/connectors/{name}/pause").status == 202
+    connect.wait_state(name, "PAUSED", tasks=1)
+    with src.open("a") as f:
+        f.write("c\n")
+    # paused: the new line must not be read (give the watchdog wake-up ample time)
+    assert values(consume(connect.bootstrap, topic, count=3, timeout=1.5)) == ["a", "b"]
+
+    assert connect.call("PUT", f"/connectors/{name}/resume").status == 202
+    connect.wait_state(name, "RUNNING", tasks=1)
+    got = wait_for(lambda: values(consume(connect.bootstrap, topic, count=3, timeout=5)) == ["a", "b", "c"], 20,
+                   what="the line appended while paused")
+    assert got
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_stop_204_stopped_without_tasks_then_resume(connect: ConnectProcess, tmp_path: Path) -> None:
+    name, topic = unique("rest-stop"), unique("t-stop")
+    connect.create(name, sink_config(tmp_path, topic, **{"tasks.max": "2"}))
+    connect.wait_state(name, "RUNNING", tasks=2)
+
+    assert connect.call("PUT", f"/connectors/{name}/stop").status == 204
+    st = connect.wait_state(name, "STOPPED", tasks=0)
+    assert st["tasks"] == []
+    assert connect.ok("GET", f"/connectors/{name}", expect=200)["tasks"] == []
+    assert connect.ok("GET", f"/connectors/{name}/tasks", expect=200) == []
+    assert connect.call("PUT", f"/connectors/{name}/stop").status == 204  # idempotent
+
+    assert connect.call("PUT", f"/connectors/{name}/resume").status == 202
+    connect.wait_state(name, "RUNNING", tasks=2)
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_restart_connector_and_tasks(connect: ConnectProcess, tmp_path: Path) -> None:
+    name, topic = unique("rest-restart"), unique("t-restart")
+    connect.create(name, sink_config(tmp_path, topic, **{"tasks.max": "2"}))
+    connect.wait_state(name, "RUNNING", tasks=2)
+
+    resp = connect.call("POST", f"/connectors/{name}/restart")
+    assert resp.status == 204, resp
+    assert resp.body == b""
+    connect.wait_state(name, "RUNNING", tasks=2)
+
+    resp = connect.call("POST", f"/connectors/{name}/restart", includeTasks="true", onlyFailed="false")
+    assert resp.status == 202, resp
+    body = resp.json
+    assert body["name"] == name and body["type"] == "sink"
+    assert body["connector"]["state"] == "RESTARTING"
+    assert [(t["id"], t["state"]) for t in body["tasks"]] == [(0, "RESTARTING"), (1, "RESTARTING")]
+    connect.wait_state(name, "RUNNING", tasks=2)
+
+    # onlyFailed=true with nothing failed: 202, and nothing is restarting
+    resp = connect.call("POST", f"/connectors/{name}/restart", includeTasks="true", onlyFailed="true")
+    assert resp.status == 202, resp
+    assert resp.json["connector"]["state"] == "RUNNING"
+    assert {t["state"] for t in resp.json["tasks"]} == {"RUNNING"}
+
+    resp = connect.call("POST", f"/connectors/{name}/tasks/1/restart")
+    assert resp.status == 204, resp
+    connect.wait_state(name, "RUNNING", tasks=2)
+    assert_error(connect.call("POST", f"/connectors/{name}/tasks/9/restart"), 404)
+    assert_error(connect.call("POST", f"/connectors/{unique('nope')}/restart"), 404)
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_delete_204_then_404(connect: ConnectProcess, tmp_path: Path) -> None:
+    name, topic = unique("rest-delete"), unique("t-delete")
+    connect.create(name, sink_config(tmp_path, topic))
+    resp = connect.call("DELETE", f"/connectors/{name}")
+    assert resp.status == 204 and resp.body == b"", resp
+    assert name not in connect.connector_names()
+    body = assert_error(connect.get(f"/connectors/{name}"), 404)
+    assert name in body["message"]
+    assert_error(connect.get(f"/connectors/{name}/status"), 404)
+    assert_error(connect.call("DELETE", f"/connectors/{name}"), 404)
+
+
+# -- offsets (KIP-875) ------------------------------------------------------------------------------------
+
+
+def test_source_offsets_get_alter_reset(connect: ConnectProcess, tmp_path: Path) -> None:
+    name, topic = unique("rest-offsets"), unique("t-offsets")
+    src = tmp_path / "in.txt"
+    lines = [f"line-{i}" for i in range(10)]
+    src.write_text("".join(line + "\n" for line in lines))
+    size = src.stat().st_size
+    connect.create(name, source_config(src, topic))
+    wait_for(lambda: len(consume(connect.bootstrap, topic, count=10, timeout=5)) == 10, 20, what="10 records")
+
+    # altering or resetting needs a STOPPED connector
+    patch = {"offsets": [{"partition": {"filename": str(src)}, "offset": {"position": len("line-0\n") * 7}}]}
+    for method, body in (("PATCH", patch), ("DELETE", None)):
+        err = assert_error(connect.call(method, f"/connectors/{name}/offsets", body), 400)
+        assert "STOPPED" in err["message"]
+
+    # stopping commits the offset of everything read (the worker's periodic flush is 5 s apart)
+    assert connect.call("PUT", f"/connectors/{name}/stop").status == 204
+    connect.wait_state(name, "STOPPED", tasks=0)
+    expected = {"offsets": [{"partition": {"filename": str(src)}, "offset": {"position": size}}]}
+    assert connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == expected
+    assert_error(connect.call("PATCH", f"/connectors/{name}/offsets", {"offsets": []}), 400)
+    resp = connect.call("PATCH", f"/connectors/{name}/offsets", patch)
+    assert resp.status == 200, resp
+    assert "altered" in resp.json["message"]
+    assert connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == patch
+
+    # resumed at the altered position: the last three lines are read again
+    assert connect.call("PUT", f"/connectors/{name}/resume").status == 202
+    want = lines + lines[7:]
+    wait_for(lambda: values(consume(connect.bootstrap, topic, count=len(want), timeout=5)) == want, 20,
+             what="lines 7..9 again after PATCH offsets", log=connect.log_text)
+
+    assert connect.call("PUT", f"/connectors/{name}/stop").status == 204
+    connect.wait_state(name, "STOPPED", tasks=0)
+    resp = connect.call("DELETE", f"/connectors/{name}/offsets")
+    assert resp.status == 200, resp
+    assert "reset" in resp.json["message"]
+    assert connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == {"offsets": []}
+
+    # after the reset the whole file is read again from the start
+    assert connect.call("PUT", f"/connectors/{name}/resume").status == 202
+    want = want + lines
+    wait_for(lambda: values(consume(connect.bootstrap, topic, count=len(want), timeout=5)) == want, 20,
+             what="the whole file again after DELETE offsets", log=connect.log_text)
+    assert_error(connect.get(f"/connectors/{unique('nope')}/offsets"), 404)
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+# -- plugins -----------------------------------------------------------------------------------------------
+
+
+def test_connector_plugins_lists(connect: ConnectProcess) -> None:
+    plugins = connect.ok("GET", "/connector-plugins", expect=200)
+    assert all(set(p) == {"class", "type", "version"} for p in plugins), plugins
+    assert {p["type"] for p in plugins} <= {"source", "sink"}
+    by_short = {p["class"].rsplit(".", 1)[-1]: p for p in plugins}
+    assert by_short["FileStreamSourceConnector"]["type"] == "source"
+    assert by_short["FileStreamSinkConnector"]["type"] == "sink"
+    assert connect.ok("GET", "/connector-plugins", expect=200, connectorsOnly="true") == plugins
+
+    everything = connect.ok("GET", "/connector-plugins", expect=200, connectorsOnly="false")
+    kinds = {p["type"] for p in everything}
+    assert {"source", "sink", "transformation", "predicate", "converter", "header_converter"} <= kinds, kinds
+    names = {(p["class"].rsplit(".", 1)[-1], p["type"]) for p in everything}
+    for expected in (("InsertFieldValue", "transformation"), ("RegexRouter", "transformation"),
+                     ("Filter", "transformation"), ("TopicNameMatches", "predicate"),
+                     ("HasHeaderKey", "predicate"), ("JsonConverter", "converter"),
+                     ("StringConverter", "converter"), ("SimpleHeaderConverter", "header_converter")):
+        assert expected in names, (expected, sorted(names))
+    assert {(p["class"], p["type"]) for p in plugins} <= {(p["class"], p["type"]) for p in everything}
+
+
+def test_connector_plugin_config_definitions(connect: ConnectProcess) -> None:
+    defs = connect.ok("GET", "/connector-plugins/FileStreamSourceConnector/config", expect=200)
+    by_name = {d["name"]: d for d in defs}
+    for d in defs:
+        assert {"name", "type", "required", "default_value", "importance", "documentation", "group", "order",
+                "width", "display_name", "dependents"} <= set(d), d
+    assert {"name", "connector.class", "tasks.max", "file", "topic", "batch.size"} <= set(by_name)
+    assert by_name["topic"]["required"] is True
+    assert by_name["batch.size"]["type"] == "INT" and by_name["batch.size"]["default_value"] == "2000"
+    sink_defs = {d["name"] for d in connect.ok("GET", "/connector-plugins/FileStreamSinkConnector/config", expect=200)}
+    assert {"file", "topics", "topics.regex", "errors.deadletterqueue.topic.name"} <= sink_defs
+
+
+def test_validate_reports_the_error_on_the_right_key(connect: ConnectProcess, tmp_path: Path) -> None:
+    path = "/connector-plugins/FileStreamSinkConnector/config/validate"
+    bad = {"connector.class": "FileStreamSinkConnector", "name": "v", "file": str(tmp_path / "x.out")}
+    result = connect.ok("PUT", path, bad, expect=200)
+    assert set(result) >= {"name", "error_count", "groups", "configs"}
+    assert result["error_count"] > 0
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in result["configs"]}
+    assert errors["topics"], errors
+    assert "topics" in " ".join(errors["topics"])
+    assert errors["file"] == [] and errors["name"] == []
+    assert all(set(c) == {"definition", "value"} for c in result["configs"])
+
+    good = connect.ok("PUT", path, {**bad, "topics": "x"}, expect=200)
+    assert good["error_count"] == 0, good
+    typo = connect.ok("PUT", path, {**bad, "topics": "x", "tasks.max": "many"}, expect=200)
+    assert typo["error_count"] == 1
+    assert {c["value"]["name"] for c in typo["configs"] if c["value"]["errors"]} == {"tasks.max"}
+
+    # connector.class naming another plugin than the URL: 400
+    mismatch = {**bad, "topics": "x", "connector.class": "FileStreamSourceConnector"}
+    assert_error(connect.call("PUT", path, mismatch), 400)
+    assert "v" not in connect.connector_names()
+
+
+# -- loggers -----------------------------------------------------------------------------------------------
+
+
+def test_admin_loggers_get_and_put(connect: ConnectProcess) -> None:
+    loggers = connect.ok("GET", "/admin/loggers", expect=200)
+    assert "root" in loggers
+    assert set(loggers["root"]) == {"level", "last_modified"}
+    assert loggers["root"]["level"] == "INFO"
+
+    name = "headwater.connect.runtime.worker"
+    resp = connect.call("PUT", f"/admin/loggers/{name}", {"level": "DEBUG"})
+    assert resp.status == 200, resp
+    assert name in resp.json
+    one = connect.ok("GET", f"/admin/loggers/{name}", expect=200)
+    assert one["level"] == "DEBUG" and isinstance(one["last_modified"], int)
+    assert connect.ok("GET", "/admin/loggers", expect=200)[name]["level"] == "DEBUG"
+    assert connect.ok("GET", "/admin/loggers", expect=200)["root"]["level"] == "INFO"
+
+    assert connect.call("PUT", f"/admin/loggers/{name}", {"level": "INFO"}, scope="cluster").status == 204
+    # cluster scope is applied through the config topic: poll
+    wait_for(lambda: connect.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "INFO", 10,
+             what=f"{name} back at INFO")
+    assert_error(connect.call("PUT", f"/admin/loggers/{name}", {"level": "LOUD"}), 400)
+    assert_error(connect.get("/admin/loggers/no.such.logger.anywhere"), 404)
+
+
+# -- the kc CLI (kafka-connect-py) ----------------------------------------------------------------------------
+
+
+def _kc() -> str:
+    exe = shutil.which("kc", path=str(Path(sys.executable).parent)) or shutil.which("kc")
+    if exe is None:
+        pytest.skip("the kc CLI (pip install kafka-connect-py) is not installed")
+    return exe
+
+
+def test_kc_cli_list_create_status_pause_resume_delete(connect: ConnectProcess, tmp_path: Path) -> None:
+    exe = _kc()
+    name, topic = unique("kc"), unique("t-kc")
+
+    def kc(*args: str) -> str:
+        done = subprocess.run([exe, "--url", connect.rest.rstrip("/"), *args], capture_output=True, text=True,
+                              timeout=30)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    before = json.loads(kc("list"))
+    assert isinstance(before, list) and name not in before
+
+    spec = tmp_path / "connector.json"
+    spec.write_text(json.dumps({"name": name, "config": sink_config(tmp_path, topic)}))
+    created = json.loads(kc("create", "--config-file", str(spec)))
+    assert created["name"] == name and created["type"] == "sink"
+    assert name in json.loads(kc("list"))
+    connect.wait_state(name, "RUNNING", tasks=1)
+
+    status = json.loads(kc("status", name))
+    assert status["name"] == name and status["connector"]["state"] == "RUNNING"
+
+    kc("pause", name)
+    connect.wait_state(name, "PAUSED", tasks=1)
+    assert json.loads(kc("status", name))["connector"]["state"] == "PAUSED"
+    kc("resume", name)
+    connect.wait_state(name, "RUNNING", tasks=1)
+
+    kc("delete", name)
+    assert name not in json.loads(kc("list"))
+    assert connect.get(f"/connectors/{name}").status == 404
