@@ -42,8 +42,9 @@ def _standalone(args: argparse.Namespace) -> int:
 
 def _distributed(args: argparse.Namespace) -> int:
     from .config import WorkerConfigError, load_worker_config
+    from .herder.membership import MembershipFailed
     from .main import run, serve_distributed
-    from .storage.kafka_log import TopicNotCompacted
+    from .storage.kafka_log import InternalTopicError
 
     try:
         config = load_worker_config(args.worker_properties, args.set)
@@ -52,7 +53,7 @@ def _distributed(args: argparse.Namespace) -> int:
         return 2
     try:
         run(lambda stop: serve_distributed(config, stop))
-    except TopicNotCompacted as exc:
+    except (InternalTopicError, MembershipFailed) as exc:
         print(f"headwater connect distributed: {exc}", file=sys.stderr)
         return 2
     return 0

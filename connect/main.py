@@ -79,7 +79,8 @@ async def _serve(herder: Herder, registry: PluginRegistry, config: WorkerConfig,
     try:
         await herder.start()
         runner, url = await start_rest(herder, config)
-        await herder.wait_ready()
+        if not await herder.wait_ready(stop):
+            return
         log.info("Headwater Connect worker (%s) REST API at %s", mode, url)
         if ready is not None:
             result = ready(url, herder)

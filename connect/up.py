@@ -39,8 +39,8 @@ async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, conne
         "bootstrap.servers": bootstrap, "listeners": f"http://{rest_listener}", "group.id": "headwater-up",
         "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
         "status.storage.replication.factor": "1", "offset.storage.partitions": "5", "status.storage.partitions": "1",
-        "offset.flush.interval.ms": "5000", "heartbeat.interval.ms": "1000", "session.timeout.ms": "10000",
-        "scheduled.rebalance.max.delay.ms": "3000", "plugin.path": plugin_path,
+        "offset.flush.interval.ms": "5000", "heartbeat.interval.ms": "500", "session.timeout.ms": "3000",
+        "scheduled.rebalance.max.delay.ms": "1000", "plugin.path": plugin_path,
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "org.apache.kafka.connect.storage.StringConverter",
         **parse_overrides(worker_overrides or [])})

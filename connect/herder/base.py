@@ -59,14 +59,25 @@ class Herder(ABC):
     def ready(self) -> bool:
         return True
 
-    async def wait_ready(self, timeout: float = 120.0) -> None:
-        """Wait until the worker takes requests (a distributed one has joined its group)."""
+    def startup_failure(self) -> BaseException | None:
+        """Why the worker can never become ready, if it cannot."""
+        return None
+
+    async def wait_ready(self, stop: asyncio.Event, timeout: float = 120.0) -> bool:
+        """Wait until the worker takes requests (a distributed one has joined its group);
+        False if ``stop`` was set first. Raises when startup failed for good."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not self.ready():
+            failure = self.startup_failure()
+            if failure is not None:
+                raise failure
+            if stop.is_set():
+                return False
             if loop.time() > deadline:
                 raise TimeoutError(f"worker {self.worker_id} was not ready after {timeout:.0f}s")
             await asyncio.sleep(0.05)
+        return True
 
     # -- status -------------------------------------------------------------------------------
 

@@ -104,6 +104,9 @@ class DistributedHerder(Herder):
     def ready(self) -> bool:
         return self.assignment is not None
 
+    def startup_failure(self) -> BaseException | None:
+        return self.membership.failure
+
     def _spawn(self, coro: Any, what: str) -> None:
         async def guarded() -> None:
             try:

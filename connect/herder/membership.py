@@ -17,12 +17,22 @@ from aiokafka.protocol.group import HeartbeatRequest, JoinGroupRequest, LeaveGro
 
 from .protocol import Assignment, MemberMetadata, decode_assignment, decode_metadata
 
-__all__ = ["GroupMembership", "JoinResult"]
+__all__ = ["GroupMembership", "JoinResult", "MembershipFailed"]
 
 log = logging.getLogger(__name__)
 
 NONE, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 0, 25, 22, 27, 79
 COORDINATOR_ERRORS = {14, 15, 16}  # load in progress, not available, not coordinator
+# Errors no retry can fix: the worker's own configuration is refused.
+FATAL_ERRORS = {23: "INCONSISTENT_GROUP_PROTOCOL: the group is used by members of another protocol type "
+                    "(group.id may be shared with a consumer group)",
+                24: "INVALID_GROUP_ID: group.id is not a valid group id",
+                26: "INVALID_SESSION_TIMEOUT: session.timeout.ms is outside the broker's "
+                    "group.min.session.timeout.ms..group.max.session.timeout.ms"}
+
+
+class MembershipFailed(RuntimeError):
+    """The broker refused this worker's membership for a reason retrying cannot fix."""
 
 
 @dataclass
@@ -96,6 +106,10 @@ class GroupMembership:
                 await self._heartbeat_until_rejoin()
             except asyncio.CancelledError:
                 raise
+            except MembershipFailed as exc:
+                log.error("%s", exc)
+                self.failure = exc
+                return
             except Exception as exc:
                 log.warning("group %s: %s; retrying in %.1fs", self.group_id, exc, backoff)
                 self.coordinator = None
@@ -122,6 +136,8 @@ class GroupMembership:
                 continue
             if resp.error_code in COORDINATOR_ERRORS:
                 raise RuntimeError(f"coordinator unavailable (error {resp.error_code})")
+            if resp.error_code in FATAL_ERRORS:
+                raise MembershipFailed(f"group {self.group_id}: JoinGroup refused: {FATAL_ERRORS[resp.error_code]}")
             if resp.error_code != NONE:
                 raise RuntimeError(f"JoinGroup failed with error {resp.error_code}")
             break

@@ -17,14 +17,18 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from ..runtime import clients
 
-__all__ = ["KafkaBasedLog", "TopicNotCompacted"]
+__all__ = ["InternalTopicError", "KafkaBasedLog", "TopicNotCompacted", "ensure_compacted_topic"]
 
 log = logging.getLogger(__name__)
 
 RecordCallback = Callable[[bytes | None, bytes | None, int, int], None]  # key, value, partition, offset
 
 
-class TopicNotCompacted(RuntimeError):
+class InternalTopicError(RuntimeError):
+    """An internal topic is missing or unusable: the worker cannot keep its state."""
+
+
+class TopicNotCompacted(InternalTopicError):
     """An internal topic exists with a cleanup.policy that would lose state."""
 
 
@@ -39,12 +43,16 @@ async def ensure_compacted_topic(bootstrap: str, topic: str, partitions: int, re
             # pick on a small cluster: 3, or fewer when fewer brokers exist.
             cluster = await admin.describe_cluster()
             replication_factor = max(1, min(3, len(cluster.get("brokers", [])) or 1))
-        try:
-            await admin.create_topics([NewTopic(topic, partitions, replication_factor,
-                                                topic_configs={"cleanup.policy": "compact"})])
-            log.info("created %s topic %s (%d partitions, compacted)", purpose, topic, partitions)
-        except TopicAlreadyExistsError:
-            pass
+        response = await admin.create_topics([NewTopic(topic, partitions, replication_factor,
+                                                       topic_configs={"cleanup.policy": "compact"})])
+        for entry in response.topic_errors:
+            code, message = entry[1], (entry[2] if len(entry) > 2 else None)
+            if code == 0:
+                log.info("created %s topic %s (%d partitions, compacted)", purpose, topic, partitions)
+            elif code != TopicAlreadyExistsError.errno:
+                raise InternalTopicError(
+                    f"Could not create topic '{topic}' (the '{config_key}' property) for {purpose}: error {code}"
+                    f"{': ' + message if message else ''}")
         policy = await _cleanup_policy(admin, topic)
         if policy is not None and "compact" not in policy.split(","):
             raise TopicNotCompacted(
