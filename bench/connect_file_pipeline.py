@@ -188,14 +188,18 @@ def delete_connector(rest_url: str, name: str) -> None:
         raise RuntimeError(f"DELETE /connectors/{name}: HTTP {status}: {body}")
 
 
+SOURCE_EXTRA: dict[str, str] = {}  # --source-set
+SINK_EXTRA: dict[str, str] = {}  # --sink-set
+
+
 def source_config(path: Path, topic: str) -> dict[str, str]:
     return {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector", "tasks.max": "1",
-            "file": str(path), "topic": topic}
+            "file": str(path), "topic": topic, **SOURCE_EXTRA}
 
 
 def sink_config(path: Path, topic: str) -> dict[str, str]:
     return {"connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "tasks.max": "1",
-            "file": str(path), "topics": topic}
+            "file": str(path), "topics": topic, **SINK_EXTRA}
 
 
 class EndOffsets:
@@ -348,13 +352,17 @@ def file_lines(path: Path, line_len: int) -> Callable[[], int]:
 
 
 class Deployment:
-    """The processes of one mode on a fresh data dir: ``procs['worker']`` runs the connectors."""
+    """The processes of one mode on a fresh data dir.
+
+    ``procs['worker']`` runs the source connector and, except in ``split3``, the sink connector too;
+    in ``split3`` a second standalone worker, ``procs['sink-worker']``, runs the sink.
+    """
 
     def __init__(self, mode: str, work: Path, tag: str) -> None:
         self.mode, self.dir = mode, work / f"{mode}-{tag}"
         self.dir.mkdir(parents=True)
         self.procs: dict[str, Proc] = {}
-        self.bootstrap = self.rest_url = ""
+        self.bootstrap = self.rest_url = self.sink_rest_url = ""
 
     def start(self) -> Deployment:
         try:
@@ -370,26 +378,29 @@ class Deployment:
                                          "--set", "group.initial.rebalance.delay.ms=0"], self.dir / "broker.log")
                 self.procs["broker"] = broker
                 self.bootstrap = broker.start(_BROKER_READY).group(1)
-                props = self.dir / "worker.properties"
-                props.write_text("\n".join([
-                    f"bootstrap.servers={self.bootstrap}",
-                    "listeners=http://127.0.0.1:0",
-                    f"offset.storage.file.filename={self.dir / 'data' / 'connect.offsets'}",
-                    f"offset.flush.interval.ms={FLUSH_INTERVAL_MS}",
-                    "plugin.path=plugins",
-                    f"key.converter={STRING_CONVERTER}",
-                    f"value.converter={STRING_CONVERTER}",
-                ]) + "\n")
-                worker = Proc("worker", ["connect", "standalone", str(props)], self.dir / "worker.log")
-                self.procs["worker"] = worker
-                self.rest_url = worker.start(_WORKER_READY).group(1)
+                self.rest_url = self._standalone("worker")
+            self.sink_rest_url = self._standalone("sink-worker") if self.mode == "split3" else self.rest_url
         except BaseException:
             self.stop()
             raise
         return self
 
+    def _standalone(self, name: str) -> str:
+        props = self.dir / f"{name}.properties"
+        props.write_text("\n".join([
+            f"bootstrap.servers={self.bootstrap}",
+            "listeners=http://127.0.0.1:0",
+            f"offset.storage.file.filename={self.dir / 'data' / f'{name}.offsets'}",
+            f"offset.flush.interval.ms={FLUSH_INTERVAL_MS}",
+            "plugin.path=plugins",
+            f"key.converter={STRING_CONVERTER}",
+            f"value.converter={STRING_CONVERTER}",
+        ]) + "\n")
+        worker = self.procs[name] = Proc(name, ["connect", "standalone", str(props)], self.dir / f"{name}.log")
+        return worker.start(_WORKER_READY).group(1)
+
     def stop(self) -> None:
-        for name in ("worker", "broker"):
+        for name in ("sink-worker", "worker", "broker"):
             if name in self.procs:
                 self.procs[name].stop()
 
@@ -444,7 +455,7 @@ def run_pipeline(mode: str, work: Path, infile: Path, args: argparse.Namespace, 
         with Meter(dep.procs) as meter:
             t0 = time.monotonic()
             create_connector(dep.rest_url, "bench-source", source_config(infile, "bench-lines"))
-            create_connector(dep.rest_url, "bench-sink", sink_config(out, "bench-lines"))
+            create_connector(dep.sink_rest_url, "bench-sink", sink_config(out, "bench-lines"))
             done, phase.first, t10, t90, phase.flush_wait = wait_for_progress(
                 file_lines(out, lb + 1), n, t0, args.timeout, 0.005, f"{mode} pipeline output lines")
             meter.finish(phase)
@@ -480,11 +491,12 @@ def run_sides(mode: str, work: Path, infile: Path, args: argparse.Namespace, tag
         delete_connector(dep.rest_url, "bench-source")
         out = dep.dir / "output.txt"
         wait_for_quiet(args.quiet_wait)
-        spy = Profiler(profile_dir, f"{mode}-sink-only", {"worker": dep.procs["worker"]}, args.profile_rate,
+        sink_worker = "sink-worker" if mode == "split3" else "worker"
+        spy = Profiler(profile_dir, f"{mode}-sink-only", {sink_worker: dep.procs[sink_worker]}, args.profile_rate,
                        args.profile_seconds)
         with Meter(dep.procs) as meter:
             t0 = time.monotonic()
-            create_connector(dep.rest_url, "bench-sink", sink_config(out, "bench-lines"))
+            create_connector(dep.sink_rest_url, "bench-sink", sink_config(out, "bench-lines"))
             done, snk.first, t10, t90, snk.flush_wait = wait_for_progress(
                 file_lines(out, lb + 1), n, t0, args.timeout, 0.005, f"{mode} sink-only output lines")
             meter.finish(snk)
@@ -571,18 +583,18 @@ def machine() -> str:
 
 def table(phases: list[Phase]) -> list[str]:
     head = ["mode", "phase", "records", "seconds", "rec/s", "MB/s", "rec/s w/o flush wait", "steady rec/s",
-            "first output s", "flush wait s", "CPU s worker", "CPU s broker", "CPU us/rec", "worker core %", "other load %",
-            "peak RSS MiB", "check"]
+            "first output s", "flush wait s", "CPU s per process", "CPU us/rec", "busiest process core %",
+            "other load %", "peak RSS MiB", "check"]
     rows = [head]
     for p in phases:
+        cpu = ", ".join(f"{k} {v:.1f}" for k, v in p.cpu.items())
         rss = ", ".join(f"{k} {v / 1024:.0f}" for k, v in p.peak_rss_kb.items())
+        busiest = max(p.cpu.values()) / p.seconds if p.seconds and p.cpu else 0.0
         rows.append([
             p.mode, p.name, f"{p.records:,}", f"{p.seconds:.2f}", f"{p.rate:,.0f}", f"{p.mb_per_s:.1f}",
             f"{p.rate_without_flush_wait:,.0f}", f"{p.steady_rate:,.0f}", f"{p.first:.2f}",
-            "-" if p.flush_wait is None else f"{p.flush_wait:.2f}",
-            f"{p.cpu.get('worker', 0):.1f}", f"{p.cpu['broker']:.1f}" if "broker" in p.cpu else "(in worker)",
-            f"{p.cpu_us_per_record:.1f}", f"{100 * p.cpu.get('worker', 0) / p.seconds:.0f}",
-            f"{100 * p.other_load:.0f}", rss, p.verified])
+            "-" if p.flush_wait is None else f"{p.flush_wait:.2f}", cpu, f"{p.cpu_us_per_record:.1f}",
+            f"{100 * busiest:.0f}", f"{100 * p.other_load:.0f}", rss, p.verified])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     out = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
     out.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
@@ -593,8 +605,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=1_000_000, help="records (default 1,000,000)")
     parser.add_argument("--line-bytes", type=int, default=100, help="characters per line, without \\n (default 100)")
-    parser.add_argument("--mode", choices=["up", "split", "both"], default="both",
-                        help="up: one `headwater up` process; split: broker and worker processes (default both)")
+    parser.add_argument("--mode", default="up,split",
+                        help="comma list of up (one `headwater up` process), split (broker + worker processes), "
+                             "split3 (broker + a source worker + a sink worker), or both (= up,split; the default)")
     parser.add_argument("--phases", default="pipeline,sides",
                         help="comma list of pipeline and sides (source-only + sink-only); default both")
     parser.add_argument("--repeat", type=int, default=1, help="pipeline runs per mode (the table shows each)")
@@ -604,11 +617,23 @@ def main() -> int:
     parser.add_argument("--profile-seconds", type=float, default=10, help="py-spy duration per phase (default 10)")
     parser.add_argument("--quiet-wait", type=float, default=60,
                         help="before each phase, wait up to this many seconds for the machine to be idle")
+    parser.add_argument("--source-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra source connector config, e.g. batch.size=10000 or producer.override.linger.ms=0")
+    parser.add_argument("--sink-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra sink connector config, e.g. consumer.override.max.poll.records=20000")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     args = parser.parse_args()
     if args.line_bytes < 1:
         parser.error("--line-bytes must be >= 1")
-    modes = ["up", "split"] if args.mode == "both" else [args.mode]
+    modes = ["up", "split"] if args.mode == "both" else [m.strip() for m in args.mode.split(",") if m.strip()]
+    if not modes or not set(modes) <= {"up", "split", "split3"}:
+        parser.error("--mode takes up, split and/or split3")
+    for extra, pairs in ((SOURCE_EXTRA, args.source_set), (SINK_EXTRA, args.sink_set)):
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                parser.error(f"expected KEY=VALUE, got {pair!r}")
+            extra[key.strip()] = value.strip()
     phases_wanted = {p.strip() for p in args.phases.split(",") if p.strip()}
     if not phases_wanted <= {"pipeline", "sides"}:
         parser.error("--phases takes pipeline and/or sides")
