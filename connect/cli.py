@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from .config import WorkerConfig
 
 __all__ = ["main"]
+
+T = TypeVar("T")
 
 
 def _setup_logging(level: str) -> None:
@@ -14,42 +21,51 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def _load(invalid: str, load: Callable[[], T], errors: tuple[type[Exception], ...]) -> T | None:
+    """``load()``'s configuration, or None once stderr has the ``invalid`` line and the reason."""
+    try:
+        return load()
+    except errors as exc:
+        print(f"{invalid}: {exc}", file=sys.stderr)
+        return None
+
+
 def _broker(args: argparse.Namespace) -> int:
     from headwater.broker.config import ConfigError, load_broker_config
     from headwater.broker.main import run_broker
 
-    try:
-        config = load_broker_config(args.config, args.set)
-    except (ConfigError, OSError) as exc:
-        print(f"headwater broker: invalid configuration: {exc}", file=sys.stderr)
+    config = _load("headwater broker: invalid configuration",
+                   lambda: load_broker_config(args.config, args.set), (ConfigError, OSError))
+    if config is None:
         return 2
     run_broker(config)
     return 0
 
 
-def _standalone(args: argparse.Namespace) -> int:
+def _worker_config(args: argparse.Namespace) -> WorkerConfig | None:
     from .config import WorkerConfigError, load_worker_config
+
+    return _load(f"headwater connect {args.mode}: invalid worker configuration",
+                 lambda: load_worker_config(args.worker_properties, args.set), (WorkerConfigError, OSError))
+
+
+def _standalone(args: argparse.Namespace) -> int:
     from .main import run, serve_standalone
 
-    try:
-        config = load_worker_config(args.worker_properties, args.set)
-    except (WorkerConfigError, OSError) as exc:
-        print(f"headwater connect standalone: invalid worker configuration: {exc}", file=sys.stderr)
+    config = _worker_config(args)
+    if config is None:
         return 2
     run(lambda stop: serve_standalone(config, args.connectors, stop))
     return 0
 
 
 def _distributed(args: argparse.Namespace) -> int:
-    from .config import WorkerConfigError, load_worker_config
     from .herder.membership import MembershipFailed
     from .main import run, serve_distributed
     from .storage.kafka_log import InternalTopicError
 
-    try:
-        config = load_worker_config(args.worker_properties, args.set)
-    except (WorkerConfigError, OSError) as exc:
-        print(f"headwater connect distributed: invalid worker configuration: {exc}", file=sys.stderr)
+    config = _worker_config(args)
+    if config is None:
         return 2
     try:
         run(lambda stop: serve_distributed(config, stop))
@@ -68,14 +84,18 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_set(parser: argparse.ArgumentParser, text: str, flag: str = "--set") -> None:
+    """A repeatable ``--set KEY=VALUE`` (or ``flag``) property override."""
+    parser.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", help=text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="headwater", description="Headwater: a Kafka-protocol broker and Connect workers")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
     broker = sub.add_parser("broker", help="run a Kafka-protocol broker")
     broker.add_argument("--config", help="broker .properties file (e.g. configs/broker.properties)")
-    broker.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one property, e.g. --set log.dirs=data/broker (repeatable)")
+    _add_set(broker, "override one property, e.g. --set log.dirs=data/broker (repeatable)")
     broker.set_defaults(func=_broker)
 
     connect = sub.add_parser("connect", help="run a Connect worker")
@@ -83,14 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     standalone = modes.add_parser("standalone", help="one worker; offsets in offset.storage.file.filename")
     standalone.add_argument("worker_properties", help="worker .properties file")
     standalone.add_argument("connectors", nargs="*", help="connector configs (.json or .properties)")
-    standalone.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                            help="override one worker property (repeatable)")
+    _add_set(standalone, "override one worker property (repeatable)")
     standalone.set_defaults(func=_standalone)
 
     distributed = modes.add_parser("distributed", help="a worker of a cluster sharing group.id")
     distributed.add_argument("worker_properties", help="worker .properties file")
-    distributed.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                             help="override one worker property (repeatable)")
+    _add_set(distributed, "override one worker property (repeatable)")
     distributed.set_defaults(func=_distributed)
 
     up = sub.add_parser("up", help="a broker, a worker and the REST API in one process")
@@ -99,10 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--kafka-listener", default="127.0.0.1:9092", help="HOST:PORT of the broker (default %(default)s)")
     up.add_argument("--rest-listener", default="127.0.0.1:8083", help="HOST:PORT of the REST API (default %(default)s)")
     up.add_argument("--plugin-path", default="plugins", help="folder of plugins (default ./plugins)")
-    up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override one worker property, e.g. --set offset.flush.interval.ms=1000 (repeatable)")
-    up.add_argument("--broker-set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override one broker property, e.g. --broker-set num.partitions=6 (repeatable)")
+    _add_set(up, "override one worker property, e.g. --set offset.flush.interval.ms=1000 (repeatable)")
+    _add_set(up, "override one broker property, e.g. --broker-set num.partitions=6 (repeatable)",
+             "--broker-set")
     up.set_defaults(func=_up)
     return parser
 

@@ -1,18 +1,16 @@
 """Start and stop a real ``headwater up`` process (broker + standalone worker + REST API) for tests,
 plus the small HTTP, polling and Kafka helpers the Connect integration tests share.
 
-Like ``brokerproc.BrokerProcess``: the process logs to a file, and ``start`` waits for the ready
-line ``Headwater is up: Kafka bootstrap HOST:PORT, Connect REST API http://HOST:PORT/``, which
-gives the real ports when port 0 was asked.
+Like ``brokerproc.BrokerProcess`` (both are ``brokerproc.LoggedProcess``): the process logs to a
+file, and ``start`` waits for the ready line ``Headwater is up: Kafka bootstrap HOST:PORT, Connect
+REST API http://HOST:PORT/``, which gives the real ports when port 0 was asked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from brokerproc import LoggedProcess
 
 __all__ = ["ConnectProcess", "Message", "Response", "TopicReader", "consume", "end_offset", "produce", "unique",
            "values", "wait_for"]
@@ -89,13 +89,15 @@ def http(method: str, url: str, body: Any = None, raw: bytes | None = None,
 
 
 @dataclass
-class ConnectProcess:
+class ConnectProcess(LoggedProcess):
     """A ``headwater up`` subprocess: a broker on ``.bootstrap`` and the Connect REST API on ``.rest``.
 
     ``data_dir`` holds the broker's logs and ``connect.offsets``; ``plugin_path`` defaults to an empty
     folder beside it (never the repository's ``plugins/``). ``connectors`` are connector JSON files
     created at start. ``restart`` keeps the ports, so clients can go on with the same addresses.
     """
+
+    name = "headwater up"  # not a field: no annotation
 
     base: Path
     connectors: list[Path] = field(default_factory=list)
@@ -122,80 +124,24 @@ class ConnectProcess:
 
     def start(self, timeout: float = 30, wait_healthy: bool = True) -> ConnectProcess:
         """Start and wait for the ready line, then (``wait_healthy``) for ``GET /health`` to answer 200."""
-        assert self.log_file is not None
         args = [sys.executable, "-m", "headwater.connect.cli", "up", "--data-dir", str(self.data_dir),
                 "--kafka-listener", f"127.0.0.1:{self.kafka_port}", "--rest-listener", f"127.0.0.1:{self.rest_port}",
                 "--plugin-path", str(self.plugin_path), *map(str, self.connectors)]
-        self._log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
-        out = open(self.log_file, "ab")
-        self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=self.base,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        out.close()
+        self._spawn(args, cwd=self.base)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.log_text(since_start=True)
-            m = _READY.search(text)
-            if m:
-                self.kafka_port, self.rest_port = int(m.group(2)), int(m.group(4))
-                self.bootstrap = f"{m.group(1)}:{self.kafka_port}"
-                self.rest = f"{m.group(3)}:{self.rest_port}"
-                if wait_healthy:
-                    # Kafka Connect's readiness probe: 200 once the worker can serve requests
-                    wait_for(lambda: self.get("/health").status == 200, max(deadline - time.monotonic(), 1), 0.05,
-                             "GET /health to answer 200", lambda: self.log_text(True))
-                return self
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"headwater up exited with {self.proc.returncode}:\n{text[-6000:]}")
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"headwater up did not start within {timeout}s:\n{self.log_text(True)[-6000:]}")
+        m = self._wait_ready(_READY, timeout)
+        self.kafka_port, self.rest_port = int(m.group(2)), int(m.group(4))
+        self.bootstrap = f"{m.group(1)}:{self.kafka_port}"
+        self.rest = f"{m.group(3)}:{self.rest_port}"
+        if wait_healthy:
+            # Kafka Connect's readiness probe: 200 once the worker can serve requests
+            wait_for(lambda: self.get("/health").status == 200, max(deadline - time.monotonic(), 1), 0.05,
+                     "GET /health to answer 200", lambda: self.log_text(True))
+        return self
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM and wait: a clean shutdown (tasks stop, source offsets are committed)."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"headwater up did not stop within {timeout}s of SIGTERM:\n"
-                                 f"{self.log_text(True)[-4000:]}") from None
-
-    def kill(self) -> None:
-        """SIGKILL: a crash (nothing is flushed or committed)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-
-    def restart(self, kill: bool = False) -> ConnectProcess:
-        """Stop (SIGTERM, or SIGKILL with ``kill``) and start again on the same ports and data dir."""
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self, since_start: bool = False) -> str:
-        if self.log_file is None or not self.log_file.exists():
-            return ""
-        data = self.log_file.read_bytes()
-        return (data[self._log_start:] if since_start else data).decode(errors="replace")
-
-    def __enter__(self) -> ConnectProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.running:
-            try:
-                self.stop(15)
-            except AssertionError:
-                self.kill()
+        return 0 if self.proc is None else super().stop(timeout)
 
     # -- REST ------------------------------------------------------------------------------------
 

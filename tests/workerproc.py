@@ -13,9 +13,7 @@ session timeout (``BROKER_OVERRIDES``).
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from brokerproc import LoggedProcess
 from connectproc import Response, http, unique, wait_for
 
 __all__ = ["BROKER_OVERRIDES", "REPO", "Join", "SHIPPED_PROPERTIES", "Cluster", "WorkerProcess", "cluster_settings",
@@ -86,7 +85,7 @@ class Join:
 
 
 @dataclass
-class WorkerProcess:
+class WorkerProcess(LoggedProcess):
     """One ``headwater connect distributed`` worker subprocess.
 
     ``settings`` are passed as ``--set key=value`` on top of ``properties`` (default: the shipped
@@ -119,73 +118,25 @@ class WorkerProcess:
     def launch(self) -> WorkerProcess:
         """Start the process without waiting for it to be ready (see ``wait_ready``)."""
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        self._log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
-        self.rest, self.port, self._terminated = "", 0, False
-        out = open(self.log_file, "ab")
+        self.rest, self.port = "", 0
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(self.args(), stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        out.close()
+        self._spawn(self.args(), cwd=REPO)
         return self
 
     def wait_ready(self, timeout: float = 60) -> WorkerProcess:
-        assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.log_text(since_start=True)
-            m = _READY.search(text)
-            if m:
-                self.port = int(m.group(3))
-                self.rest = f"{m.group(2)}:{self.port}"
-                return self
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{text[-6000:]}")
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"{self.name} did not start within {timeout}s:\n{self.log_text(True)[-6000:]}")
+        m = self._wait_ready(_READY, timeout)
+        self.port = int(m.group(3))
+        self.rest = f"{m.group(2)}:{self.port}"
+        return self
 
     def start(self, timeout: float = 60) -> WorkerProcess:
         return self.launch().wait_ready(timeout)
-
-    def terminate(self) -> None:
-        """Send SIGTERM once (a second one, once the event loop is gone, would kill the process)."""
-        assert self.proc is not None
-        if self.proc.poll() is None and not self._terminated:
-            self._terminated = True
-            self.proc.send_signal(signal.SIGTERM)
-
-    def stop(self, timeout: float = 30) -> int:
-        """SIGTERM and wait: a clean shutdown (tasks stop, offsets are committed, the group is left)."""
-        assert self.proc is not None
-        self.terminate()
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"{self.name} did not stop within {timeout}s of SIGTERM:\n"
-                                 f"{self.log_text(True)[-4000:]}") from None
-
-    def kill(self) -> None:
-        """SIGKILL: a crash (nothing flushed or committed; the group notices at session timeout)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     @property
     def worker_id(self) -> str:
         """``127.0.0.1:PORT``, as statuses name it."""
         assert self.port, f"{self.name} is not started"
         return f"127.0.0.1:{self.port}"
-
-    def log_text(self, since_start: bool = False) -> str:
-        if not self.log_file.exists():
-            return ""
-        data = self.log_file.read_bytes()
-        return (data[self._log_start:] if since_start else data).decode(errors="replace")
 
     def joins(self) -> list[Join]:
         """Every group join of this run, from the log."""

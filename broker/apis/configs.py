@@ -1,7 +1,9 @@
-"""Shared by the config APIs (32, 33, 44): resource types and describing a topic's configs."""
+"""Shared by the config APIs (32, 33, 44): resource types, describing a topic's configs and the
+alter loop of AlterConfigs and IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..cluster import Cluster
@@ -61,3 +63,24 @@ def check_topic_resource(cluster: Cluster, resource_type: int, name: str) -> Non
     if resource_type != TOPIC:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"altering resource type {resource_type} is not supported; only topics")
     cluster.get_topic(name)
+
+
+def alter_topic_configs(cluster: Cluster, req: Any,
+                        new_overrides: Callable[[Any], dict[str, str]]) -> dict[str, Any]:
+    """The response of AlterConfigs/IncrementalAlterConfigs: per resource, ``new_overrides(resource)``
+    gives the topic's whole new set of overrides, which is validated and (unless ``validate_only``)
+    applied; a KafkaError is that resource's error."""
+    responses = []
+    for res in req.resources:
+        result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                                  "resource_name": res.resource_name}
+        try:
+            check_topic_resource(cluster, res.resource_type, res.resource_name)
+            overrides = new_overrides(res)
+            cluster.topic_config(overrides)
+            if not req.validate_only:
+                cluster.alter_topic_config(res.resource_name, overrides)
+        except KafkaError as exc:
+            result.update(error_code=exc.code, error_message=exc.message)
+        responses.append(result)
+    return {"throttle_time_ms": 0, "responses": responses}

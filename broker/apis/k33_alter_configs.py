@@ -10,24 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.errors import KafkaError
-from .configs import check_topic_resource
+from .configs import alter_topic_configs
 from .registry import RequestContext, api
+
+
+def _new_overrides(res: Any) -> dict[str, str]:
+    """The resource's values are the whole new set of overrides (a key left out returns to its default)."""
+    return {c.name: c.value for c in res.configs if c.value is not None}
 
 
 @api(key=33, min=0, max=1)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    responses = []
-    for res in req.resources:
-        result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
-                                  "resource_name": res.resource_name}
-        try:
-            check_topic_resource(ctx.cluster, res.resource_type, res.resource_name)
-            overrides = {c.name: c.value for c in res.configs if c.value is not None}
-            ctx.cluster.topic_config(overrides)
-            if not req.validate_only:
-                ctx.cluster.alter_topic_config(res.resource_name, overrides)
-        except KafkaError as exc:
-            result.update(error_code=exc.code, error_message=exc.message)
-        responses.append(result)
-    return {"throttle_time_ms": 0, "responses": responses}
+    return alter_topic_configs(ctx.cluster, req, _new_overrides)

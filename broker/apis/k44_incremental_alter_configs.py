@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol.errors import ErrorCode, KafkaError
-from .configs import check_topic_resource
+from .configs import alter_topic_configs
 from .registry import RequestContext, api
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -40,21 +40,12 @@ def _apply(current: dict[str, str], effective: dict[str, str], op: int, key: str
 
 @api(key=44, min=0, max=1)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    responses = []
-    for res in req.resources:
-        result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
-                                  "resource_name": res.resource_name}
-        try:
-            check_topic_resource(ctx.cluster, res.resource_type, res.resource_name)
-            topic = ctx.cluster.get_topic(res.resource_name)
-            overrides = dict(topic.overrides)
-            effective = topic.config.to_properties()
-            for c in res.configs:
-                _apply(overrides, effective, c.config_operation, c.name, c.value)
-            ctx.cluster.topic_config(overrides)
-            if not req.validate_only:
-                ctx.cluster.alter_topic_config(res.resource_name, overrides)
-        except KafkaError as exc:
-            result.update(error_code=exc.code, error_message=exc.message)
-        responses.append(result)
-    return {"throttle_time_ms": 0, "responses": responses}
+    def new_overrides(res: Any) -> dict[str, str]:
+        topic = ctx.cluster.get_topic(res.resource_name)
+        overrides = dict(topic.overrides)
+        effective = topic.config.to_properties()
+        for c in res.configs:
+            _apply(overrides, effective, c.config_operation, c.name, c.value)
+        return overrides
+
+    return alter_topic_configs(ctx.cluster, req, new_overrides)

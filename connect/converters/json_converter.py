@@ -185,6 +185,26 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _null_handling(inner: Callable[[Any], Any], default: Any, optional: bool,
+                   null_error: str) -> Callable[[Any], Any]:
+    """``inner`` for non-null values; null gives ``default`` when there is one (not None), stays null
+    when ``optional``, and is a DataException(``null_error``) otherwise. Serves writers and readers."""
+    if default is not None:
+        def or_default(value: Any) -> Any:
+            return default if value is None else inner(value)
+        return or_default
+    if optional:
+        def optional_value(value: Any) -> Any:
+            return None if value is None else inner(value)
+        return optional_value
+
+    def required(value: Any) -> Any:
+        if value is None:
+            raise DataException(null_error)
+        return inner(value)
+    return required
+
+
 class JsonConverter(Converter, HeaderConverter):
     """JSON with (``schemas.enable=true``) or without Kafka's ``{"schema":…,"payload":…}`` envelope."""
 
@@ -473,23 +493,10 @@ class JsonConverter(Converter, HeaderConverter):
     def _writer(self, schema: Schema) -> Writer:
         """A function from a Connect value (or None) to its JSON-able form, as convertToJson does."""
         inner = self._writer_nonnull(schema)
-        default = schema.default
-        if default is not None and self.replace_null_with_default:
-            default_json = inner(default)
-
-            def write_or_default(value: Any) -> Any:
-                return default_json if value is None else inner(value)
-            return write_or_default
-        if schema.optional:
-            def write_optional(value: Any) -> Any:
-                return None if value is None else inner(value)
-            return write_optional
-
-        def write_required(value: Any) -> Any:
-            if value is None:
-                raise DataException("Conversion error: null value for field that is required and has no default value")
-            return inner(value)
-        return write_required
+        default = schema.default if self.replace_null_with_default else None
+        return _null_handling(inner, None if default is None else inner(default), schema.optional,
+                              "Conversion error: null value for field that is required and has no default "
+                              "value")
 
     def _writer_nonnull(self, schema: Schema) -> Writer:
         name = schema.name
@@ -642,22 +649,9 @@ class JsonConverter(Converter, HeaderConverter):
     def _reader(self, schema: Schema) -> Reader:
         """A function from a parsed JSON value to its Connect value, as convertToConnect does."""
         inner = self._reader_nonnull(schema)
-        default = schema.default
-        tname = schema.type.name
-        if default is not None and self.replace_null_with_default:
-            def read_or_default(value: Any) -> Any:
-                return default if value is None else inner(value)
-            return read_or_default
-        if schema.optional:
-            def read_optional(value: Any) -> Any:
-                return None if value is None else inner(value)
-            return read_optional
-
-        def read_required(value: Any) -> Any:
-            if value is None:
-                raise DataException(f"Invalid null value for required {tname} field")
-            return inner(value)
-        return read_required
+        default = schema.default if self.replace_null_with_default else None
+        return _null_handling(inner, default, schema.optional,
+                              f"Invalid null value for required {schema.type.name} field")
 
     def _reader_nonnull(self, schema: Schema) -> Reader:
         name = schema.name

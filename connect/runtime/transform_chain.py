@@ -3,6 +3,7 @@ guarded by a predicate (``transforms.<t>.predicate``, ``transforms.<t>.negate``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -12,6 +13,7 @@ from ..plugins import PluginRegistry, UnknownPlugin
 __all__ = ["TransformationChain", "build_chain"]
 
 R = TypeVar("R", bound=ConnectRecord)
+P = TypeVar("P", Transformation, Predicate)
 
 
 @dataclass
@@ -57,32 +59,11 @@ def build_chain(config: dict[str, str], registry: PluginRegistry) -> Transformat
     """Instantiate and configure the chain; ConfigException names the offending key."""
     predicates: dict[str, Predicate] = {}
     for alias in _aliases(config.get("predicates", "")):
-        type_key = f"predicates.{alias}.type"
-        type_name = config.get(type_key)
-        if not type_name:
-            raise ConfigException(f"Missing required configuration \"{type_key}\" which has no default value.", type_key)
-        try:
-            predicate = registry.predicate(type_name)()
-        except UnknownPlugin as exc:
-            raise ConfigException(f"Invalid value {type_name} for configuration {type_key}: {exc}", type_key) from None
-        props = _prefixed(config, f"predicates.{alias}.")
-        props.pop("type", None)
-        _configure(predicate, props, f"predicates.{alias}.")
-        predicates[alias] = predicate
+        predicates[alias] = _new_plugin(config, f"predicates.{alias}.", registry.predicate, ("type",))
     stages = []
     for alias in _aliases(config.get("transforms", "")):
-        type_key = f"transforms.{alias}.type"
-        type_name = config.get(type_key)
-        if not type_name:
-            raise ConfigException(f"Missing required configuration \"{type_key}\" which has no default value.", type_key)
-        try:
-            transform = registry.transformation(type_name)()
-        except UnknownPlugin as exc:
-            raise ConfigException(f"Invalid value {type_name} for configuration {type_key}: {exc}", type_key) from None
-        props = _prefixed(config, f"transforms.{alias}.")
-        for key in ("type", "predicate", "negate"):
-            props.pop(key, None)
-        _configure(transform, props, f"transforms.{alias}.")
+        transform = _new_plugin(config, f"transforms.{alias}.", registry.transformation,
+                                ("type", "predicate", "negate"))
         predicate_alias = config.get(f"transforms.{alias}.predicate")
         predicate = None
         if predicate_alias:
@@ -98,6 +79,27 @@ def build_chain(config: dict[str, str], registry: PluginRegistry) -> Transformat
                                   "either true or false", key)
         stages.append(_Stage(alias, transform, predicate, negate_raw == "true"))
     return TransformationChain(stages)
+
+
+def _new_plugin(config: dict[str, str], prefix: str, plugin_class: Callable[[str], type[P]],
+                chain_keys: tuple[str, ...]) -> P:
+    """The plugin named by ``<prefix>type``, configured with the ``<prefix>`` properties less
+    ``chain_keys`` (the chain's own: type, predicate, negate)."""
+    type_key = f"{prefix}type"
+    type_name = config.get(type_key)
+    if not type_name:
+        raise ConfigException(f"Missing required configuration \"{type_key}\" which has no default value.",
+                              type_key)
+    try:
+        plugin = plugin_class(type_name)()
+    except UnknownPlugin as exc:
+        raise ConfigException(f"Invalid value {type_name} for configuration {type_key}: {exc}",
+                              type_key) from None
+    props = _prefixed(config, prefix)
+    for key in chain_keys:
+        props.pop(key, None)
+    _configure(plugin, props, prefix)
+    return plugin
 
 
 def _configure(plugin: Transformation | Predicate, props: dict[str, str], prefix: str) -> None:

@@ -17,7 +17,6 @@ from ..api.data import Schema, SchemaType, Struct
 from ..api.errors import DataException
 from ..api.transforms import TransformConfig
 from .dateformat import JavaDateFormat
-from .fields import REPLACE_NULL_DOC
 from .util import (
     DATE_NAME,
     LOGICAL_NAMES,
@@ -26,6 +25,7 @@ from .util import (
     TIMESTAMP_NAME,
     CsvList,
     KeySide,
+    ReplaceNullWithDefault,
     SchemaCache,
     SideTransformation,
     ValueSide,
@@ -257,9 +257,7 @@ class CastConfig(TransformConfig):
         "type to cast the entire value. Valid types are int8, int16, int32, "
         "int64, float32, float64, boolean, and string.",
     )
-    replace_null_with_default: bool = ConfigField(
-        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
-    )
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @field_validator("spec")
     @classmethod

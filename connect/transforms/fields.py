@@ -24,6 +24,7 @@ from ..api.transforms import Transformation, TransformConfig
 from .util import (
     KeySide,
     NonEmptyCsvList,
+    ReplaceNullWithDefault,
     SchemaCache,
     SideTransformation,
     ValueSide,
@@ -51,12 +52,6 @@ __all__ = [
     "ValueToKey",
     "parse_field_path",
 ]
-
-REPLACE_NULL_DOC = (
-    "Whether to replace fields that have a default value and that are null to the default value. "
-    "When set to true, the default value is used, otherwise null is used."
-)
-
 
 # -- ExtractField ------------------------------------------------------------------------------------------
 
@@ -119,9 +114,7 @@ class ExtractFieldConfig(TransformConfig):
         alias="field.syntax.version",
         description="V1: top-level names; V2: dotted paths with backticks.",
     )
-    replace_null_with_default: bool = ConfigField(
-        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
-    )
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @field_validator("field_syntax_version")
     @classmethod
@@ -256,9 +249,7 @@ class InsertFieldConfig(TransformConfig):
     static_value: str | None = ConfigField(
         None, alias="static.value", description="Static field value, if field name configured."
     )
-    replace_null_with_default: bool = ConfigField(
-        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
-    )
+    replace_null_with_default: ReplaceNullWithDefault = True
 
 
 def _insertion_spec(spec: str | None) -> tuple[str, bool] | None:
@@ -358,9 +349,7 @@ class ValueToKeyConfig(TransformConfig):
     fields: NonEmptyCsvList = ConfigField(
         alias="fields", description="Field names on the record value to extract as the record key."
     )
-    replace_null_with_default: bool = ConfigField(
-        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
-    )
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @field_validator("fields")
     @classmethod

@@ -30,11 +30,11 @@ from ..api.errors import ConfigException, DataException
 from ..api.records import Header
 from ..api.transforms import Transformation, TransformConfig
 from .dateformat import JavaDateFormat
-from .fields import REPLACE_NULL_DOC
 from .util import (
     DECIMAL_NAME,
     KeySide,
     NonEmptyCsvList,
+    ReplaceNullWithDefault,
     SchemaCache,
     SideTransformation,
     ValueSide,
@@ -97,9 +97,7 @@ class HeaderFromConfig(TransformConfig):
         "from the key/value), or copy if the fields are to be copied to the "
         "headers (retained in the key/value).",
     )
-    replace_null_with_default: bool = ConfigField(
-        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
-    )
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @field_validator("operation")
     @classmethod

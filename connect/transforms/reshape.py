@@ -12,12 +12,12 @@ from pydantic import field_validator, model_validator
 from ..api.data import Schema, SchemaType, Struct
 from ..api.errors import ConfigException, DataException
 from ..api.transforms import TransformConfig
-from .fields import REPLACE_NULL_DOC
 from .util import (
     EPOCH,
     CsvList,
     KeySide,
     NonEmptyCsvList,
+    ReplaceNullWithDefault,
     SchemaCache,
     SideTransformation,
     ValueSide,
@@ -200,9 +200,7 @@ class ReplaceFieldConfig(TransformConfig):
     renames: CsvList = ConfigField(
         [], alias="renames", description="Field rename mappings, e.g. foo:bar,abc:xyz."
     )
-    replace_null_with_default: bool = ConfigField(
-        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
-    )
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @model_validator(mode="before")
     @classmethod
@@ -284,9 +282,7 @@ class MaskFieldConfig(TransformConfig):
         description="Custom value replacement, that will be applied to all "
         "'fields' values (numeric or non-empty string values only).",
     )
-    replace_null_with_default: bool = ConfigField(
-        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
-    )
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @field_validator("replacement")
     @classmethod
@@ -393,9 +389,7 @@ class SetSchemaMetadataConfig(TransformConfig):
     schema_version: int | None = ConfigField(
         None, alias="schema.version", description="Schema version to set."
     )
-    replace_null_with_default: bool = ConfigField(
-        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
-    )
+    replace_null_with_default: ReplaceNullWithDefault = True
 
 
 class SetSchemaMetadata(SideTransformation):

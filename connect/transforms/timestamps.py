@@ -23,13 +23,13 @@ from ..api.data import (
 from ..api.errors import ConfigException, DataException
 from ..api.transforms import Transformation, TransformConfig
 from .dateformat import JavaDateFormat
-from .fields import REPLACE_NULL_DOC
 from .util import (
     DATE_NAME,
     MS_PER_DAY,
     TIME_NAME,
     TIMESTAMP_NAME,
     KeySide,
+    ReplaceNullWithDefault,
     SchemaCache,
     SideTransformation,
     ValueSide,
@@ -85,9 +85,7 @@ class TimestampConverterConfig(TransformConfig):
         description="The desired Unix precision for the timestamp: seconds, "
         "milliseconds, microseconds, or nanoseconds.",
     )
-    replace_null_with_default: bool = ConfigField(
-        True, alias="replace.null.with.default", description=REPLACE_NULL_DOC
-    )
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @field_validator("target_type")
     @classmethod

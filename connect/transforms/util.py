@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
+from pydantic import Field as ConfigField
 from pydantic_core import PydanticCustomError
 
 from ..api.data import Field, Schema, SchemaType, Struct
@@ -32,6 +33,8 @@ __all__ = [
     "CsvList",
     "KeySide",
     "NonEmptyCsvList",
+    "REPLACE_NULL_DOC",
+    "ReplaceNullWithDefault",
     "SchemaCache",
     "SideTransformation",
     "ValueSide",
@@ -103,6 +106,15 @@ def _non_empty(value: list[str]) -> list[str]:
 
 CsvList = Annotated[list[str], BeforeValidator(_split_list)]
 NonEmptyCsvList = Annotated[list[str], BeforeValidator(_non_empty), BeforeValidator(_split_list)]
+
+REPLACE_NULL_DOC = (
+    "Whether to replace fields that have a default value and that are null to the default value. "
+    "When set to true, the default value is used, otherwise null is used."
+)
+# the transforms' ``replace.null.with.default`` key (default true): ``x: ReplaceNullWithDefault = True``
+ReplaceNullWithDefault = Annotated[
+    bool, ConfigField(alias="replace.null.with.default", description=REPLACE_NULL_DOC)
+]
 
 
 # -- Requirements -----------------------------------------------------------------------------------------
