@@ -52,6 +52,7 @@ class FileStreamSinkTask(SinkTask):
         if records:
             self.out.write("\n".join([_line(r.value) for r in records]))
             self.out.write("\n")
+            self.out.flush()  # visible to readers at once; durability (fsync) stays with flush()
 
     def flush(self, offsets: dict[TopicPartition, int]) -> None:
         self.out.flush()
