@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml setup.py
 
 run: $(STAMP)
 	@echo "Starting Headwater: broker on 127.0.0.1:9092, Connect REST API on http://127.0.0.1:8083"
-	@echo "Quickstart: lines of configs/quickstart/input.txt flow through topic quickstart-lines into data/quickstart-output.txt"
-	@echo "Try: echo hello >> configs/quickstart/input.txt; tail -f data/quickstart-output.txt; curl -s localhost:8083/connectors?expand=status"
+	@mkdir -p data && test -f data/quickstart-input.txt || cp configs/quickstart/input.txt data/quickstart-input.txt
+	@echo "Quickstart: lines of data/quickstart-input.txt flow through topic quickstart-lines into data/quickstart-output.txt"
+	@echo "Try: echo hello >> data/quickstart-input.txt; tail -f data/quickstart-output.txt; curl -s localhost:8083/connectors?expand=status"
 	$(BIN)/headwater up configs/quickstart/file-source.json configs/quickstart/file-sink.json
 
 lint: $(STAMP)
