@@ -7,13 +7,15 @@ the same length, so size / line length is the line count). The output is compare
 with the input afterwards. Records/s are counted at the output file; MB/s is output bytes per
 second (10^6 B).
 
-Modes (``--mode``, default both):
+Modes (``--mode``, a comma list; default ``up,split``):
 
-- ``up``: one ``headwater up`` process (broker + standalone worker + REST in one process and one
-  event loop, as users run it);
+- ``up``: one ``headwater up`` process (broker + worker + REST in one process and one event loop,
+  as users run it; its defaults: StringConverter for key and value, offset.flush.interval.ms=5000);
 - ``split``: ``headwater broker`` in one process and ``headwater connect standalone`` in another
-  (same worker settings as ``up``: StringConverter for key and value, offset.flush.interval.ms=5000),
-  so the two can use both cores.
+  (a temp worker.properties with the same converters and flush interval, REST on port 0), so the
+  broker and the worker can use both cores;
+- ``split3`` (not in the default): a broker and two standalone workers, one running the source and
+  one the sink, so the two tasks run on different cores.
 
 For each mode, fresh processes (new data dir) also measure each side alone:
 
@@ -22,19 +24,25 @@ For each mode, fresh processes (new data dir) also measure each side alone:
 - ``sink-only``: the topic the source-only phase filled (the source connector is deleted first) ->
   a new file, timed like the pipeline.
 
-Reported per phase: records/s end to end; the steady rate (output between 10 % and 90 % of N,
-without start-up and tail); ``flush wait``, the time the last (< 1 MiB) part of the output sat in
-FileStreamSink's buffer until the next offset flush (the sink only flushes when offsets are
-committed, every offset.flush.interval.ms); the CPU seconds of each process (utime + stime, all
-threads) during the phase, also as a share of one core; and each process's peak RSS (VmHWM,
-reset through /proc/PID/clear_refs before the phase).
+Reported per phase: records/s end to end; the rate without the longest stall; the steady rate
+(output between 10 % and 90 % of N); the time to the first output; the longest stall, the longest
+time the output did not grow between the first output and the last (typically the flush wait:
+FileStreamSink writes through a 1 MiB buffer and only flushes it when offsets are committed, every
+offset.flush.interval.ms, so the last part of the output can wait up to that long); the CPU seconds of each process (utime + stime, all threads)
+during the phase and their sum per record; the busiest process's share of one core; "other load",
+the share of the machine's cores that processes outside this benchmark used meanwhile (the machine
+may be shared: compare runs with low other load); and each process's peak RSS (VmHWM, reset through
+/proc/PID/clear_refs before the phase).
 
-With ``--profile DIR`` extra, untimed runs are recorded with py-spy (``--format raw --function
---threads``, attached to the worker, and in split mode also to the broker) and the hottest
-functions (self and inclusive, per thread) are printed.
+``--source-set``/``--sink-set KEY=VALUE`` add connector settings (e.g.
+``producer.override.linger.ms=0``). With ``--profile DIR`` extra, untimed runs are recorded with
+py-spy (``--format raw --function --threads``, attached to every process of the mode for the
+pipeline, to the worker for each side) and the hottest functions (self and inclusive, with the
+share of each thread) are printed.
 
-    .venv/bin/python bench/connect_file_pipeline.py                        # 1M lines, both modes
-    .venv/bin/python bench/connect_file_pipeline.py --mode up --lines 200000
+    .venv/bin/python bench/connect_file_pipeline.py                        # 1M lines, up and split
+    .venv/bin/python bench/connect_file_pipeline.py --mode up --lines 200000 --phases pipeline
+    .venv/bin/python bench/connect_file_pipeline.py --mode split3 --repeat 3
     .venv/bin/python bench/connect_file_pipeline.py --profile /tmp/hw-pipeline-profile
 """
 
@@ -249,7 +257,7 @@ class Phase:
     seconds: float = 0.0
     first: float = 0.0  # until the first output
     steady_seconds: float = 0.0  # between 10 % and 90 % of the records
-    flush_wait: float | None = None
+    longest_stall: float | None = None
     cpu: dict[str, float] = field(default_factory=dict)  # process name -> CPU seconds in the phase
     peak_rss_kb: dict[str, int] = field(default_factory=dict)
     system_cpu: float = 0.0  # busy CPU seconds of the whole machine in the phase
@@ -265,8 +273,8 @@ class Phase:
         return 0.8 * self.records / self.steady_seconds if self.steady_seconds else 0.0
 
     @property
-    def rate_without_flush_wait(self) -> float:
-        busy = self.seconds - (self.flush_wait or 0.0)
+    def rate_without_stall(self) -> float:
+        busy = self.seconds - (self.longest_stall or 0.0)
         return self.records / busy if busy > 0 else 0.0
 
     @property
@@ -313,22 +321,25 @@ def wait_for_progress(count: Callable[[], int], total: int, t0: float, timeout: 
                       what: str) -> tuple[float, float, float, float, float | None]:
     """Poll ``count`` until it reaches ``total``.
 
-    Returns (done, first, t10, t90, flush_wait), seconds after ``t0``: ``first`` when the count
-    first moved, ``flush_wait`` how long it stood still just before it reached ``total``.
+    Returns (done, first, t10, t90, longest_stall), seconds after ``t0``: ``first`` when the count
+    first moved, ``longest_stall`` the longest time it stood still between its first and last move.
     """
     first = t10 = t90 = None
     last_value, last_change = 0, t0
+    longest_stall: float | None = None
     deadline = t0 + timeout
     while True:
         now = time.monotonic()
         value = count()
         if value != last_value:
-            first = first if first is not None else now
+            if first is None:
+                first = now
+            else:
+                longest_stall = max(longest_stall or 0.0, now - last_change)
             if value >= total:
-                flush_wait = now - last_change if last_value > 0 else None
                 t10 = t10 if t10 is not None else now
                 t90 = t90 if t90 is not None else now
-                return now - t0, first - t0, t10 - t0, t90 - t0, flush_wait
+                return now - t0, first - t0, t10 - t0, t90 - t0, longest_stall
             last_value, last_change = value, now
             if t10 is None and value >= total * 0.1:
                 t10 = now
@@ -456,7 +467,7 @@ def run_pipeline(mode: str, work: Path, infile: Path, args: argparse.Namespace, 
             t0 = time.monotonic()
             create_connector(dep.rest_url, "bench-source", source_config(infile, "bench-lines"))
             create_connector(dep.sink_rest_url, "bench-sink", sink_config(out, "bench-lines"))
-            done, phase.first, t10, t90, phase.flush_wait = wait_for_progress(
+            done, phase.first, t10, t90, phase.longest_stall = wait_for_progress(
                 file_lines(out, lb + 1), n, t0, args.timeout, 0.005, f"{mode} pipeline output lines")
             meter.finish(phase)
         profiles = spy.finish()
@@ -483,7 +494,7 @@ def run_sides(mode: str, work: Path, infile: Path, args: argparse.Namespace, tag
                 done, src.first, t10, t90, _ = wait_for_progress(
                     lambda: offsets.get("bench-lines"), n, t0, args.timeout, 0.02, f"{mode} source-only end offset")
                 meter.finish(src)
-            profiles.update({f"source-only-{k}": v for k, v in spy.finish().items()})
+            profiles.update({f"source-only/{k}": v for k, v in spy.finish().items()})
             src.seconds, src.steady_seconds = done, t90 - t10
             src.verified = "end offset = N"
         finally:
@@ -497,10 +508,10 @@ def run_sides(mode: str, work: Path, infile: Path, args: argparse.Namespace, tag
         with Meter(dep.procs) as meter:
             t0 = time.monotonic()
             create_connector(dep.sink_rest_url, "bench-sink", sink_config(out, "bench-lines"))
-            done, snk.first, t10, t90, snk.flush_wait = wait_for_progress(
+            done, snk.first, t10, t90, snk.longest_stall = wait_for_progress(
                 file_lines(out, lb + 1), n, t0, args.timeout, 0.005, f"{mode} sink-only output lines")
             meter.finish(snk)
-        profiles.update({f"sink-only-{k}": v for k, v in spy.finish().items()})
+        profiles.update({f"sink-only/{k}": v for k, v in spy.finish().items()})
         snk.seconds, snk.steady_seconds = done, t90 - t10
         snk.verified = "identical" if filecmp.cmp(infile, out, shallow=False) else "DIFFERS"
     return [src, snk], profiles
@@ -582,8 +593,8 @@ def machine() -> str:
 
 
 def table(phases: list[Phase]) -> list[str]:
-    head = ["mode", "phase", "records", "seconds", "rec/s", "MB/s", "rec/s w/o flush wait", "steady rec/s",
-            "first output s", "flush wait s", "CPU s per process", "CPU us/rec", "busiest process core %",
+    head = ["mode", "phase", "records", "seconds", "rec/s", "MB/s", "rec/s w/o longest stall", "steady rec/s",
+            "first output s", "longest stall s", "CPU s per process", "CPU us/rec", "busiest process core %",
             "other load %", "peak RSS MiB", "check"]
     rows = [head]
     for p in phases:
@@ -592,8 +603,8 @@ def table(phases: list[Phase]) -> list[str]:
         busiest = max(p.cpu.values()) / p.seconds if p.seconds and p.cpu else 0.0
         rows.append([
             p.mode, p.name, f"{p.records:,}", f"{p.seconds:.2f}", f"{p.rate:,.0f}", f"{p.mb_per_s:.1f}",
-            f"{p.rate_without_flush_wait:,.0f}", f"{p.steady_rate:,.0f}", f"{p.first:.2f}",
-            "-" if p.flush_wait is None else f"{p.flush_wait:.2f}", cpu, f"{p.cpu_us_per_record:.1f}",
+            f"{p.rate_without_stall:,.0f}", f"{p.steady_rate:,.0f}", f"{p.first:.2f}",
+            "-" if p.longest_stall is None else f"{p.longest_stall:.2f}", cpu, f"{p.cpu_us_per_record:.1f}",
             f"{100 * busiest:.0f}", f"{100 * p.other_load:.0f}", rss, p.verified])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     out = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
@@ -651,7 +662,7 @@ def main() -> int:
                 phase, _ = run_pipeline(mode, work, infile, args, tag=f"pipeline{i}")
                 phases.append(phase)
                 print(f"  {mode} pipeline: {phase.rate:,.0f} rec/s ({phase.seconds:.2f}s, steady "
-                      f"{phase.steady_rate:,.0f} rec/s, flush wait {phase.flush_wait or 0:.2f}s, "
+                      f"{phase.steady_rate:,.0f} rec/s, longest stall {phase.longest_stall or 0:.2f}s, "
                       f"other load {100 * phase.other_load:.0f}%)", flush=True)
             for i in range(args.repeat if "sides" in phases_wanted else 0):
                 sides, _ = run_sides(mode, work, infile, args, tag=f"sides{i}")
@@ -673,7 +684,8 @@ def main() -> int:
                 if "sides" in phases_wanted:
                     _, profiles = run_sides(mode, work, infile, args, tag="sides-profile", profile_dir=prof_dir)
                     for name, path in profiles.items():
-                        print(f"\npy-spy, {mode} {name.rsplit('-', 1)[0]}, worker process ({path}):")
+                        phase_name, _, proc_name = name.partition("/")
+                        print(f"\npy-spy, {mode} {phase_name}, {proc_name} process ({path}):")
                         print("\n".join(summarize_collapsed(path)))
     finally:
         if args.keep:
