@@ -19,9 +19,8 @@ from aiokafka.structs import OffsetAndMetadata
 
 from ..api import Header, RetriableException, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
 from . import clients
-from .errors import ErrorHandler, RawRecord, Stage, dlq_reporter
-from .transform_chain import TransformationChain
-from .worker_task import TaskId, WorkerTask, call
+from .errors import RawRecord, Stage, dlq_reporter
+from .worker_task import RecordTask, TaskId, TaskPipeline, call
 
 __all__ = ["WorkerSinkTask"]
 
@@ -70,22 +69,14 @@ class _Rebalance(ConsumerRebalanceListener):
             await call(self.owner.task.open, [TopicPartition(tp.topic, tp.partition) for tp in assigned])
 
 
-class WorkerSinkTask(WorkerTask):
-    def __init__(self, task_id: TaskId, task: SinkTask, task_config: dict[str, str], *, converters: Any,
-                 chain: TransformationChain, bootstrap: str, consumer_overrides: dict[str, str],
-                 producer_overrides: dict[str, str], errors: ErrorHandler, connector_config: Any,
-                 flush_interval_ms: int, topics: set[str], **kw: Any) -> None:
-        super().__init__(task_id, **kw)
-        self.task = task
-        self.task_config = task_config
-        self.key_converter, self.value_converter, self.header_converter = converters
-        self.chain = chain
-        self.bootstrap = bootstrap
+class WorkerSinkTask(RecordTask):
+    task: SinkTask
+
+    def __init__(self, task_id: TaskId, pipeline: TaskPipeline, *, consumer_overrides: dict[str, str],
+                 connector_config: Any, **kw: Any) -> None:
+        super().__init__(task_id, pipeline, **kw)
         self.consumer_overrides = consumer_overrides
-        self.producer_overrides = producer_overrides
-        self.errors = errors
         self.config = connector_config
-        self.flush_interval = flush_interval_ms / 1000
         self.consumer: Any = None
         self.dlq_producer: Any = None
         self.current: dict[TopicPartition, int] = {}
@@ -95,7 +86,6 @@ class WorkerSinkTask(WorkerTask):
         self.retry_timeout = 1.0
         self.started = False
         self.records_put = 0
-        self.topics = topics
 
     async def initialize(self) -> None:
         cfg = self.config

@@ -23,9 +23,8 @@ from ..api import RetriableException, SourceRecord, SourceTask, SourceTaskContex
 from ..api.source import OffsetStorageReader, RecordMetadata
 from ..storage.offsets import OffsetStore, offset_key
 from . import clients
-from .errors import ErrorHandler, Stage
-from .transform_chain import TransformationChain
-from .worker_task import TaskId, WorkerTask, call
+from .errors import Stage
+from .worker_task import RecordTask, TaskId, TaskPipeline, call
 
 __all__ = ["WorkerSourceTask"]
 
@@ -57,28 +56,19 @@ class _Submitted:
     records: list[tuple[SourceRecord, int, asyncio.Future[Any] | None]] = field(default_factory=list)
 
 
-class WorkerSourceTask(WorkerTask):
-    def __init__(self, task_id: TaskId, task: SourceTask, task_config: dict[str, str], *, converters: Any,
-                 chain: TransformationChain, offset_store: OffsetStore, bootstrap: str,
-                 producer_overrides: dict[str, str], errors: ErrorHandler, flush_interval_ms: int,
-                 flush_timeout_ms: int, topics: set[str], **kw: Any) -> None:
-        super().__init__(task_id, **kw)
-        self.task = task
-        self.task_config = task_config
-        self.key_converter, self.value_converter, self.header_converter = converters
-        self.chain = chain
+class WorkerSourceTask(RecordTask):
+    task: SourceTask
+
+    def __init__(self, task_id: TaskId, pipeline: TaskPipeline, *, offset_store: OffsetStore, flush_timeout_ms: int,
+                 **kw: Any) -> None:
+        super().__init__(task_id, pipeline, **kw)
         self.offset_store = offset_store
-        self.bootstrap = bootstrap
-        self.producer_overrides = producer_overrides
-        self.errors = errors
-        self.flush_interval = flush_interval_ms / 1000
         self.flush_timeout = flush_timeout_ms / 1000
         self.producer: Any = None
         self.outstanding: deque[_Submitted] = deque()
         self.partition_counts: dict[str, int] = {}
-        self.wants_commit_record = type(task).commit_record is not SourceTask.commit_record
+        self.wants_commit_record = type(self.task).commit_record is not SourceTask.commit_record
         self.records_sent = 0
-        self.topics = topics
 
     async def initialize(self) -> None:
         self.producer = clients.producer(

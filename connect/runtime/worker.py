@@ -25,7 +25,7 @@ from .sink_task import WorkerSinkTask
 from .source_task import WorkerSourceTask
 from .state import State, TargetState, format_trace
 from .transform_chain import build_chain
-from .worker_task import TaskId, WorkerTask, call
+from .worker_task import TaskId, TaskPipeline, WorkerTask, call
 
 __all__ = ["ConfigErrors", "Worker"]
 
@@ -225,22 +225,19 @@ class Worker:
                           self._converter(props, "header.converter", None))
             chain = build_chain({k: str(v) for k, v in props.items()}, self.registry)
             errors = ErrorHandler(task_id.connector, task_id.task, config)
-            common: dict[str, Any] = dict(converters=converters, chain=chain, bootstrap=self.config.bootstrap_servers,
-                                          errors=errors, target_state=target, on_status=self._task_status,
-                                          topics=self.active_topics.setdefault(task_id.connector, set()))
             producer_overrides = {**self.config.prefixed("producer."), **_prefixed(props, "producer.override.")}
+            pipeline = TaskPipeline(task, task_props, converters, chain, errors, self.config.bootstrap_servers,
+                                    producer_overrides, self.config.offset_flush_interval_ms,
+                                    self.active_topics.setdefault(task_id.connector, set()))
+            status: dict[str, Any] = dict(target_state=target, on_status=self._task_status)
             worker_task: WorkerTask
             if isinstance(task, SourceTask):
-                worker_task = WorkerSourceTask(
-                    task_id, task, task_props, offset_store=self.offsets, producer_overrides=producer_overrides,
-                    flush_interval_ms=self.config.offset_flush_interval_ms,
-                    flush_timeout_ms=self.config.offset_flush_timeout_ms, **common)
+                worker_task = WorkerSourceTask(task_id, pipeline, offset_store=self.offsets,
+                                               flush_timeout_ms=self.config.offset_flush_timeout_ms, **status)
             elif isinstance(task, SinkTask):
                 consumer_overrides = {**self.config.prefixed("consumer."), **_prefixed(props, "consumer.override.")}
-                worker_task = WorkerSinkTask(
-                    task_id, task, task_props, consumer_overrides=consumer_overrides,
-                    producer_overrides=producer_overrides, connector_config=config,
-                    flush_interval_ms=self.config.offset_flush_interval_ms, **common)
+                worker_task = WorkerSinkTask(task_id, pipeline, consumer_overrides=consumer_overrides,
+                                             connector_config=config, **status)
             else:
                 raise TypeError(f"{task_cls.__name__} is neither a SourceTask nor a SinkTask")
         except Exception as exc:

@@ -12,7 +12,7 @@ from typing import Any
 
 from .state import State, TargetState, format_trace
 
-__all__ = ["TaskId", "WorkerTask", "call"]
+__all__ = ["RecordTask", "TaskId", "TaskPipeline", "WorkerTask", "call"]
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +131,35 @@ class WorkerTask:
 
     def signal_stop(self) -> None:
         """Hook: wake the task's loop so it notices ``stopping``."""
+
+
+@dataclass
+class TaskPipeline:
+    """What source and sink tasks both carry: the plugin task and its config, the record path
+    (converters, transforms, error handling) and the Kafka side."""
+
+    task: Any
+    config: dict[str, str]
+    converters: tuple[Any, Any, Any]  # key, value, header
+    chain: Any  # TransformationChain
+    errors: Any  # ErrorHandler
+    bootstrap: str
+    producer_overrides: dict[str, str]
+    flush_interval_ms: int
+    topics: set[str]  # the connector's active topics, shared by its tasks
+
+
+class RecordTask(WorkerTask):
+    """A WorkerTask that moves records: unpacks its pipeline into attributes."""
+
+    def __init__(self, task_id: TaskId, pipeline: TaskPipeline, **kw: Any) -> None:
+        super().__init__(task_id, **kw)
+        self.task = pipeline.task
+        self.task_config = pipeline.config
+        self.key_converter, self.value_converter, self.header_converter = pipeline.converters
+        self.chain = pipeline.chain
+        self.errors = pipeline.errors
+        self.bootstrap = pipeline.bootstrap
+        self.producer_overrides = pipeline.producer_overrides
+        self.flush_interval = pipeline.flush_interval_ms / 1000
+        self.topics = pipeline.topics
