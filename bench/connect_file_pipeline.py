@@ -329,8 +329,8 @@ def wait_for_progress(count: Callable[[], int], total: int, t0: float, timeout: 
     longest_stall: float | None = None
     deadline = t0 + timeout
     while True:
-        now = time.monotonic()
         value = count()
+        now = time.monotonic()  # after count(): the first ListOffsets may take a while
         if value != last_value:
             if first is None:
                 first = now
@@ -485,6 +485,7 @@ def run_sides(mode: str, work: Path, infile: Path, args: argparse.Namespace, tag
     with Deployment(mode, work, tag) as dep:
         offsets = EndOffsets(dep.bootstrap)
         try:
+            offsets.get("bench-lines")  # connect now, not inside the timed phase (the topic does not exist yet)
             wait_for_quiet(args.quiet_wait)
             spy = Profiler(profile_dir, f"{mode}-source-only", {"worker": dep.procs["worker"]}, args.profile_rate,
                            args.profile_seconds)
@@ -603,7 +604,7 @@ def table(phases: list[Phase]) -> list[str]:
         busiest = max(p.cpu.values()) / p.seconds if p.seconds and p.cpu else 0.0
         rows.append([
             p.mode, p.name, f"{p.records:,}", f"{p.seconds:.2f}", f"{p.rate:,.0f}", f"{p.mb_per_s:.1f}",
-            f"{p.rate_without_stall:,.0f}", f"{p.steady_rate:,.0f}", f"{p.first:.2f}",
+            f"{p.rate_without_stall:,.0f}", f"{p.steady_rate:,.0f}" if p.steady_rate else "-", f"{p.first:.2f}",
             "-" if p.longest_stall is None else f"{p.longest_stall:.2f}", cpu, f"{p.cpu_us_per_record:.1f}",
             f"{100 * busiest:.0f}", f"{100 * p.other_load:.0f}", rss, p.verified])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
