@@ -243,14 +243,16 @@ class DistributedHerder(Herder):
 
     async def _restart_local(self, name: str, include_tasks: bool, only_failed: bool) -> None:
         async with self._work:
+            # The leader marked the targets RESTARTING when it answered; FAILED ones may not be marked yet.
+            wanted = (State.FAILED, State.RESTARTING)
             failed = self.statuses.get((name, None))
-            if self._owns_connector(name) and (not only_failed or (failed and failed.state == State.FAILED)):
+            if self._owns_connector(name) and (not only_failed or (failed and failed.state in wanted)):
                 await self.worker.stop_connector(name)
                 await self._start_connector(name)
             if include_tasks:
                 for tid in list(self.worker.task_ids(name)):
                     st = self.statuses.get((name, tid.task))
-                    if not only_failed or (st is not None and st.state == State.FAILED):
+                    if not only_failed or (st is not None and st.state in wanted):
                         await self.worker.stop_tasks([tid])
                         await self._start_task(tid)
 
@@ -297,11 +299,21 @@ class DistributedHerder(Herder):
             conn = result["connector"]
             if not only_failed or conn["state"] == State.FAILED.value:
                 conn["state"] = State.RESTARTING.value
+                await self._mark_restarting(name, None)
             for t in result["tasks"]:
                 if include_tasks and (not only_failed or t["state"] == State.FAILED.value):
                     t["state"] = State.RESTARTING.value
+                    await self._mark_restarting(name, t["id"])
         await self.config_store.request_restart(name, include_tasks, only_failed)
         return result
+
+    async def _mark_restarting(self, name: str, task: int | None) -> None:
+        """Write RESTARTING for a restart target (as Kafka's herder does), so no reader sees the
+        pre-restart RUNNING once the request was answered; the owner writes the next state."""
+        current = self.statuses.get((name, task))
+        owner = current.worker_id if current is not None else self.worker_id
+        generation = current.generation if current is not None else max(self.generation, 0)
+        await self.status_store.put(name, task, Status(State.RESTARTING, owner, None, generation))
 
     async def restart_task(self, name: str, task: int) -> None:
         status = self.task_status(name, task)

@@ -71,8 +71,9 @@ class WorkerSourceTask(RecordTask):
         self.records_sent = 0
 
     async def initialize(self) -> None:
+        # linger 0: batches are built whole per poll; a linger only makes the next poll's send wait.
         self.producer = clients.producer(
-            self.bootstrap, self.producer_overrides, acks="all", linger_ms=5, max_batch_size=1 << 20,
+            self.bootstrap, self.producer_overrides, acks="all", linger_ms=0, max_batch_size=1 << 20,
             max_request_size=8 << 20, client_id=f"connector-producer-{self.id}")
         await self.producer.start()
         self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector)))
