@@ -25,6 +25,7 @@ A source connector in about 30 lines::
         return [TickConnector]
 """
 
+from .batch import SinkBatch, SourceBatch
 from .config import ConnectorConfig, SinkConnectorConfig, SourceConnectorConfig
 from .connector import Connector, ConnectorContext, SinkConnector, SourceConnector
 from .converters import Converter, HeaderConverter, SchemaAndValue
@@ -40,7 +41,7 @@ __all__ = [
     "ConfigException", "ConnectException", "ConnectRecord", "Connector", "ConnectorConfig", "ConnectorContext",
     "Converter", "DataException", "Field", "Header", "HeaderConverter", "OffsetStorageReader", "Predicate",
     "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder", "SchemaType",
-    "SinkConnector", "SinkConnectorConfig", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",
-    "SourceConnectorConfig", "SourceRecord", "SourceTask", "SourceTaskContext", "Struct", "TopicPartition",
+    "SinkBatch", "SinkConnector", "SinkConnectorConfig", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",
+    "SourceBatch", "SourceConnectorConfig", "SourceRecord", "SourceTask", "SourceTaskContext", "Struct", "TopicPartition",
     "TransformConfig", "Transformation", "hookimpl",
 ]

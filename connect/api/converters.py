@@ -30,6 +30,21 @@ class Converter(ABC):
     def to_connect_data(self, topic: str, data: bytes | None) -> SchemaAndValue:
         """Deserialize a key or value."""
 
+    def from_connect_values(self, topic: str, schema: Schema | None, values: list[Any]) -> list[bytes | None]:
+        """Serialize many keys or values sharing one schema (the batch path; override for speed)."""
+        convert = self.from_connect_data
+        return [convert(topic, schema, v) for v in values]
+
+    def to_connect_values(self, topic: str, datas: list[bytes | None]) -> SchemaAndValue | None:
+        """Deserialize many keys or values: (their shared schema, the values), or None when they
+        do not share one (the worker then converts record by record)."""
+        convert = self.to_connect_data
+        converted = [convert(topic, d) for d in datas]
+        schema = converted[0].schema if converted else None
+        if any(sv.schema != schema for sv in converted):
+            return None
+        return SchemaAndValue(schema, [sv.value for sv in converted])
+
 
 class HeaderConverter(ABC):
     aliases: ClassVar[tuple[str, ...]] = ()

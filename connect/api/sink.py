@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from .batch import SinkBatch
 from .records import SinkRecord, TopicPartition
 
 __all__ = ["OffsetAndMetadata", "SinkTask", "SinkTaskContext"]
@@ -57,6 +58,12 @@ class SinkTask(ABC):
     @abstractmethod
     def put(self, records: list[SinkRecord]) -> None:
         """Write (or buffer) records; raise RetriableException to have them redelivered."""
+
+    def put_batch(self, batch: SinkBatch) -> None:
+        """Optional fast path: ``put`` for consecutive records of one partition as columns.
+        The worker calls it instead of ``put`` when the connector has no transforms (see
+        ``headwater.connect.api.batch``); same rules as ``put``."""
+        raise NotImplementedError
 
     def flush(self, offsets: dict[TopicPartition, int]) -> None:  # noqa: B027 - optional hook
         """Make everything ``put`` so far durable."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from .batch import SourceBatch
 from .records import SourceRecord
 
 __all__ = ["OffsetStorageReader", "RecordMetadata", "SourceTask", "SourceTaskContext"]
@@ -55,6 +56,12 @@ class SourceTask(ABC):
     @abstractmethod
     def poll(self) -> list[SourceRecord] | None:
         """Records read since the last call; may be a coroutine function."""
+
+    def poll_batch(self) -> SourceBatch | None:
+        """Optional fast path: the next records as one SourceBatch, or None when idle. The
+        worker calls it instead of ``poll`` when nothing needs record objects (see
+        ``headwater.connect.api.batch``); it must return what ``poll`` would have."""
+        raise NotImplementedError
 
     def stop(self) -> None:  # noqa: B027 - optional hook
         """Stop: may be called while ``poll`` is waiting."""

@@ -29,6 +29,9 @@ class ByteArrayConverter(Converter, HeaderConverter):
     def to_connect_data(self, topic: str, data: bytes | None) -> SchemaAndValue:
         return SchemaAndValue(OPTIONAL_BYTES_SCHEMA, data)
 
+    def to_connect_values(self, topic: str, datas: list[bytes | None]) -> SchemaAndValue:
+        return SchemaAndValue(OPTIONAL_BYTES_SCHEMA, datas)
+
     def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
         return self.from_connect_data(topic, schema, value)
 

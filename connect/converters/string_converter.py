@@ -11,6 +11,8 @@ from ._common import config_encoding, java_str
 
 __all__ = ["StringConverter"]
 
+_NULL = SchemaAndValue(OPTIONAL_STRING_SCHEMA, None)  # immutable: one instance serves every null
+
 
 class StringConverter(Converter, HeaderConverter):
     """Values as strings in ``converter.encoding`` (UTF-8); other values use their (Java-style) string form."""
@@ -32,8 +34,22 @@ class StringConverter(Converter, HeaderConverter):
 
     def to_connect_data(self, topic: str, data: bytes | None) -> SchemaAndValue:
         if data is None:
-            return SchemaAndValue(OPTIONAL_STRING_SCHEMA, None)
+            return _NULL
         return SchemaAndValue(OPTIONAL_STRING_SCHEMA, data.decode(self.encoding, "replace"))
+
+    def from_connect_values(self, topic: str, schema: Schema | None, values: list[Any]) -> list[bytes | None]:
+        encoding = self.encoding
+        try:
+            return [v.encode(encoding, "replace") for v in values]
+        except AttributeError:  # nulls or non-strings among them
+            return super().from_connect_values(topic, schema, values)
+
+    def to_connect_values(self, topic: str, datas: list[bytes | None]) -> SchemaAndValue:
+        encoding = self.encoding
+        if datas.count(None) == len(datas):  # all null (keyless records): nothing to decode
+            return SchemaAndValue(OPTIONAL_STRING_SCHEMA, datas)
+        return SchemaAndValue(OPTIONAL_STRING_SCHEMA,
+                              [None if d is None else d.decode(encoding, "replace") for d in datas])
 
     def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
         return self.from_connect_data(topic, schema, value)

@@ -3,7 +3,8 @@
 Offsets are committed to the group only after ``pre_commit`` (by default ``flush``)
 returned them: every ``offset.flush.interval.ms``, when the task asks, before
 partitions are revoked, and on stop. Records that fail conversion or transformation
-go through the error handler (retry, tolerate, log, dead letter queue).
+go through the error handler (retry, tolerate, log, dead letter queue). A task with
+``put_batch`` and no transforms gets each partition's records as one SinkBatch.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiokafka import ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.structs import OffsetAndMetadata
 
-from ..api import Header, RetriableException, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
+from ..api import Header, RetriableException, SinkBatch, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
 from . import clients
 from .errors import RawRecord, Stage, dlq_reporter
 from .worker_task import RecordTask, TaskId, TaskPipeline, call
@@ -123,20 +125,60 @@ class WorkerSinkTask(RecordTask):
 
     async def execute(self) -> None:
         next_commit = time.monotonic() + self.flush_interval
+        batched = self.uses_batches()
         while not self.stopping:
             await self.wait_if_paused()
             if self.stopping:
                 break
             self._apply_rewinds()
-            batch = await self.consumer.getmany(timeout_ms=500)
-            if batch:
-                records = await self._convert(batch)
-                if records:
-                    await self._put(records)
+            fetched = await self.consumer.getmany(timeout_ms=500)
+            if fetched:
+                await (self._deliver_batches(fetched) if batched else self._deliver(fetched))
             if self.commit_requested or time.monotonic() >= next_commit:
                 self.commit_requested = False
                 await self.commit()
                 next_commit = time.monotonic() + self.flush_interval
+
+    def uses_batches(self) -> bool:
+        """Whether the task's ``put_batch`` can stand in for ``put``: no transforms need record objects."""
+        return type(self.task).put_batch is not SinkTask.put_batch and not self.chain
+
+    async def _deliver(self, fetched: dict[KafkaTP, list[Any]]) -> None:
+        records = await self._convert(fetched)
+        if records:
+            await self._put(self.task.put, records, len(records))
+
+    async def _deliver_batches(self, fetched: dict[KafkaTP, list[Any]]) -> None:
+        """One put_batch per partition; partitions that need the record path go through put."""
+        leftovers: dict[KafkaTP, list[Any]] = {}
+        for tp, messages in fetched.items():
+            if not messages:
+                continue
+            batch = self._batch(tp, messages)
+            if batch is None:
+                leftovers[tp] = messages
+                continue
+            self.topics.add(tp.topic)
+            self.current[TopicPartition(tp.topic, tp.partition)] = messages[-1].offset + 1
+            await self._put(self.task.put_batch, batch, len(messages))
+        if leftovers:
+            await self._deliver(leftovers)
+
+    def _batch(self, tp: KafkaTP, messages: list[Any]) -> SinkBatch | None:
+        """The partition's records as columns, or None when they need the record path: headers,
+        keys or values of differing schemas, or a record that does not convert (the record path
+        finds it and applies errors.tolerance)."""
+        if any([m.headers for m in messages]):
+            return None
+        topic = tp.topic
+        try:
+            keys = self.key_converter.to_connect_values(topic, [m.key for m in messages])
+            values = self.value_converter.to_connect_values(topic, [m.value for m in messages])
+        except Exception:
+            return None
+        if keys is None or values is None:
+            return None
+        return SinkBatch(topic, tp.partition, keys.schema, keys.value, values.schema, values.value, messages)
 
     def _apply_rewinds(self) -> None:
         if not self.rewinds:
@@ -146,22 +188,25 @@ class WorkerSinkTask(RecordTask):
             self.current[tp] = offset
         self.rewinds.clear()
 
-    async def _convert(self, batch: dict[KafkaTP, list[Any]]) -> list[SinkRecord]:
+    async def _convert(self, fetched: dict[KafkaTP, list[Any]]) -> list[SinkRecord]:
         out: list[SinkRecord] = []
-        kc, vc, hc, chain = self.key_converter, self.value_converter, self.header_converter, self.chain
-        for tp, messages in batch.items():
+        append = out.append
+        kc, vc, hc = self.key_converter, self.value_converter, self.header_converter
+        key_of, value_of = kc.to_connect_data, vc.to_connect_data
+        chain = self.chain if self.chain else None  # tested once, not per record
+        for tp, messages in fetched.items():
             if not messages:
                 continue
             topic, partition = tp.topic, tp.partition
             self.topics.add(topic)
             for m in messages:
                 try:
-                    key_sv = kc.to_connect_data(topic, m.key)
+                    key_sv = key_of(topic, m.key)
                 except Exception as exc:
                     await self.errors.recover(Stage.KEY_CONVERTER, kc, exc, raw=_raw(m))
                     continue
                 try:
-                    value_sv = vc.to_connect_data(topic, m.value)
+                    value_sv = value_of(topic, m.value)
                 except Exception as exc:
                     await self.errors.recover(Stage.VALUE_CONVERTER, vc, exc, raw=_raw(m))
                     continue
@@ -174,10 +219,13 @@ class WorkerSinkTask(RecordTask):
                     except Exception as exc:
                         await self.errors.recover(Stage.HEADER_CONVERTER, hc, exc, raw=_raw(m))
                         continue
+                offset = m.offset
                 record = SinkRecord(topic, value_sv.value, key_sv.value, partition, key_sv.schema, value_sv.schema,
-                                    m.timestamp, headers, m.offset, _TS_TYPES.get(m.timestamp_type, "CreateTime"),
-                                    topic, partition, m.offset)
-                if chain:
+                                    m.timestamp, headers, offset,
+                                    "CreateTime" if m.timestamp_type == 0 else _TS_TYPES.get(m.timestamp_type,
+                                                                                            "CreateTime"),
+                                    topic, partition, offset)
+                if chain is not None:
                     try:
                         record = chain.apply(record)
                     except Exception as exc:
@@ -185,15 +233,16 @@ class WorkerSinkTask(RecordTask):
                         continue
                     if record is None:
                         continue
-                out.append(record)
+                append(record)
             self.current[TopicPartition(topic, partition)] = messages[-1].offset + 1
         return out
 
-    async def _put(self, records: list[SinkRecord]) -> None:
+    async def _put(self, deliver: Callable[[Any], Any], data: Any, count: int) -> None:
+        """``put`` or ``put_batch``, retried after a RetriableException with the partitions paused."""
         while True:
             try:
-                await call(self.task.put, records)
-                self.records_put += len(records)
+                await call(deliver, data)
+                self.records_put += count
                 return
             except RetriableException as exc:
                 log.warning("task %s put failed with a retriable error, retrying in %.1fs: %s", self.id,

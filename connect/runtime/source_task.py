@@ -4,7 +4,8 @@ Records are appended straight into aiokafka batch builders per topic-partition (
 per-record ``send`` call). Each poll's batches and the latest source offset per source
 partition form one entry of an in-order queue; an entry's offsets become committable
 only once every batch of it and of every earlier entry was acknowledged, so stored
-offsets never run ahead of the data (at-least-once).
+offsets never run ahead of the data (at-least-once). A task with ``poll_batch`` and no
+transforms hands over a SourceBatch instead: its values are converted as one list.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
-from ..api import RetriableException, SourceRecord, SourceTask, SourceTaskContext
+from ..api import RetriableException, SourceBatch, SourceRecord, SourceTask, SourceTaskContext
 from ..api.source import OffsetStorageReader, RecordMetadata
 from ..storage.offsets import OffsetStore, offset_key
 from . import clients
@@ -29,6 +30,8 @@ from .worker_task import RecordTask, TaskId, TaskPipeline, call
 __all__ = ["WorkerSourceTask"]
 
 log = logging.getLogger(__name__)
+
+_NO_HEADERS: list[tuple[str, bytes | None]] = []  # shared and never mutated (aiokafka wants a list)
 
 
 class _OffsetReader(OffsetStorageReader):
@@ -81,20 +84,26 @@ class WorkerSourceTask(RecordTask):
 
     async def execute(self) -> None:
         next_commit = time.monotonic() + self.flush_interval
+        batched = self.uses_batches()
         while not self.stopping:
             await self.wait_if_paused()
             if self.stopping:
                 break
             try:
-                records = await call(self.task.poll)
+                polled = await call(self.task.poll_batch if batched else self.task.poll)
             except RetriableException as exc:
                 log.warning("task %s poll failed with a retriable error: %s", self.id, exc)
-                records = None
-            if records:
-                await self.send(records)
+                polled = None
+            if polled:
+                await (self.send_batch(polled) if batched else self.send(polled))
             if time.monotonic() >= next_commit:
                 await self.commit_offsets()
                 next_commit = time.monotonic() + self.flush_interval
+
+    def uses_batches(self) -> bool:
+        """Whether the task's ``poll_batch`` can stand in for ``poll``: nothing here needs a record object."""
+        return (type(self.task).poll_batch is not SourceTask.poll_batch and not self.chain
+                and not self.wants_commit_record)
 
     def signal_stop(self) -> None:
         try:
@@ -129,33 +138,38 @@ class WorkerSourceTask(RecordTask):
         sticky: dict[str, int] = {}
         tracked: list[tuple[SourceRecord, int, Any]] = []
         kc, vc, hc = self.key_converter, self.value_converter, self.header_converter
-        chain = self.chain
+        key_of, value_of = kc.from_connect_data, vc.from_connect_data
+        chain = self.chain if self.chain else None  # tested once, not per record
+        wants_commit_record = self.wants_commit_record
+        last_tp: tuple[str, int] | None = None
+        builder: Any = None
         for original in records:
-            if original.source_partition:
-                by_partition[id(original.source_partition)] = (original.source_partition, original.source_offset)
+            source_partition = original.source_partition
+            if source_partition:
+                by_partition[id(source_partition)] = (source_partition, original.source_offset)
             record: SourceRecord | None = original
-            if chain:
+            if chain is not None:
                 try:
                     record = chain.apply(original)
                 except Exception as exc:
                     await self.errors.recover(Stage.TRANSFORMATION, chain, exc, record=original)
                     record = None
                 if record is None:
-                    if self.wants_commit_record:
+                    if wants_commit_record:
                         tracked.append((original, -1, None))
                     continue
             topic = record.topic
             try:
-                key = kc.from_connect_data(topic, record.key_schema, record.key)
+                key = key_of(topic, record.key_schema, record.key)
             except Exception as exc:
                 await self.errors.recover(Stage.KEY_CONVERTER, kc, exc, record=record)
                 continue
             try:
-                value = vc.from_connect_data(topic, record.value_schema, record.value)
+                value = value_of(topic, record.value_schema, record.value)
             except Exception as exc:
                 await self.errors.recover(Stage.VALUE_CONVERTER, vc, exc, record=record)
                 continue
-            headers: list[tuple[str, bytes | None]] = []
+            headers: list[tuple[str, bytes | None]] = _NO_HEADERS
             if record.headers:
                 try:
                     headers = [(h.key, hc.from_connect_header(topic, h.key, h.schema, h.value))
@@ -165,36 +179,79 @@ class WorkerSourceTask(RecordTask):
                     continue
             partition = record.kafka_partition
             if partition is None:
-                count = self.partition_counts.get(topic) or await self._partitions(topic)
-                if key is not None:
-                    partition = (murmur2(key) & 0x7FFFFFFF) % count
-                else:
-                    partition = sticky.get(topic)
-                    if partition is None:
-                        partition = sticky[topic] = random.randrange(count)
+                partition = await self._partition_for(topic, key, sticky)
             tp = (topic, partition)
-            builder = builders.get(tp)
-            if builder is None:
-                builder = builders[tp] = self.producer.create_batch()
+            if tp != last_tp:
+                builder = builders.get(tp)
+                if builder is None:
+                    builder = builders[tp] = self.producer.create_batch()
+                last_tp = tp
             if builder.append(timestamp=record.timestamp, key=key, value=value, headers=headers) is None:
-                futures.append(await self.producer.send_batch(builder, topic, partition=partition))
-                builder = builders[tp] = self.producer.create_batch()
-                if builder.append(timestamp=record.timestamp, key=key, value=value, headers=headers) is None:
-                    raise ValueError(f"record of {len(value or b'')} bytes does not fit in a batch")
-            if self.wants_commit_record:
+                builder = builders[tp] = await self._roll(builder, tp, futures, record.timestamp, key, value, headers)
+            if wants_commit_record:
                 tracked.append((original, partition, tp))
+        offsets = {offset_key(self.id.connector, part): off for part, off in by_partition.values()}
+        sent = await self._submit(builders, futures, offsets, len(records))
+        if wants_commit_record:
+            self.outstanding[-1].records = [(r, p, sent.get(tp) if tp else None) for r, p, tp in tracked]
+
+    async def send_batch(self, batch: SourceBatch) -> None:
+        """The batch path: one key for all, values converted as a list, appended to one builder."""
+        topic = batch.topic
+        try:
+            key = self.key_converter.from_connect_data(topic, None, None)
+            values = self.value_converter.from_connect_values(topic, batch.value_schema, batch.values)
+        except Exception:
+            # Some value does not convert: the record path finds it and applies errors.tolerance.
+            await self.send(batch.records())
+            return
+        partition = batch.kafka_partition
+        if partition is None:
+            partition = await self._partition_for(topic, key, {})
+        tp = (topic, partition)
+        futures: list[asyncio.Future[Any]] = []
+        builder = self.producer.create_batch()
+        append = builder.append
+        headers = _NO_HEADERS
+        for value in values:
+            if append(timestamp=None, key=key, value=value, headers=headers) is None:
+                builder = await self._roll(builder, tp, futures, None, key, value, headers)
+                append = builder.append
+        offsets = ({offset_key(self.id.connector, batch.source_partition): batch.source_offset}
+                   if batch.source_partition else {})
+        await self._submit({tp: builder}, futures, offsets, len(values))
+
+    async def _partition_for(self, topic: str, key: bytes | None, sticky: dict[str, int]) -> int:
+        """Kafka's default partitioner: murmur2 of the key, else one random partition per send."""
+        count = self.partition_counts.get(topic) or await self._partitions(topic)
+        if key is not None:
+            return (murmur2(key) & 0x7FFFFFFF) % count
+        partition = sticky.get(topic)
+        if partition is None:
+            partition = sticky[topic] = random.randrange(count)
+        return partition
+
+    async def _roll(self, full: Any, tp: tuple[str, int], futures: list[asyncio.Future[Any]], timestamp: int | None,
+                    key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]]) -> Any:
+        """Send a full builder and start the next one with the record that did not fit."""
+        futures.append(await self.producer.send_batch(full, tp[0], partition=tp[1]))
+        builder = self.producer.create_batch()
+        if builder.append(timestamp=timestamp, key=key, value=value, headers=headers) is None:
+            raise ValueError(f"record of {len(value or b'')} bytes does not fit in a batch")
+        return builder
+
+    async def _submit(self, builders: dict[tuple[str, int], Any], futures: list[asyncio.Future[Any]],
+                      offsets: dict[str, dict[str, Any]], count: int) -> dict[tuple[str, int], asyncio.Future[Any]]:
+        """Send the open builders and queue the poll's offsets behind all of its batches."""
         sent: dict[tuple[str, int], asyncio.Future[Any]] = {}
         self.topics.update(topic for topic, _ in builders)
         for (topic, partition), builder in builders.items():
             fut = await self.producer.send_batch(builder, topic, partition=partition)
             futures.append(fut)
             sent[(topic, partition)] = fut
-        offsets = {offset_key(self.id.connector, part): off for part, off in by_partition.values()}
-        entry = _Submitted(futures, offsets)
-        if self.wants_commit_record:
-            entry.records = [(r, p, sent.get(tp) if tp else None) for r, p, tp in tracked]
-        self.outstanding.append(entry)
-        self.records_sent += len(records)
+        self.outstanding.append(_Submitted(futures, offsets))
+        self.records_sent += count
+        return sent
 
     async def commit_offsets(self) -> None:
         """Store the offsets of every fully acknowledged poll, in order, then tell the task."""

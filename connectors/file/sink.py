@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from headwater.connect.api import SinkConnector, SinkConnectorConfig, SinkRecord, SinkTask, TopicPartition
+from headwater.connect.api.batch import SinkBatch
 from headwater.connect.api.data import java_str
 from pydantic import Field
 
@@ -49,10 +50,21 @@ class FileStreamSinkTask(SinkTask):
         self.out = open(self.filename, "a", encoding="utf-8", buffering=1 << 20) if self.filename else sys.stdout
 
     def put(self, records: list[SinkRecord]) -> None:
-        if records:
-            self.out.write("\n".join([_line(r.value) for r in records]))
-            self.out.write("\n")
-            self.out.flush()  # visible to readers at once; durability (fsync) stays with flush()
+        self._write([r.value for r in records])
+
+    def put_batch(self, batch: SinkBatch) -> None:
+        self._write(batch.values)
+
+    def _write(self, values: list[Any]) -> None:
+        if not values:
+            return
+        try:
+            text = "\n".join(values)
+        except TypeError:  # nulls or non-strings among them
+            text = "\n".join([_line(v) for v in values])
+        self.out.write(text)
+        self.out.write("\n")
+        self.out.flush()  # visible to readers at once; durability (fsync) stays with flush()
 
     def flush(self, offsets: dict[TopicPartition, int]) -> None:
         self.out.flush()

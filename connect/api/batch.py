@@ -1,0 +1,74 @@
+"""Batches: many records of one stream as columns, for tasks that move records in bulk.
+
+A source task may offer ``poll_batch`` next to ``poll``, a sink task ``put_batch`` next to
+``put``. The worker calls them only when nothing needs a record object: the connector has
+no transforms and, for sources, does not override ``commit_record``. Values are converted
+a list at a time (``Converter.from_connect_values`` / ``to_connect_values``). Otherwise
+the worker calls ``poll``/``put`` as always, so a batch method is purely a speed-up and
+must mean the same records as its per-record twin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .data import Schema
+from .records import SourceRecord
+
+__all__ = ["SinkBatch", "SourceBatch"]
+
+
+@dataclass(slots=True)
+class SourceBatch:
+    """Records bound for one topic from one source partition, with no key, headers or
+    timestamp of their own. ``source_offset`` is the offset after the last value; it is
+    committed once Kafka acknowledged every value of the batch (and of every earlier one)."""
+
+    topic: str
+    values: list[Any]
+    value_schema: Schema | None
+    source_partition: dict[str, Any]
+    source_offset: dict[str, Any]
+    kafka_partition: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def records(self) -> list[SourceRecord]:
+        """The same data as SourceRecords (each carrying the batch's final offset)."""
+        topic, schema, partition, kafka_partition = self.topic, self.value_schema, self.source_partition, \
+            self.kafka_partition
+        offset = self.source_offset
+        return [SourceRecord(topic, value, None, kafka_partition, None, schema, None, [], partition, offset)
+                for value in self.values]
+
+
+class SinkBatch:
+    """Consecutive records of one topic-partition, converted, as columns. Records with
+    headers never arrive in a batch (they go through ``put``)."""
+
+    __slots__ = ("topic", "kafka_partition", "key_schema", "keys", "value_schema", "values", "_raw")
+
+    def __init__(self, topic: str, kafka_partition: int, key_schema: Schema | None, keys: list[Any],
+                 value_schema: Schema | None, values: list[Any], raw: list[Any]) -> None:
+        self.topic, self.kafka_partition = topic, kafka_partition
+        self.key_schema, self.keys = key_schema, keys
+        self.value_schema, self.values = value_schema, values
+        self._raw = raw  # the consumer's records: offsets and timestamps are read on demand
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def offsets(self) -> list[int]:
+        """Each record's Kafka offset (ascending; gaps where a compacted topic dropped records)."""
+        return [m.offset for m in self._raw]
+
+    @property
+    def timestamps(self) -> list[int]:
+        return [m.timestamp for m in self._raw]
+
+    @property
+    def last_offset(self) -> int:
+        return self._raw[-1].offset
