@@ -40,16 +40,23 @@ class StringConverter(Converter, HeaderConverter):
     def from_connect_values(self, topic: str, schema: Schema | None, values: list[Any]) -> list[bytes | None]:
         encoding = self.encoding
         try:
+            if encoding == "utf-8":
+                return [v.encode() for v in values]  # strict is ~2x faster; a lone surrogate falls back below
             return [v.encode(encoding, "replace") for v in values]
-        except AttributeError:  # nulls or non-strings among them
+        except (AttributeError, UnicodeEncodeError):  # nulls, non-strings or unencodable text among them
             return super().from_connect_values(topic, schema, values)
 
     def to_connect_values(self, topic: str, datas: list[bytes | None]) -> SchemaAndValue:
         encoding = self.encoding
         if datas.count(None) == len(datas):  # all null (keyless records): nothing to decode
             return SchemaAndValue(OPTIONAL_STRING_SCHEMA, datas)
-        return SchemaAndValue(OPTIONAL_STRING_SCHEMA,
-                              [None if d is None else d.decode(encoding, "replace") for d in datas])
+        try:
+            if encoding == "utf-8":
+                return SchemaAndValue(OPTIONAL_STRING_SCHEMA, [d.decode() for d in datas])
+            return SchemaAndValue(OPTIONAL_STRING_SCHEMA, [d.decode(encoding, "replace") for d in datas])
+        except (AttributeError, UnicodeDecodeError):  # nulls or invalid bytes among them
+            return SchemaAndValue(OPTIONAL_STRING_SCHEMA,
+                                  [None if d is None else d.decode(encoding, "replace") for d in datas])
 
     def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
         return self.from_connect_data(topic, schema, value)

@@ -6,8 +6,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.producer.message_accumulator import BatchBuilder
 
-__all__ = ["admin_client", "consumer", "kafka_kwargs", "producer"]
+__all__ = ["admin_client", "consumer", "fill_batch", "kafka_kwargs", "producer"]
 
 _INT = int
 _BOOL = lambda v: str(v).strip().lower() == "true"  # noqa: E731
@@ -64,3 +65,24 @@ def consumer(bootstrap: str, overrides: dict[str, str], **defaults: Any) -> AIOK
 
 def admin_client(bootstrap: str, **kwargs: Any) -> AIOKafkaAdminClient:
     return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
+
+
+def fill_batch(builder: BatchBuilder, key: bytes | None, values: list[bytes | None], start: int,
+               timestamp: int) -> int:
+    """Append ``values[start:]`` (one key, no headers) to an aiokafka BatchBuilder until it is
+    full; return the index of the first value that did not fit (``len(values)``: all did).
+
+    Calls the C record builder underneath directly: aiokafka's per-record ``append`` wrapper
+    costs more than the append itself (0.45 against 0.2 us a record)."""
+    inner = builder._builder
+    offset = builder._relative_offset
+    append = inner.append
+    no_headers: list[tuple[str, bytes]] = []
+    for i in range(start, len(values)):
+        if append(offset, timestamp, key, values[i], no_headers) is None:
+            builder._relative_offset = offset
+            builder.close()
+            return i
+        offset += 1
+    builder._relative_offset = offset
+    return len(values)

@@ -210,13 +210,16 @@ class WorkerSourceTask(RecordTask):
             partition = await self._partition_for(topic, key, {})
         tp = (topic, partition)
         futures: list[asyncio.Future[Any]] = []
+        timestamp = int(time.time() * 1000)  # what the builder would stamp on each record, once
         builder = self.producer.create_batch()
-        append = builder.append
-        headers = _NO_HEADERS
-        for value in values:
-            if append(timestamp=None, key=key, value=value, headers=headers) is None:
-                builder = await self._roll(builder, tp, futures, None, key, value, headers)
-                append = builder.append
+        done = clients.fill_batch(builder, key, values, 0, timestamp)
+        while done < len(values):
+            futures.append(await self.producer.send_batch(builder, topic, partition=partition))
+            builder = self.producer.create_batch()
+            filled = clients.fill_batch(builder, key, values, done, timestamp)
+            if filled == done:
+                raise ValueError(f"record of {len(values[done] or b'')} bytes does not fit in a batch")
+            done = filled
         offsets = ({offset_key(self.id.connector, batch.source_partition): batch.source_offset}
                    if batch.source_partition else {})
         await self._submit({tp: builder}, futures, offsets, len(values))
