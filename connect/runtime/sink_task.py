@@ -22,6 +22,7 @@ from aiokafka.structs import OffsetAndMetadata
 from ..api import Header, RetriableException, SinkBatch, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
 from . import clients
 from .errors import RawRecord, Stage, dlq_reporter
+from .fetch import RecordFetcher
 from .worker_task import RecordTask, TaskId, TaskPipeline, call
 
 __all__ = ["WorkerSinkTask"]
@@ -88,14 +89,16 @@ class WorkerSinkTask(RecordTask):
         self.retry_timeout = 1.0
         self.started = False
         self.records_put = 0
+        self.max_poll_records = int(consumer_overrides.get("max.poll.records", 10000))
 
     async def initialize(self) -> None:
         cfg = self.config
         self.consumer = clients.consumer(
             self.bootstrap, self.consumer_overrides, group_id=f"connect-{self.id.connector}",
             enable_auto_commit=False, auto_offset_reset="earliest", max_partition_fetch_bytes=4 << 20,
-            fetch_max_bytes=16 << 20, max_poll_records=10000, client_id=f"connector-consumer-{self.id}")
+            fetch_max_bytes=16 << 20, max_poll_records=self.max_poll_records, client_id=f"connector-consumer-{self.id}")
         await self.consumer.start()
+        self.fetcher = RecordFetcher(self.consumer)
         if cfg.errors_deadletterqueue_topic_name:
             self.dlq_producer = clients.producer(self.bootstrap, self.producer_overrides, acks="all")
             await self.dlq_producer.start()
@@ -131,7 +134,7 @@ class WorkerSinkTask(RecordTask):
             if self.stopping:
                 break
             self._apply_rewinds()
-            fetched = await self.consumer.getmany(timeout_ms=500)
+            fetched = await self.fetcher.getmany(500, self.max_poll_records)
             if fetched:
                 await (self._deliver_batches(fetched) if batched else self._deliver(fetched))
             if self.commit_requested or time.monotonic() >= next_commit:
@@ -203,12 +206,12 @@ class WorkerSinkTask(RecordTask):
                 try:
                     key_sv = key_of(topic, m.key)
                 except Exception as exc:
-                    await self.errors.recover(Stage.KEY_CONVERTER, kc, exc, raw=_raw(m))
+                    await self.errors.recover(Stage.KEY_CONVERTER, kc, exc, raw=_raw(tp, m))
                     continue
                 try:
                     value_sv = value_of(topic, m.value)
                 except Exception as exc:
-                    await self.errors.recover(Stage.VALUE_CONVERTER, vc, exc, raw=_raw(m))
+                    await self.errors.recover(Stage.VALUE_CONVERTER, vc, exc, raw=_raw(tp, m))
                     continue
                 headers = []
                 if m.headers:
@@ -217,7 +220,7 @@ class WorkerSinkTask(RecordTask):
                             sv = hc.to_connect_header(topic, hkey, hval)
                             headers.append(Header(hkey, sv.value, sv.schema))
                     except Exception as exc:
-                        await self.errors.recover(Stage.HEADER_CONVERTER, hc, exc, raw=_raw(m))
+                        await self.errors.recover(Stage.HEADER_CONVERTER, hc, exc, raw=_raw(tp, m))
                         continue
                 offset = m.offset
                 record = SinkRecord(topic, value_sv.value, key_sv.value, partition, key_sv.schema, value_sv.schema,
@@ -229,7 +232,7 @@ class WorkerSinkTask(RecordTask):
                     try:
                         record = chain.apply(record)
                     except Exception as exc:
-                        await self.errors.recover(Stage.TRANSFORMATION, chain, exc, raw=_raw(m))
+                        await self.errors.recover(Stage.TRANSFORMATION, chain, exc, raw=_raw(tp, m))
                         continue
                     if record is None:
                         continue
@@ -293,6 +296,6 @@ class WorkerSinkTask(RecordTask):
                 await self.dlq_producer.stop()
 
 
-def _raw(m: Any) -> RawRecord:
-    return RawRecord(m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, list(m.headers or []))
+def _raw(tp: KafkaTP, m: Any) -> RawRecord:
+    return RawRecord(tp.topic, tp.partition, m.offset, m.timestamp, m.key, m.value, list(m.headers or []))
 
