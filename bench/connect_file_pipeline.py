@@ -26,9 +26,9 @@ For each mode, fresh processes (new data dir) also measure each side alone:
 
 Reported per phase: records/s end to end; the rate without the longest stall; the steady rate
 (output between 10 % and 90 % of N); the time to the first output; the longest stall, the longest
-time the output did not grow between the first output and the last (typically the flush wait:
-FileStreamSink writes through a 1 MiB buffer and only flushes it when offsets are committed, every
-offset.flush.interval.ms, so the last part of the output can wait up to that long); the CPU seconds of each process (utime + stime, all threads)
+time the output did not grow between the first output and the last (FileStreamSink flushes each
+put to the file, so a long stall means the pipeline itself paused); the CPU seconds of each process
+(utime + stime, all threads)
 during the phase and their sum per record; the busiest process's share of one core; "other load",
 the share of the machine's cores that processes outside this benchmark used meanwhile (the machine
 may be shared: compare runs with low other load); and each process's peak RSS (VmHWM, reset through
