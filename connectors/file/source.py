@@ -154,9 +154,13 @@ class FileStreamSourceTask(SourceTask):
         if self.fd is None and not self._open():
             await self.watch.wait(IDLE_WAIT)  # type: ignore[union-attr]
             return False
-        self._read_lines()
-        if self.next_line < len(self.lines):
-            return True
+        while True:
+            pending = len(self.pending)
+            self._read_lines()
+            if self.next_line < len(self.lines):
+                return True
+            if len(self.pending) == pending:
+                break  # nothing new; a read that only grew a long line reads on at once
         if self._replaced():
             log.info("%s was rotated; reading the new file from the start", self.filename)
             self._close_fd()

@@ -232,7 +232,7 @@ async def start_source(path: Path, batch_size: int) -> FileStreamSourceTask:
     return task
 
 
-IDLE_POLLS = 3  # a read that ends inside a line returns nothing although more of the file is there
+IDLE_POLLS = 3  # polls in a row that return nothing before a file counts as drained
 
 
 async def drain_poll(task: FileStreamSourceTask) -> list[list[SourceRecord]]:
@@ -378,6 +378,33 @@ def test_file_source_lines_across_read_chunks(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("use_batches", [False, True], ids=["poll", "poll_batch"])
+def test_file_source_reads_a_long_line_in_one_poll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   use_batches: bool) -> None:
+    """A line longer than several read chunks comes out of the first poll, without idle waits between chunks."""
+    monkeypatch.setattr(file_source, "IDLE_WAIT", 2.0)
+    long_line = b"z" * (3 * file_source.READ_CHUNK + 5)
+    path = tmp_path / "long.txt"
+    path.write_bytes(long_line + b"\nshort\n")
+
+    async def first_poll() -> tuple[list[str], float]:
+        task = await start_source(path, 10)
+        try:
+            started = time.monotonic()
+            if use_batches:
+                got = await task.poll_batch()
+                values = got.values if got else []
+            else:
+                values = [r.value for r in await task.poll() or []]
+            return values, time.monotonic() - started
+        finally:
+            task.stop()
+
+    values, took = run(first_poll)
+    assert values == [long_line.decode(), "short"]
+    assert took < 1.0, f"first poll took {took:.2f}s: it waited between chunks"
+
+
+@pytest.mark.parametrize("use_batches", [False, True], ids=["poll", "poll_batch"])
 def test_file_source_waits_for_the_end_of_the_last_line(tmp_path: Path, use_batches: bool) -> None:
     path = tmp_path / "tail.txt"
     path.write_bytes(b"one\ntwo\r\nthree\rpartial \xc3")
@@ -402,6 +429,7 @@ def test_file_source_waits_for_the_end_of_the_last_line(tmp_path: Path, use_batc
             with path.open("ab") as f:
                 f.write(b"\nlast")
             await drain()
+            assert [v for vs, _ in got for v in vs] == ["one", "two", "three", "partial é line"]
             with path.open("ab") as f:
                 f.write(b"\n")
             await drain()
@@ -491,8 +519,13 @@ NEVER_FILTER = {
 
 
 @pytest.fixture(scope="module")
-def never_chain() -> TransformationChain:
-    return build_chain(NEVER_FILTER, PluginRegistry())
+def registry() -> PluginRegistry:
+    return PluginRegistry()
+
+
+@pytest.fixture(scope="module")
+def never_chain(registry: PluginRegistry) -> TransformationChain:
+    return build_chain(NEVER_FILTER, registry)
 
 
 def pipeline(task: Any, converters: tuple[Any, Any, Any], chain: Any = None,
@@ -530,9 +563,13 @@ class CommitRecordSource(FileStreamSourceTask):
         pass
 
 
-def test_worker_uses_batches_only_when_allowed(never_chain: TransformationChain) -> None:
+def test_worker_uses_batches_only_when_allowed(registry: PluginRegistry, never_chain: TransformationChain) -> None:
+    empty_chain = build_chain({"connector.class": "FileStreamSourceConnector", "transforms": ""}, registry)
+
     async def scenario() -> None:
         assert source_worker(FileStreamSourceTask()).uses_batches()
+        assert source_worker(FileStreamSourceTask(), chain=empty_chain).uses_batches()
+        assert sink_worker(FileStreamSinkTask(), chain=empty_chain).uses_batches()
         assert not source_worker(FileStreamSourceTask(), chain=never_chain).uses_batches()
         assert not source_worker(CommitRecordSource()).uses_batches()
         from headwater.connectors.file.spooldir import SpoolDirSourceTask  # no poll_batch of its own
