@@ -23,10 +23,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from brokerproc import LoggedProcess
 
-__all__ = ["ConnectProcess", "Message", "Response", "TopicReader", "consume", "end_offset", "produce", "unique",
-           "values", "wait_for"]
+__all__ = ["JSON_CONVERTER", "NEVER_MATCHING_FILTER", "ConnectProcess", "Message", "Response", "TopicReader", "consume",
+           "end_offset", "module_connect", "produce", "sink_config", "source_config", "unique", "values", "wait_for"]
+
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+
+# Connector settings for a transform that leaves every record as it is (its predicate never matches):
+# a connector carrying it takes the per-record path with the same data.
+NEVER_MATCHING_FILTER = {
+    "transforms": "keep", "transforms.keep.type": "org.apache.kafka.connect.transforms.Filter",
+    "transforms.keep.predicate": "never", "predicates": "never",
+    "predicates.never.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+    "predicates.never.pattern": "no-topic-is-called-this",
+}
 
 _READY = re.compile(r"Headwater is up: Kafka bootstrap (\S+):(\d+), Connect REST API (http://\S+?):(\d+)/")
 
@@ -36,6 +48,28 @@ T = TypeVar("T")
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def module_connect(name: str) -> Any:
+    """A module-scoped ``connect`` fixture: one ``headwater up`` process shared by the module's tests."""
+
+    @pytest.fixture(scope="module")
+    def connect(tmp_path_factory: pytest.TempPathFactory):
+        with ConnectProcess(tmp_path_factory.mktemp(name)) as proc:
+            yield proc
+            print(f"headwater up log: {proc.log_file}")
+
+    return connect
+
+
+def source_config(path: Path, topic: str, **extra: str) -> dict[str, str]:
+    """A FileStreamSource connector config (plus ``extra`` settings)."""
+    return {"connector.class": "FileStreamSourceConnector", "file": str(path), "topic": topic, **extra}
+
+
+def sink_config(path: Path, topics: str, **extra: str) -> dict[str, str]:
+    """A FileStreamSink connector config (plus ``extra`` settings)."""
+    return {"connector.class": "FileStreamSinkConnector", "file": str(path), "topics": topics, **extra}
 
 
 def wait_for(check: Callable[[], T], timeout: float = 20.0, interval: float = 0.05, what: str = "condition",

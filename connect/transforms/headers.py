@@ -3,54 +3,36 @@
 from __future__ import annotations
 
 import copy
-import json
-import re
-from decimal import Decimal
 from typing import Any
 
 from pydantic import Field as ConfigField
 from pydantic import field_validator
 
 from ..api.data import (
-    BOOLEAN_SCHEMA,
-    FLOAT32_SCHEMA,
-    FLOAT64_SCHEMA,
-    INT8_SCHEMA,
-    INT16_SCHEMA,
-    INT32_SCHEMA,
-    INT64_SCHEMA,
-    STRING_SCHEMA,
     Schema,
     SchemaType,
     Struct,
-    array_schema,
-    map_schema,
 )
 from ..api.errors import ConfigException, DataException
 from ..api.records import Header
 from ..api.transforms import Transformation, TransformConfig
-from .dateformat import JavaDateFormat
+from ..converters.values import parse_string
 from .util import (
-    DECIMAL_NAME,
     KeySide,
     NonEmptyCsvList,
     ReplaceNullWithDefault,
     SchemaCache,
     SideTransformation,
     ValueSide,
-    date_schema,
     field_value,
     invalid,
     kafka_aliases,
-    ms_to_datetime,
     require_map,
     require_struct,
     struct_schema,
-    time_schema,
-    timestamp_schema,
 )
 
-__all__ = ["DropHeaders", "HeaderFromKey", "HeaderFromValue", "InsertHeader", "parse_literal"]
+__all__ = ["DropHeaders", "HeaderFromKey", "HeaderFromValue", "InsertHeader"]
 
 
 # -- DropHeaders -------------------------------------------------------------------------------------------
@@ -171,88 +153,6 @@ class HeaderFromValue(ValueSide, HeaderFrom):
 
 # -- InsertHeader ------------------------------------------------------------------------------------------
 
-_INT = re.compile(r"[+-]?[0-9]+")
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_ISO = [
-    (
-        re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"),
-        JavaDateFormat("yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
-        "timestamp",
-    ),
-    (re.compile(r"\d{4}-\d{2}-\d{2}"), JavaDateFormat("yyyy-MM-dd"), "date"),
-    (re.compile(r"\d{2}:\d{2}:\d{2}\.\d{3}Z"), JavaDateFormat("HH:mm:ss.SSS'Z'"), "time"),
-]
-
-
-def _integer_schema(value: int) -> Schema | None:
-    for schema, bits in ((INT8_SCHEMA, 8), (INT16_SCHEMA, 16), (INT32_SCHEMA, 32), (INT64_SCHEMA, 64)):
-        if -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-            return schema
-    return None
-
-
-def _infer(value: Any) -> Schema | None:
-    """The schema Values.parseString would give a JSON-parsed element (None when mixed or null)."""
-    if isinstance(value, bool):
-        return BOOLEAN_SCHEMA
-    if isinstance(value, int):
-        return _integer_schema(value)
-    if isinstance(value, float):
-        return FLOAT64_SCHEMA
-    if isinstance(value, str):
-        return STRING_SCHEMA
-    if isinstance(value, list):
-        schemas = {_infer(v) for v in value}
-        return array_schema(schemas.pop()) if len(schemas) == 1 and None not in schemas else None
-    if isinstance(value, dict):
-        schemas = {_infer(v) for v in value.values()}
-        return map_schema(STRING_SCHEMA, schemas.pop()) if len(schemas) == 1 and None not in schemas else None
-    return None
-
-
-def parse_literal(text: str) -> tuple[Schema | None, Any]:
-    """A subset of Kafka's ``Values.parseString``: booleans, the narrowest integer type, floats, ISO
-    timestamps/dates/times, JSON arrays and maps, ``null``; anything else is a string."""
-    stripped = text.strip()
-    lower = stripped.lower()
-    if lower in ("true", "false"):
-        return BOOLEAN_SCHEMA, lower == "true"
-    if lower == "null":
-        return None, None
-    if _INT.fullmatch(stripped):
-        number = int(stripped)
-        schema = _integer_schema(number)
-        if schema is None:
-            return Schema(
-                SchemaType.BYTES, name=DECIMAL_NAME, version=1, parameters=(("scale", "0"),)
-            ), Decimal(number)
-        return schema, number
-    if _FLOAT.fullmatch(stripped):
-        number = float(stripped)
-        if abs(number) <= 3.4028234663852886e38:
-            return FLOAT32_SCHEMA, number
-        return FLOAT64_SCHEMA, number
-    if stripped[:1] in "[{" and stripped[-1:] in "]}":
-        try:
-            parsed = json.loads(stripped)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, (list, dict)):
-            return _infer(parsed), parsed
-    for regex, fmt, kind in _ISO:
-        if regex.fullmatch(stripped):
-            try:
-                ms = fmt.parse(stripped)
-            except ValueError:
-                break
-            if kind == "timestamp":
-                return timestamp_schema(), ms_to_datetime(ms)
-            if kind == "date":
-                return date_schema(), ms_to_datetime(ms).date()
-            return time_schema(), ms_to_datetime(ms).time()
-    return STRING_SCHEMA, text
-
-
 class InsertHeaderConfig(TransformConfig):
     header: str = ConfigField(alias="header", description="The name of the header.")
     value_literal: str = ConfigField(
@@ -271,7 +171,7 @@ class InsertHeader(Transformation):
 
     def configure(self, props: dict[str, Any]) -> None:
         super().configure(props)
-        self.schema, self.value = parse_literal(self.config.value_literal)
+        self.schema, self.value = parse_string(self.config.value_literal)
 
     def apply(self, record: Any) -> Any:
         value = copy.deepcopy(self.value) if isinstance(self.value, (list, dict)) else self.value

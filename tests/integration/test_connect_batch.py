@@ -13,35 +13,24 @@ import time
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, TopicReader, consume, produce, unique, wait_for
+from connectproc import (
+    JSON_CONVERTER,
+    NEVER_MATCHING_FILTER,
+    ConnectProcess,
+    TopicReader,
+    consume,
+    module_connect,
+    produce,
+    sink_config,
+    source_config,
+    unique,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
-JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
-# A transform that leaves every record as it is (its predicate never matches), so a connector carrying
-# it goes through the record path with the same data.
-UNCHANGED = {
-    "transforms": "keep", "transforms.keep.type": "org.apache.kafka.connect.transforms.Filter",
-    "transforms.keep.predicate": "never", "predicates": "never",
-    "predicates.never.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-    "predicates.never.pattern": "no-topic-is-called-this",
-}
-
-
-@pytest.fixture(scope="module")
-def connect(tmp_path_factory: pytest.TempPathFactory):
-    with ConnectProcess(tmp_path_factory.mktemp("connect-batch")) as proc:
-        yield proc
-        print(f"headwater up log: {proc.log_file}")
-
-
-def source_config(path: Path, topic: str, **extra: str) -> dict[str, str]:
-    return {"connector.class": "FileStreamSourceConnector", "file": str(path), "topic": topic, **extra}
-
-
-def sink_config(path: Path, topics: str, **extra: str) -> dict[str, str]:
-    return {"connector.class": "FileStreamSinkConnector", "file": str(path), "topics": topics, **extra}
+connect = module_connect("connect-batch")
 
 
 _TERMINATOR = re.compile(rb"\r\n|\r|\n")
@@ -109,8 +98,8 @@ def test_file_round_trip_batch_path_equals_record_path(connect: ConnectProcess, 
     # sinks: each path end to end, and each sink path reading the other source path's topic
     sinks = {
         "batch-batch": (topic_batch, {}),
-        "record-record": (topic_record, UNCHANGED),
-        "batch-record": (topic_batch, UNCHANGED),
+        "record-record": (topic_record, NEVER_MATCHING_FILTER),
+        "batch-record": (topic_batch, NEVER_MATCHING_FILTER),
         "record-batch": (topic_record, {}),
     }
     outs = {key: tmp_path / f"{key}.out" for key in sinks}
@@ -118,7 +107,7 @@ def test_file_round_trip_batch_path_equals_record_path(connect: ConnectProcess, 
     for key, (topic, extra) in sinks.items():
         connect.create(names[key], sink_config(outs[key], topic, **extra))
     connect.create(src_batch, source_config(src, topic_batch, **{"batch.size": "700"}))
-    connect.create(src_record, source_config(src, topic_record, **{"batch.size": "700"}, **UNCHANGED))
+    connect.create(src_record, source_config(src, topic_record, **{"batch.size": "700"}, **NEVER_MATCHING_FILTER))
 
     def all_written() -> bool:
         return all(line_count(out) >= len(lines) for out in outs.values())

@@ -10,26 +10,23 @@ import re
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, Response, consume, produce, unique, wait_for
+from connectproc import (
+    JSON_CONVERTER,
+    ConnectProcess,
+    Response,
+    consume,
+    module_connect,
+    produce,
+    sink_config,
+    source_config,
+    unique,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
-JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
-
-@pytest.fixture(scope="module")
-def connect(tmp_path_factory: pytest.TempPathFactory):
-    with ConnectProcess(tmp_path_factory.mktemp("connect-errors")) as proc:
-        yield proc
-        print(f"headwater up log: {proc.log_file}")
-
-
-def source_config(path: Path, topic: str, **extra: str) -> dict[str, str]:
-    return {"connector.class": "FileStreamSourceConnector", "file": str(path), "topic": topic, **extra}
-
-
-def sink_config(path: Path, topics: str, **extra: str) -> dict[str, str]:
-    return {"connector.class": "FileStreamSinkConnector", "file": str(path), "topics": topics, **extra}
+connect = module_connect("connect-errors")
 
 
 def assert_error(resp: Response, status: int, *mentions: str) -> str:

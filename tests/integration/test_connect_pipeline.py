@@ -16,27 +16,26 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, TopicReader, consume, end_offset, produce, unique, values, wait_for
+from connectproc import (
+    ConnectProcess,
+    TopicReader,
+    consume,
+    end_offset,
+    module_connect,
+    produce,
+    sink_config,
+    source_config,
+    unique,
+    values,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(150)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def connect(tmp_path_factory: pytest.TempPathFactory):
-    """A shared process for the tests that neither restart it nor need their own plugin.path."""
-    with ConnectProcess(tmp_path_factory.mktemp("connect-pipeline")) as proc:
-        yield proc
-        print(f"headwater up log: {proc.log_file}")
-
-
-def source_config(path: Path, topic: str, **extra: str) -> dict[str, str]:
-    return {"connector.class": "FileStreamSourceConnector", "file": str(path), "topic": topic, **extra}
-
-
-def sink_config(path: Path, topics: str, **extra: str) -> dict[str, str]:
-    return {"connector.class": "FileStreamSinkConnector", "file": str(path), "topics": topics, **extra}
+connect = module_connect("connect-pipeline")  # shared by the tests that neither restart it nor need their own plugin.path
 
 
 def read_lines(path: Path) -> list[str]:

@@ -13,16 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, consume, unique, values, wait_for
+from connectproc import ConnectProcess, consume, module_connect, unique, values, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(scope="module")
-def connect(tmp_path_factory: pytest.TempPathFactory):
-    with ConnectProcess(tmp_path_factory.mktemp("connect-rest")) as proc:
-        yield proc
-        print(f"headwater up log: {proc.log_file}")
+connect = module_connect("connect-rest")
 
 
 def sink_config(tmp: Path, topic: str, **extra: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
+from connectproc import NEVER_MATCHING_FILTER
 from headwater.connect.api import (
     OffsetStorageReader,
     SinkBatch,
@@ -510,12 +511,6 @@ def error_config(tolerance: str) -> SimpleNamespace:
                            errors_log_enable=False, errors_log_include_messages=False)
 
 
-NEVER_FILTER = {
-    "transforms": "keep", "transforms.keep.type": "org.apache.kafka.connect.transforms.Filter",
-    "transforms.keep.predicate": "never", "predicates": "never",
-    "predicates.never.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-    "predicates.never.pattern": "no-topic-is-called-this",
-}
 
 
 @pytest.fixture(scope="module")
@@ -525,7 +520,7 @@ def registry() -> PluginRegistry:
 
 @pytest.fixture(scope="module")
 def never_chain(registry: PluginRegistry) -> TransformationChain:
-    return build_chain(NEVER_FILTER, registry)
+    return build_chain(NEVER_MATCHING_FILTER, registry)
 
 
 def pipeline(task: Any, converters: tuple[Any, Any, Any], chain: Any = None,
