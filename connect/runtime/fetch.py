@@ -126,5 +126,8 @@ def _drain(result: Any, tp: TopicPartition, max_records: int) -> list[Any]:
         part.next_fetch_offset = batch.next_offset
     result._update_position()
     if not batches.has_next():
+        # The unstarted generator and its PartitionRecords refer to each other: break the cycle so
+        # the fetch buffer is freed now, not at the next garbage collection (+100 MiB RSS otherwise).
+        part._records_iterator = None
         result._partition_records = None
     return out
