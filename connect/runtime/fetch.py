@@ -33,6 +33,7 @@ _INTERNALS = (
     and all(hasattr(_fetcher.Fetcher, a) for a in ("fetched_records", "_create_fetch_waiter", "_notify"))
     and all(hasattr(_fetcher.PartitionRecords, a) for a in ("_consume_aborted_up_to", "_contains_abort_marker"))
 )
+_PARTITION_RECORDS_ATTRS = ("_records", "_check_crcs", "_isolation_level", "_aborted_producers", "next_fetch_offset")
 
 
 class RecordFetcher:
@@ -41,8 +42,11 @@ class RecordFetcher:
     def __init__(self, consumer: Any) -> None:
         self.consumer = consumer
         fetcher = getattr(consumer, "_fetcher", None)
-        self.fast = _INTERNALS and fetcher is not None and all(
-            hasattr(fetcher, a) for a in ("_records", "_subscriptions", "_wait_consume_future", "_closed"))
+        self.fast = (_INTERNALS and fetcher is not None
+                     and all(hasattr(consumer, a) for a in ("_closed", "_coordinator", "_subscription"))
+                     and hasattr(consumer._subscription, "fetch_context")
+                     and all(hasattr(fetcher, a) for a in ("_records", "_subscriptions", "_wait_consume_future",
+                                                           "_closed")))
         if not self.fast:
             log.info("aiokafka %s: fetcher internals differ, sink fetches use getmany", aiokafka.__version__)
 
@@ -102,8 +106,9 @@ def _drain(result: Any, tp: TopicPartition, max_records: int) -> list[Any]:
         return []
     part = result._partition_records
     iterator = getattr(part, "_records_iterator", None)
-    if iterator is None or inspect.getgeneratorstate(iterator) != inspect.GEN_CREATED:
-        return result.getall(max_records)  # aiokafka already started on it: let it finish
+    if (iterator is None or inspect.getgeneratorstate(iterator) != inspect.GEN_CREATED
+            or not all(hasattr(part, a) for a in _PARTITION_RECORDS_ATTRS)):
+        return result.getall(max_records)  # aiokafka already started on it (or is not as expected)
     batches = part._records
     out: list[Any] = []
     while len(out) < max_records and batches.has_next():
