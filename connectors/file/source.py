@@ -169,10 +169,15 @@ class FileStreamSourceTask(SourceTask):
         await self.watch.wait(IDLE_WAIT)  # type: ignore[union-attr]
         return False
 
+    def _next_range(self) -> tuple[int, int]:
+        """Where the next batch of ready lines starts and ends; marks them polled."""
+        start = self.next_line
+        self.next_line = min(len(self.lines), start + self.batch_size)
+        return start, self.next_line
+
     def _take(self) -> tuple[list[str], list[int]]:
         """The next batch of lines and the byte position after each; advances ``position``."""
-        start = self.next_line
-        end = self.next_line = min(len(self.lines), start + self.batch_size)
+        start, end = self._next_range()
         lines = self.lines[start:end]
         sizes = self.sizes[start:end] if self.sizes is not None else [len(line) + 1 for line in lines]
         ends = list(accumulate(sizes, initial=self.position))[1:]
@@ -181,8 +186,7 @@ class FileStreamSourceTask(SourceTask):
 
     def _take_lines(self) -> list[str]:
         """The next batch of lines only (the batch path): ``position`` moves by their total size."""
-        start = self.next_line
-        end = self.next_line = min(len(self.lines), start + self.batch_size)
+        start, end = self._next_range()
         lines = self.lines[start:end]
         if self.sizes is not None:
             self.position += sum(self.sizes[start:end])
