@@ -13,10 +13,11 @@ import subprocess
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CNewTopic
 from headwater.broker.protocol.records import iter_batches
@@ -179,7 +180,10 @@ def produce(client: str, bootstrap: str, topic: str, recs: list[Rec], codec: str
 
 
 def produce_confluent(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none", acks: str = "all",
-                      extra: dict | None = None) -> list[Ack]:
+                      extra: dict | None = None, *, one_by_one: bool = False,
+                      on_ack: Callable[[Ack], None] | None = None, timeout: float = TIMEOUT) -> list[Ack]:
+    """one_by_one: flush after every record (each acknowledged before the next is sent); on_ack: called
+    with each Ack as its delivery report arrives; timeout: how long a flush may take."""
     prod = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "acks": acks, "linger.ms": 20,
                      "message.timeout.ms": int(TIMEOUT * 1000), **(extra or {})})
     acked: list[Ack] = []
@@ -190,14 +194,19 @@ def produce_confluent(bootstrap: str, topic: str, recs: list[Rec], codec: str = 
             errors.append(str(err))
         else:
             acked.append(Ack(msg.partition(), msg.offset(), msg.value()))
+            if on_ack is not None:
+                on_ack(acked[-1])
 
     for r in recs:
         kwargs = {"timestamp": r.timestamp} if r.timestamp is not None else {}
         prod.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
                      on_delivery=on_delivery, **kwargs)
-        prod.poll(0)
-    left = prod.flush(TIMEOUT)
-    assert left == 0, f"{left} messages still queued after {TIMEOUT}s"
+        if one_by_one:
+            assert prod.flush(timeout) == 0, f"record not acknowledged within {timeout}s"
+        else:
+            prod.poll(0)
+    left = prod.flush(timeout)
+    assert left == 0, f"{left} messages still queued after {timeout}s"
     assert not errors, errors[:5]
     assert len(acked) == len(recs)
     return acked
@@ -268,18 +277,23 @@ def confluent_consumer(bootstrap: str, **extra) -> Consumer:
                      "enable.auto.offset.store": False, "check.crcs": True, **extra})
 
 
+def poll_messages(c: Consumer, timeout: float = TIMEOUT) -> Iterator[Message]:
+    """What ``c`` polls (records and errors, never None) until ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None:
+            yield m
+
+
 def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int, start: int = OFFSET_BEGINNING,
-                      **extra) -> list[Got]:
+                      *, timeout: float = TIMEOUT, **extra) -> list[Got]:
     c = confluent_consumer(bootstrap, **{"enable.partition.eof": True, **extra})
     got: list[Got] = []
     try:
         c.assign([TopicPartition(topic, p, start) for p in range(partitions)])
         eof: set[int] = set()
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
+        for m in poll_messages(c, timeout):
             if m.error():
                 if m.error().code() == KafkaError._PARTITION_EOF:
                     eof.add(m.partition())
@@ -290,10 +304,24 @@ def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int
             eof.discard(m.partition())
             got.append(Got(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
         else:
-            raise AssertionError(f"confluent consumer got {len(got)} of {expected} records in {TIMEOUT}s")
+            raise AssertionError(f"confluent consumer got {len(got)} of {expected} records in {timeout}s")
     finally:
         c.close()
     return got
+
+
+def offset_reset_error(bootstrap: str, topic: str, offset: int, timeout: float = TIMEOUT) -> KafkaError:
+    """What a consumer with auto.offset.reset=error reports when it starts partition 0 at ``offset``
+    (an offset outside the log): an error, and no record before it."""
+    c = confluent_consumer(bootstrap, **{"auto.offset.reset": "error"})
+    try:
+        c.assign([TopicPartition(topic, 0, offset)])
+        for m in poll_messages(c, timeout):
+            assert m.error() is not None, f"got a record at offset {m.offset()}, outside the log"
+            return m.error()
+        raise AssertionError(f"no error within {timeout}s from a fetch at {offset}, outside the log")
+    finally:
+        c.close()
 
 
 def consume_kafka_python(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Got]:

@@ -26,6 +26,7 @@ from hwclients import (
     consume_confluent,
     create_topic,
     make_records,
+    offset_reset_error,
     produce_confluent,
     unique,
 )
@@ -300,19 +301,8 @@ def test_delete_records(admin, broker) -> None:
         c.close()
 
     # Offset 0 is gone: with auto.offset.reset=error the consumer reports it ...
-    c = confluent_consumer(broker.bootstrap, **{"auto.offset.reset": "error"})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        err = None
-        deadline = time.monotonic() + 15
-        while err is None and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None:
-                assert m.error() is not None, f"got a record at offset {m.offset()} below the low watermark"
-                err = m.error()
-    finally:
-        c.close()
-    assert err is not None and err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE), err
+    err = offset_reset_error(broker.bootstrap, topic, 0, timeout=15)
+    assert err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE), err
     # ... and with earliest it restarts at the new low watermark.
     got = consume_confluent(broker.bootstrap, topic, 1, 60, start=0, **{"auto.offset.reset": "earliest"})
     want = [r for r in recs if r.partition == 0][40:]

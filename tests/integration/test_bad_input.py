@@ -14,15 +14,18 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
+import rawkafka
 from headwater.broker.protocol.codec import request_class
-from headwater.broker.protocol.records import Record, build_batch, decode_batch_records, iter_batches
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from headwater.broker.protocol.records import Record, build_batch
+from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from rawkafka import fetch_req, framed, list_offsets_req, metadata_req, produce_req
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,7 +34,6 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 INVALID_REQUIRED_ACKS = 21
 UNSUPPORTED_VERSION = 35
-TOPIC_ALREADY_EXISTS = 36
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 INVALID_RECORD = 87
 
@@ -48,210 +50,20 @@ API_VERSIONS_RANGE = (0, 4)
 MAX_REQUEST = 104857600  # socket.request.max.bytes default
 
 
-# -- raw connection helpers -----------------------------------------------------------------
+# -- raw protocol (rawkafka), with this module's client id ----------------------------------
+
+CLIENT_ID = "bad-input"
+Conn = partial(rawkafka.Conn, client_id=CLIENT_ID)
+frame = partial(rawkafka.frame, client_id=CLIENT_ID)
+raw_header = partial(rawkafka.raw_header, client_id=CLIENT_ID.encode())
+produce = partial(rawkafka.produce, client_id=CLIENT_ID)
+end_offset = partial(rawkafka.end_offset, client_id=CLIENT_ID)
+create_topic = partial(rawkafka.create_topic, client_id=CLIENT_ID)
 
 
-class Conn:
-    """One TCP connection speaking framed requests."""
-
-    def __init__(self, port: int, timeout: float = 5.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._cid = 0
-
-    def next_cid(self) -> int:
-        self._cid += 1
-        return self._cid
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> Conn:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # sending
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def send(self, req: Any, cid: int | None = None, client_id: str = "bad-input") -> int:
-        cid = self.next_cid() if cid is None else cid
-        self.send_raw(frame(req, cid, client_id))
-        return cid
-
-    # receiving
-    def _read_exactly(self, n: int) -> bytes | None:
-        buf = bytearray()
-        while len(buf) < n:
-            try:
-                chunk = self.sock.recv(n - len(buf))
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            buf += chunk
-        return bytes(buf)
-
-    def recv_frame(self) -> bytes:
-        """The next answer without its size prefix (correlation id first)."""
-        head = self._read_exactly(4)
-        assert head is not None, "connection closed while an answer was expected"
-        (size,) = struct.unpack(">i", head)
-        body = self._read_exactly(size)
-        assert body is not None, "connection closed in the middle of an answer"
-        return body
-
-    def recv(self, resp_cls: Any, version: int) -> tuple[int, Any]:
-        body = self.recv_frame()
-        (cid,) = struct.unpack_from(">i", body)
-        return cid, resp_cls.decode(body[4:], version=version)
-
-    def request(self, req: Any, resp_cls: Any) -> Any:
-        cid = self.send(req)
-        got, resp = self.recv(resp_cls, req.API_VERSION)
-        assert got == cid
-        return resp
-
-    def wait_closed(self, timeout: float = 5.0) -> tuple[bool, bytes]:
-        """Read until the broker closes the connection or ``timeout`` passes.
-
-        Returns (closed, whatever was received before).
-        """
-        self.sock.settimeout(timeout)
-        received = bytearray()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                chunk = self.sock.recv(65536)
-            except ConnectionResetError:
-                return True, bytes(received)
-            except TimeoutError:
-                break
-            if not chunk:
-                return True, bytes(received)
-            received += chunk
-        return False, bytes(received)
-
-    def assert_closed(self, timeout: float = 5.0) -> bytes:
-        """Wait for the broker to close the connection; return whatever it sent before."""
-        closed, received = self.wait_closed(timeout)
-        if not closed:
-            pytest.fail(f"connection still open after {timeout}s (received {received[:64]!r})")
-        return received
-
-
-def frame(req: Any, cid: int, client_id: str = "bad-input") -> bytes:
-    req.with_header(correlation_id=cid, client_id=client_id)
-    return bytes(req.encode(header=True, framed=True))
-
-
-def raw_header(
-    api_key: int, version: int, cid: int, client_id: bytes | None = b"bad-input", flexible: bool = False
-) -> bytes:
-    head = struct.pack(">hhi", api_key, version, cid)
-    head += struct.pack(">h", -1) if client_id is None else struct.pack(">h", len(client_id)) + client_id
-    return head + (b"\x00" if flexible else b"")
-
-
-def framed(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
-
-# -- request builders -----------------------------------------------------------------------
-
-
-def produce_req(
-    topic: str, records: bytes | None, partition: int = 0, acks: int = 1, version: int = 8
-) -> Any:
-    T = ProduceRequest.TopicProduceData
-    return ProduceRequest[version](
-        acks=acks,
-        timeout_ms=5000,
-        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])],
-    )
-
-
-def metadata_req(topics: list[str] | None, version: int = 8, auto_create: bool = False) -> Any:
-    items = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
-    return MetadataRequest[version](
-        topics=items,
-        allow_auto_topic_creation=auto_create,
-        include_cluster_authorized_operations=False,
-        include_topic_authorized_operations=False,
-    )
-
-
-def list_offsets_req(topic: str, partition: int = 0, timestamp: int = -1, version: int = 5) -> Any:
-    T = ListOffsetsRequest.ListOffsetsTopic
-    return ListOffsetsRequest[version](
-        replica_id=-1,
-        isolation_level=0,
-        topics=[
-            T(
-                name=topic,
-                partitions=[
-                    T.ListOffsetsPartition(
-                        partition_index=partition, current_leader_epoch=-1, timestamp=timestamp
-                    )
-                ],
-            )
-        ],
-    )
-
-
-def fetch_req(
-    topic: str,
-    offset: int = 0,
-    partition: int = 0,
-    max_wait_ms: int = 0,
-    min_bytes: int = 0,
-    version: int = 11,
-) -> Any:
-    T = FetchRequest.FetchTopic
-    return FetchRequest[version](
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=50 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        rack_id="",
-        forgotten_topics_data=[],
-        topics=[
-            T(
-                topic=topic,
-                partitions=[
-                    T.FetchPartition(
-                        partition=partition,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        log_start_offset=-1,
-                        partition_max_bytes=10 << 20,
-                    )
-                ],
-            )
-        ],
-    )
-
-
-def create_topic_req(name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Any:
-    T = CreateTopicsRequest.CreatableTopic
-    return CreateTopicsRequest[4](
-        timeout_ms=10000,
-        validate_only=False,
-        topics=[
-            T(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=1,
-                assignments=[],
-                configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
-            )
-        ],
-    )
+def fetch_values(port: int, topic: str, partition: int = 0) -> list[tuple[int, bytes | None]]:
+    """Every (offset, value) stored in the partition."""
+    return [(o, v) for o, _, v in rawkafka.fetch_records(port, topic, partition, client_id=CLIENT_ID)]
 
 
 def _in_versions(spec: str | None, version: int) -> bool:
@@ -297,55 +109,6 @@ def legacy_message(magic: int, value: bytes) -> bytes:
     return struct.pack(">qi", 0, len(message)) + message
 
 
-# -- one-shot operations on new connections -------------------------------------------------
-
-
-def produce(
-    port: int, topic: str, records: bytes | None, partition: int = 0, acks: int = 1, version: int = 8
-) -> Any:
-    """Send one produce; return the partition's answer."""
-    with Conn(port) as c:
-        resp = c.request(produce_req(topic, records, partition, acks, version), ProduceResponse)
-    [t] = resp.responses
-    [p] = t.partition_responses
-    assert (t.name, p.index) == (topic, partition)
-    return p
-
-
-def end_offset(port: int, topic: str, partition: int = 0) -> int:
-    with Conn(port) as c:
-        resp = c.request(list_offsets_req(topic, partition), ListOffsetsResponse)
-    p = resp.topics[0].partitions[0]
-    assert p.error_code == 0, p
-    return p.offset
-
-
-def fetch_values(port: int, topic: str, partition: int = 0) -> list[tuple[int, bytes | None]]:
-    """Every (offset, value) stored in the partition."""
-    out: list[tuple[int, bytes | None]] = []
-    with Conn(port) as c:
-        while True:
-            resp = c.request(fetch_req(topic, len(out) and out[-1][0] + 1, partition), FetchResponse)
-            p = resp.responses[0].partitions[0]
-            assert p.error_code == 0, p
-            data = bytes(p.records or b"")
-            got = 0
-            for pos, _ in iter_batches(data):
-                _, records = decode_batch_records(data, pos)
-                for r in records:
-                    if not out or r.offset > out[-1][0]:
-                        out.append((r.offset, r.value))
-                        got += 1
-            if not got or out[-1][0] + 1 >= p.high_watermark:
-                return out
-
-
-def create_topic(port: int, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
-    with Conn(port) as c:
-        resp = c.request(create_topic_req(name, partitions, configs), CreateTopicsResponse)
-    assert resp.topics[0].error_code in (0, TOPIC_ALREADY_EXISTS), resp
-
-
 def wait_for_log(broker: Any, pattern: str, since: int, timeout: float = 5.0) -> str:
     """Wait for a broker log line matching ``pattern`` written after offset ``since``."""
     deadline = time.monotonic() + timeout
@@ -379,11 +142,11 @@ def topics(broker: Any) -> dict[str, list[tuple[int, bytes | None]]]:
 def still_serving(broker: Any, topics: dict[str, list[tuple[int, bytes | None]]]) -> Iterator[None]:
     """A connection opened before the test still answers after it, and nothing stored changed."""
     bystander = Conn(broker.port)
-    assert bystander.request(ApiVersionsRequest[0](), ApiVersionsResponse).error_code == 0
+    assert bystander.call(ApiVersionsRequest[0](), ApiVersionsResponse).error_code == 0
     yield
     assert broker.proc.poll() is None, "broker process died"
     try:
-        assert bystander.request(metadata_req([SENTINEL]), MetadataResponse).topics[0].error_code == 0
+        assert bystander.call(metadata_req([SENTINEL]), MetadataResponse).topics[0].error_code == 0
     finally:
         bystander.close()
     health = produce(broker.port, HEALTH, batch(b"still-alive"))
@@ -481,7 +244,7 @@ def test_unknown_api_key_closes_connection(broker: Any, log_mark: int, api_key: 
 def test_known_but_unserved_api_closes_connection(broker: Any, log_mark: int) -> None:
     """An API the protocol (and the codec) knows but this broker does not advertise."""
     with Conn(broker.port) as c:
-        served = {k.api_key for k in c.request(ApiVersionsRequest[0](), ApiVersionsResponse).api_keys}
+        served = {k.api_key for k in c.call(ApiVersionsRequest[0](), ApiVersionsResponse).api_keys}
     # OffsetForLeaderEpoch, AddPartitionsToTxn, DescribeAcls, DescribeLogDirs, ...
     key = next(k for k in (23, 24, 29, 35, 57, 61, 65) if request_class(k) is not None and k not in served)
     with Conn(broker.port) as c:
@@ -540,7 +303,7 @@ def test_api_versions_above_max_answered_in_v0_layout(broker: Any, version: int)
         assert struct.unpack_from(">i", body)[0] == 78
         assert ApiVersionsResponse.decode(body[4:], version=0).error_code == UNSUPPORTED_VERSION
         # the client retries lower on the same connection
-        resp = c.request(
+        resp = c.call(
             ApiVersionsRequest[3](client_software_name="t", client_software_version="1"), ApiVersionsResponse
         )
         assert resp.error_code == 0
@@ -572,7 +335,7 @@ def test_api_versions_supported_versions(broker: Any, version: int) -> None:
 def test_every_advertised_api_is_served(broker: Any) -> None:
     """A minimal request at each advertised version gets an answer, not a closed connection."""
     with Conn(broker.port) as c:
-        served = c.request(ApiVersionsRequest[0](), ApiVersionsResponse).api_keys
+        served = c.call(ApiVersionsRequest[0](), ApiVersionsResponse).api_keys
     failures = []
     for k in served:
         cls = request_class(k.api_key)
@@ -688,7 +451,7 @@ def test_unknown_topic_or_partition(broker: Any) -> None:
     assert (p.error_code, p.base_offset) == (UNKNOWN_TOPIC_OR_PARTITION, -1)
     # Produce does not auto-create topics.
     with Conn(broker.port) as c:
-        md = c.request(metadata_req([name], auto_create=False), MetadataResponse)
+        md = c.call(metadata_req([name], auto_create=False), MetadataResponse)
     assert md.topics[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
     for partition in (1, 7, -1, 2**31 - 1):
         assert (
@@ -805,16 +568,16 @@ def test_fetch_out_of_range_and_unknown_partition(broker: Any) -> None:
     end = end_offset(broker.port, SENTINEL)
     with Conn(broker.port) as c:
         for offset in (-1, end + 1, 2**62):
-            p = c.request(fetch_req(SENTINEL, offset), FetchResponse).responses[0].partitions[0]
+            p = c.call(fetch_req(SENTINEL, offset), FetchResponse).responses[0].partitions[0]
             assert (p.error_code, bytes(p.records or b"")) == (1, b""), offset  # OFFSET_OUT_OF_RANGE
         for partition in (1, -1):
             p = (
-                c.request(fetch_req(SENTINEL, 0, partition=partition), FetchResponse)
+                c.call(fetch_req(SENTINEL, 0, partition=partition), FetchResponse)
                 .responses[0]
                 .partitions[0]
             )
             assert p.error_code == UNKNOWN_TOPIC_OR_PARTITION
-        p = c.request(fetch_req("bad-input-no-such-topic", 0), FetchResponse).responses[0].partitions[0]
+        p = c.call(fetch_req("bad-input-no-such-topic", 0), FetchResponse).responses[0].partitions[0]
         assert p.error_code == UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -925,29 +688,12 @@ def test_many_bad_connections_at_once(broker: Any) -> None:
 
 
 def test_confluent_kafka_still_produces_and_consumes(broker: Any) -> None:
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    pytest.importorskip("confluent_kafka")
+    from hwclients import Rec, consume_confluent, produce_confluent
+
     topic = "bad-input-confluent"
     create_topic(broker.port, topic)
-    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "acks": 1})
-    for i in range(100):
-        producer.produce(topic, value=b"msg-%d" % i)
-    assert producer.flush(15) == 0
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": "bad-input-check",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
-        values: list[bytes] = []
-        deadline = time.monotonic() + 20
-        while len(values) < 100 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                values.append(msg.value())
-    finally:
-        consumer.close()
-    assert values == [b"msg-%d" % i for i in range(100)]
+    recs = [Rec(0, None, b"msg-%d" % i) for i in range(100)]
+    produce_confluent(broker.bootstrap, topic, recs, acks="1", extra={"linger.ms": 5}, timeout=15)
+    got = consume_confluent(broker.bootstrap, topic, 1, len(recs), timeout=20)
+    assert [g.value for g in got] == [b"msg-%d" % i for i in range(100)]

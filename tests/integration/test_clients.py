@@ -21,6 +21,8 @@ from hwclients import (
     counts_of,
     create_topic,
     make_records,
+    offset_reset_error,
+    poll_messages,
     produce,
     produce_confluent,
     produce_kafka_python,
@@ -270,11 +272,11 @@ def test_log_append_time(broker) -> None:
     seen = []
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(2)])
-        deadline = time.monotonic() + 15
-        while len(seen) < 100 and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
+        for m in poll_messages(c, 15):
+            if not m.error():
                 seen.append(m.timestamp())
+            if len(seen) == 100:
+                break
     finally:
         c.close()
     assert len(seen) == 100
@@ -340,16 +342,5 @@ def test_consume_past_end_is_out_of_range(broker) -> None:
     topic = unique("oor")
     create_topic("confluent", broker.bootstrap, topic, 1)
     produce_confluent(broker.bootstrap, topic, make_records(10, 1, "oor"))
-    c = confluent_consumer(broker.bootstrap, **{"auto.offset.reset": "error"})
-    err = None
-    try:
-        c.assign([TopicPartition(topic, 0, 50)])
-        deadline = time.monotonic() + 15
-        while err is None and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None:
-                assert m.error() is not None, f"record at offset {m.offset()} beyond the log end"
-                err = m.error()
-    finally:
-        c.close()
-    assert err is not None and err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE), err
+    err = offset_reset_error(broker.bootstrap, topic, 50, timeout=15)
+    assert err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE), err

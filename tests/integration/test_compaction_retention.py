@@ -11,23 +11,25 @@
 
 from __future__ import annotations
 
-import socket
-import struct
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 from hwclients import (
     TIMEOUT,
     Rec,
     confluent_consumer,
     consume_confluent,
     create_topic,
+    offset_reset_error,
+    poll_messages,
     produce_confluent,
     unique,
 )
+from kafka.protocol.consumer import FetchResponse
+from rawkafka import fetch_req, request
 
 
 def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
@@ -45,11 +47,7 @@ def _read_all(bootstrap: str, topic: str) -> list:
     out = []
     try:
         c.assign([TopicPartition(topic, 0, lo)])
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
+        for m in poll_messages(c):
             if m.error():
                 if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= hi:
                     return out
@@ -86,50 +84,13 @@ def _read_kafka_python(bootstrap: str, topic: str, end: int) -> list[tuple[int, 
 
 def _raw_fetch_error(bootstrap: str, topic: str, offset: int) -> int:
     """The error code of a raw Fetch v4 for partition 0 at ``offset``."""
-    host, port = bootstrap.split(":")
-    name = topic.encode()
-    body = struct.pack(">iiiib", -1, 100, 1, 1 << 20, 0) + struct.pack(">ih", 1, len(name)) + name
-    body += struct.pack(">iiqi", 1, 0, offset, 1 << 20)
-    client = b"hw-test"
-    req = struct.pack(">hhih", 1, 4, 7, len(client)) + client + body
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(struct.pack(">i", len(req)) + req)
-        size = struct.unpack(">i", _recv(s, 4))[0]
-        resp = _recv(s, size)
-    corr, _throttle, n_topics = struct.unpack_from(">iii", resp, 0)
-    assert corr == 7 and n_topics == 1
-    tlen = struct.unpack_from(">h", resp, 12)[0]
-    pos = 14 + tlen
-    n_parts, partition, error = struct.unpack_from(">iih", resp, pos)
-    assert n_parts == 1 and partition == 0
-    return error
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        assert chunk, "connection closed"
-        buf += chunk
-    return buf
-
-
-def _offset_out_of_range_with_reset_error(bootstrap: str, topic: str, offset: int) -> str:
-    """Consume from ``offset`` with auto.offset.reset=error: the error librdkafka reports."""
-    c = confluent_consumer(bootstrap, **{"auto.offset.reset": "error"})
-    try:
-        c.assign([TopicPartition(topic, 0, offset)])
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                return str(m.error())
-            raise AssertionError(f"got a record at offset {m.offset()} below the log start")
-        raise AssertionError("no error from a fetch below the log start")
-    finally:
-        c.close()
+    req = fetch_req(topic, offset, max_wait_ms=100, min_bytes=1, version=4, max_bytes=1 << 20,
+                    partition_max_bytes=1 << 20)
+    resp = request(int(bootstrap.split(":")[1]), req, FetchResponse, client_id="hw-test", timeout=10)
+    [t] = resp.responses
+    [p] = t.partitions
+    assert p.partition_index == 0
+    return p.error_code
 
 
 # ---------------------------------------------------------------------------- compaction
@@ -222,7 +183,7 @@ def test_retention_ms_moves_log_start_and_old_offsets_are_out_of_range(fresh_bro
     assert _raw_fetch_error(b.bootstrap, topic, 0) == 1  # OFFSET_OUT_OF_RANGE
     assert _raw_fetch_error(b.bootstrap, topic, start - 1) == 1
     assert _raw_fetch_error(b.bootstrap, topic, start) == 0
-    assert "Offset out of range" in _offset_out_of_range_with_reset_error(b.bootstrap, topic, 0)
+    assert "Offset out of range" in str(offset_reset_error(b.bootstrap, topic, 0))
 
 
 def test_retention_bytes_keeps_the_newest_bytes(fresh_broker) -> None:
@@ -265,24 +226,10 @@ def _recovery_point(pdir: Path) -> int:
 
 def _produce_sync(bootstrap: str, topic: str, n: int, tag: str, after_ack) -> list[int]:
     """``n`` records one at a time (each acknowledged before the next), acks=all."""
-    prod = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
-                     "message.timeout.ms": int(TIMEOUT * 1000)})
-    offsets: list[int] = []
-    errors: list[str] = []
-
-    def on_delivery(err, msg):
-        if err is not None:
-            errors.append(str(err))
-        else:
-            offsets.append(msg.offset())
-            after_ack(msg.offset())
-
-    for i in range(n):
-        prod.produce(topic, key=f"{tag}-{i}".encode(), value=f"{tag}-{i}".encode() * 10, partition=0,
-                     on_delivery=on_delivery)
-        assert prod.flush(TIMEOUT) == 0
-    assert not errors, errors[:3]
-    return offsets
+    recs = [Rec(0, f"{tag}-{i}".encode(), f"{tag}-{i}".encode() * 10) for i in range(n)]
+    acked = produce_confluent(bootstrap, topic, recs, extra={"linger.ms": 0}, one_by_one=True,
+                              on_ack=lambda a: after_ack(a.offset))
+    return [a.offset for a in acked]
 
 
 def test_flush_messages_1_acks_only_after_fsync(fresh_broker) -> None:

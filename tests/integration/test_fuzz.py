@@ -25,22 +25,19 @@ import socket
 import struct
 import time
 import warnings
+from functools import partial
 from typing import Any
 
 import pytest
+import rawkafka
 from headwater.broker.protocol.codec import request_class, response_class
-from headwater.broker.protocol.records import Record, build_batch, decode_batch_records, iter_batches
+from headwater.broker.protocol.records import Record, build_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.protocol.admin import (
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteRecordsRequest,
-    DescribeConfigsRequest,
-)
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.admin import DeleteRecordsRequest, DescribeConfigsRequest
+from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from rawkafka import fetch_req, frame, metadata_req, produce_req, raw_header, read_exactly
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -52,140 +49,30 @@ FUZZ_CID = 4242
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))  # more for a longer hunt
 
 
-# -- plumbing -------------------------------------------------------------------------------
+# -- plumbing (rawkafka, with this module's client id) ---------------------------------------
 
-
-def _frame(req: Any, cid: int, client_id: str = "fuzz") -> bytes:
-    req.with_header(correlation_id=cid, client_id=client_id)
-    return bytes(req.encode(header=True, framed=True))
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        try:
-            chunk = sock.recv(n - len(buf))
-        except ConnectionResetError:
-            return None
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
-def _request(port: int, req: Any, resp_cls: Any) -> Any:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(_frame(req, 1))
-        head = _read_exactly(sock, 4)
-        assert head is not None
-        body = _read_exactly(sock, struct.unpack(">i", head)[0])
-        assert body is not None and body[:4] == b"\x00\x00\x00\x01"
-        return resp_cls.decode(body[4:], version=req.API_VERSION)
-
-
-def _produce_req(topic: str, records: bytes, acks: int = 1, version: int = 8) -> Any:
-    T = ProduceRequest.TopicProduceData
-    return ProduceRequest[version](
-        acks=acks,
-        timeout_ms=5000,
-        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records)])],
-    )
-
-
-def _fetch_req(topic: str, offset: int, version: int = 11, max_wait_ms: int = 0, min_bytes: int = 0) -> Any:
-    T = FetchRequest.FetchTopic
-    return FetchRequest[version](
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=1 << 20,
-        isolation_level=1,
-        session_id=0,
-        session_epoch=-1,
-        rack_id="",
-        forgotten_topics_data=[],
-        topics=[
-            T(
-                topic=topic,
-                partitions=[
-                    T.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-    )
-
-
-def _metadata_req(topics: list[str] | None, version: int) -> Any:
-    items = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
-    return MetadataRequest[version](
-        topics=items,
-        allow_auto_topic_creation=False,
-        include_cluster_authorized_operations=False,
-        include_topic_authorized_operations=False,
-    )
-
-
-def _create_topic(port: int, name: str) -> None:
-    T = CreateTopicsRequest.CreatableTopic
-    req = CreateTopicsRequest[4](
-        timeout_ms=5000,
-        validate_only=False,
-        topics=[T(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
-    )
-    assert _request(port, req, CreateTopicsResponse).topics[0].error_code in (0, 36)
-
-
-def _end_offset(port: int, topic: str) -> int:
-    T = ListOffsetsRequest.ListOffsetsTopic
-    req = ListOffsetsRequest[5](
-        replica_id=-1,
-        isolation_level=0,
-        topics=[
-            T(
-                name=topic,
-                partitions=[T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)],
-            )
-        ],
-    )
-    p = _request(port, req, ListOffsetsResponse).topics[0].partitions[0]
-    assert p.error_code == 0
-    return p.offset
+CLIENT_ID = "fuzz"
+# The fetches the mutated requests start from and the checks read with: read_committed, 1 MiB.
+FETCH = {"isolation_level": 1, "max_bytes": 1 << 20, "partition_max_bytes": 1 << 20}
+request = partial(rawkafka.request, client_id=CLIENT_ID, timeout=10)
+create_topic = partial(rawkafka.create_topic, client_id=CLIENT_ID, timeout=10)
+end_offset = partial(rawkafka.end_offset, client_id=CLIENT_ID, timeout=10)
+produce = partial(rawkafka.produce, client_id=CLIENT_ID, timeout=10)
 
 
 def _stored(port: int, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
     """Every (offset, key, value) in partition 0."""
-    out: list[tuple[int, bytes | None, bytes | None]] = []
-    while True:
-        p = (
-            _request(port, _fetch_req(topic, out[-1][0] + 1 if out else 0), FetchResponse)
-            .responses[0]
-            .partitions[0]
-        )
-        assert p.error_code == 0
-        data = bytes(p.records or b"")
-        for pos, _ in iter_batches(data):
-            out += [(r.offset, r.key, r.value) for r in decode_batch_records(data, pos)[1]]
-        if not data or (out and out[-1][0] + 1 >= p.high_watermark):
-            return out
+    return rawkafka.fetch_records(port, topic, client_id=CLIENT_ID, timeout=10, **FETCH)
 
 
 def _header(api_key: int, version: int, cid: int, client_id: bytes | None) -> bytes:
-    head = struct.pack(">hhi", api_key, version, cid)
-    head += struct.pack(">h", -1) if client_id is None else struct.pack(">h", len(client_id)) + client_id
     cls = request_class(api_key)
-    if cls is not None and 0 <= version <= cls.max_version and cls.flexible_version_q(version):
-        head += b"\x00"  # no tagged fields
-    return head
+    flexible = cls is not None and 0 <= version <= cls.max_version and cls.flexible_version_q(version)
+    return raw_header(api_key, version, cid, client_id, flexible=bool(flexible))
 
 
 def _served(port: int) -> dict[int, tuple[int, int]]:
-    resp = _request(port, ApiVersionsRequest[0](), ApiVersionsResponse)
+    resp = request(port, ApiVersionsRequest[0](), ApiVersionsResponse)
     return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
 
@@ -198,7 +85,7 @@ class Outcome(collections.Counter):
 
 def _exchange(port: int, payload: bytes, served: dict[int, tuple[int, int]], outcome: Outcome) -> None:
     """Send one fuzz frame (size prefix added) and a probe; check what comes back."""
-    probe = _frame(ApiVersionsRequest[0](), PROBE_CID)
+    probe = frame(ApiVersionsRequest[0](), PROBE_CID, CLIENT_ID)
     api_key = version = cid = None
     if len(payload) >= 8:
         api_key, version, cid = struct.unpack_from(">hhi", payload)
@@ -211,13 +98,13 @@ def _exchange(port: int, payload: bytes, served: dict[int, tuple[int, int]], out
         answers: list[bytes] = []
         try:
             while not answers or answers[-1][:4] != struct.pack(">i", PROBE_CID):
-                head = _read_exactly(sock, 4)
+                head = read_exactly(sock, 4)
                 if head is None:
                     outcome["closed"] += 1
                     break
                 (size,) = struct.unpack(">i", head)
                 assert 4 <= size <= 64 << 20, f"answer size {size}"
-                body = _read_exactly(sock, size)
+                body = read_exactly(sock, size)
                 assert body is not None, "connection closed in the middle of an answer"
                 answers.append(body)
                 assert len(answers) <= 2, "more answers than requests"
@@ -288,13 +175,13 @@ def _base_requests() -> list[tuple[str, bytes]]:
     DC = DescribeConfigsRequest.DescribeConfigsResource
     DR = DeleteRecordsRequest.DeleteRecordsTopic
     reqs = [
-        ("produce v8", _produce_req(TARGET, batch)),
-        ("produce v3", _produce_req(TARGET, batch, version=3)),
-        ("metadata v8", _metadata_req([TARGET], 8)),
-        ("metadata v4", _metadata_req([TARGET], 4)),
-        ("metadata v0", _metadata_req([TARGET], 0)),
-        ("fetch v11", _fetch_req(TARGET, 0)),
-        ("fetch v4", _fetch_req(TARGET, 0, version=4)),
+        ("produce v8", produce_req(TARGET, batch)),
+        ("produce v3", produce_req(TARGET, batch, version=3)),
+        ("metadata v8", metadata_req([TARGET], 8)),
+        ("metadata v4", metadata_req([TARGET], 4)),
+        ("metadata v0", metadata_req([TARGET], 0)),
+        ("fetch v11", fetch_req(TARGET, 0, **FETCH)),
+        ("fetch v4", fetch_req(TARGET, 0, version=4, **FETCH)),
         (
             "list offsets v5",
             ListOffsetsRequest[5](
@@ -326,7 +213,7 @@ def _base_requests() -> list[tuple[str, bytes]]:
             ),
         ),
     ]
-    return [(name, _frame(req, FUZZ_CID)[4:]) for name, req in reqs]
+    return [(name, frame(req, FUZZ_CID, CLIENT_ID)[4:]) for name, req in reqs]
 
 
 def _default_requests(served: dict[int, tuple[int, int]]) -> list[tuple[str, bytes]]:
@@ -338,7 +225,7 @@ def _default_requests(served: dict[int, tuple[int, int]]) -> list[tuple[str, byt
             req = cls[version]()
             if key == 0:
                 req.acks = 1
-            out.append((f"{cls.name} v{version}", _frame(req, FUZZ_CID)[4:]))
+            out.append((f"{cls.name} v{version}", frame(req, FUZZ_CID, CLIENT_ID)[4:]))
     return out
 
 
@@ -379,11 +266,13 @@ def mutated_requests(draw: st.DrawFn, bases: list[tuple[str, bytes]]) -> bytes:
 
 
 def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    pytest.importorskip("confluent_kafka")
+    from hwclients import Rec, consume_confluent, produce_confluent
+
     port = broker.port
-    _create_topic(port, KEPT)
-    _create_topic(port, TARGET)
-    if _end_offset(port, KEPT) == 0:
+    create_topic(port, KEPT)
+    create_topic(port, TARGET)
+    if end_offset(port, KEPT) == 0:
         for b in range(3):
             records = [
                 Record(
@@ -394,8 +283,7 @@ def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
                 )
                 for i in range(10)
             ]
-            p = _request(port, _produce_req(KEPT, build_batch(records)), ProduceResponse).responses[0]
-            assert p.partition_responses[0].error_code == 0
+            assert produce(port, KEPT, build_batch(records)).error_code == 0
     kept = _stored(port, KEPT)
     assert len(kept) == 30
     served = _served(port)
@@ -432,33 +320,14 @@ def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
     # The broker is alive and a stock client works.
     assert broker.proc.poll() is None, "broker process died"
     topic = "after-fuzz"
-    _create_topic(port, topic)
-    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(50):
-        producer.produce(topic, key=b"%d" % i, value=b"after-fuzz-%d" % i)
-    assert producer.flush(15) == 0
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": "after-fuzz",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    values: list[bytes] = []
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 20
-        while len(values) < 50 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                values.append(msg.value())
-    finally:
-        consumer.close()
-    assert values == [b"after-fuzz-%d" % i for i in range(50)]
+    create_topic(port, topic)
+    recs = [Rec(0, b"%d" % i, b"after-fuzz-%d" % i) for i in range(50)]
+    produce_confluent(broker.bootstrap, topic, recs, extra={"linger.ms": 5}, timeout=15)
+    got = consume_confluent(broker.bootstrap, topic, 1, len(recs), timeout=20)
+    assert [g.value for g in got] == [b"after-fuzz-%d" % i for i in range(50)]
 
     # The topic written before the run holds exactly its records.
-    assert _end_offset(port, KEPT) == 30
+    assert end_offset(port, KEPT) == 30
     assert _stored(port, KEPT) == kept
 
     # Handler crashes close the connection (allowed above) but are broker bugs: surface them.

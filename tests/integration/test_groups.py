@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import struct
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,7 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from rawkafka import Conn
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -747,61 +748,8 @@ def test_static_membership_raw(gbroker: BrokerProcess) -> None:
 # --------------------------------------------------------------------------- raw protocol helpers
 
 
-class RawConn:
-    """One TCP connection to the broker; non-flexible request versions only."""
-
-    def __init__(self, port: int, timeout: float = 15.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.timeout = timeout
-        self._cid = 0
-
-    def __enter__(self) -> RawConn:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-    def send(self, req: Any) -> int:
-        self._cid += 1
-        req.with_header(correlation_id=self._cid, client_id="hw-raw")
-        self.sock.sendall(bytes(req.encode(header=True, framed=True)))
-        return self._cid
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-    def recv(self, resp_cls: Any, version: int, cid: int, timeout: float | None = None) -> Any:
-        self.sock.settimeout(self.timeout if timeout is None else timeout)
-        try:
-            head = self._read(4)
-        finally:
-            self.sock.settimeout(self.timeout)
-        body = self._read(struct.unpack(">i", head)[0])
-        assert struct.unpack_from(">i", body)[0] == cid, "answers out of order"
-        return resp_cls.decode(body, version=version, header=True)
-
-    def call(self, req: Any, resp_cls: Any) -> Any:
-        cid = self.send(req)
-        return self.recv(resp_cls, req.API_VERSION, cid)
-
-    def nothing_within(self, seconds: float) -> bool:
-        """True when no answer starts arriving within ``seconds``."""
-        self.sock.settimeout(seconds)
-        try:
-            data = self.sock.recv(1, socket.MSG_PEEK)
-        except TimeoutError:
-            return True
-        finally:
-            self.sock.settimeout(self.timeout)
-        assert data, "broker closed the connection"
-        return False
+# One TCP connection speaking raw frames; members joined over it report client id "hw-raw".
+RawConn = partial(Conn, timeout=15.0, client_id="hw-raw")
 
 
 def subscription(*topics: str) -> bytes:
@@ -847,14 +795,14 @@ def leave_req(group: str, member_id: str) -> Any:
     return LeaveGroupRequest[1](group_id=group, member_id=member_id)
 
 
-def describe_raw(conn: RawConn, group: str, version: int = 2) -> Any:
+def describe_raw(conn: Conn, group: str, version: int = 2) -> Any:
     kw = {"include_authorized_operations": False} if version >= 3 else {}
     resp = conn.call(DescribeGroupsRequest[version](groups=[group], **kw), DescribeGroupsResponse)
     assert len(resp.groups) == 1 and resp.groups[0].group_id == group
     return resp.groups[0]
 
 
-def join_two_step(conn: RawConn, group: str, **kw: Any) -> Any:
+def join_two_step(conn: Conn, group: str, **kw: Any) -> Any:
     """JoinGroup v4+: MEMBER_ID_REQUIRED with the id, then the real join with it."""
     first = conn.call(join_req(group, "", **kw), JoinGroupResponse)
     assert first.error_code == MEMBER_ID_REQUIRED, first
@@ -864,7 +812,7 @@ def join_two_step(conn: RawConn, group: str, **kw: Any) -> Any:
     return resp
 
 
-def simple_commit(conn: RawConn, group: str, topic: str, offsets: dict[int, int]) -> None:
+def simple_commit(conn: Conn, group: str, topic: str, offsets: dict[int, int]) -> None:
     """OffsetCommit v2 with generation -1 and no member id (a group without members)."""
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     P = T.OffsetCommitRequestPartition
@@ -1045,7 +993,8 @@ def test_connect_protocol_group_two_members_raw(gbroker: BrokerProcess) -> None:
         assert describe_raw(a, group).group_state == "PreparingRebalance"
         ja2 = a.call(join_req(group, ja.member_id, protocols=[("sessioned", meta_a), ("default", meta_a)], **kw),
                      JoinGroupResponse)
-        jb = b.recv(JoinGroupResponse, 4, b_join)
+        got, jb = b.recv(JoinGroupResponse, 4)
+        assert got == b_join, "answers out of order"
         for r in (ja2, jb):
             assert (r.error_code, r.generation_id, r.leader) == (NONE, 2, ja.member_id)
             assert r.protocol_name == "default"  # the only protocol B offers
@@ -1061,7 +1010,8 @@ def test_connect_protocol_group_two_members_raw(gbroker: BrokerProcess) -> None:
         sa2 = a.call(sync_req(group, 2, ja.member_id, {ja.member_id: b"tasks:0,2", b_id: b"tasks:1,3\x00"}),
                      SyncGroupResponse)
         assert (sa2.error_code, bytes(sa2.assignment)) == (NONE, b"tasks:0,2")
-        sb = b.recv(SyncGroupResponse, 3, b_sync)
+        got, sb = b.recv(SyncGroupResponse, 3)
+        assert got == b_sync, "answers out of order"
         assert (sb.error_code, bytes(sb.assignment)) == (NONE, b"tasks:1,3\x00")
 
         assert a.call(hb_req(group, 2, ja.member_id), HeartbeatResponse).error_code == NONE

@@ -12,79 +12,34 @@ producers store exactly what they sent, in order per key.
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 import time
-import uuid
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from brokerproc import BrokerProcess
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
 from headwater.broker.protocol.records import Record, build_batch, iter_batches
-from kafka.protocol.producer import (
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
+from hwclients import TIMEOUT, confluent_consumer, consume_confluent, create_topic, poll_messages, unique
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+from rawkafka import Conn
 
 pytestmark = pytest.mark.timeout(120)
 
-TIMEOUT = 30.0
 NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    fs = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-                             operation_timeout=10, request_timeout=15)
-    fs[topic].result(timeout=TIMEOUT)
-
-
 # --------------------------------------------------------------------------- raw frames
 
 
-class RawConn:
-    def __init__(self, port: int, timeout: float = 15.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._cid = 0
-
-    def __enter__(self) -> RawConn:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-    def call(self, req: Any, resp_cls: Any) -> Any:
-        self._cid += 1
-        req.with_header(correlation_id=self._cid, client_id="hw-idem")
-        self.sock.sendall(bytes(req.encode(header=True, framed=True)))
-        body = self._read(struct.unpack(">i", self._read(4))[0])
-        assert struct.unpack_from(">i", body)[0] == self._cid
-        return resp_cls.decode(body[4:], version=req.API_VERSION)
+RawConn = partial(Conn, timeout=15.0, client_id="hw-idem")
 
 
-def init_producer_id(conn: RawConn) -> tuple[int, int]:
+def init_producer_id(conn: Conn) -> tuple[int, int]:
     resp = conn.call(InitProducerIdRequest[1](transactional_id=None, transaction_timeout_ms=60000),
                      InitProducerIdResponse)
     assert resp.error_code == NONE
@@ -102,36 +57,26 @@ class Batch:
                                 producer_id=pid, producer_epoch=epoch, base_sequence=seq)
 
 
-def produce(conn: RawConn, topic: str, batch: Batch, partition: int = 0) -> tuple[int, int]:
+def produce(conn: Conn, topic: str, batch: Batch, partition: int = 0) -> tuple[int, int]:
     """(error code, base offset) of a Produce v8, acks=-1."""
-    T = ProduceRequest.TopicProduceData
-    req = ProduceRequest[8](transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=batch.data)])])
-    resp = conn.call(req, ProduceResponse)
-    [t] = resp.responses
-    [p] = t.partition_responses
-    assert (t.name, p.index) == (topic, partition)
+    p = conn.produce(topic, batch.data, partition, acks=-1)
     return p.error_code, p.base_offset
 
 
 def consume_all(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
     """Every record of one partition as (offset, value), read to the end."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("idem-read"), "enable.auto.commit": False,
-                  "enable.partition.eof": True, "check.crcs": True})
+    c = confluent_consumer(bootstrap, **{"enable.partition.eof": True})
     got: list[tuple[int, bytes]] = []
     try:
         c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            assert time.monotonic() < deadline, f"no end of partition within {TIMEOUT}s ({len(got)} records)"
-            m = c.poll(0.2)
-            if m is None:
-                continue
+        for m in poll_messages(c):
             if m.error():
                 if m.error().code() == KafkaError._PARTITION_EOF:
                     break
                 raise AssertionError(m.error())
             got.append((m.offset(), m.value()))
+        else:
+            raise AssertionError(f"no end of partition within {TIMEOUT}s ({len(got)} records)")
         low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         assert (low, high) == (0, len(got)), f"watermarks {(low, high)} for {len(got)} records"
     finally:
@@ -160,7 +105,7 @@ def idem_broker(tmp_path_factory: pytest.TempPathFactory):
 
 def test_resends_are_deduplicated_and_sequences_checked(idem_broker: BrokerProcess) -> None:
     topic = unique("idem-raw")
-    create_topic(idem_broker.bootstrap, topic, 1)
+    create_topic("confluent", idem_broker.bootstrap, topic, 1)
     with RawConn(idem_broker.port) as conn:
         pid, epoch = init_producer_id(conn)
         assert pid >= 0 and epoch == 0
@@ -229,12 +174,12 @@ def test_resends_are_deduplicated_and_sequences_checked(idem_broker: BrokerProce
 def test_dedupe_survives_clean_restart_and_sigkill(fresh_broker: BrokerProcess) -> None:
     broker = fresh_broker.start()
     topic = unique("idem-restart")
-    create_topic(broker.bootstrap, topic, 1)
+    create_topic("confluent", broker.bootstrap, topic, 1)
     pids: list[int] = []
     batches: list[Batch] = []
     offsets: list[int] = []
 
-    def send_new(conn: RawConn, pid: int, n: int) -> None:
+    def send_new(conn: Conn, pid: int, n: int) -> None:
         seq = sum(len(b.values) for b in batches)
         b = Batch(pid, 0, seq, [f"r{seq + j}".encode() for j in range(n)])
         code, base = produce(conn, topic, b)
@@ -242,7 +187,7 @@ def test_dedupe_survives_clean_restart_and_sigkill(fresh_broker: BrokerProcess) 
         batches.append(b)
         offsets.append(base)
 
-    def check_resends(conn: RawConn, which: list[int]) -> None:
+    def check_resends(conn: Conn, which: list[int]) -> None:
         for i in which:
             assert produce(conn, topic, batches[i]) == (NONE, offsets[i]), f"resend of batch {i}"
 
@@ -377,29 +322,12 @@ def stored_batches(log_dir: Path, topic: str, partition: int) -> list[Any]:
 @pytest.mark.parametrize("client", ["kafka-python", "confluent", "aiokafka"])
 def test_idempotent_client_stores_exactly_once_in_key_order(broker: BrokerProcess, client: str) -> None:
     topic = unique(f"idem-{client}")
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    create_topic("confluent", broker.bootstrap, topic, PARTITIONS)
     recs = keyed_records(client)
     PRODUCERS[client](broker.bootstrap, topic, recs)
 
-    got: list[tuple[int, int, bytes, bytes]] = []
-    for p in range(PARTITIONS):
-        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("idem-read"),
-                      "enable.auto.commit": False, "enable.partition.eof": True})
-        try:
-            c.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
-            deadline = time.monotonic() + TIMEOUT
-            while time.monotonic() < deadline:
-                m = c.poll(0.2)
-                if m is None:
-                    continue
-                if m.error():
-                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                    break
-                got.append((p, m.offset(), m.key(), m.value()))
-            else:
-                raise AssertionError(f"partition {p} not read to its end in {TIMEOUT}s")
-        finally:
-            c.close()
+    got = [(g.partition, g.offset, g.key, g.value)
+           for g in consume_confluent(broker.bootstrap, topic, PARTITIONS, N_RECORDS)]
 
     assert len(got) == N_RECORDS, f"{len(got)} records stored for {N_RECORDS} sent"
     assert sorted(v for *_, v in got) == sorted(v for _, v in recs), "records lost or duplicated"
