@@ -7,6 +7,7 @@ import asyncio
 import gc
 import weakref
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from headwater.connect.runtime.fetch import RecordFetcher
 from hwclients import unique
@@ -16,8 +17,9 @@ def _run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
-async def _produce(bootstrap: str, topic: str, batches: int, per_batch: int, partitions: int = 1) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+async def _produce(bootstrap: str, topic: str, batches: int, per_batch: int, partitions: int = 1,
+                   compression: str | None = None) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type=compression)
     await producer.start()
     try:
         n = 0
@@ -106,6 +108,34 @@ def test_seek_into_a_batch_and_max_records(broker) -> None:
             assert len([c for c in calls if c]) > 1
         finally:
             await consumer.stop()
+
+    _run(go())
+
+
+@pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches(broker3, compression: str) -> None:
+    """Compressed batches: the same records as getmany, also from a position inside a batch."""
+    topic = unique(f"fetcher-{compression}")
+
+    async def go():
+        await _produce(broker3.bootstrap, topic, batches=4, per_batch=200, compression=compression)
+        plain, lean = _consumer(broker3.bootstrap), _consumer(broker3.bootstrap)
+        await plain.start()
+        await lean.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            plain.assign([tp])
+            lean.assign([tp])
+            plain.seek(tp, 333)
+            lean.seek(tp, 333)  # inside the second batch (200-399)
+            fetcher = RecordFetcher(lean)
+            expected = await _drain(lambda: plain.getmany(timeout_ms=500), 800 - 333)
+            got = await _drain(lambda: fetcher.getmany(500, 10000), 800 - 333)
+            assert got == expected
+            assert [row[1] for row in got] == list(range(333, 800))
+        finally:
+            await plain.stop()
+            await lean.stop()
 
     _run(go())
 
