@@ -4,6 +4,7 @@ aiokafka's getmany, positions honoured after a seek into a batch, max_records, p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import weakref
 
@@ -41,6 +42,20 @@ def _consumer(bootstrap: str, **kw) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **kw)
 
 
+@contextlib.asynccontextmanager
+async def _assigned(bootstrap: str, tps: list[TopicPartition], position: int | None = None):
+    """A started consumer assigned ``tps`` (each sought to ``position`` if given); stopped after."""
+    consumer = _consumer(bootstrap)
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        for tp in tps if position is not None else []:
+            consumer.seek(tp, position)
+        yield consumer
+    finally:
+        await consumer.stop()
+
+
 def _row(tp: TopicPartition, m) -> tuple:
     return (tp.partition, m.offset, m.timestamp, m.timestamp_type, m.key, m.value, tuple(m.headers))
 
@@ -59,13 +74,8 @@ def test_same_records_as_getmany(broker3) -> None:
 
     async def go():
         await _produce(broker3.bootstrap, topic, batches=12, per_batch=250, partitions=2)
-        plain, lean = _consumer(broker3.bootstrap), _consumer(broker3.bootstrap)
-        await plain.start()
-        await lean.start()
-        try:
-            tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-            plain.assign(tps)
-            lean.assign(tps)
+        tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+        async with _assigned(broker3.bootstrap, tps) as plain, _assigned(broker3.bootstrap, tps) as lean:
             fetcher = RecordFetcher(lean)
             assert fetcher.fast, "aiokafka internals not recognised: the fast path would never run"
             expected = await _drain(lambda: plain.getmany(timeout_ms=500), 3000)
@@ -76,9 +86,6 @@ def test_same_records_as_getmany(broker3) -> None:
             for tp in tps:
                 assert await lean.position(tp) == await plain.position(tp) == 1500
             assert await fetcher.getmany(200, 10000) == {}
-        finally:
-            await plain.stop()
-            await lean.stop()
 
     _run(go())
 
@@ -88,13 +95,9 @@ def test_seek_into_a_batch_and_max_records(broker) -> None:
 
     async def go():
         await _produce(broker.bootstrap, topic, batches=10, per_batch=100)
-        consumer = _consumer(broker.bootstrap)
-        await consumer.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            consumer.assign([tp])
+        tp = TopicPartition(topic, 0)
+        async with _assigned(broker.bootstrap, [tp], 137) as consumer:  # 137: inside the second batch
             fetcher = RecordFetcher(consumer)
-            consumer.seek(tp, 137)  # inside the second batch (offsets 100-199)
             offsets: list[int] = []
             calls = []
             while len(offsets) < 1000 - 137:
@@ -106,8 +109,6 @@ def test_seek_into_a_batch_and_max_records(broker) -> None:
             # max_records is honoured in whole batches: never more than one batch beyond it.
             assert max(calls) < 150 + 100
             assert len([c for c in calls if c]) > 1
-        finally:
-            await consumer.stop()
 
     _run(go())
 
@@ -119,23 +120,15 @@ def test_compressed_batches(broker3, compression: str) -> None:
 
     async def go():
         await _produce(broker3.bootstrap, topic, batches=4, per_batch=200, compression=compression)
-        plain, lean = _consumer(broker3.bootstrap), _consumer(broker3.bootstrap)
-        await plain.start()
-        await lean.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            plain.assign([tp])
-            lean.assign([tp])
-            plain.seek(tp, 333)
-            lean.seek(tp, 333)  # inside the second batch (200-399)
+        tps = [TopicPartition(topic, 0)]
+        # 333 lies inside the second batch (200-399)
+        async with (_assigned(broker3.bootstrap, tps, 333) as plain,
+                    _assigned(broker3.bootstrap, tps, 333) as lean):
             fetcher = RecordFetcher(lean)
             expected = await _drain(lambda: plain.getmany(timeout_ms=500), 800 - 333)
             got = await _drain(lambda: fetcher.getmany(500, 10000), 800 - 333)
             assert got == expected
             assert [row[1] for row in got] == list(range(333, 800))
-        finally:
-            await plain.stop()
-            await lean.stop()
 
     _run(go())
 
@@ -145,11 +138,8 @@ def test_paused_partition_returns_nothing(broker3) -> None:
 
     async def go():
         await _produce(broker3.bootstrap, topic, batches=2, per_batch=50, partitions=2)
-        consumer = _consumer(broker3.bootstrap)
-        await consumer.start()
-        try:
-            tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
-            consumer.assign([tp0, tp1])
+        tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+        async with _assigned(broker3.bootstrap, [tp0, tp1]) as consumer:
             consumer.pause(tp1)
             fetcher = RecordFetcher(consumer)
             seen: dict[int, int] = {0: 0, 1: 0}
@@ -164,8 +154,6 @@ def test_paused_partition_returns_nothing(broker3) -> None:
                 if seen[1] == 50:
                     break
             assert seen == {0: 50, 1: 50}
-        finally:
-            await consumer.stop()
 
     _run(go())
 
@@ -177,11 +165,8 @@ def test_drained_fetch_is_freed_without_garbage_collection(broker3) -> None:
 
     async def go():
         await _produce(broker3.bootstrap, topic, batches=1, per_batch=100)
-        consumer = _consumer(broker3.bootstrap)
-        await consumer.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            consumer.assign([tp])
+        tp = TopicPartition(topic, 0)
+        async with _assigned(broker3.bootstrap, [tp]) as consumer:
             fetcher = RecordFetcher(consumer)
             for _ in range(200):  # wait for the prefetch to land
                 if tp in consumer._fetcher._records:
@@ -195,7 +180,5 @@ def test_drained_fetch_is_freed_without_garbage_collection(broker3) -> None:
                 assert ref() is None, "drained PartitionRecords still alive: it is in a reference cycle"
             finally:
                 gc.enable()
-        finally:
-            await consumer.stop()
 
     _run(go())
