@@ -44,17 +44,6 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _batch_cut(data: bytes, pos: int = 0) -> int:
-    """Length of the prefix of ``data`` made of whole batches, walking from ``pos`` (a batch start)."""
-    n = len(data)
-    while pos + 12 <= n:
-        end = pos + int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True) + 12
-        if end > n or end <= pos + 12:
-            break
-        pos = end
-    return pos
-
-
 class PartitionLog:
     """Segments ``<base:020d>.log/.index/.timeindex`` in one directory, offsets assigned on append."""
 
@@ -251,15 +240,15 @@ class PartitionLog:
                 pos, first = found
                 if first.size > remaining:
                     return seg.read(pos, first.size) if min_one and not parts else b""
-            data = seg.read(pos, remaining)
-            end = pos + len(data)
-            if end == seg.size:
-                cut = len(data)  # a segment holds only whole batches
-            else:
-                # Walk batch headers only from the last indexed batch start before the cut.
-                cut = _batch_cut(data, max(seg.offset_index.floor_position(end) - pos, 0))
+            limit = pos + remaining
+            if limit < seg.size:
+                # Find the last whole batch before the limit first (walking batch lengths from the
+                # last indexed batch start), then read exactly that much: one read, no slice copy.
+                limit = seg.batch_boundary(max(seg.offset_index.floor_position(limit), pos), limit)
+            data = seg.read(pos, limit - pos)  # a segment holds only whole batches
+            cut = len(data)
             if cut:
-                parts.append(data if cut == len(data) else data[:cut])
+                parts.append(data)
                 remaining -= cut
             if pos + cut < seg.size or remaining <= 0:
                 break  # the next batch did not fit

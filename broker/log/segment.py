@@ -23,6 +23,7 @@ MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offsets relative to the b
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _CRC_START = 21  # attributes onward are covered by the CRC (see records.py)
 _SCAN_CHUNK = 1 << 20
+_FIND_CHUNK = 8 << 10
 # baseOffset, batchLength, (leader epoch), magic, crc, (attributes), lastOffsetDelta, (baseTimestamp), maxTimestamp
 _SCAN_FIELDS = struct.Struct(">qi4xbI2xi8xq")
 
@@ -139,8 +140,10 @@ class LogSegment:
         n = min(max_bytes, self._size - position)
         return os.pread(self._fd, n, position) if n > 0 else b""
 
-    def batches(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-        """``(position, header)`` of each complete batch from ``position`` (headers only, no CRC)."""
+    def batches(self, position: int = 0, end: int | None = None,
+                chunk: int = _SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of each complete batch from ``position`` (headers only, no CRC),
+        reading ``chunk`` bytes at a time."""
         end = self._size if end is None else end
         fd = self._fd
         buf = b""
@@ -148,7 +151,7 @@ class LogSegment:
         while position + HEADER_SIZE <= end:
             off = position - buf_pos
             if off + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, min(_SCAN_CHUNK, end - position), position)
+                buf = os.pread(fd, min(chunk, end - position), position)
                 buf_pos, off = position, 0
                 if len(buf) < HEADER_SIZE:
                     return
@@ -158,10 +161,23 @@ class LogSegment:
             yield position, header
             position += header.size
 
+    def batch_boundary(self, start: int, limit: int) -> int:
+        """The end of the last whole batch ending at or before ``limit``, walking batch lengths from
+        ``start`` (a batch start); ``start`` itself when the batch there ends after ``limit``."""
+        pos = start
+        while pos + LOG_OVERHEAD <= limit:
+            length = int.from_bytes(os.pread(self._fd, 4, pos + 8), "big", signed=True)
+            end = pos + LOG_OVERHEAD + length
+            if length < _MIN_BATCH_LENGTH or end > limit:
+                break
+            pos = end
+        return pos
+
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset`` (the one containing it), or None."""
         start = self.offset_index.lookup(offset - self.base_offset) if offset > self.base_offset else 0
-        for pos, header in self.batches(start):
+        # The index points within index.interval.bytes of the batch: small reads, not 1 MiB ones.
+        for pos, header in self.batches(start, chunk=_FIND_CHUNK):
             if header.base_offset + header.last_offset_delta >= offset:
                 return pos, header
         return None

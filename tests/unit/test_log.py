@@ -127,6 +127,33 @@ def test_read_max_bytes_and_min_one(tmp_path: Path) -> None:
     log.close()
 
 
+@pytest.mark.parametrize("interval", [0, 300, 4096])
+def test_read_returns_the_largest_whole_batch_prefix(tmp_path: Path, interval: int) -> None:
+    """For every byte budget and start offset, across two segments: exactly the whole batches that fit
+    (the first one regardless with min_one), whatever index entries the cut is found from."""
+    log = open_log(tmp_path / "t-0", index_interval_bytes=interval, segment_bytes=600)
+    sizes = [1, 3, 2, 5, 1, 4, 2, 1, 3, 2]
+    for n in sizes:
+        append(log, n)
+    assert len(log.segments) > 1
+    whole = log.read(0, 1 << 20)
+    batches = [(h.base_offset, h.size) for _, h in iter_batches(whole)]
+    assert [b for b, _ in batches] == [sum(sizes[:i]) for i in range(len(sizes))]
+    for first in range(len(batches)):
+        offset = batches[first][0]
+        for budget in range(1, len(whole) + 2, 7):
+            got = batch_bases(log.read(offset, budget))
+            fit, used = [], 0
+            for base, size in batches[first:]:
+                if used + size > budget:
+                    break
+                fit.append(base)
+                used += size
+            assert got == (fit or [offset]), (offset, budget)
+            assert batch_bases(log.read(offset, budget, min_one=False)) == fit
+    log.close()
+
+
 def test_read_bounds(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     assert log.read(0, 100) == b""
