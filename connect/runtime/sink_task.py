@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -62,7 +61,7 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: set[KafkaTP]) -> None:
         if revoked and self.owner.started:
-            await self.owner.commit(list(revoked))
+            await self.owner.commit_offsets(list(revoked))
             await call(self.owner.task.close, [TopicPartition(tp.topic, tp.partition) for tp in revoked])
             for tp in revoked:
                 self.owner.current.pop(TopicPartition(tp.topic, tp.partition), None)
@@ -85,7 +84,7 @@ class WorkerSinkTask(RecordTask):
         self.current: dict[TopicPartition, int] = {}
         self.committed: dict[TopicPartition, int] = {}
         self.rewinds: dict[TopicPartition, int] = {}
-        self.commit_requested = False
+        self.batched = self.uses_batches()
         self.retry_timeout = 1.0
         self.started = False
         self.records_put = 0
@@ -126,21 +125,11 @@ class WorkerSinkTask(RecordTask):
         if self.consumer is not None:
             self.consumer.resume(*self.consumer.assignment())
 
-    async def execute(self) -> None:
-        next_commit = time.monotonic() + self.flush_interval
-        batched = self.uses_batches()
-        while not self.stopping:
-            await self.wait_if_paused()
-            if self.stopping:
-                break
-            self._apply_rewinds()
-            fetched = await self.fetcher.getmany(500, self.max_poll_records)
-            if fetched:
-                await (self._deliver_batches(fetched) if batched else self._deliver(fetched))
-            if self.commit_requested or time.monotonic() >= next_commit:
-                self.commit_requested = False
-                await self.commit()
-                next_commit = time.monotonic() + self.flush_interval
+    async def iteration(self) -> None:
+        self._apply_rewinds()
+        fetched = await self.fetcher.getmany(500, self.max_poll_records)
+        if fetched:
+            await (self._deliver_batches(fetched) if self.batched else self._deliver(fetched))
 
     def uses_batches(self) -> bool:
         """Whether the task's ``put_batch`` can stand in for ``put``: no transforms need record objects."""
@@ -257,7 +246,7 @@ class WorkerSinkTask(RecordTask):
                 if self.stopping:
                     raise
 
-    async def commit(self, only: list[KafkaTP] | None = None) -> None:
+    async def commit_offsets(self, only: list[KafkaTP] | None = None) -> None:
         """Commit what the task says is safe (pre_commit of the current offsets)."""
         current = dict(self.current)
         if only is not None:
@@ -283,7 +272,7 @@ class WorkerSinkTask(RecordTask):
         try:
             if self.consumer is not None and self.started and self.failure is None:
                 try:
-                    await self.commit()
+                    await self.commit_offsets()
                 except Exception:
                     log.exception("final offset commit of task %s failed", self.id)
                 await call(self.task.close, [TopicPartition(tp.topic, tp.partition) for tp in self.consumer.assignment()])

@@ -71,6 +71,7 @@ class WorkerSourceTask(RecordTask):
         self.outstanding: deque[_Submitted] = deque()
         self.partition_counts: dict[str, int] = {}
         self.wants_commit_record = type(self.task).commit_record is not SourceTask.commit_record
+        self.batched = self.uses_batches()
         self.records_sent = 0
 
     async def initialize(self) -> None:
@@ -82,23 +83,14 @@ class WorkerSourceTask(RecordTask):
         self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector)))
         await call(self.task.start, self.task_config)
 
-    async def execute(self) -> None:
-        next_commit = time.monotonic() + self.flush_interval
-        batched = self.uses_batches()
-        while not self.stopping:
-            await self.wait_if_paused()
-            if self.stopping:
-                break
-            try:
-                polled = await call(self.task.poll_batch if batched else self.task.poll)
-            except RetriableException as exc:
-                log.warning("task %s poll failed with a retriable error: %s", self.id, exc)
-                polled = None
-            if polled:
-                await (self.send_batch(polled) if batched else self.send(polled))
-            if time.monotonic() >= next_commit:
-                await self.commit_offsets()
-                next_commit = time.monotonic() + self.flush_interval
+    async def iteration(self) -> None:
+        try:
+            polled = await call(self.task.poll_batch if self.batched else self.task.poll)
+        except RetriableException as exc:
+            log.warning("task %s poll failed with a retriable error: %s", self.id, exc)
+            return
+        if polled:
+            await (self.send_batch(polled) if self.batched else self.send(polled))
 
     def uses_batches(self) -> bool:
         """Whether the task's ``poll_batch`` can stand in for ``poll``: nothing here needs a record object."""

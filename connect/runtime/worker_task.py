@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -163,3 +164,26 @@ class RecordTask(WorkerTask):
         self.producer_overrides = pipeline.producer_overrides
         self.flush_interval = pipeline.flush_interval_ms / 1000
         self.topics = pipeline.topics
+        self.commit_requested = False
+
+    async def execute(self) -> None:
+        """Kafka's WorkerTask loop: one iteration at a time; offsets committed every
+        ``offset.flush.interval.ms`` and whenever the task asked for it."""
+        next_commit = time.monotonic() + self.flush_interval
+        while not self.stopping:
+            await self.wait_if_paused()
+            if self.stopping:
+                break
+            await self.iteration()
+            if self.commit_requested or time.monotonic() >= next_commit:
+                self.commit_requested = False
+                await self.commit_offsets()
+                next_commit = time.monotonic() + self.flush_interval
+
+    async def iteration(self) -> None:
+        """Move one poll's (or one fetch's) worth of records."""
+        raise NotImplementedError
+
+    async def commit_offsets(self) -> None:
+        """Commit what is safe to commit."""
+        raise NotImplementedError
