@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .protocol.errors import ErrorCode
-from .protocol.records import BatchHeader, iter_batches
+from .protocol.records import BatchHeader
 
 if TYPE_CHECKING:
     from .log import PartitionLog
@@ -149,17 +149,8 @@ def replay(state: PartitionProducerState, plog: PartitionLog, from_offset: int) 
     """Re-apply the idempotent batches at or after ``from_offset``; returns how many."""
     offset = max(from_offset, plog.log_start_offset)
     count = 0
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, 8 << 20)
-        if not data:
-            break
-        next_offset = offset
-        for _, header in iter_batches(data):
-            if header.producer_id >= 0 and header.base_offset >= offset:
-                state.update(header, header.base_offset)
-                count += 1
-            next_offset = header.last_offset + 1
-        if next_offset <= offset:
-            break
-        offset = next_offset
+    for _, _, header in plog.batches_from(offset, 8 << 20):
+        if header.producer_id >= 0 and header.base_offset >= offset:
+            state.update(header, header.base_offset)
+            count += 1
     return count

@@ -22,7 +22,7 @@ from ..cluster import Cluster
 from ..config import BrokerConfig
 from ..log import PartitionLog
 from ..protocol.errors import ErrorCode
-from ..protocol.records import Record, build_batch, decode_batch_records, iter_batches, parse_header
+from ..protocol.records import Record, build_batch, decode_batch_records, parse_header
 from .group import Group, GroupState, Member
 from .records import (
     GroupMetadata,
@@ -543,18 +543,9 @@ class GroupCoordinator:
 
 def _read_all(plog: PartitionLog) -> Iterator[Record]:
     """Every record of a partition, from its start offset to its end."""
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, 1 << 20)
-        if not data:
-            break
-        last = offset
-        for pos, header in iter_batches(data):
-            _, records = decode_batch_records(data, pos)
-            for r in records:
-                if r.offset >= offset:
-                    yield r
-            last = header.last_offset + 1
-        if last <= offset:
-            break
-        offset = last
+    start = plog.log_start_offset
+    for data, pos, _ in plog.batches_from(start):
+        _, records = decode_batch_records(data, pos)
+        for r in records:
+            if r.offset >= start:
+                yield r

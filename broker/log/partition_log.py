@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import TopicConfig
-from ..protocol.records import BatchHeader, decode_batch_records, set_base_offset
+from ..protocol.records import BatchHeader, decode_batch_records, iter_batches, set_base_offset
 from .errors import LogClosed, OffsetOutOfRange
 from .recovery import (
     LOG_START_OFFSET_FILE,
@@ -254,6 +254,21 @@ class PartitionLog:
                 break  # the next batch did not fit
             i, pos = i + 1, 0
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def batches_from(self, offset: int, read_bytes: int = 1 << 20) -> Iterator[tuple[bytes, int, BatchHeader]]:
+        """``(data, position, header)`` of every batch from the one containing ``offset`` to the log
+        end, read ``read_bytes`` at a time (the first batch may start before ``offset``)."""
+        while offset < self._log_end_offset:
+            data = self.read(offset, read_bytes)
+            if not data:
+                return
+            next_offset = offset
+            for pos, header in iter_batches(data):
+                yield data, pos, header
+                next_offset = header.last_offset + 1
+            if next_offset <= offset:
+                return
+            offset = next_offset
 
     # ------------------------------------------------------------------ timestamps
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
