@@ -31,9 +31,8 @@ def _configure(model: type[BaseModel], props: dict[str, Any]) -> Any:
         raise ConfigException(messages[0], field=key) from None
 
 
-class Transformation(ABC):
-    """Rules: ``apply`` returns a new record (``record.new_record(...)``) or None to drop it;
-    never mutate the record passed in."""
+class _Configured(ABC):
+    """What transforms and predicates share: a config model parsed from their props, and close."""
 
     config_class: ClassVar[type[TransformConfig]] = TransformConfig
     aliases: ClassVar[tuple[str, ...]] = ()
@@ -41,29 +40,24 @@ class Transformation(ABC):
     config: Any
 
     def configure(self, props: dict[str, Any]) -> None:
-        """Props with the ``transforms.<alias>.`` prefix removed; parsed into ``config_class``."""
+        """Props with the ``transforms.<alias>.`` (or ``predicates.<alias>.``) prefix removed;
+        parsed into ``config_class``."""
         self.config = _configure(self.config_class, props)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+class Transformation(_Configured):
+    """Rules: ``apply`` returns a new record (``record.new_record(...)``) or None to drop it;
+    never mutate the record passed in."""
 
     @abstractmethod
     def apply(self, record: R) -> R | None:
         """The transformed record, or None to drop it."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        pass
 
-
-class Predicate(ABC):
-    config_class: ClassVar[type[TransformConfig]] = TransformConfig
-    aliases: ClassVar[tuple[str, ...]] = ()
-    version: ClassVar[str] = "1.0.0"
-    config: Any
-
-    def configure(self, props: dict[str, Any]) -> None:
-        self.config = _configure(self.config_class, props)
-
+class Predicate(_Configured):
     @abstractmethod
     def test(self, record: ConnectRecord) -> bool:
         """Whether the guarded transform applies to this record."""
-
-    def close(self) -> None:  # noqa: B027 - optional hook
-        pass
