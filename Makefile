@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# mypy reads the packages as installed: headwater/ holds headwater, broker/ holds headwater.broker, ...
+TYPECHECK := build/typecheck
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint typecheck bench clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +21,15 @@ run: $(STAMP)
 	@echo "Try: echo hello >> data/quickstart-input.txt; tail -f data/quickstart-output.txt; curl -s localhost:8083/connectors?expand=status"
 	$(BIN)/headwater up configs/quickstart/file-source.json configs/quickstart/file-sink.json
 
+typecheck: $(STAMP)
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/headwater
+	for f in headwater/*; do ln -s "$(CURDIR)/$$f" $(TYPECHECK)/headwater/; done
+	for d in broker connect connectors; do ln -s "$(CURDIR)/$$d" $(TYPECHECK)/headwater/$$d; done
+	cd $(TYPECHECK) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/pyproject.toml" -p headwater
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(MAKE) --no-print-directory typecheck
 
 test: lint
 	$(BIN)/python -m pytest -q

@@ -1,12 +1,18 @@
 """Maps the top-level folders onto the ``headwater.*`` import names.
 
-The product layout keeps ``broker/``, ``connect/`` and ``connectors/`` at the top of the
-repository, while code imports them as ``headwater.broker`` and so on.
+``headwater/`` is the ``headwater`` package itself (front door, wire codec, properties); the
+product layout keeps ``broker/``, ``connect/`` and ``connectors/`` at the top of the repository,
+while code imports them as ``headwater.broker`` and so on.
 """
 
 from setuptools import find_packages, setup
 
-ROOTS = {"broker": "headwater.broker", "connect": "headwater.connect", "connectors": "headwater.connectors"}
+ROOTS = {
+    "headwater": "headwater",
+    "broker": "headwater.broker",
+    "connect": "headwater.connect",
+    "connectors": "headwater.connectors",
+}
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}

@@ -94,7 +94,7 @@ class Proc:
 
     def start(self, ready: re.Pattern[str], timeout: float = 60) -> re.Match[str]:
         out = open(self.log_file, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "headwater.connect.cli", *self.args], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "headwater", *self.args], cwd=ROOT,
                                      stdout=out, stderr=subprocess.STDOUT,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
         out.close()

@@ -18,11 +18,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.kafka.errors import ErrorCode, KafkaError
+
 from .config import BrokerConfig, ConfigError, Listener, TopicConfig
 from .log import PartitionLog
 from .log.cleaner import CleanerAborted, clean_partition_async
 from .producer_state import PartitionProducerState, replay
-from .protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]
 

@@ -7,18 +7,15 @@ names are Python identifiers; each field's alias is the Kafka property name, so 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["BrokerConfig", "ConfigError", "Listener", "TopicConfig", "load_properties", "parse_listener"]
+from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
 
-
-class ConfigError(ValueError):
-    """A configuration problem, already phrased for the user (names the property)."""
+__all__ = ["BrokerConfig", "ConfigError", "Listener", "TopicConfig", "load_broker_config", "parse_listener"]
 
 
 class Listener(BaseModel):
@@ -194,52 +191,6 @@ class BrokerConfig(_KafkaModel):
         return validate_model(
             TopicConfig, {topic_key: dumped[broker_key] for broker_key, topic_key in TOPIC_DEFAULTS_FROM_BROKER.items()}
         )
-
-
-def validate_model(model: type[BaseModel], values: dict[str, Any]) -> Any:
-    """Build ``model`` from Kafka-named values, turning pydantic errors into ConfigError."""
-    try:
-        return model.model_validate(values)
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    problems = []
-    for err in exc.errors():
-        name = ".".join(str(p) for p in err["loc"]) or "config"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown property"
-        problems.append(f"{name}: {msg} (got {err.get('input')!r})" if err["type"] != "missing" else f"{name}: {msg}")
-    return "; ".join(problems)
-
-
-_PROP_LINE = re.compile(r"^\s*([^=:\s]+)\s*[=:]\s*(.*?)\s*$")
-
-
-def load_properties(path: str | Path) -> dict[str, str]:
-    """Read a Java-style ``.properties`` file (``key=value``, ``#`` and ``!`` comments)."""
-    props: dict[str, str] = {}
-    for lineno, raw in enumerate(Path(path).read_text().splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        m = _PROP_LINE.match(line)
-        if not m:
-            raise ConfigError(f"{path}:{lineno}: expected key=value, got {raw!r}")
-        props[m.group(1)] = m.group(2)
-    return props
-
-
-def parse_overrides(pairs: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ConfigError(f"--set expects key=value, got {pair!r}")
-        key, value = pair.split("=", 1)
-        out[key.strip()] = value.strip()
-    return out
 
 
 def load_broker_config(path: str | Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:

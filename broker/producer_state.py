@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .protocol.errors import ErrorCode
+from headwater.kafka.errors import ErrorCode
+
 from .protocol.records import BatchHeader
 
 if TYPE_CHECKING:

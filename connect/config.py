@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.broker.config import format_validation_error, load_properties, parse_overrides
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from headwater.properties import ConfigError, format_validation_error, load_properties, parse_overrides
 
 __all__ = ["WorkerConfig", "WorkerConfigError", "load_worker_config"]
 
 
-class WorkerConfigError(ValueError):
-    pass
+class WorkerConfigError(ConfigError):
+    """A worker property is missing or invalid (the message names it)."""
 
 
 class WorkerConfig(BaseModel):

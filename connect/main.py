@@ -1,17 +1,17 @@
-"""Process entry points: ``headwater connect standalone`` and ``headwater up``."""
+"""Serving a worker: ``headwater connect standalone|distributed`` and the worker half of ``headwater up``."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from headwater.broker.config import load_properties
+
+from headwater.properties import load_properties
 
 from .config import WorkerConfig
 from .herder import Herder, StandaloneHerder
@@ -19,7 +19,7 @@ from .plugins import PluginRegistry
 from .rest.app import build_app
 from .storage.offsets import FileOffsetStore, MemoryOffsetStore
 
-__all__ = ["load_connector_file", "run", "serve_standalone"]
+__all__ = ["load_connector_file", "serve_distributed", "serve_standalone", "start_rest"]
 
 log = logging.getLogger("headwater.connect")
 
@@ -128,34 +128,3 @@ async def serve_distributed(config: WorkerConfig, stop: asyncio.Event, ready: Re
     registry = _registry(config)
     herder = DistributedHerder(config, registry, worker_id, f"http://{worker_id}/")
     await _serve(herder, registry, config, stop, ready, f"distributed, group {config.group_id}")
-
-
-def tune_gc() -> None:
-    """Records are short-lived and acyclic (freed by reference counting), but every allocation
-    counts towards a generation-0 collection: at hundreds of thousands of records per second the
-    default threshold (700) runs the collector thousands of times a second. Raise it, and freeze
-    what start-up allocated so later collections do not walk it again."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
-
-
-def run(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run ``main(stop)`` on uvloop when available, setting ``stop`` on SIGTERM/SIGINT."""
-
-    async def wrapper() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await main(stop)
-
-    tune_gc()
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(wrapper())
-    else:
-        uvloop.run(wrapper())

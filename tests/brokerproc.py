@@ -131,7 +131,7 @@ class BrokerProcess(LoggedProcess):
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30) -> BrokerProcess:
-        args = [sys.executable, "-m", "headwater.connect.cli", "broker",
+        args = [sys.executable, "-m", "headwater", "broker",
                 "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--set", f"log.dirs={self.log_dir}"]
         for o in self.overrides:
             args += ["--set", o]

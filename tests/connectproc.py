@@ -158,7 +158,7 @@ class ConnectProcess(LoggedProcess):
 
     def start(self, timeout: float = 30, wait_healthy: bool = True) -> ConnectProcess:
         """Start and wait for the ready line, then (``wait_healthy``) for ``GET /health`` to answer 200."""
-        args = [sys.executable, "-m", "headwater.connect.cli", "up", "--data-dir", str(self.data_dir),
+        args = [sys.executable, "-m", "headwater", "up", "--data-dir", str(self.data_dir),
                 "--kafka-listener", f"127.0.0.1:{self.kafka_port}", "--rest-listener", f"127.0.0.1:{self.rest_port}",
                 "--plugin-path", str(self.plugin_path), *map(str, self.connectors)]
         self._spawn(args, cwd=self.base)

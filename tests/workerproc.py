@@ -1,6 +1,6 @@
 """Distributed Connect workers as real subprocesses, for the integration tests and benchmarks.
 
-``WorkerProcess`` runs ``python -m headwater.connect.cli connect distributed <props> --set ...``,
+``WorkerProcess`` runs ``python -m headwater connect distributed <props> --set ...``,
 logs to a file and waits for the ready line ``Headwater Connect worker (distributed, group G) REST
 API at http://HOST:PORT/`` (with ``listeners=http://127.0.0.1:0`` the worker picks a free port and
 prints it). ``Cluster`` starts several workers sharing one group and its internal topics, and reads
@@ -110,7 +110,7 @@ class WorkerProcess(LoggedProcess):
     def args(self) -> list[str]:
         settings = {"bootstrap.servers": self.bootstrap, "listeners": "http://127.0.0.1:0",
                     "plugin.path": str(PLUGINS), **self.settings}
-        args = [sys.executable, "-m", "headwater.connect.cli", "connect", "distributed", str(self.properties)]
+        args = [sys.executable, "-m", "headwater", "connect", "distributed", str(self.properties)]
         for k, v in settings.items():
             args += ["--set", f"{k}={v}"]
         return args

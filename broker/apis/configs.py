@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from headwater.kafka.errors import ErrorCode, KafkaError
+
 from ..cluster import Cluster
 from ..config import BrokerConfig
-from ..protocol.errors import ErrorCode, KafkaError
 
 TOPIC, BROKER = 2, 4
 # ConfigSource values of DescribeConfigs v1+

@@ -22,7 +22,8 @@ import logging
 import time
 from typing import Any
 
-from ..protocol.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode, KafkaError
+
 from ..protocol.records import (
     HEADER_SIZE,
     InvalidBatch,

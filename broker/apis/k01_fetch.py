@@ -18,8 +18,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from headwater.kafka.errors import ErrorCode, KafkaError
+
 from ..log import OffsetOutOfRange
-from ..protocol.errors import ErrorCode, KafkaError
 from .registry import RequestContext, api
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.errors import KafkaError
+from headwater.kafka.errors import KafkaError
+
 from .registry import RequestContext, api
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3

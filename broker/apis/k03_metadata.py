@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from headwater.kafka.errors import ErrorCode, KafkaError
+
 from ..cluster import Cluster, Topic
-from ..protocol.errors import ErrorCode, KafkaError
 from .registry import RequestContext, api
 
 UNREQUESTED_OPERATIONS = -(2**31)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from headwater.kafka.errors import ErrorCode
+
 from ..group.records import OffsetAndMetadata
-from ..protocol.errors import ErrorCode
 from .registry import RequestContext, api
 
 

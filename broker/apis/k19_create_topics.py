@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode, KafkaError
+
 from .registry import RequestContext, api
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode, KafkaError
+
 from .configs import BROKER, TOPIC, describe_broker, describe_topic
 from .registry import RequestContext, api
 

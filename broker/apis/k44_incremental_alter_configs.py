@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode, KafkaError
+
 from .configs import alter_topic_configs
 from .registry import RequestContext, api
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.errors import ErrorCode
+from headwater.kafka.errors import ErrorCode
+
 from .registry import RequestContext, api
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..protocol.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode, KafkaError
 
 __all__ = ["LogClosed", "OffsetOutOfRange"]
 

@@ -17,7 +17,7 @@ from ..runtime.worker import ConfigErrors, Worker
 from ..runtime.worker_task import TaskId
 from ..storage.offsets import OffsetStore, offset_key
 
-__all__ = ["BadRequest", "Conflict", "Herder", "NotFound"]
+__all__ = ["BadRequest", "Conflict", "Herder", "NotFound", "NotLeader", "NotOwner"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,19 @@ class Conflict(RuntimeError):
 
 class BadRequest(ValueError):
     pass
+
+
+class NotLeader(Exception):
+    """Only the leader may do this; ``url`` is the leader's REST URL (None while unknown)."""
+
+    def __init__(self, url: str | None) -> None:
+        super().__init__(f"Cannot complete request because of a conflicting operation (e.g. worker rebalance); "
+                         f"the leader is {url or 'not known yet'}")
+        self.url = url
+
+
+class NotOwner(NotLeader):
+    """The work runs on another worker, at ``url``."""
 
 
 class Herder(ABC):

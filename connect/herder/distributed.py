@@ -19,26 +19,13 @@ from ..runtime.worker_task import TaskId
 from ..storage.kafka_log import ensure_compacted_topic
 from ..storage.kafka_stores import KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .assignor import IncrementalAssignor
-from .base import Conflict, Herder, NotFound
+from .base import Conflict, Herder, NotFound, NotLeader, NotOwner
 from .membership import GroupMembership, JoinResult
 from .protocol import Assignment, MemberMetadata, encode_metadata
 
 __all__ = ["DistributedHerder", "NotLeader", "NotOwner"]
 
 log = logging.getLogger(__name__)
-
-
-class NotLeader(Exception):
-    """Only the leader may do this; ``url`` is the leader's REST URL (None while unknown)."""
-
-    def __init__(self, url: str | None) -> None:
-        super().__init__(f"Cannot complete request because of a conflicting operation (e.g. worker rebalance); "
-                         f"the leader is {url or 'not known yet'}")
-        self.url = url
-
-
-class NotOwner(NotLeader):
-    """The work runs on another worker, at ``url``."""
 
 
 class DistributedHerder(Herder):

@@ -14,8 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..herder.base import BadRequest, Conflict, Herder, NotFound
-from ..herder.distributed import NotLeader
+from ..herder.base import BadRequest, Conflict, Herder, NotFound, NotLeader
 from ..plugins import UnknownPlugin
 from ..runtime.state import TargetState
 from ..runtime.worker import ConfigErrors

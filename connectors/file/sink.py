@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from headwater.connect.api import SinkConnector, SinkConnectorConfig, SinkRecord, SinkTask, TopicPartition
 from headwater.connect.api.batch import SinkBatch
 from headwater.connect.api.data import java_str
-from pydantic import Field
 
 __all__ = ["FileStreamSinkConnector", "FileStreamSinkTask"]
 

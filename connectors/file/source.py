@@ -19,10 +19,11 @@ from itertools import accumulate
 from pathlib import Path
 from typing import ClassVar
 
+from pydantic import Field
+
 from headwater.connect.api import SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask
 from headwater.connect.api.batch import SourceBatch
 from headwater.connect.api.data import STRING_SCHEMA
-from pydantic import Field
 
 from .watch import FolderWatch
 

@@ -39,6 +39,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
+
 from headwater.connect.api import (
     ConfigException,
     ConnectException,
@@ -55,7 +57,6 @@ from headwater.connect.api import (
 )
 from headwater.connect.api.config import field_errors
 from headwater.connect.api.data import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, STRING_SCHEMA
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from .watch import FolderWatch
 

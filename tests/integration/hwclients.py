@@ -20,6 +20,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CNewTopic
+
 from headwater.broker.protocol.records import iter_batches
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]

@@ -15,11 +15,12 @@ import time
 from typing import Any
 
 import pytest
-from headwater.broker.protocol.records import decode_batch_records, iter_batches
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from headwater.broker.protocol.records import decode_batch_records, iter_batches
 
 CLIENT_ID = "rawkafka"
 TIMEOUT = 5.0  # socket timeout of a connection, seconds

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 import rawkafka
-from headwater.broker.protocol.codec import request_class
-from headwater.broker.protocol.records import Record, build_batch
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from rawkafka import fetch_req, framed, list_offsets_req, metadata_req, produce_req
+
+from headwater.broker.protocol.codec import request_class
+from headwater.broker.protocol.records import Record, build_batch
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-from headwater.broker.protocol.records import iter_batches
 from hwclients import (
     TIMEOUT,
     Ack,
@@ -25,6 +24,8 @@ from hwclients import (
     produce_confluent,
     unique,
 )
+
+from headwater.broker.protocol.records import iter_batches
 
 
 def _restart_on_new_port(b):

@@ -30,14 +30,15 @@ from typing import Any
 
 import pytest
 import rawkafka
-from headwater.broker.protocol.codec import request_class, response_class
-from headwater.broker.protocol.records import Record, build_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import DeleteRecordsRequest, DescribeConfigsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from rawkafka import fetch_req, frame, metadata_req, produce_req, raw_header, read_exactly
+
+from headwater.broker.protocol.codec import request_class, response_class
+from headwater.broker.protocol.records import Record, build_batch
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 from brokerproc import BrokerProcess
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
-from headwater.broker.protocol.records import Record, build_batch, iter_batches
 from hwclients import TIMEOUT, confluent_consumer, consume_confluent, create_topic, poll_messages, unique
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 from rawkafka import Conn
+
+from headwater.broker.protocol.records import Record, build_batch, iter_batches
 
 pytestmark = pytest.mark.timeout(120)
 

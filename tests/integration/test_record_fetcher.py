@@ -10,8 +10,9 @@ import weakref
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from headwater.connect.runtime.fetch import RecordFetcher
 from hwclients import unique
+
+from headwater.connect.runtime.fetch import RecordFetcher
 
 
 def _run(coro):

@@ -20,6 +20,7 @@ import pytest
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from connectproc import NEVER_MATCHING_FILTER
+
 from headwater.connect.api import (
     OffsetStorageReader,
     SinkBatch,
@@ -749,6 +750,7 @@ def test_worker_sink_differing_schemas_use_the_record_path() -> None:
 def test_worker_sink_bad_record_fails_under_tolerance_none() -> None:
     """The fallback keeps errors.tolerance=none strict: the record path raises at the bad record."""
     from aiokafka import TopicPartition as KafkaTP
+
     from headwater.connect.runtime.errors import ToleranceExceeded
 
     sink = RecordingSink()

@@ -10,6 +10,7 @@ from pathlib import Path
 import cramjam
 import pytest
 from crc32c import crc32c
+
 from headwater.broker.config import TopicConfig
 from headwater.broker.log import PartitionLog
 from headwater.broker.log.cleaner import (

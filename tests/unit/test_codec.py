@@ -1,6 +1,9 @@
 import struct
 
 import pytest
+from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+
 from headwater.broker.protocol.codec import (
     MalformedRequest,
     build_response,
@@ -8,8 +11,6 @@ from headwater.broker.protocol.codec import (
     encode_unsupported_api_versions,
     parse_request_header,
 )
-from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
 
 
 def _frame(req, correlation_id: int = 7, client_id: str = "t") -> memoryview:

@@ -10,6 +10,9 @@ from decimal import Decimal
 
 import pluggy
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from headwater.connect.api.converters import Converter, HeaderConverter, SchemaAndValue
 from headwater.connect.api.data import (
     BOOLEAN_SCHEMA,
@@ -49,8 +52,6 @@ from headwater.connect.converters.logical import (
     decimal_schema,
     decimal_to_bytes,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 UTC = dt.UTC
 KAFKA_ENVELOPE_ERROR = (

@@ -1,6 +1,7 @@
 import struct
 
 import pytest
+
 from headwater.broker.protocol import compression
 from headwater.broker.protocol.records import (
     HEADER_SIZE,

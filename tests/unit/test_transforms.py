@@ -8,9 +8,10 @@ import struct as pystruct
 from decimal import Decimal
 from typing import Any
 
-import headwater.connect.transforms as transforms
 import pluggy
 import pytest
+
+import headwater.connect.transforms as transforms
 from headwater.connect.api import ConfigException, DataException, Header, SinkRecord, SourceRecord, Struct
 from headwater.connect.api.data import (
     BOOLEAN_SCHEMA,

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import headwater_datagen
-from headwater.connect.api import OffsetStorageReader, SourceRecord, SourceTaskContext
 from headwater_datagen import DataGenSourceConnector, DataGenSourceTask
+
+from headwater.connect.api import OffsetStorageReader, SourceRecord, SourceTaskContext
 
 PLUGIN = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,9 @@ import asyncio
 import time
 from typing import Any, ClassVar
 
-from headwater.connect.api import SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask, hookimpl
 from pydantic import Field
+
+from headwater.connect.api import SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask, hookimpl
 
 __all__ = ["DataGenConfig", "DataGenSourceConnector", "DataGenSourceTask", "headwater_connectors"]
 

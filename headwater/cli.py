@@ -1,4 +1,8 @@
-"""The ``headwater`` command."""
+"""The ``headwater`` command: every subcommand of the product.
+
+``broker`` runs a broker, ``connect standalone|distributed`` a Connect worker, ``up`` both in
+one process. Subcommands import their room lazily, so ``headwater broker`` never loads Connect.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from .process import run
+from .properties import ConfigError
+
 if TYPE_CHECKING:
-    from .config import WorkerConfig
+    from headwater.connect.config import WorkerConfig
 
 __all__ = ["main"]
 
@@ -31,26 +38,26 @@ def _load(invalid: str, load: Callable[[], T], errors: tuple[type[Exception], ..
 
 
 def _broker(args: argparse.Namespace) -> int:
-    from headwater.broker.config import ConfigError, load_broker_config
-    from headwater.broker.main import run_broker
+    from headwater.broker.config import load_broker_config
+    from headwater.broker.main import serve
 
     config = _load("headwater broker: invalid configuration",
                    lambda: load_broker_config(args.config, args.set), (ConfigError, OSError))
     if config is None:
         return 2
-    run_broker(config)
+    run(lambda stop: serve(config, stop), record_heavy=False)
     return 0
 
 
 def _worker_config(args: argparse.Namespace) -> WorkerConfig | None:
-    from .config import WorkerConfigError, load_worker_config
+    from headwater.connect.config import load_worker_config
 
     return _load(f"headwater connect {args.mode}: invalid worker configuration",
-                 lambda: load_worker_config(args.worker_properties, args.set), (WorkerConfigError, OSError))
+                 lambda: load_worker_config(args.worker_properties, args.set), (ConfigError, OSError))
 
 
 def _standalone(args: argparse.Namespace) -> int:
-    from .main import run, serve_standalone
+    from headwater.connect.main import serve_standalone
 
     config = _worker_config(args)
     if config is None:
@@ -60,9 +67,9 @@ def _standalone(args: argparse.Namespace) -> int:
 
 
 def _distributed(args: argparse.Namespace) -> int:
-    from .herder.membership import MembershipFailed
-    from .main import run, serve_distributed
-    from .storage.kafka_log import InternalTopicError
+    from headwater.connect.herder.membership import MembershipFailed
+    from headwater.connect.main import serve_distributed
+    from headwater.connect.storage.kafka_log import InternalTopicError
 
     config = _worker_config(args)
     if config is None:
@@ -76,7 +83,6 @@ def _distributed(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from .main import run
     from .up import serve_up
 
     run(lambda stop: serve_up(args.data_dir, args.kafka_listener, args.rest_listener, args.connectors, stop,

@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
-from headwater.broker.config import BrokerConfig, parse_overrides
+from headwater.broker.config import BrokerConfig
 from headwater.broker.server import BrokerServer
+from headwater.connect.config import WorkerConfig
+from headwater.connect.herder import Herder, NotLeader
+from headwater.connect.main import load_connector_file, serve_distributed
 
-from .config import WorkerConfig
-from .main import load_connector_file, serve_distributed
+from .properties import parse_overrides
 
 __all__ = ["serve_up"]
 
@@ -46,7 +49,7 @@ async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, conne
         **parse_overrides(worker_overrides or [])})
     connectors = [load_connector_file(path) for path in connector_files]
 
-    async def ready(url: str, herder: object) -> None:
+    async def ready(url: str, herder: Herder) -> None:
         await _create(herder, connectors)
         log.info("Headwater is up: Kafka bootstrap %s, Connect REST API %s", bootstrap, url)
 
@@ -56,14 +59,12 @@ async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, conne
         await broker.stop()
 
 
-async def _create(herder: object, connectors: list[tuple[str, dict[str, object]]]) -> None:
+async def _create(herder: Herder, connectors: list[tuple[str, dict[str, Any]]]) -> None:
     """Create (or update) the connectors given on the command line once the worker leads its group."""
-    from .herder.distributed import NotLeader
-
     for name, props in connectors:
         for _ in range(120):
             try:
-                await herder.put_connector_config(name, props, allow_replace=True)  # type: ignore[attr-defined]
+                await herder.put_connector_config(name, props, allow_replace=True)
                 break
             except NotLeader:
                 await asyncio.sleep(0.25)  # still joining its group
