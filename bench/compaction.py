@@ -58,7 +58,8 @@ def run(records: int, keys: int, codec_name: str, directory: Path) -> list[tuple
         result = clean_partition(log, T0, force=True)  # the dirty ratio is reported, not required
         assert result is not None and result.committed
         rows.append((
-            codec_name, label, f"{result.dirty_ratio:.2f}", f"{result.records_read:,}", f"{result.bytes_before / 1e6:.1f}",
+            codec_name, label, f"{result.dirty_ratio:.2f}", f"{result.records_read:,}",
+            f"{result.bytes_before / 1e6:.1f}",
             f"{log.size_bytes / 1e6:.1f}", f"{size_before / 1e6:.1f}", f"{segs_before} -> {len(log.segments)}",
             f"{result.records_kept:,}", f"{result.seconds:.2f}", f"{result.mb_per_s:.1f}",
             f"{result.records_read / result.seconds / 1e3:.0f}k",

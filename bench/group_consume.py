@@ -2,7 +2,8 @@
 
 Loads the topic with kcat (librdkafka, so the load is not limited by a Python loop),
 then starts three confluent-kafka consumer processes in one group and times from their
-start until, together, they have consumed every record (join and the initial rebalance delay included), and from the first record to the last.
+start until, together, they have consumed every record (join and the initial rebalance delay included),
+and from the first record to the last.
 Prints a table; not a test.
 
     .venv/bin/python bench/group_consume.py [--records 1000000] [--members 3]
@@ -69,7 +70,8 @@ def main() -> None:
                            "group.initial.rebalance.delay.ms=3000") as broker:
             topic = "group-bench"
             subprocess.run(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-p", "-1", "-l", str(data),
-                            "-X", "linger.ms=5", "-X", "batch.size=1048576", "-X", "queue.buffering.max.messages=2000000"],
+                            "-X", "linger.ms=5", "-X", "batch.size=1048576",
+                            "-X", "queue.buffering.max.messages=2000000"],
                            check=True)
             start = time.time()
             procs = [subprocess.Popen([sys.executable, "-c", CONSUMER, broker.bootstrap, topic, "bench-group",

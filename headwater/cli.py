@@ -96,7 +96,8 @@ def _add_set(parser: argparse.ArgumentParser, text: str, flag: str = "--set") ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="headwater", description="Headwater: a Kafka-protocol broker and Connect workers")
+    parser = argparse.ArgumentParser(prog="headwater",
+                                     description="Headwater: a Kafka-protocol broker and Connect workers")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
     broker = sub.add_parser("broker", help="run a Kafka-protocol broker")

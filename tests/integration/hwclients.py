@@ -175,7 +175,8 @@ def create_topic(client: str, bootstrap: str, topic: str, partitions: int = 3, c
 
 
 # --------------------------------------------------------------------------- producers
-def produce(client: str, bootstrap: str, topic: str, recs: list[Rec], codec: str = "none", acks: str = "all") -> list[Ack]:
+def produce(client: str, bootstrap: str, topic: str, recs: list[Rec], codec: str = "none",
+            acks: str = "all") -> list[Ack]:
     return {"confluent": produce_confluent, "kafka-python": produce_kafka_python, "aiokafka": produce_aiokafka,
             "kcat": produce_kcat}[client](bootstrap, topic, recs, codec, acks)
 

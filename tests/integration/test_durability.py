@@ -153,7 +153,8 @@ def test_sigkill_mid_produce_keeps_acknowledged(fresh_broker, capsys, variant: s
     t.join(20)
     assert not t.is_alive()
     with capsys.disabled():
-        print(f"\n[sigkill {variant}] {len(acked)} records acknowledged ({killed_at} when killed), {len(failed)} failed")
+        print(f"\n[sigkill {variant}] {len(acked)} records acknowledged ({killed_at} when killed), "
+              f"{len(failed)} failed")
 
     b.port = 0
     b.start()

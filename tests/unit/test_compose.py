@@ -9,7 +9,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose is not installed (.ci/run installs it)")
+@pytest.mark.skipif(shutil.which("docker-compose") is None,
+                    reason="docker-compose is not installed (.ci/run installs it)")
 def test_compose_file_is_valid_and_has_the_cluster() -> None:
     checked = subprocess.run(["docker-compose", "config", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stderr
