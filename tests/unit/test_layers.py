@@ -1,0 +1,87 @@
+"""The floors of the house: which package may import which.
+
+``headwater.kafka`` and ``headwater.properties`` are the floor; ``broker`` and ``connect``
+stand on it and never import each other; ``connectors`` stand on ``connect``; only the front
+door (``headwater.cli``, ``headwater.up``) composes them all. Relative imports are resolved,
+so ``from ..broker import x`` is caught as well as ``import headwater.broker``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {"headwater": "headwater", "broker": "headwater.broker", "connect": "headwater.connect",
+            "connectors": "headwater.connectors"}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every absolute module name ``path`` imports (relative imports resolved against ``module``)."""
+    is_package = path.name == "__init__.py"
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            names.add(prefix)
+            names.update(f"{prefix}.{alias.name}" for alias in node.names)
+    return names
+
+
+MODULES = _modules()
+IMPORTS = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _offenders(importer_prefix: str, forbidden: tuple[str, ...]) -> list[str]:
+    bad = []
+    for name, imported in IMPORTS.items():
+        if name == importer_prefix or name.startswith(importer_prefix + "."):
+            for target in sorted(imported):
+                if any(target == f or target.startswith(f + ".") for f in forbidden):
+                    bad.append(f"{name} imports {target}")
+    return bad
+
+
+def test_the_module_map_sees_every_room() -> None:
+    for module in ("headwater.cli", "headwater.kafka.errors", "headwater.broker.server",
+                   "headwater.connect.runtime.worker", "headwater.connectors.file"):
+        assert module in MODULES, module
+
+
+@pytest.mark.parametrize(("importer", "forbidden"), [
+    ("headwater.broker", ("headwater.connect", "headwater.connectors", "headwater.cli", "headwater.up")),
+    ("headwater.connect", ("headwater.broker", "headwater.connectors", "headwater.cli", "headwater.up")),
+    ("headwater.connectors", ("headwater.broker", "headwater.cli", "headwater.up")),
+    ("headwater.kafka", ("headwater.broker", "headwater.connect", "headwater.connectors", "headwater.cli",
+                         "headwater.up")),
+    ("headwater.properties", ("headwater.broker", "headwater.connect", "headwater.connectors")),
+])
+def test_floors(importer: str, forbidden: tuple[str, ...]) -> None:
+    assert _offenders(importer, forbidden) == []
+
+
+def test_the_floor_check_catches_a_relative_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from ...broker.config import BrokerConfig\n")
+    assert "headwater.broker.config.BrokerConfig" in _imports("headwater.connect.runtime.bad", bad)
