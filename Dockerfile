@@ -7,6 +7,7 @@ RUN apt-get update \
 
 WORKDIR /opt/headwater
 COPY pyproject.toml setup.py README.md ./
+COPY headwater ./headwater
 COPY broker ./broker
 COPY connect ./connect
 COPY connectors ./connectors
