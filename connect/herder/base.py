@@ -228,7 +228,7 @@ class Herder(ABC):
         await self.offsets.set(name, changes)
 
     async def sink_offsets(self, name: str) -> list[dict[str, Any]]:
-        from ..runtime import clients
+        from .. import kafka as clients
 
         admin = clients.admin_client(self.config.bootstrap_servers)
         await admin.start()
@@ -243,7 +243,7 @@ class Herder(ABC):
         from aiokafka import TopicPartition
         from aiokafka.structs import OffsetAndMetadata
 
-        from ..runtime import clients
+        from .. import kafka as clients
 
         group = f"connect-{name}"
         admin = clients.admin_client(self.config.bootstrap_servers)

@@ -1,6 +1,6 @@
 """A worker's membership in the ``connect`` group: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
 
-Speaks the group protocol through aiokafka's low-level client, so it works against
+Speaks the group protocol through the aiokafka adapter (``connect.kafka.GroupClient``), so it works against
 the built-in broker, Apache Kafka or Redpanda alike. The herder supplies the member
 metadata, computes assignments when this worker leads, and receives each assignment.
 """
@@ -12,23 +12,24 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aiokafka.client import AIOKafkaClient
-from aiokafka.protocol.group import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+from headwater.kafka.errors import ErrorCode
 
-from .protocol import Assignment, MemberMetadata, decode_assignment, decode_metadata
+from ..kafka import GroupClient
+from .protocol import Assignment, MemberMetadata, decode_assignment, decode_metadata, encode_assignment
 
 __all__ = ["GroupMembership", "JoinResult", "MembershipFailed"]
 
 log = logging.getLogger(__name__)
 
-NONE, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 0, 25, 22, 27, 79
-COORDINATOR_ERRORS = {14, 15, 16}  # load in progress, not available, not coordinator
+COORDINATOR_ERRORS = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                      ErrorCode.NOT_COORDINATOR}
+MEMBER_LOST = (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION)
 # Errors no retry can fix: the worker's own configuration is refused.
-FATAL_ERRORS = {23: "INCONSISTENT_GROUP_PROTOCOL: the group is used by members of another protocol type "
-                    "(group.id may be shared with a consumer group)",
-                24: "INVALID_GROUP_ID: group.id is not a valid group id",
-                26: "INVALID_SESSION_TIMEOUT: session.timeout.ms is outside the broker's "
-                    "group.min.session.timeout.ms..group.max.session.timeout.ms"}
+FATAL_ERRORS = {ErrorCode.INCONSISTENT_GROUP_PROTOCOL: "the group is used by members of another protocol type "
+                                                       "(group.id may be shared with a consumer group)",
+                ErrorCode.INVALID_GROUP_ID: "group.id is not a valid group id",
+                ErrorCode.INVALID_SESSION_TIMEOUT: "session.timeout.ms is outside the broker's "
+                                                   "group.min.session.timeout.ms..group.max.session.timeout.ms"}
 
 
 class MembershipFailed(RuntimeError):
@@ -52,8 +53,7 @@ class GroupMembership:
     def __init__(self, bootstrap: str, group_id: str, client_id: str, session_timeout_ms: int,
                  rebalance_timeout_ms: int, heartbeat_interval_ms: int, protocols: list[str],
                  metadata: Callable[[], bytes], assign: Assign, on_assignment: OnAssignment) -> None:
-        self.client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id,
-                                     request_timeout_ms=max(rebalance_timeout_ms + 5000, 40000))
+        self.client = GroupClient(bootstrap, client_id, request_timeout_ms=max(rebalance_timeout_ms + 5000, 40000))
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
@@ -90,8 +90,7 @@ class GroupMembership:
             await asyncio.gather(self.task, return_exceptions=True)
         if self.member_id and self.coordinator is not None:
             try:
-                await asyncio.wait_for(self.client.send(self.coordinator, LeaveGroupRequest(self.group_id,
-                                                                                            self.member_id)), 5)
+                await asyncio.wait_for(self.client.leave(self.coordinator, self.group_id, self.member_id), 5)
             except Exception:
                 log.debug("LeaveGroup failed", exc_info=True)
         await self.client.close()
@@ -118,49 +117,47 @@ class GroupMembership:
 
     async def _ensure_coordinator(self) -> None:
         if self.coordinator is None:
-            self.coordinator = await self.client.coordinator_lookup(0, self.group_id)
+            self.coordinator = await self.client.find_coordinator(self.group_id)
 
     async def _join_and_sync(self) -> None:
         assert self.coordinator is not None
         self._rejoin.clear()
         metadata = self.metadata()
         while True:
-            req = JoinGroupRequest(self.group_id, self.session_timeout_ms, self.rebalance_timeout_ms, self.member_id,
-                                   None, "connect", [(p, metadata) for p in self.protocols])
-            resp = await self.client.send(self.coordinator, req)
-            if resp.error_code == MEMBER_ID_REQUIRED:
+            resp = await self.client.join(self.coordinator, self.group_id, self.session_timeout_ms,
+                                          self.rebalance_timeout_ms, self.member_id, "connect",
+                                          [(p, metadata) for p in self.protocols])
+            if resp.error == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = resp.member_id
                 continue
-            if resp.error_code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+            if resp.error in MEMBER_LOST:
                 self.member_id = ""
                 continue
-            if resp.error_code in COORDINATOR_ERRORS:
-                raise RuntimeError(f"coordinator unavailable (error {resp.error_code})")
-            if resp.error_code in FATAL_ERRORS:
-                raise MembershipFailed(f"group {self.group_id}: JoinGroup refused: {FATAL_ERRORS[resp.error_code]}")
-            if resp.error_code != NONE:
-                raise RuntimeError(f"JoinGroup failed with error {resp.error_code}")
+            if resp.error in COORDINATOR_ERRORS:
+                raise RuntimeError(f"coordinator unavailable ({resp.error.name})")
+            if resp.error in FATAL_ERRORS:
+                raise MembershipFailed(f"group {self.group_id}: JoinGroup refused: {resp.error.name}: "
+                                       f"{FATAL_ERRORS[resp.error]}")
+            if resp.error != ErrorCode.NONE:
+                raise RuntimeError(f"JoinGroup failed with {resp.error.name}")
             break
-        self.member_id, self.generation, self.leader_id = resp.member_id, resp.generation_id, resp.leader_id
+        self.member_id, self.generation, self.leader_id = resp.member_id, resp.generation, resp.leader_id
         members: dict[str, MemberMetadata] = {}
         assignments: list[tuple[str, bytes]] = []
         if self.is_leader:
-            for m in resp.members:
-                members[m[0]] = decode_metadata(m[-1])
-            result = JoinResult(self.generation, self.member_id, self.leader_id, resp.group_protocol, members)
-            from .protocol import encode_assignment
-
+            for member_id, raw in resp.members:
+                members[member_id] = decode_metadata(raw)
+            result = JoinResult(self.generation, self.member_id, self.leader_id, resp.protocol, members)
             assignments = [(mid, encode_assignment(a)) for mid, a in (await self.assign(result)).items()]
-        sync = await self.client.send(self.coordinator, SyncGroupRequest(self.group_id, self.generation,
-                                                                         self.member_id, None, assignments))
-        if sync.error_code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
-            if sync.error_code != REBALANCE_IN_PROGRESS:
+        sync = await self.client.sync(self.coordinator, self.group_id, self.generation, self.member_id, assignments)
+        if sync.error == ErrorCode.REBALANCE_IN_PROGRESS or sync.error in MEMBER_LOST:
+            if sync.error != ErrorCode.REBALANCE_IN_PROGRESS:
                 self.member_id = ""
             self._rejoin.set()
             return
-        if sync.error_code != NONE:
-            raise RuntimeError(f"SyncGroup failed with error {sync.error_code}")
-        assignment = decode_assignment(sync.member_assignment)
+        if sync.error != ErrorCode.NONE:
+            raise RuntimeError(f"SyncGroup failed with {sync.error.name}")
+        assignment = decode_assignment(sync.assignment)
         log.info("joined group %s generation %d as %s (leader %s): %d connectors, %d tasks, %d revoked",
                  self.group_id, self.generation, self.member_id, self.leader_id, len(assignment.connectors()),
                  len(assignment.tasks()), sum(len(t) for t in assignment.revoked.values()))
@@ -178,12 +175,11 @@ class GroupMembership:
                 return
             except TimeoutError:
                 pass
-            resp = await self.client.send(self.coordinator, HeartbeatRequest(self.group_id, self.generation,
-                                                                             self.member_id))
-            if resp.error_code == NONE:
+            error = await self.client.heartbeat(self.coordinator, self.group_id, self.generation, self.member_id)
+            if error == ErrorCode.NONE:
                 continue
-            if resp.error_code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
-                self.member_id = "" if resp.error_code == UNKNOWN_MEMBER_ID else self.member_id
-            if resp.error_code in COORDINATOR_ERRORS:
+            if error == ErrorCode.UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+            if error in COORDINATOR_ERRORS:
                 self.coordinator = None
             return

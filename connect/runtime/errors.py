@@ -99,7 +99,8 @@ class ErrorHandler:
                     exc = other
                     break
         self.failures += 1
-        name = executing if isinstance(executing, str) else type(executing).__module__ + "." + type(executing).__qualname__
+        name = (executing if isinstance(executing, str)
+                else type(executing).__module__ + "." + type(executing).__qualname__)
         ctx = ErrorContext(stage, name, exc, raw, record, self.connector, self.task_id)
         if self.log_enabled:
             self._log(ctx)
@@ -118,8 +119,8 @@ class ErrorHandler:
         if self.log_messages:
             if ctx.raw is not None:
                 r = ctx.raw
-                detail = f", where consumed record is {{topic='{r.topic}', partition={r.partition}, offset={r.offset}, " \
-                         f"timestamp={r.timestamp}, key={r.key!r}, value={r.value!r}}}"
+                detail = (f", where consumed record is {{topic='{r.topic}', partition={r.partition}, "
+                          f"offset={r.offset}, timestamp={r.timestamp}, key={r.key!r}, value={r.value!r}}}")
             elif ctx.record is not None:
                 detail = f", where source record is {ctx.record!r}"
         log.error("Error encountered in task %s-%d. Executing stage '%s' with class '%s'%s.", ctx.connector,

@@ -18,10 +18,10 @@ from aiokafka import ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.structs import OffsetAndMetadata
 
+from .. import kafka as clients
 from ..api import Header, RetriableException, SinkBatch, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
-from . import clients
+from ..kafka import RecordFetcher
 from .errors import RawRecord, Stage, dlq_reporter
-from .fetch import RecordFetcher
 from .worker_task import RecordTask, TaskId, TaskPipeline, call
 
 __all__ = ["WorkerSinkTask"]
@@ -275,7 +275,8 @@ class WorkerSinkTask(RecordTask):
                     await self.commit_offsets()
                 except Exception:
                     log.exception("final offset commit of task %s failed", self.id)
-                await call(self.task.close, [TopicPartition(tp.topic, tp.partition) for tp in self.consumer.assignment()])
+                await call(self.task.close,
+                           [TopicPartition(tp.topic, tp.partition) for tp in self.consumer.assignment()])
             if self.started:
                 await call(self.task.stop)
         finally:

@@ -18,12 +18,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.partitioner import murmur2
-
+from .. import kafka as clients
 from ..api import RetriableException, SourceBatch, SourceRecord, SourceTask, SourceTaskContext
 from ..api.source import OffsetStorageReader, RecordMetadata
+from ..kafka.partitioner import partition_for_key
 from ..storage.offsets import OffsetStore, offset_key
-from . import clients
 from .errors import Stage
 from .worker_task import RecordTask, TaskId, TaskPipeline, call
 
@@ -220,7 +219,7 @@ class WorkerSourceTask(RecordTask):
         """Kafka's default partitioner: murmur2 of the key, else one random partition per send."""
         count = self.partition_counts.get(topic) or await self._partitions(topic)
         if key is not None:
-            return (murmur2(key) & 0x7FFFFFFF) % count
+            return partition_for_key(key, count)
         partition = sticky.get(topic)
         if partition is None:
             partition = sticky[topic] = random.randrange(count)

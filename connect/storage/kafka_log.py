@@ -15,7 +15,7 @@ from aiokafka import TopicPartition
 from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from ..runtime import clients
+from .. import kafka as clients
 
 __all__ = ["InternalTopicError", "KafkaBasedLog", "TopicNotCompacted", "ensure_compacted_topic"]
 

@@ -12,7 +12,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from hwclients import unique
 
-from headwater.connect.runtime.fetch import RecordFetcher
+from headwater.connect.kafka import RecordFetcher
 
 
 def _run(coro):

@@ -48,7 +48,8 @@ class RecordFetcher:
                      and all(hasattr(fetcher, a) for a in ("_records", "_subscriptions", "_wait_consume_future",
                                                            "_closed")))
         if not self.fast:
-            log.warning("aiokafka %s: fetcher internals differ, sink fetches use getmany (slower)", aiokafka.__version__)
+            log.warning("aiokafka %s: fetcher internals differ, sink fetches use getmany (slower)",
+                        aiokafka.__version__)
 
     async def getmany(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[Any]]:
         consumer = self.consumer
