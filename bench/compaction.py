@@ -21,8 +21,8 @@ from pathlib import Path
 from headwater.broker.config import TopicConfig
 from headwater.broker.log import PartitionLog
 from headwater.broker.log.cleaner import clean_partition
-from headwater.broker.protocol.compression import CODEC_IDS
-from headwater.broker.protocol.records import Record, build_batch, parse_header
+from headwater.kafka.compression import CODEC_IDS
+from headwater.kafka.records import Record, build_batch, parse_header
 
 BATCH = 100
 SEGMENT_BYTES = 8 << 20

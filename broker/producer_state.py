@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from headwater.kafka.errors import ErrorCode
-
-from .protocol.records import BatchHeader
+from headwater.kafka.records import BatchHeader
 
 if TYPE_CHECKING:
     from .log import PartitionLog

@@ -23,8 +23,7 @@ import time
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
-
-from ..protocol.records import (
+from headwater.kafka.records import (
     HEADER_SIZE,
     InvalidBatch,
     iter_batches,
@@ -32,6 +31,7 @@ from ..protocol.records import (
     set_log_append_time,
     validate_batch,
 )
+
 from .registry import RequestContext, api
 
 log = logging.getLogger(__name__)

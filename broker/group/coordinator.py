@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
+from headwater.kafka.records import Record, build_batch, decode_batch_records, parse_header
 
 from ..cluster import Cluster
 from ..config import BrokerConfig
 from ..log import PartitionLog
-from ..protocol.records import Record, build_batch, decode_batch_records, parse_header
 from .group import Group, GroupState, Member
 from .records import (
     GroupMetadata,

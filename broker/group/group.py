@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from headwater.kafka.types import DecodeError, Reader
+
 from .records import OffsetAndMetadata
 
 __all__ = ["Group", "GroupState", "Member"]
@@ -131,18 +133,7 @@ class Group:
 
 def _consumer_subscription(metadata: bytes) -> set[str]:
     """Topics in a consumer-protocol subscription (version, [topic], user data, ...)."""
-    import struct
-
     try:
-        pos = 2
-        (count,) = struct.unpack_from(">i", metadata, pos)
-        pos += 4
-        topics = set()
-        for _ in range(max(count, 0)):
-            (n,) = struct.unpack_from(">h", metadata, pos)
-            pos += 2
-            topics.add(metadata[pos : pos + n].decode())
-            pos += n
-        return topics
-    except (struct.error, UnicodeDecodeError):
+        return {topic or "" for topic in Reader(metadata, 2).array(Reader.string) or []}
+    except DecodeError:
         return set()

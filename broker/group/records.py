@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from headwater.kafka.types import Reader, Writer
+
 __all__ = [
     "GroupMetadata",
     "MemberMetadata",
@@ -29,9 +31,6 @@ GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 def java_string_hash(s: str) -> int:
@@ -40,74 +39,6 @@ def java_string_hash(s: str) -> int:
     for unit in struct.unpack(f">{len(s.encode('utf-16-be')) // 2}H", s.encode("utf-16-be")):
         h = (31 * h + unit) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def i16(self, v: int) -> _Writer:
-        self.buf += _I16.pack(v)
-        return self
-
-    def i32(self, v: int) -> _Writer:
-        self.buf += _I32.pack(v)
-        return self
-
-    def i64(self, v: int) -> _Writer:
-        self.buf += _I64.pack(v)
-        return self
-
-    def string(self, v: str | None) -> _Writer:
-        if v is None:
-            return self.i16(-1)
-        data = v.encode()
-        self.i16(len(data))
-        self.buf += data
-        return self
-
-    def bytes_(self, v: bytes | None) -> _Writer:
-        if v is None:
-            return self.i32(-1)
-        self.i32(len(v))
-        self.buf += v
-        return self
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, s: struct.Struct) -> int:
-        (v,) = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return v
-
-    def i16(self) -> int:
-        return self._take(_I16)
-
-    def i32(self) -> int:
-        return self._take(_I32)
-
-    def i64(self) -> int:
-        return self._take(_I64)
-
-    def string(self) -> str | None:
-        n = self.i16()
-        if n < 0:
-            return None
-        v = self.data[self.pos : self.pos + n].decode()
-        self.pos += n
-        return v
-
-    def bytes_(self) -> bytes | None:
-        n = self.i32()
-        if n < 0:
-            return None
-        v = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return bytes(v)
 
 
 @dataclass
@@ -141,63 +72,63 @@ class GroupMetadata:
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
-    return bytes(_Writer().i16(OFFSET_KEY_VERSION).string(group).string(topic).i32(partition).buf)
+    return Writer().int16(OFFSET_KEY_VERSION).string(group).string(topic).int32(partition).to_bytes()
 
 
 def encode_group_key(group: str) -> bytes:
-    return bytes(_Writer().i16(GROUP_KEY_VERSION).string(group).buf)
+    return Writer().int16(GROUP_KEY_VERSION).string(group).to_bytes()
 
 
 def decode_key(data: bytes) -> tuple[str, str, int] | str:
     """An offset key gives (group, topic, partition); a group key gives the group id."""
-    r = _Reader(data)
-    version = r.i16()
+    r = Reader(data)
+    version = r.int16()
     if version in (0, 1):
         group, topic = r.string(), r.string()
-        return group or "", topic or "", r.i32()
+        return group or "", topic or "", r.int32()
     if version == 2:
         return r.string() or ""
     raise ValueError(f"unknown __consumer_offsets key version {version}")
 
 
 def encode_offset_value(o: OffsetAndMetadata) -> bytes:
-    w = _Writer().i16(OFFSET_VALUE_VERSION).i64(o.offset).i32(o.leader_epoch).string(o.metadata)
-    return bytes(w.i64(o.commit_timestamp).buf)
+    w = Writer().int16(OFFSET_VALUE_VERSION).int64(o.offset).int32(o.leader_epoch).string(o.metadata)
+    return w.int64(o.commit_timestamp).to_bytes()
 
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
-    r = _Reader(data)
-    version = r.i16()
-    offset = r.i64()
-    epoch = r.i32() if version >= 3 else -1
+    r = Reader(data)
+    version = r.int16()
+    offset = r.int64()
+    epoch = r.int32() if version >= 3 else -1
     metadata = r.string() or ""
-    ts = r.i64()
+    ts = r.int64()
     return OffsetAndMetadata(offset, epoch, metadata, ts)
 
 
 def encode_group_value(g: GroupMetadata) -> bytes:
-    w = _Writer().i16(GROUP_VALUE_VERSION).string(g.protocol_type).i32(g.generation)
-    w.string(g.protocol).string(g.leader).i64(g.state_timestamp).i32(len(g.members))
+    w = Writer().int16(GROUP_VALUE_VERSION).string(g.protocol_type).int32(g.generation)
+    w.string(g.protocol).string(g.leader).int64(g.state_timestamp).int32(len(g.members))
     for m in g.members:
         w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
-        w.i32(m.rebalance_timeout_ms).i32(m.session_timeout_ms).bytes_(m.subscription).bytes_(m.assignment)
-    return bytes(w.buf)
+        w.int32(m.rebalance_timeout_ms).int32(m.session_timeout_ms).bytes_(m.subscription).bytes_(m.assignment)
+    return w.to_bytes()
 
 
 def decode_group_value(data: bytes) -> GroupMetadata:
-    r = _Reader(data)
-    version = r.i16()
+    r = Reader(data)
+    version = r.int16()
     protocol_type = r.string() or ""
-    generation = r.i32()
+    generation = r.int32()
     protocol, leader = r.string(), r.string()
-    ts = r.i64() if version >= 2 else 0
+    ts = r.int64() if version >= 2 else 0
     members = []
-    for _ in range(r.i32()):
+    for _ in range(r.int32()):
         member_id = r.string() or ""
         instance = r.string() if version >= 3 else None
         client_id, client_host = r.string() or "", r.string() or ""
-        rebalance = r.i32() if version >= 1 else 0
-        session = r.i32()
+        rebalance = r.int32() if version >= 1 else 0
+        session = r.int32()
         subscription, assignment = r.bytes_() or b"", r.bytes_() or b""
         members.append(MemberMetadata(member_id, instance, client_id, client_host, rebalance, session,
                                       subscription, assignment))

@@ -43,25 +43,25 @@ import asyncio
 import json
 import logging
 import os
-import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crc32c import crc32c
-
-from ..protocol.compression import NONE, compress, decompress
-from ..protocol.records import (
+from headwater.kafka.compression import NONE, compress, decompress
+from headwater.kafka.records import (
     ATTR_LOG_APPEND_TIME,
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
     InvalidBatch,
+    assemble_batch,
     crc_ok,
     parse_header,
 )
+from headwater.kafka.types import DecodeError, read_varint
+
 from .errors import LogClosed
 from .recovery import CLEANER_SWAP_FILE, fsync_dir
 from .segment import MAX_RELATIVE_OFFSET, LogSegment
@@ -87,8 +87,6 @@ CHECKPOINT_FILE = "cleaner-checkpoint"
 DEFAULT_MAP_CAPACITY = 2_000_000  # keys per pass (Python dict entries, ~150 bytes each)
 _READ_CHUNK = 4 << 20
 _MAX_OUTPUT_BYTES = 2**31 - 1 - (1 << 20)  # index positions are int32; leave room for recompression
-_BATCH_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordCount (covered by the CRC with the records)
-_BATCH_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
 
 
 class CleanerAborted(Exception):
@@ -203,29 +201,11 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, *, force: bool = False) -> _P
 # ---------------------------------------------------------------------------------- records
 
 
-def _varint(buf: bytes, p: int) -> tuple[int, int]:
-    b = buf[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    v = b & 0x7F
-    shift = 7
-    p += 1
-    while True:
-        b = buf[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (v >> 1) ^ -(v & 1), p
-        shift += 7
-        if shift > 63:
-            raise InvalidBatch("record varint is longer than 10 bytes", corrupt=False)
-
-
 def _scan_records(data: bytes, count: int) -> list[tuple[int, int, int, int, bytes | None, bool]]:
     """``(start, end, offset delta, timestamp delta, key, value is null)`` of each record.
 
     The hot loop of the cleaner: one-byte varints (most deltas and small lengths) are decoded
-    inline, longer ones by ``_varint``.
+    inline, longer ones by the codec's ``read_varint``.
     """
     out = []
     append = out.append
@@ -240,7 +220,7 @@ def _scan_records(data: bytes, count: int) -> list[tuple[int, int, int, int, byt
                 v = (b & 0x7F) | (data[p + 1] << 7)
                 length, q = (v >> 1) ^ -(v & 1), p + 2
             else:
-                length, q = _varint(data, p)
+                length, q = read_varint(data, p)
             end = q + length
             if length < 0 or end > n:
                 raise InvalidBatch("record length runs past the end of the batch", corrupt=False)
@@ -249,17 +229,17 @@ def _scan_records(data: bytes, count: int) -> list[tuple[int, int, int, int, byt
             if b < 0x80:
                 ts_delta, q = (b >> 1) ^ -(b & 1), q + 1
             else:
-                ts_delta, q = _varint(data, q)
+                ts_delta, q = read_varint(data, q)
             b = data[q]
             if b < 0x80:
                 off_delta, q = (b >> 1) ^ -(b & 1), q + 1
             else:
-                off_delta, q = _varint(data, q)
+                off_delta, q = read_varint(data, q)
             b = data[q]
             if b < 0x80:
                 key_len, q = (b >> 1) ^ -(b & 1), q + 1
             else:
-                key_len, q = _varint(data, q)
+                key_len, q = read_varint(data, q)
             key = None
             if key_len >= 0:
                 key = data[q : q + key_len]
@@ -269,7 +249,7 @@ def _scan_records(data: bytes, count: int) -> list[tuple[int, int, int, int, byt
                 raise InvalidBatch("record fields run past the record length", corrupt=False)
             append((p, end, off_delta, ts_delta, key, data[q] == 1))
             p = end
-    except IndexError:
+    except (IndexError, DecodeError):
         raise InvalidBatch("record runs past the end of the batch", corrupt=False) from None
     return out
 
@@ -505,7 +485,8 @@ class _Pass:
         (self.directory / CLEANER_SWAP_FILE).unlink(missing_ok=True)
 
 
-def _rebuild_batch(header: BatchHeader, data: bytes, kept: list[tuple[int, int, int, int, bytes | None, bool]]) -> bytes:
+def _rebuild_batch(header: BatchHeader, data: bytes,
+                   kept: list[tuple[int, int, int, int, bytes | None, bool]]) -> bytes:
     """The batch with only the ``kept`` records: same base offset, last offset delta, base
     timestamp, producer fields and attributes; record bytes spliced as they were (their offset
     and timestamp deltas stay valid); max timestamp recomputed; re-compressed with the same codec."""
@@ -515,11 +496,7 @@ def _rebuild_batch(header: BatchHeader, data: bytes, kept: list[tuple[int, int, 
         max_ts = header.max_timestamp
     else:
         max_ts = header.base_timestamp + max(ts_delta for _, _, _, ts_delta, _, _ in kept)
-    tail = _BATCH_TAIL.pack(
-        header.attributes, header.last_offset_delta, header.base_timestamp, max_ts, header.producer_id,
-        header.producer_epoch, header.base_sequence, len(kept),
-    ) + payload
-    return _BATCH_HEAD.pack(header.base_offset, len(tail) + 9, header.partition_leader_epoch, 2, crc32c(tail)) + tail
+    return assemble_batch(header._replace(max_timestamp=max_ts, record_count=len(kept)), payload)
 
 
 # ---------------------------------------------------------------------------------- entry points

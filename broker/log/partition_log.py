@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from headwater.kafka.records import BatchHeader, decode_batch_records, iter_batches, set_base_offset
+
 from ..config import TopicConfig
-from ..protocol.records import BatchHeader, decode_batch_records, iter_batches, set_base_offset
 from .errors import LogClosed, OffsetOutOfRange
 from .recovery import (
     LOG_START_OFFSET_FILE,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from ..protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+from headwater.kafka.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+
 from .index import OffsetIndex, TimeIndex
 
 __all__ = ["LogSegment", "segment_name"]

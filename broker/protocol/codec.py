@@ -15,6 +15,8 @@ from typing import Any
 from kafka.protocol import admin, consumer, metadata, producer
 from kafka.protocol.api_message import ApiMessage
 
+from headwater.kafka.types import DecodeError, read_uvarint
+
 __all__ = [
     "MalformedRequest",
     "RequestHeader",
@@ -67,16 +69,10 @@ class RequestHeader:
 
 
 def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise MalformedRequest("bad unsigned varint in request header")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
+    try:
+        return read_uvarint(buf, pos, max_bytes=5)
+    except DecodeError as exc:
+        raise MalformedRequest(f"bad unsigned varint in request header: {exc}") from None
 
 
 def parse_request_header(frame: memoryview, flexible: bool | None = None) -> RequestHeader:
@@ -100,7 +96,8 @@ def parse_request_header(frame: memoryview, flexible: bool | None = None) -> Req
         raise MalformedRequest(f"negative client id length {client_len}")
     if flexible is None:
         cls = _REQUESTS.get(api_key)
-        flexible = bool(cls is not None and 0 <= api_version <= (cls.max_version or 0) and cls.flexible_version_q(api_version))
+        flexible = bool(cls is not None and 0 <= api_version <= (cls.max_version or 0)
+                        and cls.flexible_version_q(api_version))
     if flexible:
         count, pos = _read_uvarint(frame, pos)
         for _ in range(count):

@@ -21,7 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Pro
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CNewTopic
 
-from headwater.broker.protocol.records import iter_batches
+from headwater.kafka.records import iter_batches
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

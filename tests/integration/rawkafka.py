@@ -20,7 +20,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequ
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from headwater.broker.protocol.records import decode_batch_records, iter_batches
+from headwater.kafka.records import decode_batch_records, iter_batches
 
 CLIENT_ID = "rawkafka"
 TIMEOUT = 5.0  # socket timeout of a connection, seconds

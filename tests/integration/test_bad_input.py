@@ -26,7 +26,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from rawkafka import fetch_req, framed, list_offsets_req, metadata_req, produce_req
 
 from headwater.broker.protocol.codec import request_class
-from headwater.broker.protocol.records import Record, build_batch
+from headwater.kafka.records import Record, build_batch
 
 pytestmark = pytest.mark.timeout(60)
 

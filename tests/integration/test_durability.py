@@ -25,7 +25,7 @@ from hwclients import (
     unique,
 )
 
-from headwater.broker.protocol.records import iter_batches
+from headwater.kafka.records import iter_batches
 
 
 def _restart_on_new_port(b):

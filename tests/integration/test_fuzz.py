@@ -38,7 +38,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from rawkafka import fetch_req, frame, metadata_req, produce_req, raw_header, read_exactly
 
 from headwater.broker.protocol.codec import request_class, response_class
-from headwater.broker.protocol.records import Record, build_batch
+from headwater.kafka.records import Record, build_batch
 
 pytestmark = pytest.mark.timeout(180)
 

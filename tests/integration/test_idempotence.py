@@ -25,7 +25,7 @@ from hwclients import TIMEOUT, confluent_consumer, consume_confluent, create_top
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 from rawkafka import Conn
 
-from headwater.broker.protocol.records import Record, build_batch, iter_batches
+from headwater.kafka.records import Record, build_batch, iter_batches
 
 pytestmark = pytest.mark.timeout(120)
 

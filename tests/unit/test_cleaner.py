@@ -25,8 +25,8 @@ from headwater.broker.log.cleaner import (
 )
 from headwater.broker.log.recovery import CLEANER_SWAP_FILE
 from headwater.broker.producer_state import PartitionProducerState, replay
-from headwater.broker.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from headwater.broker.protocol.records import (
+from headwater.kafka.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from headwater.kafka.records import (
     ATTR_CONTROL,
     HEADER_SIZE,
     Record,

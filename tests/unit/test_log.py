@@ -11,7 +11,7 @@ import pytest
 from headwater.broker.config import TopicConfig
 from headwater.broker.log import LogClosed, LogSegment, OffsetOutOfRange, PartitionLog
 from headwater.broker.log.partition_log import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE
-from headwater.broker.protocol.records import (
+from headwater.kafka.records import (
     Record,
     build_batch,
     crc_ok,

@@ -2,8 +2,8 @@ import struct
 
 import pytest
 
-from headwater.broker.protocol import compression
-from headwater.broker.protocol.records import (
+from headwater.kafka import compression
+from headwater.kafka.records import (
     HEADER_SIZE,
     InvalidBatch,
     Record,

@@ -16,12 +16,14 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from .compression import NONE, CompressionError, compress, decompress
+from .types import DecodeError, Reader, Writer, write_varint
 
 __all__ = [
     "BatchHeader",
     "InvalidBatch",
     "Record",
     "HEADER_SIZE",
+    "assemble_batch",
     "build_batch",
     "decode_batch_records",
     "iter_batches",
@@ -98,7 +100,8 @@ def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -
     return crc32c(memoryview(buf)[pos + _CRC_START : end]) == header.crc
 
 
-def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0,
+                 end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
     """Yield ``(position, header)`` for each complete batch; stop at a partial tail."""
     end = len(buf) if end is None else end
     while pos + HEADER_SIZE <= end:
@@ -153,44 +156,6 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHead
 # Individual records: varint-encoded, used off the hot path.
 
 
-def _zigzag(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
-def _write_varint(out: bytearray, n: int) -> None:
-    v = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
-def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = 0
-    v = 0
-    while True:
-        if pos >= len(buf):
-            raise InvalidBatch("record varint runs past the end of the batch", corrupt=False)
-        b = buf[pos]
-        pos += 1
-        v |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise InvalidBatch("record varint is longer than 10 bytes", corrupt=False)
-    return (v >> 1) ^ -(v & 1), pos
-
-
-def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
-    n, pos = _read_varint(buf, pos)
-    if n < 0:
-        return None, pos
-    if pos + n > len(buf):
-        raise InvalidBatch("record field runs past the end of the batch", corrupt=False)
-    return bytes(buf[pos : pos + n]), pos + n
-
-
 @dataclass
 class Record:
     offset: int = 0
@@ -209,27 +174,28 @@ def decode_batch_records(buf: bytes | memoryview, pos: int = 0) -> tuple[BatchHe
     except CompressionError as exc:
         raise InvalidBatch(str(exc)) from None
     records = []
-    p = 0
-    for _ in range(header.record_count):
-        length, p = _read_varint(data, p)
-        end = p + length
-        if length < 0 or end > len(data):
-            raise InvalidBatch("record length runs past the end of the batch", corrupt=False)
-        p += 1  # attributes (unused)
-        ts_delta, p = _read_varint(data, p)
-        off_delta, p = _read_varint(data, p)
-        key, p = _read_bytes(data, p)
-        value, p = _read_bytes(data, p)
-        n_headers, p = _read_varint(data, p)
-        headers = []
-        for _ in range(max(n_headers, 0)):
-            hkey, p = _read_bytes(data, p)
-            hval, p = _read_bytes(data, p)
-            headers.append(((hkey or b"").decode("utf-8", "replace"), hval))
-        if p != end:
-            raise InvalidBatch("record length does not match its fields", corrupt=False)
-        ts = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else header.base_timestamp + ts_delta
-        records.append(Record(header.base_offset + off_delta, ts, key, value, headers))
+    r = Reader(data)
+    try:
+        for _ in range(header.record_count):
+            length = r.varint()
+            end = r.pos + length
+            if length < 0 or end > len(data):
+                raise InvalidBatch("record length runs past the end of the batch", corrupt=False)
+            r.pos += 1  # attributes (unused)
+            ts_delta = r.varint()
+            off_delta = r.varint()
+            key = r.varint_bytes()
+            value = r.varint_bytes()
+            headers = []
+            for _ in range(max(r.varint(), 0)):
+                hkey = r.varint_bytes()
+                headers.append(((hkey or b"").decode("utf-8", "replace"), r.varint_bytes()))
+            if r.pos != end:
+                raise InvalidBatch("record length does not match its fields", corrupt=False)
+            ts = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else header.base_timestamp + ts_delta
+            records.append(Record(header.base_offset + off_delta, ts, key, value, headers))
+    except DecodeError as exc:
+        raise InvalidBatch(f"record field runs past the end of the batch: {exc}", corrupt=False) from None
     return header, records
 
 
@@ -251,31 +217,32 @@ def build_batch(
     max_ts = max(r.timestamp for r in records)
     body = bytearray()
     for r in records:
-        rec = bytearray(b"\x00")
-        _write_varint(rec, r.timestamp - base_ts)
-        _write_varint(rec, r.offset - base_offset)
-        for item in (r.key, r.value):
-            if item is None:
-                _write_varint(rec, -1)
-            else:
-                _write_varint(rec, len(item))
-                rec += item
-        _write_varint(rec, len(r.headers))
+        rec = Writer().int8(0).varint(r.timestamp - base_ts).varint(r.offset - base_offset)
+        rec.varint_bytes(r.key).varint_bytes(r.value).varint(len(r.headers))
         for hkey, hval in r.headers:
-            kb = hkey.encode()
-            _write_varint(rec, len(kb))
-            rec += kb
-            if hval is None:
-                _write_varint(rec, -1)
-            else:
-                _write_varint(rec, len(hval))
-                rec += hval
-        _write_varint(body, len(rec))
-        body += rec
+            rec.varint_bytes(hkey.encode()).varint_bytes(hval)
+        write_varint(body, len(rec.buf))
+        body += rec.buf
     payload = compress(codec, bytes(body)) if codec != NONE else bytes(body)
     last_delta = records[-1].offset - base_offset
     attrs = (attributes & ~ATTR_CODEC_MASK) | codec
-    tail = struct.pack(">hiqqqhii", attrs, last_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records)) + payload
-    crc = crc32c(tail)
-    batch_length = len(tail) + 9  # partitionLeaderEpoch + magic + crc
-    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, 2, crc) + tail
+    return assemble_batch(
+        BatchHeader(base_offset, 0, partition_leader_epoch, 2, 0, attrs, last_delta, base_ts, max_ts, producer_id,
+                    producer_epoch, base_sequence, len(records)),
+        payload,
+    )
+
+
+_BATCH_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordCount (covered by the CRC with the records)
+_BATCH_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+
+
+def assemble_batch(header: BatchHeader, payload: bytes) -> bytes:
+    """A v2 batch from ``header``'s fields and the (already compressed) records ``payload``;
+    the batch length and CRC are computed here, whatever ``header`` says of them."""
+    tail = _BATCH_TAIL.pack(
+        header.attributes, header.last_offset_delta, header.base_timestamp, header.max_timestamp,
+        header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
+    ) + payload
+    # batchLength counts partitionLeaderEpoch + magic + crc (9 bytes) and the tail.
+    return _BATCH_HEAD.pack(header.base_offset, len(tail) + 9, header.partition_leader_epoch, 2, crc32c(tail)) + tail
