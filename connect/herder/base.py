@@ -11,10 +11,10 @@ from typing import Any
 
 from ..api import SinkConnector
 from ..config import WorkerConfig
+from ..loggers import set_level
 from ..plugins import PluginRegistry, UnknownPlugin
-from ..runtime.state import State, Status, TargetState
 from ..runtime.worker import ConfigErrors, Worker
-from ..runtime.worker_task import TaskId
+from ..status import State, Status, TargetState, TaskId
 from ..storage.offsets import OffsetStore, offset_key
 
 __all__ = ["BadRequest", "Conflict", "Herder", "NotFound", "NotLeader", "NotOwner"]
@@ -192,6 +192,16 @@ class Herder(ABC):
 
     @abstractmethod
     async def reconfigure(self, name: str) -> None: ...
+
+    async def set_cluster_logger_level(self, namespace: str, level: str) -> None:
+        """``PUT /admin/loggers/{namespace}?scope=cluster``: every worker of the cluster. A standalone
+        worker is the whole cluster; the distributed herder writes it to the config topic."""
+        set_level(namespace, level)
+
+    @abstractmethod
+    async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        """Internal (POST /connectors/{c}/tasks): a follower running the connector hands its task
+        configs to the leader, which writes them. Raises NotLeader on a follower."""
 
     # -- offsets (KIP-875) ------------------------------------------------------------------------------
 

@@ -13,9 +13,9 @@ import logging
 from typing import Any
 
 from ..config import WorkerConfig
+from ..loggers import set_level
 from ..plugins import PluginRegistry
-from ..runtime.state import State, Status, TargetState
-from ..runtime.worker_task import TaskId
+from ..status import State, Status, TargetState, TaskId
 from ..storage.kafka_log import ensure_compacted_topic
 from ..storage.kafka_stores import KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .assignor import IncrementalAssignor
@@ -55,6 +55,7 @@ class DistributedHerder(Herder):
         self._work = asyncio.Lock()
         self._task_config_locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._config_loaded = False
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -71,6 +72,7 @@ class DistributedHerder(Herder):
         await self.offsets.start()
         await self.status_store.start()
         await self.config_store.start()
+        self._config_loaded = True
         self._running_configs = {}
         await self.membership.start()
 
@@ -173,6 +175,12 @@ class DistributedHerder(Herder):
     # -- config topic events ----------------------------------------------------------------------
 
     def _on_config_change(self, kind: str, name: str) -> None:
+        if kind == "logger":
+            # Cluster log levels are ephemeral, as in Kafka Connect: a worker applies those written
+            # while it runs, not the ones it finds in the topic when it starts.
+            if self._config_loaded:
+                set_level(name, self.config_store.logger_levels[name])
+            return
         self._spawn(self._handle_config_change(kind, name), f"applying a {kind} change of {name}")
 
     async def _handle_config_change(self, kind: str, name: str) -> None:
@@ -331,6 +339,10 @@ class DistributedHerder(Herder):
                 await self.config_store.log.read_to_end()
             else:
                 await self._post_to_leader(f"/connectors/{name}/tasks", configs)
+
+    async def set_cluster_logger_level(self, namespace: str, level: str) -> None:
+        # Any worker may write it (no forwarding); every worker, this one included, applies it when read.
+        await self.config_store.put_logger_level(namespace, level)
 
     async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         """Internal endpoint (POST /connectors/{c}/tasks): the leader writes task configs."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..runtime.state import State, Status, TargetState
-from ..runtime.worker_task import TaskId
-from .base import Conflict, Herder
+from ..status import State, Status, TargetState, TaskId
+from .base import BadRequest, Conflict, Herder
 
 __all__ = ["StandaloneHerder"]
 
@@ -97,6 +96,10 @@ class StandaloneHerder(Herder):
         await self.worker.stop_tasks([tid])
         await self.worker.start_task(tid, self.configs[name], self.task_configs[name][task],
                                      self.targets.get(name, TargetState.STARTED))
+
+    async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        # One standalone worker runs every task itself: nobody hands it task configs.
+        raise BadRequest("Task configs can only be written to a distributed worker")
 
     async def reconfigure(self, name: str) -> None:
         async with self._lock:

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from ..herder.base import BadRequest, Conflict, Herder, NotFound, NotLeader
+from ..loggers import LEVELS, set_level
+from ..loggers import levels as logger_levels
 from ..plugins import UnknownPlugin
-from ..runtime.state import TargetState
 from ..runtime.worker import ConfigErrors
+from ..status import TargetState
 from .openapi import openapi_document
 from .validate import validation_result
 
@@ -226,10 +227,8 @@ async def put_task_configs(request: web.Request) -> web.Response:
     configs = await _json(request)
     if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
         raise BadRequest("Task configs must be a JSON array of objects")
-    put = getattr(herder, "put_task_configs", None)
-    if put is None:
-        raise BadRequest("Task configs can only be written to a distributed worker")
-    await put(request.match_info["name"], [{str(k): str(v) for k, v in c.items()} for c in configs])
+    await herder.put_task_configs(request.match_info["name"],
+                                  [{str(k): str(v) for k, v in c.items()} for c in configs])
     return web.Response(status=204)
 
 
@@ -363,13 +362,13 @@ async def validate(request: web.Request) -> web.Response:
 
 @routes.get("/admin/loggers")
 async def loggers(request: web.Request) -> web.Response:
-    return web.json_response(_logger_levels())
+    return web.json_response(logger_levels())
 
 
 @routes.get("/admin/loggers/{logger}")
 async def logger(request: web.Request) -> web.Response:
     name = request.match_info["logger"]
-    levels = _logger_levels()
+    levels = logger_levels()
     if name not in levels:
         raise NotFound(f"Logger {name} not found.")
     return web.json_response(levels[name])
@@ -380,38 +379,15 @@ async def set_logger(request: web.Request) -> web.Response:
     name = request.match_info["logger"]
     body = await _json(request)
     level = str((body or {}).get("level", "")).upper() if isinstance(body, dict) else ""
-    if level not in ("TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL", "OFF"):
+    if level not in LEVELS:
         raise BadRequest(f"Invalid log level '{level}'.")
     scope = request.query.get("scope", "worker").lower()
     if scope not in ("worker", "cluster"):
         raise BadRequest(f"Invalid scope '{scope}': use worker or cluster")
-    py_level = {"TRACE": "DEBUG", "WARN": "WARNING", "FATAL": "CRITICAL", "OFF": "CRITICAL"}.get(level, level)
-    root = "" if name == "root" else name
-    changed = [n for n in _logger_names() if n == name or (root == "" or n.startswith(root + "."))]
-    if name not in changed:
-        changed.append(name)
-    for n in changed:
-        logging.getLogger("" if n == "root" else n).setLevel(py_level)
-        _LAST_MODIFIED[n] = int(time.time() * 1000)
     if scope == "cluster":
+        await _herder(request).set_cluster_logger_level(name, level)
         return web.Response(status=204)
-    return web.json_response(sorted(changed))
-
-
-_LAST_MODIFIED: dict[str, int] = {}
-
-
-def _logger_names() -> list[str]:
-    return ["root", *sorted(n for n in logging.root.manager.loggerDict if n.startswith(("headwater", "aiokafka")))]
-
-
-def _logger_levels() -> dict[str, dict[str, Any]]:
-    out = {}
-    for n in _logger_names():
-        lg = logging.getLogger("" if n == "root" else n)
-        out[n] = {"level": logging.getLevelName(lg.getEffectiveLevel()).replace("WARNING", "WARN"),
-                  "last_modified": _LAST_MODIFIED.get(n)}
-    return out
+    return web.json_response(set_level(name, level))
 
 
 def build_app(herder: Herder) -> web.Application:

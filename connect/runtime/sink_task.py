@@ -21,8 +21,9 @@ from aiokafka.structs import OffsetAndMetadata
 from .. import kafka as clients
 from ..api import Header, RetriableException, SinkBatch, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
 from ..kafka import RecordFetcher
+from ..status import TaskId
 from .errors import RawRecord, Stage, dlq_reporter
-from .worker_task import RecordTask, TaskId, TaskPipeline, call
+from .worker_task import RecordTask, TaskPipeline, call
 
 __all__ = ["WorkerSinkTask"]
 

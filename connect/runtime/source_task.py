@@ -22,9 +22,10 @@ from .. import kafka as clients
 from ..api import RetriableException, SourceBatch, SourceRecord, SourceTask, SourceTaskContext
 from ..api.source import OffsetStorageReader, RecordMetadata
 from ..kafka.partitioner import partition_for_key
+from ..status import TaskId
 from ..storage.offsets import OffsetStore, offset_key
 from .errors import Stage
-from .worker_task import RecordTask, TaskId, TaskPipeline, call
+from .worker_task import RecordTask, TaskPipeline, call
 
 __all__ = ["WorkerSourceTask"]
 

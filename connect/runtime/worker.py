@@ -19,13 +19,13 @@ from ..api import ConfigException, Connector, ConnectorContext, SinkConnector, S
 from ..api.config import field_errors
 from ..config import WorkerConfig
 from ..plugins import PluginRegistry, UnknownPlugin
+from ..status import State, TargetState, TaskId, format_trace
 from ..storage.offsets import OffsetStore
 from .errors import ErrorHandler
 from .sink_task import WorkerSinkTask
 from .source_task import WorkerSourceTask
-from .state import State, TargetState, format_trace
 from .transform_chain import build_chain
-from .worker_task import TaskId, TaskPipeline, WorkerTask, call
+from .worker_task import TaskPipeline, WorkerTask, call
 
 __all__ = ["ConfigErrors", "Worker"]
 

@@ -11,20 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .state import State, TargetState, format_trace
+from ..status import State, TargetState, TaskId, format_trace
 
-__all__ = ["RecordTask", "TaskId", "TaskPipeline", "WorkerTask", "call"]
+__all__ = ["RecordTask", "TaskPipeline", "WorkerTask", "call"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, order=True)
-class TaskId:
-    connector: str
-    task: int
-
-    def __str__(self) -> str:
-        return f"{self.connector}-{self.task}"
 
 
 async def call(fn: Callable[..., Any], *args: Any) -> Any:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime.state import State, Status, TargetState
+from ..status import State, Status, TargetState
 from .kafka_log import KafkaBasedLog
 from .offsets import OffsetStore
 
@@ -83,8 +83,9 @@ class KafkaConfigStore:
         self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id)
         self.snapshot = ConfigSnapshot()
         self._pending_tasks: dict[str, dict[int, dict[str, str]]] = {}
-        self.on_change = on_change  # (kind, connector): kind in connector/tasks/target/restart/removed
+        self.on_change = on_change  # (kind, name): connector/tasks/target/restart/removed, or logger (name: a namespace)
         self.restart_requests: dict[str, dict[str, bool]] = {}
+        self.logger_levels: dict[str, str] = {}  # namespace -> level, from logger-cluster-<namespace>
 
     async def start(self) -> None:
         await self.log.start()
@@ -133,6 +134,12 @@ class KafkaConfigStore:
                 snap.inconsistent.add(name)
                 log.warning("task configs of %s are incomplete at their commit; ignoring them", name)
             self.on_change("tasks", name)
+        elif k.startswith("logger-cluster-"):
+            namespace = k[len("logger-cluster-"):]
+            level = (data or {}).get("level") if isinstance(data, dict) else None
+            if isinstance(level, str):
+                self.logger_levels[namespace] = level
+                self.on_change("logger", namespace)
         elif k.startswith("restart-connector-"):
             name = k[len("restart-connector-"):]
             if data is not None:
@@ -157,6 +164,9 @@ class KafkaConfigStore:
         for i, props in enumerate(configs):
             await self.log.send(f"task-{name}-{i}".encode(), _json({"properties": props}))
         await self.log.send(f"commit-{name}".encode(), _json({"tasks": len(configs)}))
+
+    async def put_logger_level(self, namespace: str, level: str) -> None:
+        await self.log.send(f"logger-cluster-{namespace}".encode(), _json({"level": level}))
 
     async def request_restart(self, name: str, include_tasks: bool, only_failed: bool) -> None:
         await self.log.send(f"restart-connector-{name}".encode(),

@@ -284,6 +284,25 @@ def test_rest_writes_to_a_follower_are_forwarded_to_the_leader(cluster: Cluster)
     assert follower.call("DELETE", "/connectors/fwd").status == 404
 
 
+def test_cluster_scoped_log_level_reaches_every_worker(cluster: Cluster) -> None:
+    """PUT /admin/loggers/{ns}?scope=cluster on one worker changes the level on all of them (through
+    the config topic); a worker that starts afterwards does not replay it (levels are ephemeral)."""
+    workers = cluster.start(2)
+    name = "headwater.connect.herder"
+    for w in workers:
+        assert w.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "INFO"
+    assert workers[1].call("PUT", f"/admin/loggers/{name}?scope=cluster", {"level": "DEBUG"}).status == 204
+    for w in workers:
+        wait_for(lambda w=w: w.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "DEBUG", 10, 0.1,
+                 f"{name} at DEBUG on {w.name}")
+    # Worker scope changes this worker only.
+    assert workers[0].call("PUT", f"/admin/loggers/{name}", {"level": "ERROR"}).status == 200
+    assert workers[0].ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "ERROR"
+    assert workers[1].ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "DEBUG"
+    late = cluster.start(1)[0]
+    assert late.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "INFO"
+
+
 # -- 6. a config change bounces only its connector ------------------------------------------------------------
 
 

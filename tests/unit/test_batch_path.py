@@ -44,9 +44,9 @@ from headwater.connect.plugins import PluginRegistry
 from headwater.connect.runtime.errors import ErrorHandler
 from headwater.connect.runtime.sink_task import WorkerSinkTask
 from headwater.connect.runtime.source_task import WorkerSourceTask
-from headwater.connect.runtime.state import TargetState
 from headwater.connect.runtime.transform_chain import TransformationChain, build_chain
-from headwater.connect.runtime.worker_task import TaskId, TaskPipeline
+from headwater.connect.runtime.worker_task import TaskPipeline
+from headwater.connect.status import TargetState, TaskId
 from headwater.connect.storage.offsets import offset_key
 from headwater.connectors.file import source as file_source
 from headwater.connectors.file.sink import FileStreamSinkTask

@@ -1,4 +1,8 @@
-"""States of connectors and tasks, as the REST API reports them."""
+"""Ids and states of connectors and tasks, as the REST API reports them.
+
+Shared by the worker (which runs them), the herders (which own them), the status stores
+(which persist them) and the REST layer (which reports them), so it sits above all four.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import traceback
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["State", "Status", "TargetState", "format_trace"]
+__all__ = ["State", "Status", "TargetState", "TaskId", "format_trace"]
 
 
 class State(StrEnum):
@@ -23,6 +27,15 @@ class TargetState(StrEnum):
     STARTED = "STARTED"
     PAUSED = "PAUSED"
     STOPPED = "STOPPED"
+
+
+@dataclass(frozen=True, order=True)
+class TaskId:
+    connector: str
+    task: int
+
+    def __str__(self) -> str:
+        return f"{self.connector}-{self.task}"
 
 
 @dataclass
