@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import binascii
 import codecs
 from typing import Any
 
 from headwater.connect.api.data import Struct, java_double_str, java_str  # noqa: F401 - re-exported
 from headwater.connect.api.errors import ConfigException
 
-__all__ = ["config_bool", "config_int", "config_encoding", "java_double_str", "java_str", "b64encode"]
+__all__ = ["config_bool", "config_int", "config_encoding", "java_double_str", "java_str"]
 
 
 def config_bool(configs: dict[str, Any], key: str, default: bool) -> bool:
@@ -46,6 +45,3 @@ def config_encoding(configs: dict[str, Any], key: str, default: str = "UTF8") ->
     except LookupError:
         raise ConfigException(f"Invalid value {raw} for configuration {key}: unknown character set", key) from None
 
-
-def b64encode(data: bytes | bytearray | memoryview) -> str:
-    return binascii.b2a_base64(data, newline=False).decode("ascii")

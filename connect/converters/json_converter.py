@@ -22,8 +22,7 @@ from headwater.connect.api.converters import Converter, HeaderConverter, SchemaA
 from headwater.connect.api.data import Field, Schema, SchemaType, Struct
 from headwater.connect.api.errors import ConfigException, DataException
 
-from ._common import b64encode, config_bool, config_int
-from .logical import (
+from ..api.logical import (
     DATE_NAME,
     DECIMAL_NAME,
     TIME_NAME,
@@ -39,6 +38,8 @@ from .logical import (
     time_to_millis,
     timestamp_to_millis,
 )
+from ..api.values import b64encode
+from ._common import config_bool, config_int
 
 __all__ = ["JsonConverter", "ENVELOPE_ERROR"]
 

@@ -9,7 +9,7 @@ from headwater.connect.api.converters import HeaderConverter, SchemaAndValue
 from headwater.connect.api.data import BYTES_SCHEMA, Schema
 from headwater.connect.api.errors import DataException
 
-from .values import convert_to_string, parse_string
+from ..api.values import convert_to_string, parse_string
 
 __all__ = ["SimpleHeaderConverter"]
 

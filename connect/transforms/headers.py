@@ -16,7 +16,7 @@ from ..api.data import (
 from ..api.errors import ConfigException, DataException
 from ..api.records import Header
 from ..api.transforms import Transformation, TransformConfig
-from ..converters.values import parse_string
+from ..api.values import parse_string
 from .util import (
     KeySide,
     NonEmptyCsvList,

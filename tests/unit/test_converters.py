@@ -36,6 +36,14 @@ from headwater.connect.api.data import (
 )
 from headwater.connect.api.errors import ConfigException, DataException
 from headwater.connect.api.hookspecs import HeadwaterSpec
+from headwater.connect.api.logical import (
+    DATE_SCHEMA,
+    TIME_SCHEMA,
+    TIMESTAMP_SCHEMA,
+    decimal_from_bytes,
+    decimal_schema,
+    decimal_to_bytes,
+)
 from headwater.connect.converters import (
     CONVERTERS,
     ByteArrayConverter,
@@ -44,14 +52,6 @@ from headwater.connect.converters import (
     StringConverter,
 )
 from headwater.connect.converters.json_converter import ENVELOPE_ERROR
-from headwater.connect.converters.logical import (
-    DATE_SCHEMA,
-    TIME_SCHEMA,
-    TIMESTAMP_SCHEMA,
-    decimal_from_bytes,
-    decimal_schema,
-    decimal_to_bytes,
-)
 
 UTC = dt.UTC
 KAFKA_ENVELOPE_ERROR = (

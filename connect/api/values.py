@@ -11,6 +11,7 @@ maps (with a common element schema) - and falls back to the string itself.
 
 from __future__ import annotations
 
+import binascii
 import dataclasses
 import datetime as _dt
 import math
@@ -32,11 +33,11 @@ from headwater.connect.api.data import (
     SchemaType,
     Struct,
     array_schema,
+    java_double_str,
     map_schema,
 )
 from headwater.connect.api.errors import DataException
 
-from ._common import b64encode, java_double_str
 from .logical import (
     DATE_NAME,
     DATE_SCHEMA,
@@ -72,6 +73,11 @@ _NUMERIC_RANK = {SchemaType.INT8: 0, SchemaType.INT16: 1, SchemaType.INT32: 2, S
 _NULL = SchemaAndValue(None, None)
 _TRUE = SchemaAndValue(BOOLEAN_SCHEMA, True)
 _FALSE = SchemaAndValue(BOOLEAN_SCHEMA, False)
+
+
+def b64encode(data: bytes | bytearray | memoryview) -> str:
+    """Base64 without a newline: how Kafka Connect writes bytes as text."""
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 # -- to string --------------------------------------------------------------------------------------
