@@ -36,6 +36,7 @@ class WorkerConfig(BaseModel):
     rest_advertised_host_name: str | None = Field(None, alias="rest.advertised.host.name")
     rest_advertised_port: int | None = Field(None, alias="rest.advertised.port", ge=0, le=65535)
     task_shutdown_graceful_timeout_ms: int = Field(5000, alias="task.shutdown.graceful.timeout.ms", ge=0)
+    topic_creation_enable: bool = Field(True, alias="topic.creation.enable")
     # Distributed mode.
     group_id: str = Field("connect-cluster", alias="group.id", min_length=1)
     config_storage_topic: str = Field("connect-configs", alias="config.storage.topic", min_length=1)

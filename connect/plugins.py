@@ -1,6 +1,8 @@
-"""Plugin discovery: built-ins, the ``headwater`` entry-point group and ``plugin.path`` folders.
+"""Plugin discovery: the ``headwater`` entry-point group and ``plugin.path`` folders.
 
-Everything registers through the same pluggy hooks (``headwater.connect.api.hookspecs``).
+Everything registers through the same pluggy hooks (``headwater.connect.api.hookspecs``), and
+the built-in connectors, converters and transforms come through the same entry-point group as
+third-party plugins (``[project.entry-points.headwater]`` in pyproject.toml).
 A folder on ``plugin.path`` holds plugins, each a module file or a package directory
 (or a directory with a ``src/`` layout) whose top-level module implements the hooks.
 With watching on, a plugin dropped into such a folder appears without a restart.
@@ -34,11 +36,6 @@ __all__ = ["PluginInfo", "PluginRegistry", "UnknownPlugin"]
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "headwater"
-BUILTIN_MODULES = (
-    "headwater.connect.converters",
-    "headwater.connect.transforms",
-    "headwater.connectors.file",
-)
 
 
 class UnknownPlugin(LookupError):
@@ -85,7 +82,7 @@ _CHECKS: dict[str, type] = {"headwater_connectors": Connector, "headwater_transf
 class PluginRegistry:
     """All known plugin classes, looked up by any of their names."""
 
-    def __init__(self, plugin_path: list[str] | None = None, builtins: bool = True) -> None:
+    def __init__(self, plugin_path: list[str] | None = None) -> None:
         self.pm = pluggy.PluginManager("headwater")
         self.pm.add_hookspecs(HeadwaterSpec)
         self.plugin_path = [Path(p) for p in (plugin_path or [])]
@@ -95,13 +92,17 @@ class PluginRegistry:
         self._loaded_paths: set[Path] = set()
         self._observer: Any = None
         self.listeners: list[Callable[[], None]] = []
-        if builtins:
-            for name in BUILTIN_MODULES:
-                self._register_module(importlib.import_module(name))
         self._load_entry_points()
         self.scan_plugin_path()
 
     # -- registration -------------------------------------------------------------------------
+
+    def register(self, plugin: object, name: str) -> None:
+        """Register one object implementing the hooks (e.g. a plugin built in code, or a test's)."""
+        with self._lock:
+            if self.pm.get_plugin(name) is None:
+                self.pm.register(plugin, name=name)
+            self._rebuild()
 
     def _register_module(self, module: ModuleType) -> None:
         if self.pm.is_registered(module):

@@ -18,7 +18,6 @@ __all__ = [
     "SinkConnectorConfig",
     "SourceConnectorConfig",
     "field_errors",
-    "parse_config",
 ]
 
 
@@ -48,10 +47,6 @@ class ConnectorConfig(BaseModel):
     errors_log_include_messages: bool = Field(False, alias="errors.log.include.messages",
                                               description="Include the record in error logs.")
 
-    def extra(self) -> dict[str, Any]:
-        """Keys not declared by the model (transforms.*, predicates.*, overrides...)."""
-        return dict(self.model_extra or {})
-
     def originals(self) -> dict[str, str]:
         """The whole config as Connect's flat string map."""
         out: dict[str, str] = {}
@@ -67,8 +62,11 @@ class ConnectorConfig(BaseModel):
 
 
 class SourceConnectorConfig(ConnectorConfig):
-    topic_creation_groups: str = Field("", alias="topic.creation.groups",
-                                       description="Groups of topic-creation settings (KIP-158).")
+    topic_creation_groups: str = Field(
+        "", alias="topic.creation.groups",
+        description="Groups of topic-creation settings besides 'default' (KIP-158): topics this connector writes "
+                    "to are created with topic.creation.<group>.replication.factor, .partitions and topic configs "
+                    "of the first group whose .include regexes match (and .exclude do not).")
 
 
 class SinkConnectorConfig(ConnectorConfig):
@@ -109,7 +107,3 @@ def field_errors(exc: ValidationError, model: type[BaseModel]) -> dict[str, list
         out.setdefault(key, []).append(msg)
     return out
 
-
-def parse_config(model: type[BaseModel], props: dict[str, Any]) -> Any:
-    """Validate a flat string map into ``model`` (raises pydantic's ValidationError)."""
-    return model.model_validate(props)

@@ -73,9 +73,7 @@ class Connector(ABC):
 
 class SourceConnector(Connector):
     config_class: ClassVar[type[ConnectorConfig]] = SourceConnectorConfig
-    type_name: ClassVar[str] = "source"
 
 
 class SinkConnector(Connector):
     config_class: ClassVar[type[ConnectorConfig]] = SinkConnectorConfig
-    type_name: ClassVar[str] = "sink"

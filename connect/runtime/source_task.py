@@ -22,9 +22,11 @@ from .. import kafka as clients
 from ..api import RetriableException, SourceBatch, SourceRecord, SourceTask, SourceTaskContext
 from ..api.source import OffsetStorageReader, RecordMetadata
 from ..kafka.partitioner import partition_for_key
+from ..kafka.topics import create_topic
 from ..status import TaskId
 from ..storage.offsets import OffsetStore, offset_key
 from .errors import Stage
+from .topic_creation import TopicCreation
 from .worker_task import RecordTask, TaskPipeline, call
 
 __all__ = ["WorkerSourceTask"]
@@ -63,8 +65,10 @@ class WorkerSourceTask(RecordTask):
     task: SourceTask
 
     def __init__(self, task_id: TaskId, pipeline: TaskPipeline, *, offset_store: OffsetStore, flush_timeout_ms: int,
-                 **kw: Any) -> None:
+                 topic_creation: TopicCreation | None = None, **kw: Any) -> None:
         super().__init__(task_id, pipeline, **kw)
+        self.topic_creation = topic_creation
+        self._ensured_topics: set[str] = set()
         self.offset_store = offset_store
         self.flush_timeout = flush_timeout_ms / 1000
         self.producer: Any = None
@@ -116,9 +120,26 @@ class WorkerSourceTask(RecordTask):
 
     # -- sending --------------------------------------------------------------------------------
 
+    async def _ensure_topic(self, topic: str) -> None:
+        """KIP-158: create a topic this task is about to write to first, with its group's settings."""
+        if self.topic_creation is None or topic in self._ensured_topics:
+            return
+        group = self.topic_creation.group_for(topic)
+        admin = clients.admin_client(self.bootstrap)
+        await admin.start()
+        try:
+            if await create_topic(admin, topic, group.partitions, group.replication_factor, group.configs):
+                log.info("task %s created topic %s (topic.creation group %s: %d partitions, replication factor "
+                         "%d, %s)", self.id, topic, group.name, group.partitions, group.replication_factor,
+                         group.configs or "no config overrides")
+        finally:
+            await admin.close()
+        self._ensured_topics.add(topic)
+
     async def _partitions(self, topic: str) -> int:
         count = self.partition_counts.get(topic)
         if count is None:
+            await self._ensure_topic(topic)  # before the metadata request, which may auto-create it
             parts = await self.producer.partitions_for(topic)
             count = self.partition_counts[topic] = len(parts)
         return count
@@ -240,6 +261,8 @@ class WorkerSourceTask(RecordTask):
         """Send the open builders and queue the poll's offsets behind all of its batches."""
         sent: dict[tuple[str, int], asyncio.Future[Any]] = {}
         self.topics.update(topic for topic, _ in builders)
+        for topic, _ in builders:
+            await self._ensure_topic(topic)  # records with an explicit partition skip _partitions
         for (topic, partition), builder in builders.items():
             fut = await self.producer.send_batch(builder, topic, partition=partition)
             futures.append(fut)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..api import ConfigException, Connector, ConnectorContext, SinkConnector, SinkTask, SourceTask
+from ..api import ConfigException, Connector, ConnectorContext, SinkConnector, SinkTask, SourceConnector, SourceTask
 from ..api.config import field_errors
 from ..config import WorkerConfig
 from ..plugins import PluginRegistry, UnknownPlugin
@@ -24,6 +24,7 @@ from ..storage.offsets import OffsetStore
 from .errors import ErrorHandler
 from .sink_task import WorkerSinkTask
 from .source_task import WorkerSourceTask
+from .topic_creation import TopicCreation, topic_creation_errors
 from .transform_chain import build_chain
 from .worker_task import TaskPipeline, WorkerTask, call
 
@@ -65,6 +66,7 @@ class _Running:
     connector: Connector
     config: Any
     target: TargetState
+    props: dict[str, Any]
 
 
 class Worker:
@@ -108,6 +110,9 @@ class Worker:
                     (self.registry.header_converter if prefix == "header.converter" else self.registry.converter)(name)
                 except UnknownPlugin as exc:
                     errors.setdefault(prefix, []).append(f"Invalid value {name} for configuration {prefix}: {exc}")
+        if issubclass(cls, SourceConnector):
+            for key, messages in topic_creation_errors(props).items():
+                errors.setdefault(key, []).extend(messages)
         if issubclass(cls, SinkConnector):
             has_topics = bool(str(props.get("topics", "")).strip())
             has_regex = bool(str(props.get("topics.regex", "")).strip())
@@ -118,13 +123,25 @@ class Worker:
         return cls, errors
 
     def parse(self, props: dict[str, Any]) -> tuple[type[Connector], Any]:
-        cls, errors = self.validate(props)
-        if errors:
-            raise ConfigErrors(errors)
+        """The connector class and its config model, validated once for a start.
+
+        ``validate`` (every problem, for REST) ran when the config was written; a start only
+        needs the model, as Kafka's Worker builds one ConnectorConfig. Transforms and converters
+        are built once, by the task that uses them, which fails with their error.
+        """
+        cls = self.connector_class(props)
         try:
             return cls, cls.config_class.model_validate(props)
-        except ValidationError as exc:  # validate() already caught these; kept for custom validate()
+        except ValidationError as exc:
             raise ConfigErrors(field_errors(exc, cls.config_class)) from None
+
+    def _task_config(self, name: str, props: dict[str, Any]) -> Any:
+        """The connector's validated config for one of its tasks: the running connector's, when it
+        runs here with the same properties, else parsed once."""
+        running = self.connectors.get(name)
+        if running is not None and running.props == props:
+            return running.config
+        return self.parse(props)[1]
 
     # -- connectors -------------------------------------------------------------------------------
 
@@ -136,7 +153,7 @@ class Worker:
             cls, config = self.parse(props)
             connector = cls()
             connector.initialize(_Context(self, name, asyncio.get_running_loop()))
-            self.connectors[name] = _Running(connector, config, target)
+            self.connectors[name] = _Running(connector, config, target, dict(props))
             if target == TargetState.STOPPED:
                 self.on_status(name, None, State.STOPPED, None)
                 return True
@@ -217,7 +234,7 @@ class Worker:
     async def start_task(self, task_id: TaskId, props: dict[str, Any], task_props: dict[str, str],
                          target: TargetState) -> bool:
         try:
-            cls, config = self.parse(props)
+            config = self._task_config(task_id.connector, props)
             task_cls = self._task_class(task_props, task_id.connector)
             task = task_cls()
             converters = (self._converter(props, "key.converter", True),
@@ -232,8 +249,10 @@ class Worker:
             status: dict[str, Any] = dict(target_state=target, on_status=self._task_status)
             worker_task: WorkerTask
             if isinstance(task, SourceTask):
+                creation = TopicCreation.from_config(props, self.config.topic_creation_enable)
                 worker_task = WorkerSourceTask(task_id, pipeline, offset_store=self.offsets,
-                                               flush_timeout_ms=self.config.offset_flush_timeout_ms, **status)
+                                               flush_timeout_ms=self.config.offset_flush_timeout_ms,
+                                               topic_creation=creation, **status)
             elif isinstance(task, SinkTask):
                 consumer_overrides = {**self.config.prefixed("consumer."), **_prefixed(props, "consumer.override.")}
                 worker_task = WorkerSinkTask(task_id, pipeline, consumer_overrides=consumer_overrides,

@@ -12,10 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from aiokafka import TopicPartition
-from aiokafka.admin import NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
 
 from .. import kafka as clients
+from ..kafka.topics import TopicCreationFailed, create_topic, topic_config
 
 __all__ = ["InternalTopicError", "KafkaBasedLog", "TopicNotCompacted", "ensure_compacted_topic"]
 
@@ -38,22 +37,12 @@ async def ensure_compacted_topic(bootstrap: str, topic: str, partitions: int, re
     admin = clients.admin_client(bootstrap)
     await admin.start()
     try:
-        if replication_factor < 1:
-            # -1 means "the broker's default" (KIP-464); aiokafka cannot send it, so use what Kafka would
-            # pick on a small cluster: 3, or fewer when fewer brokers exist.
-            cluster = await admin.describe_cluster()
-            replication_factor = max(1, min(3, len(cluster.get("brokers", [])) or 1))
-        response = await admin.create_topics([NewTopic(topic, partitions, replication_factor,
-                                                       topic_configs={"cleanup.policy": "compact"})])
-        for entry in response.topic_errors:
-            code, message = entry[1], (entry[2] if len(entry) > 2 else None)
-            if code == 0:
+        try:
+            if await create_topic(admin, topic, partitions, replication_factor, {"cleanup.policy": "compact"}):
                 log.info("created %s topic %s (%d partitions, compacted)", purpose, topic, partitions)
-            elif code != TopicAlreadyExistsError.errno:
-                raise InternalTopicError(
-                    f"Could not create topic '{topic}' (the '{config_key}' property) for {purpose}: error {code}"
-                    f"{': ' + message if message else ''}")
-        policy = await _cleanup_policy(admin, topic)
+        except TopicCreationFailed as exc:
+            raise InternalTopicError(f"{exc} (the '{config_key}' property) for {purpose}") from None
+        policy = await topic_config(admin, topic, "cleanup.policy")
         if policy is not None and "compact" not in policy.split(","):
             raise TopicNotCompacted(
                 f"Topic '{topic}' supplied via the '{config_key}' property is required to have "
@@ -64,22 +53,6 @@ async def ensure_compacted_topic(bootstrap: str, topic: str, partitions: int, re
                 f"'cleanup.policy=compact'.")
     finally:
         await admin.close()
-
-
-async def _cleanup_policy(admin: Any, topic: str) -> str | None:
-    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-
-    try:
-        result = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-    except Exception:  # a broker that cannot describe configs: nothing to check against
-        log.warning("could not read the cleanup.policy of %s", topic, exc_info=True)
-        return None
-    for response in result:
-        for resource in response.resources:
-            for entry in resource[4]:
-                if entry[0] == "cleanup.policy":
-                    return entry[1]
-    return None
 
 
 class KafkaBasedLog:

@@ -366,3 +366,55 @@ def test_plugin_hot_loaded_from_plugin_path(tmp_path: Path) -> None:
         assert len(got) == 500
         assert [m.key for m in got] == [str(i).encode() for i in range(500)]
         assert (got[0].value or b"").startswith(b"{seq=0, task=0, ts=")
+
+
+# -- topic creation for source connectors (KIP-158) ------------------------------------------------------
+
+
+def _topic_layout(bootstrap: str, topic: str) -> tuple[int, str, int]:
+    """(partitions, retention.ms, records over all partitions) of ``topic``."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = admin.list_topics(timeout=10).topics  # all topics: asking for this one would auto-create it
+    if topic not in topics:
+        return 0, "", 0
+    partitions = len(topics[topic].partitions)
+    (future,) = admin.describe_configs([ConfigResource("topic", topic)]).values()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("tc-watermarks")})
+    try:
+        records = sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                      for p in range(partitions))
+    finally:
+        consumer.close()
+    return partitions, future.result(10)["retention.ms"].value, records
+
+
+def test_source_topics_are_created_by_their_topic_creation_group(connect: ConnectProcess, tmp_path: Path) -> None:
+    """The first group whose include matches (and exclude does not) gives partitions and configs; the
+    default group takes the rest. Topics are created before the first record, not auto-created."""
+    short, plain = unique("tc-short"), unique("tc-plain")
+    creation = {"topic.creation.groups": "short", "topic.creation.default.replication.factor": "-1",
+                "topic.creation.default.partitions": "3", "topic.creation.short.include": "tc-short-.*",
+                "topic.creation.short.partitions": "2", "topic.creation.short.retention.ms": "3600000"}
+    for name, topic in (("tc-a", short), ("tc-b", plain)):
+        path = tmp_path / f"{name}.txt"
+        path.write_text("k:one\nk:two\n")
+        connect.create(name, source_config(path, topic, **creation))
+    for topic in (short, plain):
+        wait_for(lambda topic=topic: _topic_layout(connect.bootstrap, topic)[2] == 2, 30, 0.2, f"2 records in {topic}")
+    assert _topic_layout(connect.bootstrap, short) == (2, "3600000", 2)
+    assert _topic_layout(connect.bootstrap, plain) == (3, "604800000", 2)  # retention: the broker's default
+
+
+def test_invalid_topic_creation_settings_name_the_key(connect: ConnectProcess, tmp_path: Path) -> None:
+    path = tmp_path / "x.txt"
+    path.write_text("")
+    missing = connect.call("POST", "/connectors", {"name": "tc-bad", "config": source_config(
+        path, "t", **{"topic.creation.default.partitions": "3"})})
+    assert missing.status == 400 and "topic.creation.default.replication.factor" in missing.json["message"]
+    zero = connect.call("POST", "/connectors", {"name": "tc-bad", "config": source_config(
+        path, "t", **{"topic.creation.default.partitions": "0", "topic.creation.default.replication.factor": "1"})})
+    assert zero.status == 400 and "topic.creation.default.partitions" in zero.json["message"]
+    assert "tc-bad" not in connect.connector_names()
