@@ -120,7 +120,8 @@ class Cluster:
         saved = json.loads(path.read_text())
         for name, meta in saved.get("topics", {}).items():
             config = self.defaults.with_overrides(meta.get("config", {}))
-            topic = Topic(name, uuid.UUID(meta["id"]), dict(meta.get("config", {})), config, internal=meta.get("internal", False))
+            topic = Topic(name, uuid.UUID(meta["id"]), dict(meta.get("config", {})), config,
+                          internal=meta.get("internal", False))
             for p in range(meta["partitions"]):
                 self._open_partition(topic, p)
             self._register(topic)
@@ -186,14 +187,16 @@ class Cluster:
         except ConfigError as exc:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
-    def check_new_topic(self, name: str, num_partitions: int, replication_factor: int, overrides: dict[str, str]) -> TopicConfig:
+    def check_new_topic(self, name: str, num_partitions: int, replication_factor: int,
+                        overrides: dict[str, str]) -> TopicConfig:
         validate_topic_name(name)
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
         if num_partitions <= 0:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be larger than 0 (got {num_partitions}).")
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Number of partitions must be larger than 0 (got {num_partitions}).")
         if replication_factor not in (-1, 1):
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -202,7 +205,8 @@ class Cluster:
         return self.topic_config(overrides)
 
     def create_topic(
-        self, name: str, num_partitions: int = -1, replication_factor: int = -1, overrides: dict[str, str] | None = None,
+        self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+        overrides: dict[str, str] | None = None,
         internal: bool = False,
     ) -> Topic:
         overrides = dict(overrides or {})

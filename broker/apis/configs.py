@@ -53,7 +53,8 @@ def describe_broker(cluster: Cluster, name: str, keys: list[str] | None) -> list
         if keys and key not in keys:
             continue
         value = raw[key]
-        out.append({"name": key, "value": None if value is None else (str(value).lower() if isinstance(value, bool) else str(value)),
+        text = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+        out.append({"name": key, "value": text,
                     "read_only": True, "config_source": STATIC_BROKER_CONFIG if attr in explicit else DEFAULT_CONFIG,
                     "is_default": attr not in explicit, "is_sensitive": False, "synonyms": [],
                     "config_type": _config_type(value, key), "documentation": None})
@@ -62,7 +63,8 @@ def describe_broker(cluster: Cluster, name: str, keys: list[str] | None) -> list
 
 def check_topic_resource(cluster: Cluster, resource_type: int, name: str) -> None:
     if resource_type != TOPIC:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"altering resource type {resource_type} is not supported; only topics")
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"altering resource type {resource_type} is not supported; only topics")
     cluster.get_topic(name)
 
 

@@ -108,7 +108,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
         partitions = []
         for pdata in topic.partition_data:
             if acks not in (-1, 0, 1):
-                partitions.append({"index": pdata.index, "error_code": ErrorCode.INVALID_REQUIRED_ACKS, "base_offset": -1})
+                partitions.append({"index": pdata.index, "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
+                                   "base_offset": -1})
                 continue
             entry, end = _append(ctx, topic.name, pdata.index, pdata.records)
             partitions.append(entry)

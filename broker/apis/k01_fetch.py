@@ -63,7 +63,8 @@ def _read_all(ctx: RequestContext, req: Any, max_bytes: int) -> tuple[list[dict[
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     session_id = getattr(req, "session_id", 0) or 0
     if session_id != 0:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
+                "responses": []}
     max_bytes = req.max_bytes if ctx.version >= 3 else 2**31 - 1
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     while True:

@@ -22,11 +22,13 @@ def _create(ctx: RequestContext, t: Any, validate_only: bool) -> None:
     partitions, replication = t.num_partitions, t.replication_factor
     if t.assignments:
         if partitions != -1 or replication != -1:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments were set.")
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "Both numPartitions or replicationFactor and replicasAssignments were set.")
         for a in t.assignments:
             if list(a.broker_ids) != [cluster.node_id]:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"partition {a.partition_index} assigned to brokers {list(a.broker_ids)}; only {cluster.node_id} exists")
+                                 f"partition {a.partition_index} assigned to brokers {list(a.broker_ids)}; "
+                                 f"only {cluster.node_id} exists")
         if sorted(a.partition_index for a in t.assignments) != list(range(len(t.assignments))):
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered from 0 without gaps")
         partitions, replication = len(t.assignments), 1
@@ -45,7 +47,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             if t.name in seen:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Create topics request from client contains a duplicate topic {t.name}")
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Create topics request from client contains a duplicate topic {t.name}")
             seen.add(t.name)
             _create(ctx, t, validate_only)
         except KafkaError as exc:

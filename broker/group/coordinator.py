@@ -129,7 +129,8 @@ class GroupCoordinator:
         p = self.partition_for(group_id)
         plog = self.cluster.partition(OFFSETS_TOPIC, p)
         now = int(time.time() * 1000)
-        batch = bytearray(build_batch([Record(offset=i, timestamp=now, key=k, value=v) for i, (k, v) in enumerate(records)]))
+        batch = bytearray(build_batch([Record(offset=i, timestamp=now, key=k, value=v)
+                                       for i, (k, v) in enumerate(records)]))
         plog.append(batch, parse_header(batch))
 
     def _persist_group(self, group: Group) -> None:
@@ -157,7 +158,8 @@ class GroupCoordinator:
         protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
         if not group_id:
             return _join_error(ErrorCode.INVALID_GROUP_ID, member_id)
-        if not self.config.group_min_session_timeout_ms <= req.session_timeout_ms <= self.config.group_max_session_timeout_ms:
+        config = self.config
+        if not config.group_min_session_timeout_ms <= req.session_timeout_ms <= config.group_max_session_timeout_ms:
             return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         group = self.groups.get(group_id)
         if group is None:
@@ -481,7 +483,8 @@ class GroupCoordinator:
         self._append(group_id, [(encode_offset_key(group_id, t, p), encode_offset_value(o))
                                 for (t, p), o in offsets.items()])
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+    def fetch_offsets(self, group_id: str,
+                      partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetAndMetadata | None]:
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None else {}
         if partitions is None:
@@ -509,7 +512,8 @@ class GroupCoordinator:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group.state != GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP
-        records: list[tuple[bytes, bytes | None]] = [(encode_offset_key(group_id, t, p), None) for t, p in group.offsets]
+        records: list[tuple[bytes, bytes | None]] = [(encode_offset_key(group_id, t, p), None)
+                                                     for t, p in group.offsets]
         records.append((encode_group_key(group_id), None))
         self._append(group_id, records)
         group.transition(GroupState.DEAD)

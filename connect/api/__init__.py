@@ -42,6 +42,7 @@ __all__ = [
     "Converter", "DataException", "Field", "Header", "HeaderConverter", "OffsetStorageReader", "Predicate",
     "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder", "SchemaType",
     "SinkBatch", "SinkConnector", "SinkConnectorConfig", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",
-    "SourceBatch", "SourceConnectorConfig", "SourceRecord", "SourceTask", "SourceTaskContext", "Struct", "TopicPartition",
+    "SourceBatch", "SourceConnectorConfig", "SourceRecord", "SourceTask", "SourceTaskContext", "Struct",
+    "TopicPartition",
     "TransformConfig", "Transformation", "hookimpl",
 ]

@@ -32,7 +32,8 @@ class DistributedHerder(Herder):
     def __init__(self, config: WorkerConfig, registry: PluginRegistry, worker_id: str, rest_url: str) -> None:
         bootstrap = config.bootstrap_servers
         client = f"connect-{worker_id}"
-        super().__init__(config, registry, KafkaOffsetStore(bootstrap, config.offset_storage_topic, f"{client}-offsets"),
+        super().__init__(config, registry,
+                         KafkaOffsetStore(bootstrap, config.offset_storage_topic, f"{client}-offsets"),
                          worker_id)
         self.rest_url = rest_url.rstrip("/")
         self.config_store = KafkaConfigStore(bootstrap, config.config_storage_topic, f"{client}-configs",
@@ -43,7 +44,8 @@ class DistributedHerder(Herder):
         self.statuses = self.status_store.statuses
         self.assignor = IncrementalAssignor(config.scheduled_rebalance_max_delay_ms)
         protocols = ["default"] if config.connect_protocol == "eager" else (
-            ["sessioned", "compatible", "default"] if config.connect_protocol == "sessioned" else ["compatible", "default"])
+            ["sessioned", "compatible", "default"] if config.connect_protocol == "sessioned"
+            else ["compatible", "default"])
         self.membership = GroupMembership(
             bootstrap, config.group_id, client, config.session_timeout_ms, config.rebalance_timeout_ms,
             config.heartbeat_interval_ms, protocols, self._metadata, self._assign, self._on_assignment)

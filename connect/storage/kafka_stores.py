@@ -83,7 +83,8 @@ class KafkaConfigStore:
         self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id)
         self.snapshot = ConfigSnapshot()
         self._pending_tasks: dict[str, dict[int, dict[str, str]]] = {}
-        self.on_change = on_change  # (kind, name): connector/tasks/target/restart/removed, or logger (name: a namespace)
+        # (kind, name): kind connector/tasks/target/restart/removed, or logger (the name is then a namespace)
+        self.on_change = on_change
         self.restart_requests: dict[str, dict[str, bool]] = {}
         self.logger_levels: dict[str, str] = {}  # namespace -> level, from logger-cluster-<namespace>
 

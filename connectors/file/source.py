@@ -36,7 +36,8 @@ IDLE_WAIT = 1.0
 
 
 class FileStreamSourceConfig(SourceConnectorConfig):
-    file: str = Field("", alias="file", description="Source filename. If not specified, the standard input will be used")
+    file: str = Field("", alias="file",
+                      description="Source filename. If not specified, the standard input will be used")
     topic: str = Field(alias="topic", min_length=1, description="The topic to publish data to")
     batch_size: int = Field(2000, alias="batch.size", ge=1,
                             description="The maximum number of records the source task can read from the file each "

@@ -35,7 +35,8 @@ pytestmark = pytest.mark.timeout(150)
 REPO = Path(__file__).resolve().parents[2]
 
 
-connect = module_connect("connect-pipeline")  # shared by the tests that neither restart it nor need their own plugin.path
+# shared by the tests that neither restart it nor need their own plugin.path
+connect = module_connect("connect-pipeline")
 
 
 def read_lines(path: Path) -> list[str]:

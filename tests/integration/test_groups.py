@@ -543,7 +543,8 @@ def check_committed(port: int, bootstrap: str, topic: str, groups: dict[str, str
         assert committed_by_client(client, bootstrap, topic, group, parts) == want, f"{client}: committed()"
 
 
-def consume_from_group(client: str, bootstrap: str, topic: str, group: str, expected: int) -> list[tuple[int, int, bytes]]:
+def consume_from_group(client: str, bootstrap: str, topic: str, group: str,
+                       expected: int) -> list[tuple[int, int, bytes]]:
     """Join ``group`` and consume until ``expected`` records, then 1 s more to catch extras."""
     got: list[tuple[int, int, bytes]] = []
     if client == "confluent":
@@ -739,7 +740,8 @@ def test_static_membership_raw(gbroker: BrokerProcess) -> None:
         assert c2.call(hb_req(group, 1, j2.member_id, instance_id="i-1"), HeartbeatResponse).error_code == NONE
         # a static member leaves by instance id
         LG = LeaveGroupRequest.MemberIdentity
-        lv = c2.call(LeaveGroupRequest[3](group_id=group, members=[LG(member_id=j2.member_id, group_instance_id="i-1")]),
+        leaving = [LG(member_id=j2.member_id, group_instance_id="i-1")]
+        lv = c2.call(LeaveGroupRequest[3](group_id=group, members=leaving),
                      LeaveGroupResponse)
         assert lv.error_code == NONE and [m.error_code for m in lv.members] == [NONE]
         assert describe_raw(c2, group).group_state == "Empty"

@@ -233,7 +233,8 @@ def test_null_handling(conv):
 def test_default_values_in_schema_and_payload():
     schema = Schema(SchemaType.INT32, optional=True, default=42)
     struct_schema = SchemaBuilder.struct().field("n", schema).build()
-    schema_json = '{"type":"struct","fields":[{"type":"int32","optional":true,"default":42,"field":"n"}],"optional":false}'
+    schema_json = ('{"type":"struct","fields":[{"type":"int32","optional":true,"default":42,"field":"n"}],'
+                   '"optional":false}')
     conv = json_converter()
     assert conv.from_connect_data("t", schema, None) == envelope('{"type":"int32","optional":true,"default":42}', "42")
     data = conv.from_connect_data("t", struct_schema, Struct(struct_schema))
