@@ -36,6 +36,10 @@ __all__ = ["PluginInfo", "PluginRegistry", "UnknownPlugin"]
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "headwater"
+#: The distribution whose entry points are the built-in plugins.
+DISTRIBUTION = "headwater"
+#: The hooks of the contract, read from the spec so a new hook needs no edit here.
+HOOKS = tuple(name for name in vars(HeadwaterSpec) if name.startswith("headwater_"))
 
 
 class UnknownPlugin(LookupError):
@@ -110,7 +114,12 @@ class PluginRegistry:
         self.pm.register(module, name=module.__name__)
 
     def _load_entry_points(self) -> None:
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        # Headwater's own entry points first, whatever order the environment lists distributions
+        # in: pluggy answers the last registered plugin first, so a plugin's class keeps winning a
+        # name it shares with a built-in, as when the built-ins were registered before any plugin.
+        entry_points = sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
+                              key=lambda ep: ep.dist is None or ep.dist.name != DISTRIBUTION)
+        for ep in entry_points:
             try:
                 self._register_module(ep.load())
             except Exception:
@@ -158,15 +167,14 @@ class PluginRegistry:
             except Exception:
                 log.exception("plugin %s could not be imported", entry)
                 continue
-            if any(hasattr(module, hook) for hook in ("headwater_connectors", "headwater_converters",
-                                                      "headwater_transforms", "headwater_predicates")):
+            if any(hasattr(module, hook) for hook in HOOKS):
                 self._register_module(module)
                 return module
         return None
 
     def _rebuild(self) -> None:
         infos: list[PluginInfo] = []
-        for hook in ("headwater_connectors", "headwater_converters", "headwater_transforms", "headwater_predicates"):
+        for hook in HOOKS:
             for result in getattr(self.pm.hook, hook)():
                 for cls in result or []:
                     base = _CHECKS.get(hook)
@@ -190,7 +198,7 @@ class PluginRegistry:
             return [i for i in self._infos if kinds is None or i.kind in kinds]
 
     def connector(self, name: str) -> type[Connector]:
-        return self._find("connector", name)  # type: ignore[return-value]
+        return self._find("connector", name)
 
     def converter(self, name: str) -> type:
         return self._find("converter", name)
@@ -199,10 +207,10 @@ class PluginRegistry:
         return self._find("header_converter", name)
 
     def transformation(self, name: str) -> type[Transformation]:
-        return self._find("transformation", name)  # type: ignore[return-value]
+        return self._find("transformation", name)
 
     def predicate(self, name: str) -> type[Predicate]:
-        return self._find("predicate", name)  # type: ignore[return-value]
+        return self._find("predicate", name)
 
     def _find(self, group: str, name: str) -> type:
         with self._lock:

@@ -206,9 +206,9 @@ def java_double_str(x: float) -> str:
     r = repr(x)
     if 1e-3 <= abs(x) < 1e7:
         return r  # Python's repr uses the same shortest digits and the same ".0" for integral values
-    sign, digits, exponent = Decimal(r).as_tuple()
-    digits = list(digits)
-    exp10 = len(digits) - 1 + exponent
+    sign, digit_tuple, exponent = Decimal(r).as_tuple()
+    digits = list(digit_tuple)
+    exp10 = len(digits) - 1 + int(exponent)  # finite here: NaN and infinities returned above
     while len(digits) > 1 and digits[-1] == 0:
         digits.pop()
     mantissa = f"{digits[0]}." + ("".join(map(str, digits[1:])) or "0")

@@ -19,15 +19,19 @@ class HeadwaterSpec:
     @hookspec
     def headwater_connectors(self) -> list[type]:
         """Connector classes (subclasses of SourceConnector or SinkConnector)."""
+        raise NotImplementedError  # a specification: plugins implement it
 
     @hookspec
     def headwater_converters(self) -> list[type]:
         """Converter and HeaderConverter classes."""
+        raise NotImplementedError  # a specification: plugins implement it
 
     @hookspec
     def headwater_transforms(self) -> list[type]:
         """Transformation classes."""
+        raise NotImplementedError  # a specification: plugins implement it
 
     @hookspec
     def headwater_predicates(self) -> list[type]:
         """Predicate classes."""
+        raise NotImplementedError  # a specification: plugins implement it

@@ -71,7 +71,8 @@ def _rescale(value: Any, scale: int) -> int:
         raise DataException(f"Invalid value for Decimal: {value}")
     sign, digits, exponent = value.as_tuple()
     unscaled = int("".join(map(str, digits))) if digits else 0
-    shift = exponent + scale  # exponent == -scale when the value already has the schema's scale
+    # finite (checked above), so the exponent is an int; it equals -scale when the value has the schema's scale
+    shift = int(exponent) + scale
     if shift >= 0:
         unscaled *= 10 ** shift
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable
 from typing import Any
 
 from .batch import SinkBatch
@@ -52,20 +53,20 @@ class SinkTask(ABC):
         self.context = context
 
     @abstractmethod
-    def start(self, config: dict[str, str]) -> None:
+    def start(self, config: dict[str, str]) -> None | Awaitable[None]:
         """Start with this task's config map."""
 
     @abstractmethod
-    def put(self, records: list[SinkRecord]) -> None:
+    def put(self, records: list[SinkRecord]) -> None | Awaitable[None]:
         """Write (or buffer) records; raise RetriableException to have them redelivered."""
 
-    def put_batch(self, batch: SinkBatch) -> None:
+    def put_batch(self, batch: SinkBatch) -> None | Awaitable[None]:
         """Optional fast path: ``put`` for consecutive records of one partition as columns.
         The worker calls it instead of ``put`` when the connector has no transforms (see
         ``headwater.connect.api.batch``); same rules as ``put``."""
         raise NotImplementedError
 
-    def flush(self, offsets: dict[TopicPartition, int]) -> None:  # noqa: B027 - optional hook
+    def flush(self, offsets: dict[TopicPartition, int]) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """Make everything ``put`` so far durable."""
 
     def pre_commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int] | Any:
@@ -75,13 +76,13 @@ class SinkTask(ABC):
             return _after(result, offsets)
         return offsets
 
-    def open(self, partitions: list[TopicPartition]) -> None:  # noqa: B027 - optional hook
+    def open(self, partitions: list[TopicPartition]) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """These partitions were assigned to the task."""
 
-    def close(self, partitions: list[TopicPartition]) -> None:  # noqa: B027 - optional hook
+    def close(self, partitions: list[TopicPartition]) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """These partitions are being taken away (flush their data first)."""
 
-    def stop(self) -> None:  # noqa: B027 - optional hook
+    def stop(self) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """Release resources."""
 
 

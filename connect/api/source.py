@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable
 from typing import Any
 
 from .batch import SourceBatch
@@ -50,23 +51,23 @@ class SourceTask(ABC):
         self.context = context
 
     @abstractmethod
-    def start(self, config: dict[str, str]) -> None:
+    def start(self, config: dict[str, str]) -> None | Awaitable[None]:
         """Start with this task's config map (from the connector's ``task_configs``)."""
 
     @abstractmethod
-    def poll(self) -> list[SourceRecord] | None:
+    def poll(self) -> list[SourceRecord] | None | Awaitable[list[SourceRecord] | None]:
         """Records read since the last call; may be a coroutine function."""
 
-    def poll_batch(self) -> SourceBatch | None:
+    def poll_batch(self) -> SourceBatch | None | Awaitable[SourceBatch | None]:
         """Optional fast path: the next records as one SourceBatch, or None when idle. The
         worker calls it instead of ``poll`` when nothing needs record objects (see
         ``headwater.connect.api.batch``); it must return what ``poll`` would have."""
         raise NotImplementedError
 
-    def stop(self) -> None:  # noqa: B027 - optional hook
+    def stop(self) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """Stop: may be called while ``poll`` is waiting."""
 
-    def commit(self) -> None:  # noqa: B027 - optional hook
+    def commit(self) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """Offsets up to the last acknowledged records were committed."""
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:  # noqa: B027

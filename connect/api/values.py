@@ -388,7 +388,7 @@ def _common_schema(previous: Schema | None, latest: SchemaAndValue | None) -> Sc
     if latest is None:
         return previous
     new = latest.schema
-    if previous is None:
+    if previous is None or new is None:
         return new
     if previous.type is not new.type:
         a, b = _NUMERIC_RANK.get(previous.type), _NUMERIC_RANK.get(new.type)
@@ -445,7 +445,7 @@ def _parse_number(token: str) -> SchemaAndValue | None:
         for schema, lo, hi in _INTEGER_SCHEMAS:
             if lo <= integer <= hi:
                 return SchemaAndValue(schema, integer)
-    scale = -number.as_tuple().exponent
+    scale = -int(number.as_tuple().exponent)  # finite: the pattern lets only numbers through
     as_float = float(number)
     if scale != 0:
         if abs(as_float) < _FLOAT32_OVERFLOW:

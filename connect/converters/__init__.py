@@ -12,7 +12,7 @@ Logical types (Decimal, Date, Time, Timestamp) live in :mod:`.logical`.
 from headwater.connect.api.hookspecs import hookimpl
 
 from .bytearray_converter import ByteArrayConverter
-from .json_converter import JsonConverter
+from .json import JsonConverter
 from .simple_header import SimpleHeaderConverter
 from .string_converter import StringConverter
 

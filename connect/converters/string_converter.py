@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from headwater.connect.api.converters import Converter, HeaderConverter, SchemaAndValue
 from headwater.connect.api.data import OPTIONAL_STRING_SCHEMA, Schema
@@ -51,9 +51,11 @@ class StringConverter(Converter, HeaderConverter):
         if datas.count(None) == len(datas):  # all null (keyless records): nothing to decode
             return SchemaAndValue(OPTIONAL_STRING_SCHEMA, datas)
         try:
+            # Tried as if none were null (the common case); a null raises AttributeError, handled below.
+            present = cast("list[bytes]", datas)
             if encoding == "utf-8":
-                return SchemaAndValue(OPTIONAL_STRING_SCHEMA, [d.decode() for d in datas])
-            return SchemaAndValue(OPTIONAL_STRING_SCHEMA, [d.decode(encoding, "replace") for d in datas])
+                return SchemaAndValue(OPTIONAL_STRING_SCHEMA, [d.decode() for d in present])
+            return SchemaAndValue(OPTIONAL_STRING_SCHEMA, [d.decode(encoding, "replace") for d in present])
         except (AttributeError, UnicodeDecodeError):  # nulls or invalid bytes among them
             return SchemaAndValue(OPTIONAL_STRING_SCHEMA,
                                   [None if d is None else d.decode(encoding, "replace") for d in datas])

@@ -209,8 +209,8 @@ class DistributedHerder(Herder):
                 for t in changed:
                     self._running_task_configs.pop(t, None)
                 if self.assignment is not None:
-                    for c, t in self.assignment.tasks():
-                        tid = TaskId(c, t)
+                    for c, number in self.assignment.tasks():
+                        tid = TaskId(c, number)
                         if c == name and tid not in self.worker.tasks:
                             await self._start_task(tid)
             self.membership.request_rejoin()

@@ -160,17 +160,19 @@ class WorkerSourceTask(RecordTask):
             source_partition = original.source_partition
             if source_partition:
                 by_partition[id(source_partition)] = (source_partition, original.source_offset)
-            record: SourceRecord | None = original
+            record = original
             if chain is not None:
+                transformed: SourceRecord | None
                 try:
-                    record = chain.apply(original)
+                    transformed = chain.apply(original)
                 except Exception as exc:
                     await self.errors.recover(Stage.TRANSFORMATION, chain, exc, record=original)
-                    record = None
-                if record is None:
+                    transformed = None
+                if transformed is None:
                     if wants_commit_record:
                         tracked.append((original, -1, None))
                     continue
+                record = transformed
             topic = record.topic
             try:
                 key = key_of(topic, record.key_schema, record.key)
@@ -273,16 +275,16 @@ class WorkerSourceTask(RecordTask):
 
     async def commit_offsets(self) -> None:
         """Store the offsets of every fully acknowledged poll, in order, then tell the task."""
-        committable: dict[str, dict[str, Any]] = {}
+        committable: dict[str, dict[str, Any] | None] = {}
         while self.outstanding and all(f.done() for f in self.outstanding[0].futures):
             entry = self.outstanding.popleft()
             for fut in entry.futures:
                 fut.result()  # a failed send fails the task: its offsets must not be stored
             committable.update(entry.offsets)
-            for record, partition, fut in entry.records:
+            for record, partition, acked in entry.records:
                 meta = None
-                if fut is not None:
-                    md = fut.result()
+                if acked is not None:
+                    md = acked.result()
                     meta = RecordMetadata(record.topic, partition, getattr(md, "offset", -1), record.timestamp)
                 await call(self.task.commit_record, record, meta)
         if not committable:

@@ -292,7 +292,8 @@ class Cast(SideTransformation):
             mapping = require_map(value, self.PURPOSE)
             updated = dict(mapping)
             for name, target in self.casts.items():
-                updated[name] = cast_value(None, mapping.get(name), target)  # type: ignore[index]
+                if name is not None:  # None (the whole value) was handled above
+                    updated[name] = cast_value(None, mapping.get(name), target)
             return self.new_record(record, None, updated)
         if self.whole is not None:
             updated_schema = self.cache.get(schema, self._updated_schema)
@@ -301,9 +302,9 @@ class Cast(SideTransformation):
         updated_schema = self.cache.get(schema, self._updated_schema)
         values = struct_values(struct, self.config.replace_null_with_default)
         for f in struct.schema.fields:
-            target = self.casts.get(f.name)
-            if target is not None:
-                values[f.name] = cast_value(f.schema, values[f.name], target)
+            field_target = self.casts.get(f.name)
+            if field_target is not None:
+                values[f.name] = cast_value(f.schema, values[f.name], field_target)
         return self.new_record(record, updated_schema, Struct(updated_schema, values))
 
     def _updated_schema(self, schema: Schema) -> Schema:

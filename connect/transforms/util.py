@@ -222,7 +222,8 @@ def copy_schema_basics(source: Schema, type_: SchemaType | None = None, **change
 
 def struct_schema(basics: Schema | None, fields: list[tuple[str, Schema]], **changes: Any) -> Schema:
     """A struct schema with these fields, copying ``basics``' name/version/doc/parameters."""
-    kw = copy_schema_basics(basics, SchemaType.STRUCT) if basics is not None else {"type": SchemaType.STRUCT}
+    kw: dict[str, Any] = (copy_schema_basics(basics, SchemaType.STRUCT) if basics is not None
+                          else {"type": SchemaType.STRUCT})
     kw.update(changes)
     kw["fields"] = tuple(Field(name, i, schema) for i, (name, schema) in enumerate(fields))
     return Schema(**kw)

@@ -51,7 +51,7 @@ from headwater.connect.converters import (
     SimpleHeaderConverter,
     StringConverter,
 )
-from headwater.connect.converters.json_converter import ENVELOPE_ERROR
+from headwater.connect.converters.json import ENVELOPE_ERROR
 
 UTC = dt.UTC
 KAFKA_ENVELOPE_ERROR = (

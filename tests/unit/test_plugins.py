@@ -1,12 +1,18 @@
-"""Built-in plugins come through the ``headwater`` entry-point group, as third-party ones do,
-and a connector start validates its config once and builds its transform chain once."""
+"""Built-in plugins come through the ``headwater`` entry-point group, as third-party ones do (and
+``GET /connector-plugins`` answers as before), ``plugin.path`` still loads plugins, and a connector
+start validates its config once and builds its transform chain once."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-from typing import Any, ClassVar
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any, ClassVar, cast
 
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
 from pydantic import model_validator
 
 from headwater.connect.api import (
@@ -18,7 +24,9 @@ from headwater.connect.api import (
     hookimpl,
 )
 from headwater.connect.config import WorkerConfig
-from headwater.connect.plugins import ENTRY_POINT_GROUP, PluginRegistry
+from headwater.connect.herder.base import Herder
+from headwater.connect.plugins import ENTRY_POINT_GROUP, PluginRegistry, UnknownPlugin
+from headwater.connect.rest.app import build_app
 from headwater.connect.runtime.worker import Worker
 from headwater.connect.status import TargetState, TaskId
 from headwater.connect.storage.offsets import MemoryOffsetStore
@@ -27,23 +35,150 @@ from headwater.connect.storage.offsets import MemoryOffsetStore
 def test_builtins_are_entry_points_of_the_distribution() -> None:
     ours = {ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
             if ep.dist is not None and ep.dist.name == "headwater"}
-    assert ours == {"headwater.connectors.file", "headwater.connect.converters", "headwater.connect.transforms"}
+    assert ours == {"headwater.connectors.file", "headwater.connect.builtins"}
 
 
 def test_registry_finds_builtins_through_their_entry_points() -> None:
     registry = PluginRegistry()
-    for kind, name, module in [
-        ("connector", "org.apache.kafka.connect.file.FileStreamSourceConnector", "headwater.connectors.file"),
-        ("connector", "SpoolDirCsvSource", "headwater.connectors.file"),
-        ("converter", "org.apache.kafka.connect.json.JsonConverter", "headwater.connect.converters"),
-        ("transformation", "org.apache.kafka.connect.transforms.InsertField$Value", "headwater.connect.transforms"),
+    for find, name, module in [
+        (registry.connector, "org.apache.kafka.connect.file.FileStreamSourceConnector", "headwater.connectors.file"),
+        (registry.connector, "FileStreamSink", "headwater.connectors.file"),
+        (registry.connector, "SpoolDirCsvSource", "headwater.connectors.file"),
+        (registry.converter, "org.apache.kafka.connect.json.JsonConverter", "headwater.connect.converters"),
+        (registry.header_converter, "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+         "headwater.connect.converters"),
+        (registry.transformation, "org.apache.kafka.connect.transforms.InsertField$Value",
+         "headwater.connect.transforms"),
+        (registry.predicate, "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+         "headwater.connect.transforms"),
     ]:
-        cls = registry.connector(name) if kind == "connector" else (
-            registry.converter(name) if kind == "converter" else registry.transformation(name))
+        cls = find(name)
         assert cls.__module__.startswith(module), (name, cls)
     registered = {name for name, _ in registry.pm.list_name_plugin()}
-    assert {"headwater.connectors.file", "headwater.connect.converters",
-            "headwater.connect.transforms"} <= registered
+    assert {"headwater.connectors.file", "headwater.connect.builtins"} <= registered
+
+
+def test_no_builtin_without_its_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is registered behind the entry points' back: without them the registry is empty."""
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
+    registry = PluginRegistry()
+    assert registry.plugins() == []
+    with pytest.raises(UnknownPlugin):
+        registry.connector("FileStreamSource")
+
+
+def test_a_plugin_wins_a_name_it_shares_with_a_builtin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As when the built-ins were registered before any plugin, even if the environment lists the
+    plugin's distribution first."""
+    shadow = ModuleType("shadow_plugin_for_test")
+
+    class FileStreamSourceConnector(SourceConnector):  # the built-in's class name
+        def start(self, config: Any) -> None:
+            pass
+
+        def task_class(self) -> type[IdleTask]:
+            return IdleTask
+
+        def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+            return []
+
+    FileStreamSourceConnector.__module__ = shadow.__name__
+    shadow.headwater_connectors = hookimpl(lambda: [FileStreamSourceConnector])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, shadow.__name__, shadow)
+    listed = [importlib.metadata.EntryPoint("shadow", shadow.__name__, ENTRY_POINT_GROUP),
+              *importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: listed)
+    registry = PluginRegistry()
+    assert registry.connector("FileStreamSourceConnector") is FileStreamSourceConnector
+    assert registry.connector("org.apache.kafka.connect.file.FileStreamSourceConnector").__module__ == \
+        "headwater.connectors.file.source"
+
+
+# What GET /connector-plugins answered while the built-ins were named in a tuple in plugins.py.
+# Connectors by their full class name; the others by class name, as their modules inside
+# headwater.connect.converters and headwater.connect.transforms may move.
+CONNECTORS_BEFORE = [
+    {"class": "headwater.connectors.file.sink.FileStreamSinkConnector", "type": "sink", "version": "1.0.0"},
+    {"class": "headwater.connectors.file.source.FileStreamSourceConnector", "type": "source", "version": "1.0.0"},
+    {"class": "headwater.connectors.file.spooldir.SpoolDirCsvSourceConnector", "type": "source", "version": "1.0.0"},
+    {"class": "headwater.connectors.file.spooldir.SpoolDirLineDelimitedSourceConnector", "type": "source",
+     "version": "1.0.0"},
+    {"class": "headwater.connectors.file.spooldir.SpoolDirSchemaLessJsonSourceConnector", "type": "source",
+     "version": "1.0.0"},
+]
+OTHERS_BEFORE = {
+    "converter": ["ByteArrayConverter", "JsonConverter", "StringConverter"],
+    "header_converter": ["ByteArrayConverter", "JsonConverter", "SimpleHeaderConverter", "StringConverter"],
+    "predicate": ["HasHeaderKey", "RecordIsTombstone", "TopicNameMatches"],
+    "transformation": [
+        "CastKey", "CastValue", "DropHeaders", "ExtractFieldKey", "ExtractFieldValue", "Filter", "FlattenKey",
+        "FlattenValue", "HeaderFromKey", "HeaderFromValue", "HoistFieldKey", "HoistFieldValue", "InsertFieldKey",
+        "InsertFieldValue", "InsertHeader", "MaskFieldKey", "MaskFieldValue", "RegexRouter", "ReplaceFieldKey",
+        "ReplaceFieldValue", "SetSchemaMetadataKey", "SetSchemaMetadataValue", "TimestampConverterKey",
+        "TimestampConverterValue", "TimestampRouter", "ValueToKey",
+    ],
+}
+
+
+def _get_connector_plugins(registry: PluginRegistry, **params: str) -> list[dict[str, str]]:
+    async def go() -> list[dict[str, str]]:
+        app = build_app(cast(Herder, SimpleNamespace(registry=registry)))
+        async with TestClient(TestServer(app)) as client:
+            response = await client.get("/connector-plugins", params=params)
+            assert response.status == 200
+            return cast(list[dict[str, str]], await response.json())
+
+    # Only Headwater's own: a plugin installed next to it (e.g. headwater-datagen) is not part of the record.
+    return [p for p in asyncio.run(go()) if p["class"].startswith("headwater.")]
+
+
+def test_connector_plugins_answer_unchanged() -> None:
+    registry = PluginRegistry()
+    assert _get_connector_plugins(registry) == CONNECTORS_BEFORE
+    everything = _get_connector_plugins(registry, connectorsOnly="false")
+    assert all(p["version"] == "1.0.0" for p in everything)
+    others: dict[str, list[str]] = {}
+    for p in everything:
+        if p["type"] not in ("source", "sink"):
+            others.setdefault(p["type"], []).append(p["class"].rsplit(".", 1)[-1])
+    assert {kind: sorted(names) for kind, names in others.items()} == OTHERS_BEFORE
+    assert [p for p in everything if p["type"] in ("source", "sink")] == CONNECTORS_BEFORE
+
+
+def test_plugin_path_next_to_entry_points(tmp_path: Path) -> None:
+    """A plugin dropped onto plugin.path after start is found by the next scan (what the watcher
+    triggers), alongside the built-ins, and listeners hear of it."""
+    registry = PluginRegistry([str(tmp_path)])
+    heard: list[str] = []
+    registry.listeners.append(lambda: heard.append("reloaded"))
+    assert registry.scan_plugin_path() == []
+    (tmp_path / "tick_plugin_for_test.py").write_text(TICK_PLUGIN)
+    assert registry.scan_plugin_path() == ["tick_plugin_for_test"]
+    assert heard == ["reloaded"]
+    assert registry.connector("Tick").__name__ == "TickConnector"
+    assert registry.connector("FileStreamSource").__name__ == "FileStreamSourceConnector"
+    assert registry.scan_plugin_path() == []  # loaded once
+
+
+TICK_PLUGIN = """
+from headwater.connect.api import SourceConnector, hookimpl
+
+
+class TickConnector(SourceConnector):
+    def start(self, config):
+        pass
+
+    def task_class(self):
+        raise NotImplementedError
+
+    def task_configs(self, max_tasks):
+        return []
+
+
+@hookimpl
+def headwater_connectors():
+    return [TickConnector]
+"""
 
 
 # -- one validation and one transform chain per start -------------------------------------------------

@@ -1,0 +1,80 @@
+"""JsonConverter throughput, in process (prints a table; not a test).
+
+Records of a 10-field struct schema (ints, a long, floats, strings, a boolean, an optional
+string, a timestamp) and of schemaless maps, converted one at a time, as the worker's record
+path does:
+
+    from_connect_data (serialize, Connect value -> bytes) and to_connect_data (bytes -> value),
+    with schemas.enable=true (the envelope) and false.
+
+    python bench/json_converter.py [--records N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import time
+
+from headwater.connect.api import SchemaBuilder, Struct
+from headwater.connect.api.data import (
+    BOOLEAN_SCHEMA,
+    FLOAT32_SCHEMA,
+    FLOAT64_SCHEMA,
+    INT16_SCHEMA,
+    INT32_SCHEMA,
+    INT64_SCHEMA,
+    OPTIONAL_STRING_SCHEMA,
+    STRING_SCHEMA,
+)
+from headwater.connect.api.logical import TIMESTAMP_SCHEMA
+from headwater.connect.converters import JsonConverter
+
+SCHEMA = (SchemaBuilder.struct().name("bench.Order")
+          .field("id", INT64_SCHEMA).field("customer", INT32_SCHEMA).field("quantity", INT16_SCHEMA)
+          .field("price", FLOAT64_SCHEMA).field("discount", FLOAT32_SCHEMA).field("sku", STRING_SCHEMA)
+          .field("note", OPTIONAL_STRING_SCHEMA).field("paid", BOOLEAN_SCHEMA).field("status", STRING_SCHEMA)
+          .field("created", TIMESTAMP_SCHEMA).build())
+
+
+def _structs(n: int) -> list[Struct]:
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    return [Struct(SCHEMA).put("id", i).put("customer", i % 1000).put("quantity", i % 7).put("price", i * 0.25)
+            .put("discount", 0.5).put("sku", f"SKU-{i % 5000:05d}").put("note", None if i % 3 else "gift")
+            .put("paid", i % 2 == 0).put("status", "NEW").put("created", t0 + dt.timedelta(milliseconds=i))
+            for i in range(n)]
+
+
+def _rate(fn, items: list, repeat: int) -> float:
+    rates = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for item in items:
+            fn(item)
+        rates.append(len(items) / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    structs = _structs(args.records)
+    maps = [{"id": s.get("id"), "sku": s.get("sku"), "price": s.get("price"), "paid": s.get("paid")} for s in structs]
+    print(f"{'case':<38} {'rec/s (median of ' + str(args.repeat) + ')':>24}")
+    for schemas in (True, False):
+        conv = JsonConverter()
+        conv.configure({"schemas.enable": str(schemas).lower()}, is_key=False)
+        values, schema = (structs, SCHEMA) if schemas else (maps, None)
+        label = "struct, schemas.enable=true" if schemas else "map, schemas.enable=false"
+        write = _rate(lambda v, c=conv, s=schema: c.from_connect_data("t", s, v), values, args.repeat)
+        data = [conv.from_connect_data("t", schema, v) for v in values]
+        read = _rate(lambda d, c=conv: c.to_connect_data("t", d), data, args.repeat)
+        print(f"{'from_connect_data ' + label:<38} {write:>24,.0f}")
+        print(f"{'to_connect_data ' + label:<38} {read:>24,.0f}")
+
+
+if __name__ == "__main__":
+    main()

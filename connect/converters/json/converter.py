@@ -1,0 +1,162 @@
+"""Kafka Connect's ``JsonConverter``: byte-compatible envelopes, schema caches, logical types.
+
+Serializing a record is a schema-specific *writer* (built once per schema and cached with
+the schema's JSON text) that turns the Connect value into plain JSON-able Python objects,
+followed by one pass of the C JSON encoder. Deserializing looks the envelope's schema text
+up in a cache of *readers*, so a stream of records with one schema parses the schema once.
+The parts: ``write`` (values to JSON), ``read`` (JSON to values), ``schema`` (schemas both
+ways), ``common`` (what they share); this module holds the converter and its caches.
+"""
+
+from __future__ import annotations
+
+import json
+import json.scanner
+import re
+import secrets
+from decimal import Decimal
+from typing import Any
+
+from headwater.connect.api.converters import Converter, HeaderConverter, SchemaAndValue
+from headwater.connect.api.data import Schema
+from headwater.connect.api.errors import ConfigException, DataException
+
+from .._common import config_bool, config_int
+from .common import (
+    _DESERIALIZE_ERROR,
+    _SERIALIZE_ERROR,
+    ENVELOPE_ERROR,
+    _bounded_put,
+    _contains_decimal,
+    _identity,
+    _tuple_new,
+)
+from .read import _ReadEntry
+from .schema import JsonSchemas
+from .write import _make_encoder, _WriteEntry
+
+__all__ = ["ENVELOPE_ERROR", "JsonConverter"]
+
+
+class JsonConverter(JsonSchemas, Converter, HeaderConverter):
+    """JSON with (``schemas.enable=true``) or without Kafka's ``{"schema":…,"payload":…}`` envelope."""
+
+    aliases = ("org.apache.kafka.connect.json.JsonConverter",)
+
+    def __init__(self) -> None:
+        self.configure({})
+
+    # -- configuration --------------------------------------------------------------------------
+
+    def configure(self, configs: dict[str, Any], is_key: bool = False) -> None:
+        self.is_key = is_key
+        self.schemas_enable = config_bool(configs, "schemas.enable", True)
+        self.cache_size = config_int(configs, "schemas.cache.size", 1000, minimum=0)
+        fmt = str(configs.get("decimal.format") or "BASE64").strip().upper()
+        if fmt not in ("BASE64", "NUMERIC"):
+            raise ConfigException(f"Invalid value {configs.get('decimal.format')} for configuration decimal.format: "
+                                  "String must be one of (case insensitive): BASE64, NUMERIC", "decimal.format")
+        self.decimal_format = fmt
+        self.replace_null_with_default = config_bool(configs, "replace.null.with.default", True)
+
+        # NUMERIC decimals must be written as raw JSON numbers, which the C encoder cannot do; the
+        # writer emits a marked string that is unwrapped after encoding.
+        nonce = secrets.token_hex(8)
+        self._marker = "\x00" + nonce
+        self._marker_json = "\\u0000" + nonce
+        self._marker_re = re.compile('"' + re.escape(self._marker_json) + '([^"]*)"')
+        self._encode_plain = _make_encoder(None)
+        self._encode_schemaless = _make_encoder(self._schemaless_default)
+        # typeshed gives make_scanner's argument the wrong type: it takes a JSONDecoder.
+        self._float_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+        self._decimal_scan = json.scanner.make_scanner(json.JSONDecoder(parse_float=Decimal))  # type: ignore[arg-type]
+        self._decimal_decoder = json.JSONDecoder(parse_float=Decimal)
+        self._last_write: _WriteEntry | None = None
+        self._write_by_id: dict[int, _WriteEntry] = {}
+        self._write_by_eq: dict[Schema, _WriteEntry] = {}
+        self._read_by_text: dict[str, _ReadEntry] = {}
+        self._read_recent: list[tuple[str, _ReadEntry]] = []
+        self._null_read = _ReadEntry(None, _identity, False)
+
+    # -- Converter ------------------------------------------------------------------------------
+
+    def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
+        if schema is None:
+            if value is None:
+                return None
+            payload = self._dump_schemaless(value)
+            if self.schemas_enable:
+                payload = '{"schema":null,"payload":' + payload + "}"
+        else:
+            entry = self._last_write
+            if entry is None or entry.schema is not schema:
+                entry = self._write_entry(schema)
+            obj = entry.writer(value)
+            if entry.has_decimal:
+                payload = self._dump(obj, True)
+            else:
+                try:
+                    payload = self._encode_plain(obj)
+                except (ValueError, RecursionError):  # NaN/infinities (or a cycle): the careful way
+                    payload = self._dump(obj, False)
+            if self.schemas_enable:
+                payload = entry.prefix + payload + "}"
+        try:
+            return payload.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DataException(_SERIALIZE_ERROR + str(exc)) from exc
+
+    def to_connect_data(self, topic: str, data: bytes | None) -> SchemaAndValue:
+        if data is None:
+            return SchemaAndValue(None, None)
+        if type(data) is not bytes:
+            data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        if not self.schemas_enable:
+            try:  # the scanner directly: json.loads adds encoding detection and two regex matches
+                text = data.decode("utf-8")
+                value, end = self._float_scan(text, 0)
+                if end == len(text) or not text[end:].strip():
+                    return _tuple_new(SchemaAndValue, (None, value))
+            except (StopIteration, ValueError, RecursionError, AttributeError):
+                pass
+            try:
+                return SchemaAndValue(None, json.loads(data))
+            except (ValueError, RecursionError) as exc:
+                if not data.strip():
+                    return SchemaAndValue(None, None)  # Jackson reads nothing as a missing node: null
+                raise DataException(_DESERIALIZE_ERROR + str(exc)) from exc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataException(_DESERIALIZE_ERROR + str(exc)) from exc
+        try:
+            result = self._read_canonical(text)
+            return result if result is not None else self._read_generic(text)
+        except RecursionError as exc:
+            raise DataException(_DESERIALIZE_ERROR + "nested too deeply") from exc
+
+    # -- HeaderConverter (Kafka's JsonConverter is both) -----------------------------------------
+
+    def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
+        return self.from_connect_data(topic, schema, value)
+
+    def to_connect_header(self, topic: str, key: str, data: bytes | None) -> SchemaAndValue:
+        return self.to_connect_data(topic, data)
+
+    def _write_entry(self, schema: Schema) -> _WriteEntry:
+        key = id(schema)
+        entry = self._write_by_id.get(key)
+        if entry is None or entry.schema is not schema:
+            entry = self._write_by_eq.get(schema)
+            if entry is None:
+                schema_json = self._dump(self.as_json_schema(schema), _contains_decimal(schema))
+                entry = _WriteEntry(schema, '{"schema":' + schema_json + ',"payload":', self._writer(schema),
+                                    _contains_decimal(schema))
+                if self.cache_size:
+                    _bounded_put(self._write_by_eq, schema, entry, self.cache_size)
+            if entry.schema is not schema:
+                entry = entry._replace(schema=schema)
+            if self.cache_size:
+                _bounded_put(self._write_by_id, key, entry, self.cache_size)
+        self._last_write = entry
+        return entry
