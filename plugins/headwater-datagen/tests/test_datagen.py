@@ -26,7 +26,8 @@ class Offsets(OffsetStorageReader):
 
 class Context(SourceTaskContext):
     def __init__(self, reader: OffsetStorageReader) -> None:
-        self.configs, self.reader = {}, reader
+        self.configs: dict[str, str] = {}
+        self.reader = reader
 
     @property
     def offset_storage_reader(self) -> OffsetStorageReader:
@@ -49,6 +50,12 @@ def tasks(max_tasks: int, stored: dict[int, int] | None = None, **extra: str) ->
         task.start(config)
         out.append(task)
     return out
+
+
+def poll_once(task: DataGenSourceTask) -> list[SourceRecord]:
+    records = asyncio.run(task.poll())
+    assert records is not None
+    return records
 
 
 async def poll_for(task: DataGenSourceTask, seconds: float) -> list[SourceRecord]:
@@ -75,7 +82,7 @@ def test_found_on_plugin_path() -> None:
 
 def test_record_shape() -> None:
     (task,) = tasks(1, rate_per_sec="0", max_records="3")
-    records = asyncio.run(task.poll())
+    records = poll_once(task)
     assert [r.key for r in records] == ["0", "1", "2"]
     r = records[1]
     assert r.topic == "seq" and r.value_schema is None and r.key_schema is None
@@ -92,14 +99,14 @@ def test_rate_per_task() -> None:
 
 def test_as_fast_as_possible() -> None:
     (task,) = tasks(1, rate_per_sec="0")
-    assert len(asyncio.run(task.poll())) == 1000
+    assert len(poll_once(task)) == 1000
 
 
 def test_tasks_split_the_sequence_space() -> None:
     gens = tasks(3, rate_per_sec="0", max_records="100")
     seen: list[int] = []
     for i, task in enumerate(gens):
-        records = asyncio.run(task.poll())
+        records = poll_once(task)
         seqs = [r.value["seq"] for r in records]
         assert seqs == list(range(i, 100, 3))
         assert {r.source_partition["task"] for r in records} == {i}
@@ -110,6 +117,6 @@ def test_tasks_split_the_sequence_space() -> None:
 
 def test_resume_after_last_committed_seq() -> None:
     gens = tasks(3, stored={1: 13}, rate_per_sec="0", max_records="31")
-    seqs = [r.value["seq"] for r in asyncio.run(gens[1].poll())]
+    seqs = [r.value["seq"] for r in poll_once(gens[1])]
     assert seqs == [16, 19, 22, 25, 28]  # 13 was the last committed number of task 1: no gap, no repeat
-    assert [r.value["seq"] for r in asyncio.run(gens[0].poll())][:2] == [0, 3]  # no offset: from the start
+    assert [r.value["seq"] for r in poll_once(gens[0])][:2] == [0, 3]  # no offset: from the start
