@@ -26,6 +26,7 @@ from headwater.connect.api import (
 from headwater.connect.api.data import STRING_SCHEMA
 from headwater.connectors.file.spooldir import (
     SPOOLDIR_CONNECTORS,
+    AbstractSpoolDirSourceConnector,
     SpoolDirCsvSourceConnector,
     SpoolDirLineDelimitedSourceConnector,
     SpoolDirSchemaLessJsonSourceConnector,
@@ -67,7 +68,8 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def props(dirs: dict[str, Path], cls: type = SpoolDirLineDelimitedSourceConnector, **extra: Any) -> dict[str, str]:
+def props(dirs: dict[str, Path], cls: type[AbstractSpoolDirSourceConnector] = SpoolDirLineDelimitedSourceConnector,
+          /, **extra: Any) -> dict[str, str]:
     base = {"name": "spool", "connector.class": cls.aliases[0], "topic": "t", "input.path": str(dirs["input"]),
             "finished.path": str(dirs["finished"]), "error.path": str(dirs["error"]),
             "input.file.pattern": r".*\.(txt|json|csv)", "empty.poll.wait.ms": "200"}
@@ -87,13 +89,15 @@ def write(folder: Path, name: str, text: str, age: float = 0.0) -> Path:
     return path
 
 
-async def start_task(cls: type, config: dict[str, str], reader: FakeOffsets | None = None) -> SpoolDirSourceTask:
+async def start_task(cls: type[AbstractSpoolDirSourceConnector], config: dict[str, str],
+                     reader: FakeOffsets | None = None) -> SpoolDirSourceTask:
     connector = cls()
     errors = cls.validate(config)
     assert errors == {}, errors
     connector.start(cls.config_class.model_validate(config))
     (task_config,) = connector.task_configs(4)
     task = connector.task_class()()
+    assert isinstance(task, SpoolDirSourceTask)
     task.initialize(FakeContext(task_config, reader or FakeOffsets()))
     await task.start(task_config)
     return task
@@ -113,7 +117,9 @@ async def drain(task: SpoolDirSourceTask, polls: int = 20) -> list[SourceRecord]
 
 
 async def ack(task: SpoolDirSourceTask, records: list[SourceRecord]) -> None:
-    task.context.offset_storage_reader.store(records)  # type: ignore[attr-defined]
+    reader = task.context.offset_storage_reader
+    assert isinstance(reader, FakeOffsets)
+    reader.store(records)
     await task.commit()
 
 
@@ -467,7 +473,7 @@ def test_bad_file_skipped_when_not_halting(dirs: dict[str, Path]) -> None:
     async def main() -> None:
         config = props(dirs, SpoolDirCsvSourceConnector, **{"halt.on.error": "false"})
         task = await start_task(SpoolDirCsvSourceConnector, config)
-        records = []
+        records: list[SourceRecord] = []
         for _ in range(10):
             records += await task.poll() or []
         # the record before the bad row is still delivered, then the next file is read
