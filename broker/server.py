@@ -126,7 +126,7 @@ class BrokerServer:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        pending: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
+        pending: asyncio.Queue[asyncio.Task[bytes | bytearray | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
         writer_task = asyncio.create_task(self._write_answers(pending, writer, peer_str))
         try:
             await self._read_requests(reader, pending, peer_str, writer_task)
@@ -162,7 +162,7 @@ class BrokerServer:
             task = self._start_request(frame, peer)
             await pending.put(task)
 
-    def _start_request(self, frame: memoryview, peer: str) -> asyncio.Task[bytes | None]:
+    def _start_request(self, frame: memoryview, peer: str) -> asyncio.Task[bytes | bytearray | None]:
         try:
             header = parse_request_header(frame)
         except MalformedRequest as exc:
@@ -177,8 +177,10 @@ class BrokerServer:
             if header.api_key == API_VERSIONS:
                 answer = encode_unsupported_api_versions(header.correlation_id, (spec.min_version, spec.max_version))
                 return asyncio.create_task(_ready(answer))
+            cls = request_class(header.api_key)
             log.warning("closing connection from %s: %s v%d is not supported (served: %d-%d)", peer,
-                        request_class(header.api_key).name, header.api_version, spec.min_version, spec.max_version)
+                        cls.name if cls is not None else f"API {header.api_key}", header.api_version,
+                        spec.min_version, spec.max_version)
             raise _Close
         try:
             request = decode_request(header, frame)
@@ -187,7 +189,8 @@ class BrokerServer:
             raise _Close from None
         return asyncio.create_task(self._handle(spec, header, request, peer))
 
-    async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, peer: str) -> bytes | None:
+    async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any,
+                      peer: str) -> bytes | bytearray | None:
         ctx = apis.RequestContext(self.cluster, header, peer, self.services, lambda: self._closing)
         body = await spec.handler(ctx, request)
         if body is None:

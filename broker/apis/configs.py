@@ -47,7 +47,7 @@ def describe_broker(cluster: Cluster, name: str, keys: list[str] | None) -> list
     raw = cluster.config.model_dump(by_alias=True)
     explicit = cluster.config.model_fields_set
     fields = BrokerConfig.model_fields
-    out = []
+    out: list[dict[str, Any]] = []
     for attr, f in fields.items():
         key = f.alias or attr
         if keys and key not in keys:

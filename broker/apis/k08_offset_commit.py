@@ -22,11 +22,11 @@ from .registry import RequestContext, api
 
 @api(key=8, min=0, max=7)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    groups = ctx.services["groups"]
+    offsets = ctx.services["groups"].offsets
     generation = req.generation_id_or_member_epoch if ctx.version >= 1 else -1
     member_id = req.member_id if ctx.version >= 1 else ""
     instance_id = getattr(req, "group_instance_id", None) if ctx.version >= 7 else None
-    group_error = groups.commit_check(req.group_id, member_id or "", generation, instance_id)
+    group_error = offsets.commit_check(req.group_id, member_id or "", generation, instance_id)
     now = int(time.time() * 1000)
     max_meta = ctx.cluster.config.offset_metadata_max_bytes
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -49,6 +49,6 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             partitions.append({"partition_index": p.partition_index, "error_code": code})
         topics.append({"name": t.name, "partitions": partitions})
     if accepted:
-        groups.commit(req.group_id, accepted)
+        offsets.commit(req.group_id, accepted)
         ctx.cluster.notify_data()
     return {"throttle_time_ms": 0, "topics": topics}

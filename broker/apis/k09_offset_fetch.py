@@ -18,7 +18,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not req.group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
     wanted = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
-    found = ctx.services["groups"].fetch_offsets(req.group_id, wanted)
+    found = ctx.services["groups"].offsets.fetch(req.group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), om in found.items():
         by_topic.setdefault(topic, []).append({

@@ -19,7 +19,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if req.group_id not in groups.groups:
         return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    result = groups.delete_offsets(req.group_id, wanted)
+    result = groups.offsets.delete(req.group_id, wanted)
     topics: dict[str, list[dict[str, Any]]] = {}
     for (t, p), code in result.items():
         topics.setdefault(t, []).append({"partition_index": p, "error_code": code})

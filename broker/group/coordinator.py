@@ -1,9 +1,9 @@
-"""The group coordinator: membership, rebalances and committed offsets for every group.
+"""The group coordinator: membership and rebalances of every group.
 
 Generic over the protocol type: consumers (``consumer``) and Connect workers
 (``connect``) use the same JoinGroup/SyncGroup/Heartbeat/LeaveGroup machinery; only
-OffsetDelete looks inside consumer subscriptions. Commits and group metadata are
-records in the compacted ``__consumer_offsets`` topic, replayed on start.
+OffsetDelete looks inside consumer subscriptions. Committed offsets are ``offsets.py``'s
+job and persistence in the compacted ``__consumer_offsets`` topic ``store.py``'s.
 
 Everything runs on the event loop; JoinGroup and SyncGroup answers are futures that
 a rebalance completes.
@@ -15,35 +15,20 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
-from headwater.kafka.records import Record, build_batch, decode_batch_records, parse_header
 
 from ..cluster import Cluster
 from ..config import BrokerConfig
-from ..log import PartitionLog
 from .group import Group, GroupState, Member
-from .records import (
-    GroupMetadata,
-    MemberMetadata,
-    OffsetAndMetadata,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
-    encode_group_key,
-    encode_group_value,
-    encode_offset_key,
-    encode_offset_value,
-    java_string_hash,
-)
+from .offsets import CommittedOffsets
+from .store import OFFSETS_TOPIC, GroupStore, group_of
 
-__all__ = ["GroupCoordinator", "OFFSETS_TOPIC"]
+__all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 EXPIRY_TICK = 0.1
 
 
@@ -61,56 +46,16 @@ class GroupCoordinator:
         self.cluster = cluster
         self.config = config
         self.groups: dict[str, Group] = {}
+        self.store = GroupStore(cluster, config)
+        self.offsets = CommittedOffsets(self.groups, self.store, self._check_member)
         self.pending_deadlines: dict[tuple[str, str], float] = {}
         self._expiry_task: asyncio.Task[None] | None = None
 
-    # -- lifecycle and storage ---------------------------------------------------------------
+    # -- lifecycle ------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Create ``__consumer_offsets`` if missing, then replay it into memory."""
-        topic = self.cluster.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            topic = self.cluster.create_topic(
-                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1,
-                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}, internal=True)
-        loaded_groups: dict[str, GroupMetadata | None] = {}
-        commits = 0
-        for plog in topic.partitions:
-            for record in _read_all(plog):
-                key = decode_key(record.key or b"")
-                if isinstance(key, tuple):
-                    group_id, t, p = key
-                    group = self._group(group_id, create=True)
-                    if record.value is None:
-                        group.offsets.pop((t, p), None)
-                    else:
-                        group.offsets[(t, p)] = decode_offset_value(record.value)
-                        commits += 1
-                else:
-                    loaded_groups[key] = decode_group_value(record.value) if record.value is not None else None
-        for group_id, meta in loaded_groups.items():
-            if meta is None:
-                group = self.groups.get(group_id)
-                if group is not None and not group.offsets:
-                    del self.groups[group_id]
-                continue
-            self._restore(self._group(group_id, create=True), meta)
-        log.info("loaded %d groups (%d offset commits) from %s", len(self.groups), commits, OFFSETS_TOPIC)
-
-    def _restore(self, group: Group, meta: GroupMetadata) -> None:
-        group.protocol_type = meta.protocol_type or None
-        group.generation = meta.generation
-        group.protocol = meta.protocol
-        group.leader = meta.leader
-        for m in meta.members:
-            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
-                            m.rebalance_timeout_ms, meta.protocol_type, [(meta.protocol or "", m.subscription)],
-                            assignment=m.assignment)
-            member.touch()
-            group.members[m.member_id] = member
-            if m.group_instance_id:
-                group.static_members[m.group_instance_id] = m.member_id
-        group.transition(GroupState.STABLE if group.members else GroupState.EMPTY)
+        """Replay ``__consumer_offsets`` (created when missing) into memory."""
+        self.store.load(self.groups)
 
     def start(self) -> None:
         self._expiry_task = asyncio.create_task(self._expire_loop())
@@ -119,34 +64,6 @@ class GroupCoordinator:
         if self._expiry_task:
             self._expiry_task.cancel()
             await asyncio.gather(self._expiry_task, return_exceptions=True)
-
-    def partition_for(self, group_id: str) -> int:
-        return abs(java_string_hash(group_id)) % len(self.cluster.topics[OFFSETS_TOPIC].partitions)
-
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        if not records:
-            return
-        p = self.partition_for(group_id)
-        plog = self.cluster.partition(OFFSETS_TOPIC, p)
-        now = int(time.time() * 1000)
-        batch = bytearray(build_batch([Record(offset=i, timestamp=now, key=k, value=v)
-                                       for i, (k, v) in enumerate(records)]))
-        plog.append(batch, parse_header(batch))
-
-    def _persist_group(self, group: Group) -> None:
-        meta = GroupMetadata(
-            group.protocol_type or "", group.generation, group.protocol, group.leader, group.state_timestamp,
-            [MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                            m.session_timeout_ms, m.metadata_for(group.protocol or ""), m.assignment)
-             for m in group.members.values()],
-        )
-        self._append(group.group_id, [(encode_group_key(group.group_id), encode_group_value(meta))])
-
-    def _group(self, group_id: str, create: bool = False) -> Group:
-        group = self.groups.get(group_id)
-        if group is None and create:
-            group = self.groups[group_id] = Group(group_id)
-        return group  # type: ignore[return-value]
 
     # -- JoinGroup ------------------------------------------------------------------------
 
@@ -165,7 +82,7 @@ class GroupCoordinator:
         if group is None:
             if member_id:
                 return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-            group = self._group(group_id, create=True)
+            group = group_of(self.groups, group_id)
         if group.state == GroupState.DEAD:
             return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
         if not group.supports(req.protocol_type, [name for name, _ in protocols]):
@@ -231,7 +148,7 @@ class GroupCoordinator:
             group.leader = member.member_id
         member.touch()
         if group.state == GroupState.STABLE and old.protocols == member.protocols:
-            self._persist_group(group)
+            self.store.write_group(group)
             return self._join_result(group, member)
         return await self._await_join(group, member)
 
@@ -309,7 +226,7 @@ class GroupCoordinator:
             group.protocol = None
             group.leader = None
             group.transition(GroupState.EMPTY)
-            self._persist_group(group)
+            self.store.write_group(group)
             log.info("group %s is empty at generation %d", group.group_id, group.generation)
             return
         group.protocol = group.select_protocol()
@@ -406,7 +323,7 @@ class GroupCoordinator:
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
             group.transition(GroupState.STABLE)
-            self._persist_group(group)
+            self.store.write_group(group)
             for m in group.members.values():
                 if m.awaiting_sync:
                     m.sync_future.set_result({"error_code": 0, "assignment": m.assignment, **base})  # type: ignore[union-attr]
@@ -454,68 +371,13 @@ class GroupCoordinator:
             results.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": 0})
         return ErrorCode.NONE, results
 
-    # -- offsets --------------------------------------------------------------------------------
-
-    def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode | None:
-        """Whether this member may commit now; creates a group for simple (generation -1) commits."""
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        group = self.groups.get(group_id)
-        if generation < 0 and not member_id:
-            if group is None:
-                self._group(group_id, create=True)
-                return None
-            return None if group.state == GroupState.EMPTY else ErrorCode.UNKNOWN_MEMBER_ID
-        err = self._check_member(group, member_id, instance_id)
-        if err is not None:
-            return err
-        assert group is not None
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        if group.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        group.members[member_id].touch()
-        return None
-
-    def commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
-        group = self._group(group_id, create=True)
-        group.offsets.update(offsets)
-        self._append(group_id, [(encode_offset_key(group_id, t, p), encode_offset_value(o))
-                                for (t, p), o in offsets.items()])
-
-    def fetch_offsets(self, group_id: str,
-                      partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetAndMetadata | None]:
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None else {}
-        if partitions is None:
-            return dict(offsets)
-        return {tp: offsets.get(tp) for tp in partitions}
-
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        group = self.groups[group_id]
-        subscribed = group.subscribed_topics() or set()
-        result: dict[tuple[str, int], ErrorCode] = {}
-        tombstones: list[tuple[bytes, bytes | None]] = []
-        for t, p in partitions:
-            if t in subscribed and group.state != GroupState.EMPTY:
-                result[(t, p)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-                continue
-            if group.offsets.pop((t, p), None) is not None:
-                tombstones.append((encode_offset_key(group_id, t, p), None))
-            result[(t, p)] = ErrorCode.NONE
-        self._append(group_id, tombstones)
-        return result
-
     def delete_group(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group.state != GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP
-        records: list[tuple[bytes, bytes | None]] = [(encode_offset_key(group_id, t, p), None)
-                                                     for t, p in group.offsets]
-        records.append((encode_group_key(group_id), None))
-        self._append(group_id, records)
+        self.store.delete_group(group_id, list(group.offsets))
         group.transition(GroupState.DEAD)
         del self.groups[group_id]
         log.info("deleted group %s", group_id)
@@ -544,13 +406,3 @@ class GroupCoordinator:
             out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                         "group_state": g.state.value, "group_type": "classic"})
         return out
-
-
-def _read_all(plog: PartitionLog) -> Iterator[Record]:
-    """Every record of a partition, from its start offset to its end."""
-    start = plog.log_start_offset
-    for data, pos, _ in plog.batches_from(start):
-        _, records = decode_batch_records(data, pos)
-        for r in records:
-            if r.offset >= start:
-                yield r

@@ -207,7 +207,7 @@ def _scan_records(data: bytes, count: int) -> list[tuple[int, int, int, int, byt
     The hot loop of the cleaner: one-byte varints (most deltas and small lengths) are decoded
     inline, longer ones by the codec's ``read_varint``.
     """
-    out = []
+    out: list[tuple[int, int, int, int, bytes | None, bool]] = []
     append = out.append
     p = 0
     n = len(data)

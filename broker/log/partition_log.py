@@ -149,7 +149,7 @@ class PartitionLog:
             seg.rolling_base_ms = now  # segment.ms counts from the first append
         elif (
             seg._size + len(batch) > self._segment_bytes
-            or now - seg.rolling_base_ms > self._segment_ms
+            or now - (seg.rolling_base_ms or now) > self._segment_ms
             or base + header.last_offset_delta - seg.base_offset > MAX_RELATIVE_OFFSET
         ):
             seg = self._roll(now)

@@ -43,8 +43,9 @@ def _collect() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiMessage]]
     for module in (admin, consumer, metadata, producer):
         for obj in vars(module).values():
             if inspect.isclass(obj) and issubclass(obj, ApiMessage) and obj is not ApiMessage:
-                target = requests if obj.is_request() else responses
-                target[obj.API_KEY] = obj
+                message: Any = obj
+                target = requests if message.is_request() else responses
+                target[message.API_KEY] = message
     return requests, responses
 
 
@@ -173,7 +174,7 @@ def encode_unsupported_api_versions(correlation_id: int, api_versions_range: tup
 _NESTED_CACHE: dict[type, dict[str, type | None]] = {}
 
 
-def _nested_classes(cls: type) -> dict[str, type | None]:
+def _nested_classes(cls: Any) -> dict[str, type | None]:
     """snake_case field name -> generated class of its struct (or None for plain fields)."""
     cached = _NESTED_CACHE.get(cls)
     if cached is None:

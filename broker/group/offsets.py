@@ -1,0 +1,75 @@
+"""Committed offsets of every group: OffsetCommit's checks, commits, fetches and deletes.
+
+Offsets live in memory on each Group and persist through the GroupStore. Whether a member
+may commit depends on its membership, which the coordinator checks (``check_member``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from headwater.kafka.errors import ErrorCode
+
+from .group import Group, GroupState
+from .records import OffsetAndMetadata
+from .store import GroupStore, group_of
+
+__all__ = ["CommittedOffsets"]
+
+TP = tuple[str, int]
+CheckMember = Callable[[Group | None, str, str | None], ErrorCode | None]
+
+
+class CommittedOffsets:
+    def __init__(self, groups: dict[str, Group], store: GroupStore, check_member: CheckMember) -> None:
+        self.groups = groups
+        self.store = store
+        self.check_member = check_member
+
+    def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode | None:
+        """Whether this member may commit now; creates a group for simple (generation -1) commits."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if generation < 0 and not member_id:
+            if group is None:
+                group_of(self.groups, group_id)
+                return None
+            return None if group.state == GroupState.EMPTY else ErrorCode.UNKNOWN_MEMBER_ID
+        err = self.check_member(group, member_id, instance_id)
+        if err is not None:
+            return err
+        assert group is not None  # check_member answers UNKNOWN_MEMBER_ID for a missing group
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        group.members[member_id].touch()
+        return None
+
+    def commit(self, group_id: str, offsets: dict[TP, OffsetAndMetadata]) -> None:
+        group_of(self.groups, group_id).offsets.update(offsets)
+        self.store.write_offsets(group_id, offsets)
+
+    def fetch(self, group_id: str, partitions: list[TP] | None) -> dict[TP, OffsetAndMetadata | None]:
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if partitions is None:
+            return dict(offsets)
+        return {tp: offsets.get(tp) for tp in partitions}
+
+    def delete(self, group_id: str, partitions: list[TP]) -> dict[TP, ErrorCode]:
+        """OffsetDelete: refused for topics an active consumer group is subscribed to."""
+        group = self.groups[group_id]
+        subscribed = group.subscribed_topics() or set()
+        result: dict[TP, ErrorCode] = {}
+        deleted: list[TP] = []
+        for t, p in partitions:
+            if t in subscribed and group.state != GroupState.EMPTY:
+                result[(t, p)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            if group.offsets.pop((t, p), None) is not None:
+                deleted.append((t, p))
+            result[(t, p)] = ErrorCode.NONE
+        self.store.delete_offsets(group_id, deleted)
+        return result

@@ -1,0 +1,145 @@
+"""Where groups persist: records of the compacted ``__consumer_offsets`` topic, in Kafka's layout.
+
+Offset commits and group metadata are written as they happen and replayed into memory on
+start; a null value (tombstone) deletes an offset or a group. A group's records all go to
+one partition, picked as Kafka picks it (Java's String.hashCode of the group id).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+from headwater.kafka.records import Record, build_batch, decode_batch_records, parse_header
+
+from ..cluster import Cluster
+from ..config import BrokerConfig
+from ..log import PartitionLog
+from .group import Group, GroupState, Member
+from .records import (
+    GroupMetadata,
+    MemberMetadata,
+    OffsetAndMetadata,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    java_string_hash,
+)
+
+__all__ = ["OFFSETS_TOPIC", "GroupStore", "group_of"]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+KV = list[tuple[bytes, bytes | None]]
+
+
+def group_of(groups: dict[str, Group], group_id: str) -> Group:
+    """``groups[group_id]``, created empty when missing."""
+    group = groups.get(group_id)
+    if group is None:
+        group = groups[group_id] = Group(group_id)
+    return group
+
+
+class GroupStore:
+    def __init__(self, cluster: Cluster, config: BrokerConfig) -> None:
+        self.cluster = cluster
+        self.config = config
+
+    def load(self, groups: dict[str, Group]) -> None:
+        """Create ``__consumer_offsets`` if missing, then replay it into ``groups``."""
+        topic = self.cluster.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = self.cluster.create_topic(
+                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1,
+                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}, internal=True)
+        loaded_groups: dict[str, GroupMetadata | None] = {}
+        commits = 0
+        for plog in topic.partitions:
+            for record in _read_all(plog):
+                key = decode_key(record.key or b"")
+                if isinstance(key, tuple):
+                    group_id, t, p = key
+                    group = group_of(groups, group_id)
+                    if record.value is None:
+                        group.offsets.pop((t, p), None)
+                    else:
+                        group.offsets[(t, p)] = decode_offset_value(record.value)
+                        commits += 1
+                else:
+                    loaded_groups[key] = decode_group_value(record.value) if record.value is not None else None
+        for group_id, meta in loaded_groups.items():
+            if meta is None:
+                existing = groups.get(group_id)
+                if existing is not None and not existing.offsets:
+                    del groups[group_id]
+                continue
+            _restore(group_of(groups, group_id), meta)
+        log.info("loaded %d groups (%d offset commits) from %s", len(groups), commits, OFFSETS_TOPIC)
+
+    def partition_for(self, group_id: str) -> int:
+        return abs(java_string_hash(group_id)) % len(self.cluster.topics[OFFSETS_TOPIC].partitions)
+
+    def _append(self, group_id: str, records: KV) -> None:
+        if not records:
+            return
+        plog = self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        now = int(time.time() * 1000)
+        batch = bytearray(build_batch([Record(offset=i, timestamp=now, key=k, value=v)
+                                       for i, (k, v) in enumerate(records)]))
+        plog.append(batch, parse_header(batch))
+
+    def write_group(self, group: Group) -> None:
+        meta = GroupMetadata(
+            group.protocol_type or "", group.generation, group.protocol, group.leader, group.state_timestamp,
+            [MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                            m.session_timeout_ms, m.metadata_for(group.protocol or ""), m.assignment)
+             for m in group.members.values()],
+        )
+        self._append(group.group_id, [(encode_group_key(group.group_id), encode_group_value(meta))])
+
+    def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        self._append(group_id, [(encode_offset_key(group_id, t, p), encode_offset_value(o))
+                                for (t, p), o in offsets.items()])
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
+        self._append(group_id, [(encode_offset_key(group_id, t, p), None) for t, p in partitions])
+
+    def delete_group(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
+        """Tombstones for the group's offsets and its metadata, in one batch."""
+        records: KV = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]
+        records.append((encode_group_key(group_id), None))
+        self._append(group_id, records)
+
+
+def _restore(group: Group, meta: GroupMetadata) -> None:
+    group.protocol_type = meta.protocol_type or None
+    group.generation = meta.generation
+    group.protocol = meta.protocol
+    group.leader = meta.leader
+    for m in meta.members:
+        member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                        m.rebalance_timeout_ms, meta.protocol_type, [(meta.protocol or "", m.subscription)],
+                        assignment=m.assignment)
+        member.touch()
+        group.members[m.member_id] = member
+        if m.group_instance_id:
+            group.static_members[m.group_instance_id] = m.member_id
+    group.transition(GroupState.STABLE if group.members else GroupState.EMPTY)
+
+
+def _read_all(plog: PartitionLog) -> Iterator[Record]:
+    """Every record of a partition, from its start offset to its end."""
+    start = plog.log_start_offset
+    for data, pos, _ in plog.batches_from(start):
+        _, records = decode_batch_records(data, pos)
+        for r in records:
+            if r.offset >= start:
+                yield r
