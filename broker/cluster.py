@@ -1,7 +1,9 @@
-"""The broker's state: topics, their partition logs and their configs.
+"""The broker's state: the registry of topics, their partition logs and their configs.
 
 One node owns every partition, so the "cluster" is this process. The event-loop
 thread is the only writer; fsyncs run in worker threads through PartitionFlusher.
+A topic's own shape is in ``topic.py``; flushing, retention and compaction on a
+schedule in ``housekeeping.py``.
 Topic metadata (partition count, id, config overrides) is persisted in one JSON file
 in the log directory, replaced atomically on every change.
 """
@@ -12,87 +14,21 @@ import asyncio
 import json
 import logging
 import os
-import re
-import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 from .config import BrokerConfig, ConfigError, Listener, TopicConfig
 from .log import PartitionLog
-from .log.cleaner import CleanerAborted, clean_partition_async
+from .log.flusher import PartitionFlusher
 from .producer_state import PartitionProducerState, replay
+from .topic import Topic, validate_topic_name
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]
 
 log = logging.getLogger(__name__)
 
 TOPICS_FILE = "headwater-topics.json"
-PRODUCER_SNAPSHOT_INTERVAL = 30.0  # seconds; bounds the replay after a crash
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_LENGTH = 249
-
-
-def validate_topic_name(name: str) -> None:
-    if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
-    if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_LENGTH:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
-    if not _LEGAL_TOPIC.match(name):
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
-        )
-
-
-class PartitionFlusher:
-    """fsyncs one partition log in a worker thread; concurrent waiters share one fsync."""
-
-    def __init__(self, plog: PartitionLog) -> None:
-        self.plog = plog
-        self.flushed_offset = plog.log_end_offset
-        self.last_flush = time.monotonic()
-        self._inflight: asyncio.Future[None] | None = None
-
-    async def flush_to(self, offset: int) -> None:
-        """Return once every record below ``offset`` is on disk."""
-        while self.flushed_offset < offset:
-            if self._inflight is None:
-                self._inflight = asyncio.ensure_future(self._flush())
-            await asyncio.shield(self._inflight)
-
-    async def _flush(self) -> None:
-        target = self.plog.log_end_offset
-        try:
-            await asyncio.to_thread(self.plog.flush)
-            self.flushed_offset = max(self.flushed_offset, target)
-            self.last_flush = time.monotonic()
-        finally:
-            self._inflight = None
-
-
-@dataclass
-class Topic:
-    name: str
-    topic_id: uuid.UUID
-    overrides: dict[str, str]
-    config: TopicConfig
-    partitions: list[PartitionLog] = field(default_factory=list)
-    flushers: list[PartitionFlusher] = field(default_factory=list)
-    producers: list[PartitionProducerState] = field(default_factory=list)
-    internal: bool = False
-
-    def metadata(self) -> dict[str, Any]:
-        return {
-            "id": str(self.topic_id),
-            "partitions": len(self.partitions),
-            "config": self.overrides,
-            "internal": self.internal,
-        }
 
 
 class Cluster:
@@ -287,81 +223,3 @@ class Cluster:
             pass
         finally:
             self._data_waiters.discard(fut)
-
-    # -- background housekeeping -----------------------------------------------------------
-
-    async def flush_all(self) -> None:
-        for topic in list(self.topics.values()):
-            for flusher in topic.flushers:
-                await flusher.flush_to(flusher.plog.log_end_offset)
-
-    async def run_flush_scheduler(self) -> None:
-        """Flush partitions whose ``flush.ms`` has elapsed (Kafka's log flusher)."""
-        interval = self.config.log_flush_scheduler_interval_ms / 1000
-        last_snapshot = time.monotonic()
-        while True:
-            await asyncio.sleep(interval)
-            now = time.monotonic()
-            if now - last_snapshot >= PRODUCER_SNAPSHOT_INTERVAL:
-                self.snapshot_producer_state()
-                last_snapshot = now
-            for topic in list(self.topics.values()):
-                limit = topic.config.flush_ms / 1000
-                for flusher in topic.flushers:
-                    if flusher.plog.log_end_offset > flusher.flushed_offset and now - flusher.last_flush >= limit:
-                        await flusher.flush_to(flusher.plog.log_end_offset)
-
-    async def run_retention(self) -> None:
-        interval = self.config.log_retention_check_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            self.apply_retention()
-
-    async def run_cleaner(self) -> None:
-        """Kafka's log cleaner: every ``log.cleaner.backoff.ms``, compact the partitions of topics
-        whose cleanup.policy includes ``compact`` (log/cleaner.py)."""
-        interval = self.config.log_cleaner_backoff_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            await self.clean_logs()
-
-    async def clean_logs(self) -> int:
-        """One cleaner round; returns the number of partitions cleaned. A partition that fails is
-        logged and tried again next round; the others carry on."""
-        cleaned = 0
-        for topic in list(self.topics.values()):
-            if not topic.config.compact:
-                continue
-            for index, (plog, state) in enumerate(zip(list(topic.partitions), list(topic.producers), strict=True)):
-                def snapshot(plog: PartitionLog = plog, state: PartitionProducerState = state) -> None:
-                    # A pass may remove whole idempotent batches: replay after a crash must start past them.
-                    if state.producers:
-                        state.snapshot(plog.log_end_offset)
-
-                try:
-                    result = await clean_partition_async(plog, int(time.time() * 1000), before_pass=snapshot)
-                except CleanerAborted:
-                    continue  # the topic was deleted or the broker is stopping
-                except Exception:
-                    log.exception("log cleaner failed on %s-%d; retrying next round", topic.name, index)
-                    continue
-                if result is not None:
-                    cleaned += 1
-                    log.info(
-                        "cleaned %s-%d up to offset %d: %d segments, %d bytes -> %d segments, %d bytes; "
-                        "%d of %d records kept, %d tombstones dropped, %.3fs",
-                        topic.name, index, result.end_offset, result.segments_before, result.bytes_before,
-                        result.segments_after, result.bytes_after, result.records_kept, result.records_read,
-                        result.tombstones_dropped, result.seconds,
-                    )
-        return cleaned
-
-    def apply_retention(self) -> int:
-        now_ms = int(time.time() * 1000)
-        deleted = 0
-        for topic in list(self.topics.values()):
-            if not topic.config.delete:
-                continue
-            for plog in topic.partitions:
-                deleted += plog.apply_retention(now_ms)
-        return deleted

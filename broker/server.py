@@ -20,6 +20,7 @@ from . import apis
 from .cluster import Cluster
 from .config import BrokerConfig, Listener
 from .group.coordinator import GroupCoordinator
+from .housekeeping import LogHousekeeping
 from .producer_state import ProducerIdManager
 from .protocol.codec import (
     MalformedRequest,
@@ -48,6 +49,7 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.cluster = Cluster(config)
+        self.housekeeping = LogHousekeeping(self.cluster, config)
         self.services: dict[str, Any] = {}
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
@@ -76,9 +78,9 @@ class BrokerServer:
                 Listener(name=b.name, host=b.host or "localhost", port=b.port) for b in self.bound
             ]
         self._background = [
-            asyncio.create_task(self._supervise("flush scheduler", self.cluster.run_flush_scheduler())),
-            asyncio.create_task(self._supervise("retention", self.cluster.run_retention())),
-            asyncio.create_task(self._supervise("log cleaner", self.cluster.run_cleaner())),
+            asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler())),
+            asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention())),
+            asyncio.create_task(self._supervise("log cleaner", self.housekeeping.run_cleaner())),
         ]
 
     async def _supervise(self, name: str, coro: Any) -> None:
@@ -105,7 +107,7 @@ class BrokerServer:
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await server.wait_closed()
-        await self.cluster.flush_all()
+        await self.housekeeping.flush_all()
         self.cluster.close()
         log.info("broker stopped; all logs flushed")
 

@@ -1,0 +1,54 @@
+"""A topic of this node: its id, configs and partitions, and the rules for its name."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.kafka.errors import ErrorCode, KafkaError
+
+from .config import TopicConfig
+from .log import PartitionLog
+from .log.flusher import PartitionFlusher
+from .producer_state import PartitionProducerState
+
+__all__ = ["MAX_TOPIC_LENGTH", "Topic", "validate_topic_name"]
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LENGTH = 249
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    overrides: dict[str, str]
+    config: TopicConfig
+    partitions: list[PartitionLog] = field(default_factory=list)
+    flushers: list[PartitionFlusher] = field(default_factory=list)
+    producers: list[PartitionProducerState] = field(default_factory=list)
+    internal: bool = False
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "id": str(self.topic_id),
+            "partitions": len(self.partitions),
+            "config": self.overrides,
+            "internal": self.internal,
+        }
