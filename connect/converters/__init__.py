@@ -1,4 +1,4 @@
-"""Headwater's built-in converters, registered like any plugin through ``headwater_converters``.
+"""Headwater's built-in converters; ``headwater.connect.builtins`` registers ``CONVERTERS`` as a plugin.
 
 - ``JsonConverter`` (``org.apache.kafka.connect.json.JsonConverter``), also a header converter;
 - ``StringConverter`` (``org.apache.kafka.connect.storage.StringConverter``), also a header converter;
@@ -6,22 +6,15 @@
 - ``SimpleHeaderConverter`` (``org.apache.kafka.connect.storage.SimpleHeaderConverter``), the default
   header converter.
 
-Logical types (Decimal, Date, Time, Timestamp) live in :mod:`.logical`.
+Logical types (Decimal, Date, Time, Timestamp) live in ``headwater.connect.api.logical``.
 """
-
-from headwater.connect.api.hookspecs import hookimpl
 
 from .bytearray_converter import ByteArrayConverter
 from .json import JsonConverter
 from .simple_header import SimpleHeaderConverter
 from .string_converter import StringConverter
 
-__all__ = ["CONVERTERS", "ByteArrayConverter", "JsonConverter", "SimpleHeaderConverter", "StringConverter",
-           "headwater_converters"]
+__all__ = ["CONVERTERS", "ByteArrayConverter", "JsonConverter", "SimpleHeaderConverter", "StringConverter"]
 
 CONVERTERS: list[type] = [JsonConverter, StringConverter, ByteArrayConverter, SimpleHeaderConverter]
 
-
-@hookimpl
-def headwater_converters() -> list[type]:
-    return CONVERTERS

@@ -7,7 +7,6 @@ plugin like any other: the runtime registers it and reads the two hooks below.
 
 from __future__ import annotations
 
-from ..api.hookspecs import hookimpl
 from ..api.transforms import Predicate, Transformation
 from .cast import CastKey, CastValue
 from .fields import (
@@ -66,16 +65,6 @@ TRANSFORMS: list[type[Transformation]] = [
 PREDICATES: list[type[Predicate]] = [HasHeaderKey, RecordIsTombstone, TopicNameMatches]
 
 
-@hookimpl
-def headwater_transforms() -> list[type[Transformation]]:
-    return TRANSFORMS
-
-
-@hookimpl
-def headwater_predicates() -> list[type[Predicate]]:
-    return PREDICATES
-
-
 __all__ = [
     "PREDICATES",
     "TRANSFORMS",
@@ -108,6 +97,4 @@ __all__ = [
     "TimestampRouter",
     "TopicNameMatches",
     "ValueToKey",
-    "headwater_predicates",
-    "headwater_transforms",
 ]

@@ -592,7 +592,7 @@ def test_header_integers_round_trip(value):
 # -- plugin registration and speed ------------------------------------------------------------------------
 
 def test_hook_returns_all_converters_with_kafka_aliases():
-    import headwater.connect.converters as module
+    import headwater.connect.builtins as module
 
     pm = pluggy.PluginManager("headwater")
     pm.add_hookspecs(HeadwaterSpec)
@@ -602,6 +602,7 @@ def test_hook_returns_all_converters_with_kafka_aliases():
     aliases = {alias: cls for cls in CONVERTERS for alias in cls.aliases}
     assert aliases == {
         "org.apache.kafka.connect.json.JsonConverter": JsonConverter,
+        "headwater.connect.converters.json_converter.JsonConverter": JsonConverter,
         "org.apache.kafka.connect.storage.StringConverter": StringConverter,
         "org.apache.kafka.connect.converters.ByteArrayConverter": ByteArrayConverter,
         "org.apache.kafka.connect.storage.SimpleHeaderConverter": SimpleHeaderConverter,

@@ -144,7 +144,9 @@ def test_lists_and_aliases() -> None:
 def test_pluggy_hooks() -> None:
     pm = pluggy.PluginManager("headwater")
     pm.add_hookspecs(HeadwaterSpec)
-    pm.register(transforms)
+    from headwater.connect import builtins
+
+    pm.register(builtins)
     assert pm.hook.headwater_transforms() == [transforms.TRANSFORMS]
     assert pm.hook.headwater_predicates() == [transforms.PREDICATES]
 

@@ -41,7 +41,9 @@ __all__ = ["ENVELOPE_ERROR", "JsonConverter"]
 class JsonConverter(JsonSchemas, Converter, HeaderConverter):
     """JSON with (``schemas.enable=true``) or without Kafka's ``{"schema":…,"payload":…}`` envelope."""
 
-    aliases = ("org.apache.kafka.connect.json.JsonConverter",)
+    # Kafka's class name, and the module path this class had before the json/ package.
+    aliases = ("org.apache.kafka.connect.json.JsonConverter",
+               "headwater.connect.converters.json_converter.JsonConverter")
 
     def __init__(self) -> None:
         self.configure({})
