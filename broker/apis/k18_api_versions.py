@@ -1,7 +1,7 @@
 """ApiVersions (key 18), v0-v4.
 
 Behavior: lists every API in the registry with the range served; min is 0 for all
-(librdkafka probes exact versions to enable features, see PROTOCOL.md). A request for
+(librdkafka probes exact versions to enable features). A request for
 a version above 4 is answered by the server in the v0 layout before reaching here.
 Not implemented: supported/finalized features (none exist on this broker).
 """

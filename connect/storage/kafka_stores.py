@@ -1,7 +1,8 @@
 """The config, offset and status stores of distributed mode, each on a KafkaBasedLog.
 
-Record keys and JSON values are Kafka Connect's (see CONNECT.md §2), so a Kafka Connect
-cluster's topics read the same and a human can follow them with kcat.
+Record keys and JSON values are Kafka Connect's (its KafkaConfigBackingStore, KafkaOffsetBackingStore
+and KafkaStatusBackingStore), so a Kafka Connect cluster's topics read the same and a human can
+follow them with kcat.
 """
 
 from __future__ import annotations

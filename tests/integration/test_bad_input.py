@@ -324,7 +324,7 @@ def test_api_versions_supported_versions(broker: Any, version: int) -> None:
     served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     for key, rng in EXPECTED_APIS.items():
         assert served.get(key) == rng, (key, served.get(key))
-    assert all(lo == 0 for lo, _ in served.values()), served  # see PROTOCOL.md: min 0 everywhere
+    assert all(lo == 0 for lo, _ in served.values()), served  # clients expect min version 0 everywhere
     assert 71 not in served and 68 not in served  # never advertise what is not implemented
     if version >= 1:
         assert resp.throttle_time_ms == 0

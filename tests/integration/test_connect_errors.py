@@ -1,6 +1,6 @@
 """Errors through ``headwater up``: bad REST requests get Kafka Connect's error body and change nothing;
 bad records go to the dead letter queue (errors.tolerance=all) or fail the task (errors.tolerance=none),
-and errors.log.enable logs them (CONNECT.md §1 and §3).
+and errors.log.enable logs them (as Kafka Connect's REST API and error handling do).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The Connect REST API of ``headwater up`` against Kafka Connect's paths, shapes and status codes
-(CONNECT.md §1), and the ``kc`` CLI of PyPI's kafka-connect-py against it.
+(those of Kafka Connect's REST resources), and the ``kc`` CLI of PyPI's kafka-connect-py against it.
 
 One ``headwater up`` process serves the module; each test uses connectors and topics of its own.
 """
