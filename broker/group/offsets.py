@@ -36,14 +36,17 @@ class CommittedOffsets:
                 group_of(self.groups, group_id)
                 return None
             return None if group.state == GroupState.EMPTY else ErrorCode.UNKNOWN_MEMBER_ID
+        # Kafka's order: only a group completing its rebalance (waiting for the leader's SyncGroup)
+        # refuses commits outright. While it prepares one, a member of the current generation may
+        # still commit: consumers commit from on_partitions_revoked exactly then.
+        if group is not None and group.state == GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
         err = self.check_member(group, member_id, instance_id)
         if err is not None:
             return err
         assert group is not None  # check_member answers UNKNOWN_MEMBER_ID for a missing group
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
-        if group.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.REBALANCE_IN_PROGRESS
         group.members[member_id].touch()
         return None
 

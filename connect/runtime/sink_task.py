@@ -16,6 +16,7 @@ from typing import Any
 
 from aiokafka import ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTP
+from aiokafka.errors import CommitFailedError
 from aiokafka.structs import OffsetAndMetadata
 
 from .. import kafka as clients
@@ -263,7 +264,16 @@ class WorkerSinkTask(RecordTask):
         offsets = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(o, "") for tp, o in to_commit.items()
                    if KafkaTP(tp.topic, tp.partition) in assigned}
         if offsets:
-            await self.consumer.commit(offsets)
+            try:
+                await self.consumer.commit(offsets)
+            except CommitFailedError as exc:
+                # As Kafka's WorkerSinkTask: a commit that meets a rebalance is logged, the offsets stay
+                # uncommitted (the next commit, or the partitions' next owner, starts from the last
+                # committed ones) and the task carries on.
+                log.warning("task %s: offset commit of %d partitions failed because the group is "
+                            "rebalancing (%s); they will be committed after the rebalance", self.id,
+                            len(offsets), exc.__cause__ or exc)
+                return
             self.committed.update(to_commit)
 
     def signal_stop(self) -> None:

@@ -1054,3 +1054,109 @@ def test_describe_groups_every_version(gbroker: BrokerProcess) -> None:
     admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
     desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
     assert (desc.group_id, desc.state, desc.members) == (group, CGState.EMPTY, [])
+
+
+# --------------------------------------------------------------------------- commits during a rebalance
+
+
+def _commit_raw(conn: Conn, group: str, generation: int, member_id: str, topic: str, offset: int) -> int:
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    resp = conn.call(OffsetCommitRequest[2](
+        group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, retention_time_ms=-1,
+        topics=[T(name=topic, partitions=[P(partition_index=0, committed_offset=offset, committed_metadata="")])]),
+        OffsetCommitResponse)
+    return resp.topics[0].partitions[0].error_code
+
+
+def test_commit_of_the_current_generation_is_stored_while_a_rebalance_is_prepared(gbroker: BrokerProcess) -> None:
+    """As Kafka's coordinator: while the group prepares a rebalance, a member of the current generation
+    may commit (consumers do so when their partitions are revoked); only while it completes the
+    rebalance (waiting for the leader's SyncGroup) is a commit refused with REBALANCE_IN_PROGRESS."""
+    group, topic = unique("g-commit-rebalance"), unique("t-commit-rebalance")
+    create_topic(gbroker.bootstrap, topic, 1)
+    sub = [("range", subscription(topic))]
+    with RawConn(gbroker.port) as a, RawConn(gbroker.port) as b:
+        ja = join_two_step(a, group, protocols=sub, session_ms=10000)
+        assert a.call(sync_req(group, 1, ja.member_id, {ja.member_id: assignment_bytes(topic, [0])}),
+                      SyncGroupResponse).error_code == NONE
+        first = b.call(join_req(group, "", protocols=sub, session_ms=10000), JoinGroupResponse)
+        b_join = b.send(join_req(group, first.member_id, protocols=sub, session_ms=10000))
+        wait_for(lambda: describe_raw(a, group).group_state == "PreparingRebalance", 5, "PreparingRebalance")
+
+        assert _commit_raw(a, group, 1, ja.member_id, topic, 7) == NONE  # the revoke-time commit
+        assert raw_offset_fetch(gbroker.port, group, topic, [0]) == {0: 7}
+        assert _commit_raw(a, group, 0, ja.member_id, topic, 8) == ILLEGAL_GENERATION
+        assert _commit_raw(a, group, 1, "not-a-member", topic, 8) == UNKNOWN_MEMBER_ID
+
+        ja2 = a.call(join_req(group, ja.member_id, protocols=sub, session_ms=10000), JoinGroupResponse)
+        assert (ja2.error_code, ja2.generation_id) == (NONE, 2)
+        got, _ = b.recv(JoinGroupResponse, 4)
+        assert got == b_join
+        assert describe_raw(a, group).group_state == "CompletingRebalance"
+        assert _commit_raw(a, group, 2, ja.member_id, topic, 9) == REBALANCE_IN_PROGRESS
+        assert raw_offset_fetch(gbroker.port, group, topic, [0]) == {0: 7}
+
+        assert a.call(sync_req(group, 2, ja.member_id, {ja.member_id: assignment_bytes(topic, [0])}),
+                      SyncGroupResponse).error_code == NONE
+        assert _commit_raw(a, group, 2, ja.member_id, topic, 9) == NONE
+        assert raw_offset_fetch(gbroker.port, group, topic, [0]) == {0: 9}
+
+
+def test_aiokafka_commit_in_on_partitions_revoked_is_stored(gbroker: BrokerProcess) -> None:
+    """A real client: an aiokafka consumer commits its positions in ``on_partitions_revoked`` when a
+    second consumer joins; the commit succeeds and the broker stores exactly those positions."""
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka import TopicPartition as ATP
+
+    group, topic = unique("g-revoke-commit"), unique("t-revoke-commit")
+    create_topic(gbroker.bootstrap, topic, 2)
+    produce_values(gbroker.bootstrap, topic, {0: 30, 1: 20})
+
+    async def go() -> list[Any]:
+        results: list[Any] = []
+
+        def consumer() -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(bootstrap_servers=gbroker.bootstrap, group_id=group, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", session_timeout_ms=6000,
+                                    heartbeat_interval_ms=200)
+
+        first = consumer()
+
+        class CommitOnRevoke(ConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked: set[ATP]) -> None:
+                if not revoked:
+                    return
+                positions = {tp: await first.position(tp) for tp in revoked}
+                try:
+                    await first.commit(positions)
+                    results.append({tp.partition: o for tp, o in positions.items()})
+                except Exception as exc:  # the failure this test is about
+                    results.append(exc)
+
+            async def on_partitions_assigned(self, assigned: set[ATP]) -> None:
+                pass
+
+        await first.start()
+        first.subscribe([topic], listener=CommitOnRevoke())
+        second = consumer()
+        try:
+            got = 0
+            while got < 50:
+                batch = await first.getmany(timeout_ms=1000)
+                got += sum(len(msgs) for msgs in batch.values())
+            await second.start()
+            second.subscribe([topic])
+            deadline = time.monotonic() + 20
+            while not results and time.monotonic() < deadline:
+                await asyncio.gather(first.getmany(timeout_ms=200), second.getmany(timeout_ms=200))
+        finally:
+            await second.stop()
+            await first.stop()
+        return results
+
+    results = asyncio.run(asyncio.wait_for(go(), 60))
+    assert results, "the first consumer's partitions were never revoked"
+    assert not isinstance(results[0], Exception), f"commit on revoke failed: {results[0]!r}"
+    assert results[0] == {0: 30, 1: 20}
+    assert raw_offset_fetch(gbroker.port, group, topic, [0, 1]) == {0: 30, 1: 20}

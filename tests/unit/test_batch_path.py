@@ -758,3 +758,37 @@ def test_worker_sink_bad_record_fails_under_tolerance_none() -> None:
     with pytest.raises(ToleranceExceeded):
         deliver(worker, {KafkaTP(TOPIC, 0): [message(0, b'"a"'), message(1, b"oops {"), message(2, b'"c"')]})
     assert sink.calls == []
+
+
+def test_worker_sink_commit_that_meets_a_rebalance_is_kept_for_after_it() -> None:
+    """As Kafka's WorkerSinkTask: a commit refused because the group is rebalancing is logged, the task
+    goes on, and the offsets stay uncommitted, so the next commit sends them again."""
+    from aiokafka import TopicPartition as KafkaTP
+    from aiokafka.errors import CommitFailedError, RebalanceInProgressError
+
+    from headwater.connect.api import TopicPartition
+
+    class Consumer:
+        def __init__(self) -> None:
+            self.refuse = True
+            self.commits: list[dict[Any, Any]] = []
+
+        def assignment(self) -> set[KafkaTP]:
+            return {KafkaTP(TOPIC, 0)}
+
+        async def commit(self, offsets: dict[Any, Any]) -> None:
+            if self.refuse:
+                raise CommitFailedError("group rebalanced") from RebalanceInProgressError()
+            self.commits.append({tp.partition: o.offset for tp, o in offsets.items()})
+
+    worker = sink_worker(RecordingSink())
+    worker.task.flush = lambda offsets: None  # type: ignore[method-assign]
+    consumer = worker.consumer = Consumer()
+    worker.current = {TopicPartition(TOPIC, 0): 5}
+
+    run(worker.commit_offsets)  # raises nothing: the task carries on
+    assert worker.committed == {} and consumer.commits == []
+    consumer.refuse = False
+    worker.current = {TopicPartition(TOPIC, 0): 7}
+    run(worker.commit_offsets)
+    assert consumer.commits == [{0: 7}] and worker.committed == {TopicPartition(TOPIC, 0): 7}
