@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -481,3 +482,96 @@ def test_worker_exits_when_the_broker_refuses_its_session_timeout(tmp_path: Path
         text = w.log_text()
         assert code is not None and code != 0, f"worker still running after 20 s (or exited 0):\n{text[-2000:]}"
         assert "session.timeout.ms" in text, text[-2000:]
+
+
+# -- 8. a sink under rebalances every few seconds ----------------------------------------------------------
+
+
+def test_sink_with_four_tasks_survives_a_minute_of_rebalances(cluster: Cluster, tmp_path: Path) -> None:
+    """Workers join, stop (SIGTERM) and crash (SIGKILL), and connectors come and go, every 4 s for a
+    minute while records flow into a 4-partition topic read by a 4-task FileStreamSink: every task
+    ends RUNNING, every acknowledged record reaches the file, and repeats stay under 5 %."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, out = unique("chaos"), tmp_path / "sink" / "out.txt"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(15)
+    cluster.start(2)
+    cluster.leader().ok("POST", "/connectors", {"name": "chaos-sink", "config": {
+        "connector.class": "FileStreamSink", "topics": topic, "file": str(out), "tasks.max": "4",
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}, expect=201)
+    cluster.wait_running("chaos-sink", 4)
+
+    acked: list[int] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "acks": "all"})
+        i = 0
+        while not stop.is_set():
+            for _ in range(20):
+                producer.produce(topic, str(i).encode(), partition=i % 4,
+                                 on_delivery=lambda err, msg: acked.append(int(msg.value())) if err is None else None)
+                i += 1
+            producer.poll(0)
+            time.sleep(0.05)  # about 400 records/s
+        producer.flush(30)
+
+    feeder = threading.Thread(target=produce, daemon=True)
+    feeder.start()
+    actions = ["join", "term", "add", "join", "kill", "remove", "join", "term", "add", "kill", "join", "remove",
+               "join", "term", "join"]
+    done: Counter[str] = Counter()
+    stopping: list[WorkerProcess] = []
+    extra = 0
+
+    def serving() -> list[WorkerProcess]:
+        return [w for w in cluster.live if w not in stopping]
+
+    try:
+        for action in actions:
+            time.sleep(4)
+            live = serving()
+            if action == "join" and len(live) < 3:
+                cluster.start(1)
+            elif action in ("term", "kill") and len(live) > 1:
+                victim = live[0]  # the oldest: often the leader
+                stopping.append(victim)
+                victim.terminate() if action == "term" else victim.kill()
+            elif action == "add":
+                extra += 1
+                live[-1].ok("POST", "/connectors", {"name": f"chaos-extra-{extra}",
+                                                   "config": datagen(unique("chaos-extra"), 1, 5)},
+                            expect=(201, 409))
+            elif action == "remove" and extra:
+                live[-1].ok("DELETE", f"/connectors/chaos-extra-{extra}", expect=(204, 404, 409))
+            else:
+                continue
+            done[action] += 1
+    finally:
+        stop.set()
+        feeder.join(60)
+    for w in stopping:
+        if w.running:
+            w.stop(30)  # a SIGTERM'd worker exits by itself; stop() fails the test if it hangs
+    while len(cluster.live) < 2:
+        cluster.start(1)
+    st = cluster.wait_running("chaos-sink", 4, timeout=90)
+
+    def lines() -> list[int]:
+        text = out.read_text() if out.exists() else ""
+        return [int(v) for v in text[: text.rfind("\n") + 1].splitlines()]
+
+    expected = set(acked)
+    wait_for(lambda: expected <= set(lines()), 90, 0.5, f"all {len(expected)} acknowledged records in the file",
+             cluster.logs)
+    time.sleep(3)  # late repeats land too
+    got = lines()
+    repeats = len(got) - len(set(got))
+    print(f"\nchaos: {dict(done)} over {len(actions) * 4} s; {len(expected)} records acknowledged, {len(got)} lines, "
+          f"{repeats} repeats ({100 * repeats / len(expected):.2f} %); tasks at the end: {placement(st)}")
+    assert sum(done.values()) >= 10, done
+    assert set(got) == expected  # nothing lost, nothing invented
+    assert repeats < 0.05 * len(expected)
+    assert all(state == "RUNNING" for state, _ in placement(st).values())
