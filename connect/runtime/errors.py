@@ -1,13 +1,19 @@
 """Error handling for records: retries, tolerance, error log and the dead letter queue.
 
-Kafka's RetryWithToleranceOperator, shaped for a hot path that pays nothing until
-something fails: the task loop calls ``recover`` only from its ``except`` branch.
+Kafka's RetryWithToleranceOperator. Every stage of the record path (conversion,
+transforms, the producer's send) goes through ``ErrorHandler.execute``: a retriable
+failure is retried with Kafka Connect's backoff until ``errors.retry.timeout``, then
+``errors.tolerance`` decides between skipping the record (logged, reported to the
+dead letter queue) and failing the task. The hot loops call the operation inline and
+hand only a failure to ``execute``, so the path pays nothing until something fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import math
 import random
 import time
 import traceback
@@ -18,7 +24,8 @@ from typing import Any
 
 from ..api import RetriableException
 
-__all__ = ["ErrorHandler", "ErrorReporter", "RawRecord", "Stage", "ToleranceExceeded"]
+__all__ = ["ErrorHandler", "ErrorReporter", "RawRecord", "Stage", "TaskStopping", "ToleranceExceeded",
+           "backoff_delay", "is_retriable"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +43,30 @@ class Stage(StrEnum):
 
 class ToleranceExceeded(Exception):
     """A record failed and errors.tolerance=none: the task must fail."""
+
+
+class TaskStopping(Exception):
+    """The task was asked to stop while an operation was being retried: the record is neither
+    delivered nor skipped, and its offset is not committed (the next owner retries it)."""
+
+
+#: Kafka's RetryWithToleranceOperator.RETRIES_DELAY_MIN_MS: the first retry waits this long.
+RETRIES_DELAY_MIN_MS = 300
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Connect's RetriableException, or a Kafka client error that says it is retriable."""
+    return isinstance(exc, RetriableException) or getattr(exc, "retriable", False) is True
+
+
+def backoff_delay(attempt: int, max_delay_ms: int, remaining_ms: float) -> float:
+    """Kafka Connect's backoff before retry ``attempt`` (1 = the first), in ms: 300 ms doubled each
+    time; past ``errors.retry.delay.max.ms`` a random delay below that cap (jitter, so tasks that
+    failed together do not retry together); never past the deadline."""
+    delay: float = RETRIES_DELAY_MIN_MS << min(attempt - 1, 32)
+    if delay > max_delay_ms:
+        delay = random.random() * max_delay_ms
+    return max(0.0, min(delay, remaining_ms))
 
 
 @dataclass
@@ -63,6 +94,7 @@ class ErrorContext:
     record: Any
     connector: str
     task_id: int
+    attempts: int = 1
 
 
 class ErrorHandler:
@@ -75,33 +107,76 @@ class ErrorHandler:
         self.log_enabled = config.errors_log_enable
         self.log_messages = config.errors_log_include_messages
         self.reporters = list(reporters or [])
+        self.stopping: Callable[[], bool] = lambda: False  # set by the task that owns this handler
         self.failures = 0
+        self.retries = 0
         self.skipped = 0
 
-    async def recover(self, stage: Stage, executing: Any, exc: BaseException, retry: Callable[[], Any] | None = None,
-                      raw: RawRecord | None = None, record: Any = None) -> tuple[bool, Any]:
-        """Handle a failure; returns (True, result) if a retry succeeded, (False, None) if the
-        record is to be skipped. Raises ToleranceExceeded when the task must fail."""
-        if isinstance(exc, RetriableException) and retry is not None and self.retry_timeout_ms != 0:
-            deadline = None if self.retry_timeout_ms < 0 else time.monotonic() + self.retry_timeout_ms / 1000
-            delay = 0.3
-            while deadline is None or time.monotonic() < deadline:
-                wait = min(delay, self.retry_delay_max_ms / 1000)
-                if deadline is not None:
-                    wait = min(wait, max(deadline - time.monotonic(), 0))
-                await asyncio.sleep(wait * (0.8 + random.random() * 0.4))
-                delay *= 2
+    async def execute(self, stage: Stage, executing: Any, operation: Callable[[], Any] | None, *,
+                      failed: BaseException | None = None, raw: RawRecord | None = None,
+                      record: Any = None) -> tuple[bool, Any]:
+        """Run ``operation`` (sync, or returning an awaitable) for one record at one stage.
+
+        ``failed``: the operation already ran once and raised this (the hot loops try it inline
+        first). A retriable failure is retried (``operation`` None: never, e.g. a send the client
+        already retried) with Kafka Connect's backoff until ``errors.retry.timeout`` (-1 forever,
+        0 never). Returns ``(True, result)``, or ``(False, None)`` when the record is to be skipped
+        (errors.tolerance=all). Raises ToleranceExceeded when the task must fail, TaskStopping when
+        the task was asked to stop while retrying.
+        """
+        start = time.monotonic()
+        deadline = math.inf if self.retry_timeout_ms < 0 else start + self.retry_timeout_ms / 1000
+        attempt = 0
+        exc = failed
+        while True:
+            if exc is None:
+                assert operation is not None
                 try:
-                    return True, retry()
-                except RetriableException as again:
-                    exc = again
-                except Exception as other:
-                    exc = other
-                    break
+                    result = operation()
+                    if inspect.isawaitable(result):
+                        result = await result
+                except Exception as error:
+                    exc = error
+                else:
+                    if attempt:
+                        log.info("Task %s-%d: stage '%s' with class '%s' succeeded after %d retries (%.1f s)",
+                                 self.connector, self.task_id, stage.value, _class_name(executing), attempt,
+                                 time.monotonic() - start)
+                    return True, result
+            attempt += 1
+            now = time.monotonic()
+            if operation is None or not is_retriable(exc) or now >= deadline:
+                break
+            if self.stopping():
+                raise TaskStopping(f"stopped while retrying stage {stage.value}") from exc
+            delay = backoff_delay(attempt, self.retry_delay_max_ms, (deadline - now) * 1000) / 1000
+            self.retries += 1
+            log.warning("Task %s-%d: retriable failure in stage '%s' with class '%s' (attempt %d), retrying in "
+                        "%.0f ms: %s", self.connector, self.task_id, stage.value, _class_name(executing), attempt,
+                        delay * 1000, exc)
+            await self._sleep(delay)
+            exc = None
+        await self._failed(stage, executing, exc, attempt, raw, record)
+        return False, None
+
+    async def recover(self, stage: Stage, executing: Any, exc: BaseException, raw: RawRecord | None = None,
+                      record: Any = None) -> tuple[bool, Any]:
+        """Tolerance only, for a failure there is no operation to retry."""
+        return await self.execute(stage, executing, None, failed=exc, raw=raw, record=record)
+
+    async def _sleep(self, delay: float) -> None:
+        """Sleep, in slices, so that a stop does not wait out a long backoff."""
+        end = time.monotonic() + delay
+        while (left := end - time.monotonic()) > 0:
+            if self.stopping():
+                return
+            await asyncio.sleep(min(left, 0.25))
+
+    async def _failed(self, stage: Stage, executing: Any, exc: BaseException, attempts: int,
+                      raw: RawRecord | None, record: Any) -> None:
         self.failures += 1
-        name = (executing if isinstance(executing, str)
-                else type(executing).__module__ + "." + type(executing).__qualname__)
-        ctx = ErrorContext(stage, name, exc, raw, record, self.connector, self.task_id)
+        name = _class_name(executing)
+        ctx = ErrorContext(stage, name, exc, raw, record, self.connector, self.task_id, attempts)
         if self.log_enabled:
             self._log(ctx)
         for report in self.reporters:
@@ -110,9 +185,9 @@ class ErrorHandler:
             except Exception:
                 log.exception("error reporter failed for %s task %d", self.connector, self.task_id)
         if not self.tolerate_all:
-            raise ToleranceExceeded(f"Tolerance exceeded in error handler (stage {stage.value}, class {name})") from exc
+            raise ToleranceExceeded(f"Tolerance exceeded in error handler (stage {stage.value}, class {name}, "
+                                    f"{_attempts(attempts)})") from exc
         self.skipped += 1
-        return False, None
 
     def _log(self, ctx: ErrorContext) -> None:
         detail = ""
@@ -123,8 +198,17 @@ class ErrorHandler:
                           f"offset={r.offset}, timestamp={r.timestamp}, key={r.key!r}, value={r.value!r}}}")
             elif ctx.record is not None:
                 detail = f", where source record is {ctx.record!r}"
-        log.error("Error encountered in task %s-%d. Executing stage '%s' with class '%s'%s.", ctx.connector,
-                  ctx.task_id, ctx.stage.value, ctx.executing_class, detail, exc_info=ctx.exception)
+        log.error("Error encountered in task %s-%d. Executing stage '%s' with class '%s'%s (%s).", ctx.connector,
+                  ctx.task_id, ctx.stage.value, ctx.executing_class, detail, _attempts(ctx.attempts),
+                  exc_info=ctx.exception)
+
+
+def _class_name(executing: Any) -> str:
+    return executing if isinstance(executing, str) else type(executing).__module__ + "." + type(executing).__qualname__
+
+
+def _attempts(attempts: int) -> str:
+    return "1 attempt, no retry" if attempts == 1 else f"{attempts} attempts, {attempts - 1} retries"
 
 
 def dlq_reporter(send: Callable[[str, bytes | None, bytes | None, list[tuple[str, bytes]], int | None], Awaitable[Any]],

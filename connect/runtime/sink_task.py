@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from aiokafka import ConsumerRebalanceListener
@@ -22,8 +23,8 @@ from aiokafka.structs import OffsetAndMetadata
 from .. import kafka as clients
 from ..api import Header, RetriableException, SinkBatch, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
 from ..kafka import RecordFetcher
-from ..status import TaskId
-from .errors import RawRecord, Stage, dlq_reporter
+from ..status import TargetState, TaskId
+from .errors import RawRecord, Stage, TaskStopping, dlq_reporter
 from .worker_task import RecordTask, TaskPipeline, call
 
 __all__ = ["WorkerSinkTask"]
@@ -69,6 +70,8 @@ class _Rebalance(ConsumerRebalanceListener):
                 self.owner.current.pop(TopicPartition(tp.topic, tp.partition), None)
 
     async def on_partitions_assigned(self, assigned: set[KafkaTP]) -> None:
+        if assigned and self.owner.target_state == TargetState.PAUSED:
+            self.owner.consumer.pause(*assigned)
         if assigned:
             await call(self.owner.task.open, [TopicPartition(tp.topic, tp.partition) for tp in assigned])
 
@@ -123,6 +126,16 @@ class WorkerSinkTask(RecordTask):
         if self.consumer is not None:
             self.consumer.pause(*self.consumer.assignment())
 
+    async def while_paused(self) -> None:
+        """Kafka's WorkerSinkTask polls while paused: the consumer stays in its group (a consumer that
+        stops polling for max.poll.interval.ms is put out of it) and nothing is delivered."""
+        self.on_pause()  # partitions assigned since the pause too
+        fetched = await self.fetcher.getmany(0, 1)
+        for tp, messages in fetched.items():  # none expected: all partitions are paused
+            if messages:
+                self.consumer.seek(tp, messages[0].offset)
+        await self.commit_offsets()
+
     def on_resume(self) -> None:
         if self.consumer is not None:
             self.consumer.resume(*self.consumer.assignment())
@@ -138,9 +151,10 @@ class WorkerSinkTask(RecordTask):
         return type(self.task).put_batch is not SinkTask.put_batch and not self.chain
 
     async def _deliver(self, fetched: dict[KafkaTP, list[Any]]) -> None:
-        records = await self._convert(fetched)
+        records, offsets = await self._convert(fetched)
         if records:
             await self._put(self.task.put, records, len(records))
+        self.current.update(offsets)  # only now: a stop or a failure before put commits none of them
 
     async def _deliver_batches(self, fetched: dict[KafkaTP, list[Any]]) -> None:
         """One put_batch per partition; partitions that need the record path go through put."""
@@ -153,8 +167,8 @@ class WorkerSinkTask(RecordTask):
                 leftovers[tp] = messages
                 continue
             self.topics.add(tp.topic)
-            self.current[TopicPartition(tp.topic, tp.partition)] = messages[-1].offset + 1
             await self._put(self.task.put_batch, batch, len(messages))
+            self.current[TopicPartition(tp.topic, tp.partition)] = messages[-1].offset + 1
         if leftovers:
             await self._deliver(leftovers)
 
@@ -182,11 +196,15 @@ class WorkerSinkTask(RecordTask):
             self.current[tp] = offset
         self.rewinds.clear()
 
-    async def _convert(self, fetched: dict[KafkaTP, list[Any]]) -> list[SinkRecord]:
+    async def _convert(self, fetched: dict[KafkaTP, list[Any]]) -> tuple[list[SinkRecord], dict[TopicPartition, int]]:
+        """The fetched records as SinkRecords (each stage through the error handler), and the offset
+        each partition reaches once they are delivered."""
         out: list[SinkRecord] = []
+        offsets: dict[TopicPartition, int] = {}
         append = out.append
         kc, vc, hc = self.key_converter, self.value_converter, self.header_converter
         key_of, value_of = kc.to_connect_data, vc.to_connect_data
+        execute = self.errors.execute
         chain = self.chain if self.chain else None  # tested once, not per record
         for tp, messages in fetched.items():
             if not messages:
@@ -197,22 +215,27 @@ class WorkerSinkTask(RecordTask):
                 try:
                     key_sv = key_of(topic, m.key)
                 except Exception as exc:
-                    await self.errors.recover(Stage.KEY_CONVERTER, kc, exc, raw=_raw(tp, m))
-                    continue
+                    ok, key_sv = await execute(Stage.KEY_CONVERTER, kc, partial(key_of, topic, m.key), failed=exc,
+                                               raw=_raw(tp, m))
+                    if not ok:
+                        continue
                 try:
                     value_sv = value_of(topic, m.value)
                 except Exception as exc:
-                    await self.errors.recover(Stage.VALUE_CONVERTER, vc, exc, raw=_raw(tp, m))
-                    continue
+                    ok, value_sv = await execute(Stage.VALUE_CONVERTER, vc, partial(value_of, topic, m.value),
+                                                 failed=exc, raw=_raw(tp, m))
+                    if not ok:
+                        continue
                 headers = []
                 if m.headers:
                     try:
-                        for hkey, hval in m.headers:
-                            sv = hc.to_connect_header(topic, hkey, hval)
-                            headers.append(Header(hkey, sv.value, sv.schema))
+                        headers = self._headers(topic, m.headers)
                     except Exception as exc:
-                        await self.errors.recover(Stage.HEADER_CONVERTER, hc, exc, raw=_raw(tp, m))
-                        continue
+                        ok, headers = await execute(Stage.HEADER_CONVERTER, hc,
+                                                    partial(self._headers, topic, m.headers), failed=exc,
+                                                    raw=_raw(tp, m))
+                        if not ok:
+                            continue
                 offset = m.offset
                 record = SinkRecord(topic, value_sv.value, key_sv.value, partition, key_sv.schema, value_sv.schema,
                                     m.timestamp, headers, offset,
@@ -223,12 +246,21 @@ class WorkerSinkTask(RecordTask):
                     try:
                         record = chain.apply(record)
                     except Exception as exc:
-                        await self.errors.recover(Stage.TRANSFORMATION, chain, exc, raw=_raw(tp, m))
-                        continue
+                        ok, record = await execute(Stage.TRANSFORMATION, chain, partial(chain.apply, record),
+                                                   failed=exc, raw=_raw(tp, m))
+                        if not ok:
+                            continue
                     if record is None:
                         continue
                 append(record)
-            self.current[TopicPartition(topic, partition)] = messages[-1].offset + 1
+            offsets[TopicPartition(topic, partition)] = messages[-1].offset + 1
+        return out, offsets
+
+    def _headers(self, topic: str, headers: Any) -> list[Header]:
+        out = []
+        for key, value in headers:
+            sv = self.header_converter.to_connect_header(topic, key, value)
+            out.append(Header(key, sv.value, sv.schema))
         return out
 
     async def _put(self, deliver: Callable[[Any], Any], data: Any, count: int) -> None:
@@ -246,7 +278,7 @@ class WorkerSinkTask(RecordTask):
                 await asyncio.sleep(self.retry_timeout)
                 self.consumer.resume(*assignment)
                 if self.stopping:
-                    raise
+                    raise TaskStopping(f"task {self.id} stopped while retrying put") from exc
 
     async def commit_offsets(self, only: list[KafkaTP] | None = None) -> None:
         """Commit what the task says is safe (pre_commit of the current offsets)."""

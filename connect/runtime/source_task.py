@@ -16,6 +16,7 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .. import kafka as clients
@@ -96,6 +97,15 @@ class WorkerSourceTask(RecordTask):
         if polled:
             await (self.send_batch(polled) if self.batched else self.send(polled))
 
+    async def before_pause(self) -> None:
+        """Nothing in flight once PAUSED is reported: every sent batch acknowledged, its offsets stored."""
+        try:
+            await asyncio.wait_for(self.producer.flush(), self.flush_timeout)
+        except TimeoutError:
+            log.warning("task %s: sends not acknowledged within offset.flush.timeout.ms while pausing; their "
+                        "offsets are stored once they are", self.id)
+        await self.commit_offsets()
+
     def uses_batches(self) -> bool:
         """Whether the task's ``poll_batch`` can stand in for ``poll``: nothing here needs a record object."""
         return (type(self.task).poll_batch is not SourceTask.poll_batch and not self.chain
@@ -156,6 +166,7 @@ class WorkerSourceTask(RecordTask):
         wants_commit_record = self.wants_commit_record
         last_tp: tuple[str, int] | None = None
         builder: Any = None
+        execute = self.errors.execute
         for original in records:
             source_partition = original.source_partition
             if source_partition:
@@ -166,8 +177,8 @@ class WorkerSourceTask(RecordTask):
                 try:
                     transformed = chain.apply(original)
                 except Exception as exc:
-                    await self.errors.recover(Stage.TRANSFORMATION, chain, exc, record=original)
-                    transformed = None
+                    _, transformed = await execute(Stage.TRANSFORMATION, chain, partial(chain.apply, original),
+                                                   failed=exc, record=original)
                 if transformed is None:
                     if wants_commit_record:
                         tracked.append((original, -1, None))
@@ -177,21 +188,27 @@ class WorkerSourceTask(RecordTask):
             try:
                 key = key_of(topic, record.key_schema, record.key)
             except Exception as exc:
-                await self.errors.recover(Stage.KEY_CONVERTER, kc, exc, record=record)
-                continue
+                ok, key = await execute(Stage.KEY_CONVERTER, kc, partial(key_of, topic, record.key_schema, record.key),
+                                        failed=exc, record=record)
+                if not ok:
+                    continue
             try:
                 value = value_of(topic, record.value_schema, record.value)
             except Exception as exc:
-                await self.errors.recover(Stage.VALUE_CONVERTER, vc, exc, record=record)
-                continue
+                ok, value = await execute(Stage.VALUE_CONVERTER, vc,
+                                          partial(value_of, topic, record.value_schema, record.value),
+                                          failed=exc, record=record)
+                if not ok:
+                    continue
             headers: list[tuple[str, bytes | None]] = _NO_HEADERS
             if record.headers:
                 try:
-                    headers = [(h.key, hc.from_connect_header(topic, h.key, h.schema, h.value))
-                               for h in record.headers]
+                    headers = self._headers(topic, record)
                 except Exception as exc:
-                    await self.errors.recover(Stage.HEADER_CONVERTER, hc, exc, record=record)
-                    continue
+                    ok, headers = await execute(Stage.HEADER_CONVERTER, hc, partial(self._headers, topic, record),
+                                                failed=exc, record=record)
+                    if not ok:
+                        continue
             partition = record.kafka_partition
             if partition is None:
                 partition = await self._partition_for(topic, key, sticky)
@@ -209,6 +226,10 @@ class WorkerSourceTask(RecordTask):
         sent = await self._submit(builders, futures, offsets, len(records))
         if wants_commit_record:
             self.outstanding[-1].records = [(r, p, sent.get(tp) if tp else None) for r, p, tp in tracked]
+
+    def _headers(self, topic: str, record: SourceRecord) -> list[tuple[str, bytes | None]]:
+        hc = self.header_converter
+        return [(h.key, hc.from_connect_header(topic, h.key, h.schema, h.value)) for h in record.headers]
 
     async def send_batch(self, batch: SourceBatch) -> None:
         """The batch path: one key for all, values converted as a list, appended to one builder."""
@@ -229,7 +250,7 @@ class WorkerSourceTask(RecordTask):
         builder = self.producer.create_batch()
         done = clients.fill_batch(builder, key, values, 0, timestamp)
         while done < len(values):
-            futures.append(await self.producer.send_batch(builder, topic, partition=partition))
+            await self._send_builder(builder, topic, partition, futures)
             builder = self.producer.create_batch()
             filled = clients.fill_batch(builder, key, values, done, timestamp)
             if filled == done:
@@ -252,11 +273,27 @@ class WorkerSourceTask(RecordTask):
     async def _roll(self, full: Any, tp: tuple[str, int], futures: list[asyncio.Future[Any]], timestamp: int | None,
                     key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]]) -> Any:
         """Send a full builder and start the next one with the record that did not fit."""
-        futures.append(await self.producer.send_batch(full, tp[0], partition=tp[1]))
+        await self._send_builder(full, tp[0], tp[1], futures)
         builder = self.producer.create_batch()
         if builder.append(timestamp=timestamp, key=key, value=value, headers=headers) is None:
             raise ValueError(f"record of {len(value or b'')} bytes does not fit in a batch")
         return builder
+
+    async def _send_builder(self, builder: Any, topic: str, partition: int,
+                            futures: list[asyncio.Future[Any]]) -> asyncio.Future[Any] | None:
+        """Hand a batch to the producer (which retries the request itself); a retriable failure to hand
+        it over (no metadata yet, accumulator full) is retried as Kafka Connect retries a send. Returns
+        the ack's future, also appended to ``futures``; None when errors.tolerance=all dropped it."""
+        send = self.producer.send_batch
+        try:
+            fut = await send(builder, topic, partition=partition)
+        except Exception as exc:
+            ok, fut = await self.errors.execute(Stage.KAFKA_PRODUCE, self.producer,
+                                                partial(send, builder, topic, partition=partition), failed=exc)
+            if not ok:
+                return None
+        futures.append(fut)
+        return fut
 
     async def _submit(self, builders: dict[tuple[str, int], Any], futures: list[asyncio.Future[Any]],
                       offsets: dict[str, dict[str, Any]], count: int) -> dict[tuple[str, int], asyncio.Future[Any]]:
@@ -266,9 +303,9 @@ class WorkerSourceTask(RecordTask):
         for topic, _ in builders:
             await self._ensure_topic(topic)  # records with an explicit partition skip _partitions
         for (topic, partition), builder in builders.items():
-            fut = await self.producer.send_batch(builder, topic, partition=partition)
-            futures.append(fut)
-            sent[(topic, partition)] = fut
+            fut = await self._send_builder(builder, topic, partition, futures)
+            if fut is not None:
+                sent[(topic, partition)] = fut
         self.outstanding.append(_Submitted(futures, offsets))
         self.records_sent += count
         return sent
@@ -279,11 +316,14 @@ class WorkerSourceTask(RecordTask):
         while self.outstanding and all(f.done() for f in self.outstanding[0].futures):
             entry = self.outstanding.popleft()
             for fut in entry.futures:
-                fut.result()  # a failed send fails the task: its offsets must not be stored
+                if fut.exception() is not None:
+                    # The client retried until delivery.timeout.ms: errors.tolerance decides; with
+                    # none the task fails here and the poll's offsets are never stored.
+                    await self.errors.recover(Stage.KAFKA_PRODUCE, self.producer, fut.exception())
             committable.update(entry.offsets)
             for record, partition, acked in entry.records:
                 meta = None
-                if acked is not None:
+                if acked is not None and acked.exception() is None:
                     md = acked.result()
                     meta = RecordMetadata(record.topic, partition, getattr(md, "offset", -1), record.timestamp)
                 await call(self.task.commit_record, record, meta)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..status import State, TargetState, TaskId, format_trace
+from .errors import TaskStopping
 
 __all__ = ["RecordTask", "TaskPipeline", "WorkerTask", "call"]
 
@@ -56,13 +57,11 @@ class WorkerTask:
     async def run(self) -> None:
         try:
             await self.initialize()
-            if self.target_state == TargetState.PAUSED:
-                self.report(State.PAUSED)
-            else:
-                self.report(State.RUNNING)
+            if self.target_state != TargetState.PAUSED:
+                self.report(State.RUNNING)  # a task created paused reports PAUSED from wait_if_paused
             await self.execute()
-        except asyncio.CancelledError:
-            pass
+        except (asyncio.CancelledError, TaskStopping):
+            pass  # stopped mid-operation: what was not delivered is not committed either
         except Exception as exc:
             self.failure = exc
             log.error("%s task %s failed; it will not run again until restarted", type(self).__name__, self.id,
@@ -86,24 +85,44 @@ class WorkerTask:
         """Stop the plugin task and release clients (always called)."""
 
     def transition_to(self, target: TargetState) -> None:
+        """Ask for a new target state. The task's own loop reports PAUSED once it has really stopped
+        moving records, and RUNNING once it moves them again (``wait_if_paused``), as Kafka reports
+        them from the task's thread."""
         self.target_state = target
         if target == TargetState.PAUSED:
             self._resumed.clear()
-            if self.state == State.RUNNING:
-                self.report(State.PAUSED)
         elif target == TargetState.STARTED:
             self._resumed.set()
-            if self.state == State.PAUSED:
-                self.report(State.RUNNING)
 
     async def wait_if_paused(self) -> None:
-        if not self._resumed.is_set():
-            self.on_pause()
-            await self._resumed.wait()
-            self.on_resume()
+        """Between iterations: while the target is PAUSED, quiesce (``before_pause``), report PAUSED,
+        and wait, calling ``while_paused`` every ``PAUSED_TICK`` s; then resume and report RUNNING."""
+        if self._resumed.is_set():
+            return
+        self.on_pause()
+        await self.before_pause()
+        if self.state != State.PAUSED:
+            self.report(State.PAUSED)
+        while not self._resumed.is_set():
+            try:
+                await asyncio.wait_for(self._resumed.wait(), self.PAUSED_TICK)
+            except TimeoutError:
+                await self.while_paused()
+        if self.stopping:
+            return
+        self.on_resume()
+        self.report(State.RUNNING)
+
+    PAUSED_TICK = 1.0
 
     def on_pause(self) -> None:
-        """Hook: paused (sinks pause their consumer)."""
+        """Hook: pausing (sinks pause their consumer's partitions)."""
+
+    async def before_pause(self) -> None:
+        """Hook: finish what is in flight before PAUSED is reported."""
+
+    async def while_paused(self) -> None:
+        """Hook: called about every second while paused (sinks keep their group membership)."""
 
     def on_resume(self) -> None:
         """Hook: resumed."""
@@ -151,6 +170,7 @@ class RecordTask(WorkerTask):
         self.key_converter, self.value_converter, self.header_converter = pipeline.converters
         self.chain = pipeline.chain
         self.errors = pipeline.errors
+        self.errors.stopping = lambda: self.stopping
         self.bootstrap = pipeline.bootstrap
         self.producer_overrides = pipeline.producer_overrides
         self.flush_interval = pipeline.flush_interval_ms / 1000
@@ -170,6 +190,9 @@ class RecordTask(WorkerTask):
                 self.commit_requested = False
                 await self.commit_offsets()
                 next_commit = time.monotonic() + self.flush_interval
+
+    async def before_pause(self) -> None:
+        await self.commit_offsets()  # what was delivered before the pause is committed, not held
 
     async def iteration(self) -> None:
         """Move one poll's (or one fetch's) worth of records."""
