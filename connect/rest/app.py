@@ -1,7 +1,11 @@
 """The Kafka Connect REST API over a herder: same paths, JSON shapes and status codes.
 
-Handlers are thin: they parse, call the herder, and shape the answer. Errors use
-Kafka Connect's body ``{"error_code": <status>, "message": ...}``.
+Handlers are thin: they parse, call the herder, and shape the answer. Each is declared in
+the route table (``API``) with its body and response models, from which ``/openapi.json`` is
+generated. Every error uses Kafka Connect's body ``{"error_code": <status>, "message": ...}``:
+400 for malformed JSON, a body that is not UTF-8 or an invalid value, 404, 405 (with
+``Allow``), 409 during a rebalance, 413 past ``MAX_BODY_BYTES``, 415 for a body that is not
+``application/json``.
 """
 
 from __future__ import annotations
@@ -9,9 +13,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
+from pydantic import BaseModel, ValidationError
 
 from ..herder.base import BadRequest, Conflict, Herder, NotFound, NotLeader
 from ..loggers import LEVELS, set_level
@@ -19,8 +24,9 @@ from ..loggers import levels as logger_levels
 from ..plugins import UnknownPlugin
 from ..runtime.worker import ConfigErrors
 from ..status import TargetState
-from .openapi import openapi_document
-from .validate import validation_result
+from . import models as m
+from .openapi import Api, Query
+from .validate import config_definitions, validation_result
 
 __all__ = ["build_app"]
 
@@ -29,6 +35,9 @@ log = logging.getLogger(__name__)
 VERSION = "0.1.0"
 HERDER: web.AppKey[Herder] = web.AppKey("herder", Herder)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: Larger request bodies are answered 413 (a connector config is a few KiB).
+MAX_BODY_BYTES = 1 << 20
+API = Api()
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -57,12 +66,16 @@ async def _forward(request: web.Request, url: str | None) -> web.StreamResponse:
 @web.middleware
 async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
+        _check_query(request)
         return await handler(request)
     except NotLeader as exc:
         return await _forward(request, exc.url)
     except web.HTTPException as exc:
         if exc.status >= 400:
-            return _error(exc.status, exc.reason or exc.text or "")
+            resp = _error(exc.status, exc.text if exc.status == 413 and exc.text else exc.reason or "")
+            if "Allow" in exc.headers:  # a 405 names the methods the resource has
+                resp.headers["Allow"] = exc.headers["Allow"]
+            return resp
         raise
     except NotFound as exc:
         return _error(404, str(exc))
@@ -77,14 +90,56 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _error(500, f"{type(exc).__name__}: {exc}")
 
 
-async def _json(request: web.Request) -> Any:
-    text = await request.text()
-    if not text.strip():
+def _check_query(request: web.Request) -> None:
+    """Declared query parameters must hold what the document says they hold."""
+    route = request.match_info.route
+    resource = route.resource
+    if resource is None:
+        return
+    for q in API.query_of(route.method, resource.canonical):
+        for value in request.query.getall(q.name, []):
+            allowed = ("true", "false") if q.boolean else q.values
+            if allowed and value not in allowed:
+                raise BadRequest(f"Invalid value {value!r} for query parameter {q.name}: use one of "
+                                 f"{', '.join(allowed)}")
+
+
+B = TypeVar("B", bound=BaseModel)
+
+
+async def _body(request: web.Request, model: type[B]) -> B:
+    """The request body as ``model``: JSON in UTF-8, sent as application/json."""
+    if request.content_type != "application/json":
+        raise web.HTTPUnsupportedMediaType(
+            reason=f"Unsupported Content-Type {request.content_type!r}: send application/json")
+    raw = await request.read()  # 413 past client_max_size
+    if not raw.strip():
         raise BadRequest("Request body is empty")
     try:
-        return json.loads(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"Request body is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
+    try:
+        data = json.loads(text)
     except ValueError as exc:
         raise BadRequest(f"Request body is not valid JSON: {exc}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise BadRequest(_problems(exc)) from None
+
+
+def _problems(exc: ValidationError) -> str:
+    """One line naming each bad field of a request body and what is wrong with it."""
+    out = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"] if p not in ("str", "int", "float", "bool")) or "body"
+        out.append(f"{where}: {err['msg']}")
+    return "Invalid request body: " + "; ".join(dict.fromkeys(out))
+
+
+def _name(request: web.Request) -> str:
+    return request.match_info["name"]
 
 
 def _herder(request: web.Request) -> Herder:
@@ -95,34 +150,42 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").strip().lower() == "true"
 
 
-routes = web.RouteTableDef()
+# Kafka Connect ignores expand values it does not know, so the document does not restrict them.
+_EXPAND = Query("expand", "Add each connector's status and/or info (status, info; others are ignored)",
+                repeated=True)
+_WRITE = (409,)  # a write may meet a rebalance (or, on create, an existing name)
 
 
-@routes.get("/")
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(data, status=status, headers=headers)
+
+
+@API.route("GET", "/", "Worker version", response=m.ServerInfo)
 async def root(request: web.Request) -> web.Response:
-    return web.json_response({"version": VERSION, "commit": "headwater", "kafka_cluster_id": "headwater-cluster"})
+    return _json({"version": VERSION, "commit": "headwater", "kafka_cluster_id": "headwater-cluster"})
 
 
-@routes.get("/health")
+@API.route("GET", "/health", "Worker health", response=m.Health, errors=(503,))
 async def health(request: web.Request) -> web.Response:
     if _herder(request).ready():
-        return web.json_response({"status": "healthy", "message": "Worker has completed startup and is ready to "
-                                                                  "handle requests."})
-    return web.json_response({"status": "starting", "message": "Worker is still starting up."}, status=503)
+        return _json({"status": "healthy", "message": "Worker has completed startup and is ready to handle "
+                                                      "requests."})
+    return _json({"status": "starting", "message": "Worker is still starting up."}, status=503)
 
 
-@routes.get("/openapi.json")
+@API.route("GET", "/openapi.json", "This document")
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi_document(VERSION))
+    return _json(API.document(VERSION))
 
 
-@routes.get("/connectors")
+@API.route("GET", "/connectors", "List connectors", response=(m.ConnectorNames, m.ConnectorsExpanded),
+           query=(_EXPAND,))
 async def list_connectors(request: web.Request) -> web.Response:
     herder = _herder(request)
-    expand = set(request.query.getall("expand", []))
+    expand = set(request.query.getall("expand", [])) & {"status", "info"}
     names = herder.connector_names()
-    if not expand & {"status", "info"}:
-        return web.json_response(names)
+    if not expand:
+        return _json(names)
     out: dict[str, Any] = {}
     for name in names:
         entry: dict[str, Any] = {}
@@ -131,195 +194,178 @@ async def list_connectors(request: web.Request) -> web.Response:
         if "info" in expand:
             entry["info"] = herder.connector_info(name)
         out[name] = entry
-    return web.json_response(out)
+    return _json(out)
 
 
-@routes.post("/connectors")
+@API.route("POST", "/connectors", "Create a connector", status=201, response=m.ConnectorInfo,
+           body=m.CreateConnector, errors=_WRITE)
 async def create_connector(request: web.Request) -> web.Response:
-    body = await _json(request)
-    if not isinstance(body, dict):
-        raise BadRequest("Request body must be a JSON object with \"name\" and \"config\"")
-    name = body.get("name")
-    config = body.get("config")
-    if not isinstance(config, dict):
-        raise BadRequest("Connector config is missing: the body needs a \"config\" object")
-    if not name:
-        name = config.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise BadRequest("Connector name is missing: set \"name\"")
-    name = name.strip()
-    if "/" in name:
-        raise BadRequest(f"Connector name {name!r} must not contain '/'")
-    initial = body.get("initial_state")
+    body = await _body(request, m.CreateConnector)
+    name = body.name.strip()  # the pattern makes sure something is left
     state = None
-    if initial is not None:
-        try:
-            state = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED,
-                     "STOPPED": TargetState.STOPPED}[str(initial).upper()]
-        except KeyError:
-            raise BadRequest(f"Invalid initial_state {initial!r}: use RUNNING, PAUSED or STOPPED") from None
+    if body.initial_state is not None:
+        state = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED,
+                 "STOPPED": TargetState.STOPPED}[body.initial_state]
     herder = _herder(request)
-    await herder.put_connector_config(name, config, allow_replace=False, initial_state=state)
-    return web.json_response(herder.connector_info(name), status=201, headers={"Location": f"/connectors/{name}"})
+    await herder.put_connector_config(name, body.config.as_strings(), allow_replace=False, initial_state=state)
+    return _json(herder.connector_info(name), status=201, headers={"Location": f"/connectors/{name}"})
 
 
-@routes.get("/connectors/{name}")
+@API.route("GET", "/connectors/{name}", "Connector info", response=m.ConnectorInfo)
 async def get_connector(request: web.Request) -> web.Response:
-    return web.json_response(_herder(request).connector_info(request.match_info["name"]))
+    return _json(_herder(request).connector_info(_name(request)))
 
 
-@routes.delete("/connectors/{name}")
+@API.route("DELETE", "/connectors/{name}", "Delete a connector", status=204, errors=_WRITE)
 async def delete_connector(request: web.Request) -> web.Response:
-    await _herder(request).delete_connector(request.match_info["name"])
+    await _herder(request).delete_connector(_name(request))
     return web.Response(status=204)
 
 
-@routes.get("/connectors/{name}/config")
+@API.route("GET", "/connectors/{name}/config", "Connector config", response=m.ConnectorConfig)
 async def get_config(request: web.Request) -> web.Response:
-    herder = _herder(request)
-    return web.json_response(herder.connector_info(request.match_info["name"])["config"])
+    return _json(_herder(request).connector_info(_name(request))["config"])
 
 
-@routes.put("/connectors/{name}/config")
+@API.route("PUT", "/connectors/{name}/config", "Create or replace a connector's config (201 when created)",
+           response=m.ConnectorInfo, body=m.ConnectorConfig, errors=_WRITE, also={201: m.ConnectorInfo})
 async def put_config(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
-    config = await _json(request)
-    if not isinstance(config, dict):
-        raise BadRequest("The connector config must be a JSON object")
+    name = _name(request)
+    config = await _body(request, m.ConnectorConfig)
     herder = _herder(request)
-    created = await herder.put_connector_config(name, config, allow_replace=True)
-    status = 201 if created else 200
-    headers = {"Location": f"/connectors/{name}"} if created else None
-    return web.json_response(herder.connector_info(name), status=status, headers=headers)
+    created = await herder.put_connector_config(name, config.as_strings(), allow_replace=True)
+    if created:
+        return _json(herder.connector_info(name), status=201, headers={"Location": f"/connectors/{name}"})
+    return _json(herder.connector_info(name))
 
 
-@routes.patch("/connectors/{name}/config")
+@API.route("PATCH", "/connectors/{name}/config", "Change some keys of a connector's config (null removes one)",
+           response=m.ConnectorInfo, body=m.ConfigPatch, errors=_WRITE)
 async def patch_config(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
-    patch = await _json(request)
-    if not isinstance(patch, dict):
-        raise BadRequest("The config patch must be a JSON object")
+    name = _name(request)
+    patch = await _body(request, m.ConfigPatch)
     herder = _herder(request)
     config = dict(herder.connector_info(name)["config"])
-    for key, value in patch.items():
+    for key, value in patch.root.items():
         if value is None:
             config.pop(key, None)
         else:
-            config[key] = value
+            config[key] = m.config_strings({key: value})[key]
     await herder.put_connector_config(name, config, allow_replace=True)
-    return web.json_response(herder.connector_info(name))
+    return _json(herder.connector_info(name))
 
 
-@routes.get("/connectors/{name}/status")
+@API.route("GET", "/connectors/{name}/status", "Connector and task states", response=m.ConnectorStatus)
 async def connector_status(request: web.Request) -> web.Response:
-    return web.json_response(_herder(request).connector_status(request.match_info["name"]))
+    return _json(_herder(request).connector_status(_name(request)))
 
 
-@routes.get("/connectors/{name}/tasks")
+@API.route("GET", "/connectors/{name}/tasks", "Task configs", response=m.TaskInfos)
 async def tasks(request: web.Request) -> web.Response:
-    return web.json_response(_herder(request).tasks(request.match_info["name"]))
+    return _json(_herder(request).tasks(_name(request)))
 
 
-@routes.post("/connectors/{name}/tasks")
+@API.route("POST", "/connectors/{name}/tasks", "Internal: a follower hands the task configs it made to the leader",
+           status=204, body=m.TaskConfigs, errors=_WRITE)
 async def put_task_configs(request: web.Request) -> web.Response:
-    """Internal: a follower running the connector hands its task configs to the leader."""
-    herder = _herder(request)
-    configs = await _json(request)
-    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
-        raise BadRequest("Task configs must be a JSON array of objects")
-    await herder.put_task_configs(request.match_info["name"],
-                                  [{str(k): str(v) for k, v in c.items()} for c in configs])
+    configs = await _body(request, m.TaskConfigs)
+    await _herder(request).put_task_configs(_name(request), [m.config_strings(c) for c in configs.root])
     return web.Response(status=204)
 
 
-@routes.get("/connectors/{name}/tasks-config")
+@API.route("GET", "/connectors/{name}/tasks-config", "Task configs by task name (deprecated in Kafka)",
+           response=m.TasksConfig)
 async def tasks_config(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
-    return web.json_response({f"{name}-{t['id']['task']}": t["config"] for t in _herder(request).tasks(name)})
+    name = _name(request)
+    return _json({f"{name}-{t['id']['task']}": t["config"] for t in _herder(request).tasks(name)})
 
 
 def _task_number(request: web.Request) -> int:
-    try:
-        return int(request.match_info["task"])
-    except ValueError:
-        raise NotFound(f"Task {request.match_info['task']} not found") from None
+    text = request.match_info["task"]
+    if not text.isascii() or not text.isdigit():
+        raise NotFound(f"Task {text} not found")
+    return int(text)
 
 
-@routes.get("/connectors/{name}/tasks/{task}/status")
+@API.route("GET", "/connectors/{name}/tasks/{task}/status", "One task's state", response=m.TaskState)
 async def task_status(request: web.Request) -> web.Response:
-    return web.json_response(_herder(request).task_status(request.match_info["name"], _task_number(request)))
+    return _json(_herder(request).task_status(_name(request), _task_number(request)))
 
 
-@routes.post("/connectors/{name}/tasks/{task}/restart")
+@API.route("POST", "/connectors/{name}/tasks/{task}/restart", "Restart one task", status=204, errors=_WRITE)
 async def restart_task(request: web.Request) -> web.Response:
-    await _herder(request).restart_task(request.match_info["name"], _task_number(request))
+    await _herder(request).restart_task(_name(request), _task_number(request))
     return web.Response(status=204)
 
 
-@routes.post("/connectors/{name}/restart")
+@API.route("POST", "/connectors/{name}/restart", "Restart a connector (and, with includeTasks, its tasks); 202 "
+           "with the states when tasks are included", status=204,
+           query=(Query("includeTasks", "Restart the tasks too", boolean=True),
+                  Query("onlyFailed", "Only what is FAILED", boolean=True)), errors=_WRITE,
+           also={202: m.ConnectorStatus})
 async def restart_connector(request: web.Request) -> web.Response:
-    result = await _herder(request).restart_connector(request.match_info["name"], _flag(request, "includeTasks"),
+    result = await _herder(request).restart_connector(_name(request), _flag(request, "includeTasks"),
                                                       _flag(request, "onlyFailed"))
     if result is None:
         return web.Response(status=204)
-    return web.json_response(result, status=202)
+    return _json(result, status=202)
 
 
-@routes.put("/connectors/{name}/pause")
+@API.route("PUT", "/connectors/{name}/pause", "Pause a connector and its tasks", status=202, errors=_WRITE)
 async def pause(request: web.Request) -> web.Response:
-    await _herder(request).set_target_state(request.match_info["name"], TargetState.PAUSED)
+    await _herder(request).set_target_state(_name(request), TargetState.PAUSED)
     return web.Response(status=202)
 
 
-@routes.put("/connectors/{name}/resume")
+@API.route("PUT", "/connectors/{name}/resume", "Resume a paused or stopped connector", status=202, errors=_WRITE)
 async def resume(request: web.Request) -> web.Response:
-    await _herder(request).set_target_state(request.match_info["name"], TargetState.STARTED)
+    await _herder(request).set_target_state(_name(request), TargetState.STARTED)
     return web.Response(status=202)
 
 
-@routes.put("/connectors/{name}/stop")
+@API.route("PUT", "/connectors/{name}/stop", "Stop a connector (its tasks are shut down)", status=204,
+           errors=_WRITE)
 async def stop(request: web.Request) -> web.Response:
-    await _herder(request).set_target_state(request.match_info["name"], TargetState.STOPPED)
+    await _herder(request).set_target_state(_name(request), TargetState.STOPPED)
     return web.Response(status=204)
 
 
-@routes.get("/connectors/{name}/topics")
+@API.route("GET", "/connectors/{name}/topics", "Topics the connector used", response=m.ActiveTopics)
 async def active_topics(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
-    herder = _herder(request)
-    return web.json_response({name: {"topics": herder.active_topics(name)}})
+    name = _name(request)
+    return _json({name: {"topics": _herder(request).active_topics(name)}})
 
 
-@routes.put("/connectors/{name}/topics/reset")
+@API.route("PUT", "/connectors/{name}/topics/reset", "Forget the connector's topics", status=202)
 async def reset_topics(request: web.Request) -> web.Response:
-    _herder(request).reset_active_topics(request.match_info["name"])
+    _herder(request).reset_active_topics(_name(request))
     return web.Response(status=202)
 
 
-@routes.get("/connectors/{name}/offsets")
+@API.route("GET", "/connectors/{name}/offsets", "The connector's committed offsets", response=m.ConnectorOffsets)
 async def get_offsets(request: web.Request) -> web.Response:
-    offsets = await _herder(request).connector_offsets(request.match_info["name"])
-    return web.json_response({"offsets": offsets})
+    return _json({"offsets": await _herder(request).connector_offsets(_name(request))})
 
 
-@routes.patch("/connectors/{name}/offsets")
+@API.route("PATCH", "/connectors/{name}/offsets", "Alter offsets of a STOPPED connector", response=m.Message,
+           body=m.OffsetsAlter, errors=_WRITE)
 async def patch_offsets(request: web.Request) -> web.Response:
-    body = await _json(request)
-    if not isinstance(body, dict) or not isinstance(body.get("offsets"), list) or not body["offsets"]:
-        raise BadRequest("The request body must be {\"offsets\": [{\"partition\": {...}, \"offset\": {...}}, ...]}")
-    await _herder(request).alter_offsets(request.match_info["name"], body["offsets"])
-    return web.json_response({"message": "The offsets for this connector have been altered successfully"})
+    body = await _body(request, m.OffsetsAlter)
+    await _herder(request).alter_offsets(_name(request), [e.model_dump() for e in body.offsets])
+    return _json({"message": "The offsets for this connector have been altered successfully"})
 
 
-@routes.delete("/connectors/{name}/offsets")
+@API.route("DELETE", "/connectors/{name}/offsets", "Reset the offsets of a STOPPED connector", response=m.Message,
+           errors=(400, *_WRITE))
 async def delete_offsets(request: web.Request) -> web.Response:
-    await _herder(request).alter_offsets(request.match_info["name"], None)
-    return web.json_response({"message": "The offsets for this connector have been reset successfully"})
+    await _herder(request).alter_offsets(_name(request), None)
+    return _json({"message": "The offsets for this connector have been reset successfully"})
 
 
-@routes.get("/connector-plugins")
+@API.route("GET", "/connector-plugins", "Installed plugins", response=m.PluginInfos,
+           query=(Query("connectorsOnly", "false: converters, transforms and predicates too", boolean=True),))
 async def plugins(request: web.Request) -> web.Response:
-    only = request.query.get("connectorsOnly", "true").strip().lower() != "false"
+    only = request.query.get("connectorsOnly", "true") != "false"
     kinds = {"source", "sink"} if only else None
     seen = set()
     out = []
@@ -328,25 +374,30 @@ async def plugins(request: web.Request) -> web.Response:
         if key not in seen:
             seen.add(key)
             out.append(info.to_json())
-    return web.json_response(sorted(out, key=lambda p: (p["type"], p["class"])))
+    return _json(sorted(out, key=lambda p: (p["type"], p["class"])))
 
 
-@routes.get("/connector-plugins/{plugin}/config")
+def _connector_class(request: web.Request) -> type:
+    plugin = request.match_info["plugin"]
+    try:
+        return _herder(request).registry.connector(plugin)
+    except UnknownPlugin as exc:
+        raise NotFound(str(exc)) from None
+
+
+@API.route("GET", "/connector-plugins/{plugin}/config", "A connector plugin's config keys",
+           response=m.PluginConfigDefs)
 async def plugin_config(request: web.Request) -> web.Response:
-    from .validate import config_definitions
-
-    cls = _herder(request).registry.connector(request.match_info["plugin"])
-    return web.json_response(config_definitions(cls))
+    return _json(config_definitions(_connector_class(request)))
 
 
-@routes.put("/connector-plugins/{plugin}/config/validate")
+@API.route("PUT", "/connector-plugins/{plugin}/config/validate", "Validate a config for a connector plugin",
+           response=m.ConfigInfos, body=m.ConfigPatch)
 async def validate(request: web.Request) -> web.Response:
-    props = await _json(request)
-    if not isinstance(props, dict):
-        raise BadRequest("The config to validate must be a JSON object")
+    requested = _connector_class(request)
+    props = {k: v for k, v in (await _body(request, m.ConfigPatch)).root.items() if v is not None}
     herder = _herder(request)
     plugin = request.match_info["plugin"]
-    requested = herder.registry.connector(plugin)
     given = props.get("connector.class")
     if given is not None:
         try:
@@ -355,43 +406,41 @@ async def validate(request: web.Request) -> web.Response:
             actual = None
         if actual is not requested:
             raise BadRequest("Included connector type " + str(given) + " does not match request type " + plugin)
-    props = {**props, "connector.class": props.get("connector.class") or plugin}
-    cls, errors = herder.validate(props)
-    return web.json_response(validation_result(cls, props, errors))
+    config = m.config_strings({**props, "connector.class": props.get("connector.class") or plugin})
+    cls, errors = herder.validate(config)
+    return _json(validation_result(cls, config, errors))
 
 
-@routes.get("/admin/loggers")
+@API.route("GET", "/admin/loggers", "Log levels", response=m.LoggerLevels)
 async def loggers(request: web.Request) -> web.Response:
-    return web.json_response(logger_levels())
+    return _json(logger_levels())
 
 
-@routes.get("/admin/loggers/{logger}")
+@API.route("GET", "/admin/loggers/{logger}", "One logger's level", response=m.LoggerState)
 async def logger(request: web.Request) -> web.Response:
     name = request.match_info["logger"]
     levels = logger_levels()
     if name not in levels:
         raise NotFound(f"Logger {name} not found.")
-    return web.json_response(levels[name])
+    return _json(levels[name])
 
 
-@routes.put("/admin/loggers/{logger}")
+@API.route("PUT", "/admin/loggers/{logger}", "Set a log level on this worker (204 with scope=cluster: on all)",
+           response=m.LoggerNames, body=m.LoggerLevel, errors=_WRITE, also={204: None},
+           query=(Query("scope", "worker (default) or cluster", ("worker", "cluster")),))
 async def set_logger(request: web.Request) -> web.Response:
     name = request.match_info["logger"]
-    body = await _json(request)
-    level = str((body or {}).get("level", "")).upper() if isinstance(body, dict) else ""
+    level = (await _body(request, m.LoggerLevel)).level
     if level not in LEVELS:
         raise BadRequest(f"Invalid log level '{level}'.")
-    scope = request.query.get("scope", "worker").lower()
-    if scope not in ("worker", "cluster"):
-        raise BadRequest(f"Invalid scope '{scope}': use worker or cluster")
-    if scope == "cluster":
+    if request.query.get("scope", "worker") == "cluster":
         await _herder(request).set_cluster_logger_level(name, level)
         return web.Response(status=204)
-    return web.json_response(set_level(name, level))
+    return _json(set_level(name, level))
 
 
 def build_app(herder: Herder) -> web.Application:
-    app = web.Application(middlewares=[errors_middleware])
+    app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_BODY_BYTES)
     app[HERDER] = herder
-    app.add_routes(routes)
+    API.add_to(app)
     return app

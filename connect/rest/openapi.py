@@ -1,102 +1,158 @@
-"""An OpenAPI 3 description of the REST API, served at ``/openapi.json``."""
+"""The route table of the REST API and the OpenAPI document generated from it.
+
+Each route is declared once, with its request body model, its success status and response
+model, its query parameters and the error statuses it can answer; ``Api.document`` turns that
+table and the pydantic models of ``models.py`` into the OpenAPI 3.1 document served at
+``/openapi.json``, and ``Api.add_to`` registers the same table with aiohttp. Nothing is written
+twice, so the document cannot drift from what the server does.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["openapi_document"]
+from aiohttp import web
+from pydantic import BaseModel
 
-_ERROR = {"type": "object", "properties": {"error_code": {"type": "integer"}, "message": {"type": "string"}}}
-_CONFIG = {"type": "object", "additionalProperties": {"type": "string"}}
-_INFO = {"type": "object", "properties": {
-    "name": {"type": "string"}, "config": _CONFIG, "type": {"type": "string", "enum": ["source", "sink", "unknown"]},
-    "tasks": {"type": "array", "items": {"type": "object", "properties": {
-        "connector": {"type": "string"}, "task": {"type": "integer"}}}}}}
-_STATE = {"type": "object", "properties": {"state": {"type": "string"}, "worker_id": {"type": "string"},
-                                           "trace": {"type": "string"}}}
-_STATUS = {"type": "object", "properties": {
-    "name": {"type": "string"}, "connector": _STATE, "type": {"type": "string"},
-    "tasks": {"type": "array", "items": {"allOf": [_STATE, {"type": "object", "properties": {
-        "id": {"type": "integer"}}}]}}}}
-_OFFSETS = {"type": "object", "properties": {"offsets": {"type": "array", "items": {"type": "object", "properties": {
-    "partition": {"type": "object"}, "offset": {"type": "object", "nullable": True}}}}}}
+from .models import NAME_PATTERN, ErrorMessage
 
-_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-_TASK = {"name": "task", "in": "path", "required": True, "schema": {"type": "integer"}}
-_PLUGIN = {"name": "plugin", "in": "path", "required": True, "schema": {"type": "string"}}
+__all__ = ["Api", "Operation", "Query"]
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Model = type[BaseModel]
 
-def _op(summary: str, status: str, schema: dict[str, Any] | None = None, body: dict[str, Any] | None = None,
-        params: list[dict[str, Any]] | None = None, errors: tuple[str, ...] = ()) -> dict[str, Any]:
-    responses: dict[str, Any] = {status: {"description": summary}}
-    if schema is not None:
-        responses[status]["content"] = {"application/json": {"schema": schema}}
-    for code in errors:
-        responses[code] = {"description": "error", "content": {"application/json": {"schema": _ERROR}}}
-    op: dict[str, Any] = {"summary": summary, "responses": responses}
-    if params:
-        op["parameters"] = params
-    if body is not None:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
-    return op
+_PATH_PARAM = re.compile(r"\{(\w+)\}")
+# The path parameters and their schemas; a name that does not resolve answers 404.
+_PATH_SCHEMAS: dict[str, dict[str, Any]] = {
+    "name": {"type": "string", "pattern": NAME_PATTERN},
+    "task": {"type": "integer", "minimum": 0},
+    "plugin": {"type": "string", "minLength": 1},
+    "logger": {"type": "string", "minLength": 1},
+}
+_REASONS = {400: "Bad request: malformed JSON, a body that is not UTF-8, or an invalid value (named)",
+            404: "Not found", 409: "Conflict: the name exists, or the cluster is rebalancing",
+            413: "Request body too large", 415: "Unsupported media type: send application/json",
+            500: "Internal server error", 503: "The worker is still starting"}
 
 
-def openapi_document(version: str) -> dict[str, Any]:
-    create = {"type": "object", "required": ["name", "config"], "properties": {
-        "name": {"type": "string"}, "config": _CONFIG,
-        "initial_state": {"type": "string", "enum": ["RUNNING", "PAUSED", "STOPPED"]}}}
-    paths = {
-        "/": {"get": _op("Worker version", "200", {"type": "object"})},
-        "/health": {"get": _op("Worker health", "200", {"type": "object"}, errors=("503",))},
-        "/connectors": {
-            "get": _op("List connectors", "200", {"oneOf": [{"type": "array", "items": {"type": "string"}},
-                                                             {"type": "object"}]},
-                       params=[{"name": "expand", "in": "query", "schema": {"type": "string",
-                                                                           "enum": ["status", "info"]}}]),
-            "post": _op("Create a connector", "201", _INFO, body=create, errors=("400", "409")),
-        },
-        "/connectors/{name}": {"get": _op("Connector info", "200", _INFO, params=[_NAME], errors=("404",)),
-                               "delete": _op("Delete a connector", "204", params=[_NAME], errors=("404",))},
-        "/connectors/{name}/config": {
-            "get": _op("Connector config", "200", _CONFIG, params=[_NAME], errors=("404",)),
-            "put": _op("Create or replace a config", "200", _INFO, body=_CONFIG, params=[_NAME], errors=("400",)),
-            "patch": _op("Patch a config (null removes a key)", "200", _INFO, body=_CONFIG, params=[_NAME],
-                         errors=("400", "404")),
-        },
-        "/connectors/{name}/status": {"get": _op("Connector status", "200", _STATUS, params=[_NAME], errors=("404",))},
-        "/connectors/{name}/tasks": {"get": _op("Task configs", "200", {"type": "array"}, params=[_NAME])},
-        "/connectors/{name}/tasks/{task}/status": {"get": _op("Task status", "200", _STATE, params=[_NAME, _TASK],
-                                                              errors=("404",))},
-        "/connectors/{name}/tasks/{task}/restart": {"post": _op("Restart a task", "204", params=[_NAME, _TASK],
-                                                                errors=("404",))},
-        "/connectors/{name}/restart": {"post": _op("Restart a connector (and tasks)", "204", params=[
-            _NAME, {"name": "includeTasks", "in": "query", "schema": {"type": "boolean"}},
-            {"name": "onlyFailed", "in": "query", "schema": {"type": "boolean"}}], errors=("404",))},
-        "/connectors/{name}/pause": {"put": _op("Pause", "202", params=[_NAME], errors=("404",))},
-        "/connectors/{name}/resume": {"put": _op("Resume", "202", params=[_NAME], errors=("404",))},
-        "/connectors/{name}/stop": {"put": _op("Stop", "204", params=[_NAME], errors=("404",))},
-        "/connectors/{name}/topics": {"get": _op("Active topics", "200", {"type": "object"}, params=[_NAME])},
-        "/connectors/{name}/topics/reset": {"put": _op("Reset active topics", "202", params=[_NAME])},
-        "/connectors/{name}/offsets": {
-            "get": _op("Offsets", "200", _OFFSETS, params=[_NAME], errors=("404",)),
-            "patch": _op("Alter offsets of a stopped connector", "200", {"type": "object"}, body=_OFFSETS,
-                         params=[_NAME], errors=("400", "404")),
-            "delete": _op("Reset offsets of a stopped connector", "200", {"type": "object"}, params=[_NAME],
-                          errors=("400", "404")),
-        },
-        "/connector-plugins": {"get": _op("Installed plugins", "200", {"type": "array"}, params=[
-            {"name": "connectorsOnly", "in": "query", "schema": {"type": "boolean"}}])},
-        "/connector-plugins/{plugin}/config": {"get": _op("Config definitions", "200", {"type": "array"},
-                                                          params=[_PLUGIN], errors=("400",))},
-        "/connector-plugins/{plugin}/config/validate": {"put": _op("Validate a config", "200", {"type": "object"},
-                                                                   body=_CONFIG, params=[_PLUGIN], errors=("400",))},
-        "/admin/loggers": {"get": _op("Logger levels", "200", {"type": "object"})},
-        "/admin/loggers/{logger}": {
-            "get": _op("One logger", "200", {"type": "object"}, params=[
-                {"name": "logger", "in": "path", "required": True, "schema": {"type": "string"}}], errors=("404",)),
-            "put": _op("Set a level", "200", {"type": "array"}, body={"type": "object", "properties": {
-                "level": {"type": "string"}}}, params=[
-                {"name": "logger", "in": "path", "required": True, "schema": {"type": "string"}}], errors=("400",)),
-        },
-    }
-    return {"openapi": "3.0.3", "info": {"title": "Headwater Connect REST API", "version": version}, "paths": paths}
+@dataclass(frozen=True)
+class Query:
+    """A query parameter: a boolean (``true``/``false``), one of ``values``, or a free string."""
+
+    name: str
+    description: str
+    values: tuple[str, ...] = ()
+    boolean: bool = False
+    repeated: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        one: dict[str, Any] = ({"type": "string", "enum": ["true", "false"]} if self.boolean
+                               else {"type": "string", "enum": list(self.values)} if self.values
+                               else {"type": "string"})
+        return {"type": "array", "items": one} if self.repeated else one
+
+
+@dataclass
+class Operation:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    status: int
+    response: tuple[Model, ...]
+    body: Model | None
+    query: tuple[Query, ...]
+    errors: tuple[int, ...]
+    also: dict[int, Model | None]
+
+
+@dataclass
+class Api:
+    operations: list[Operation] = field(default_factory=list)
+
+    def route(self, method: str, path: str, summary: str, *, status: int = 200,
+              response: Model | tuple[Model, ...] = (), body: Model | None = None, query: tuple[Query, ...] = (),
+              errors: tuple[int, ...] = (), also: dict[int, Model | None] | None = None
+              ) -> Callable[[Handler], Handler]:
+        """Declare an operation: its success ``status`` and ``response`` model(s), other success
+        statuses it may answer (``also``: status -> model, None for no body) and its error statuses.
+        404 is added for paths with parameters, 400 for bodies and query parameters, 413 and 415 for
+        bodies, 500 for all."""
+        implied = {500}
+        if _PATH_PARAM.search(path):
+            implied.add(404)
+        if body is not None:
+            implied |= {400, 413, 415}
+        if query:
+            implied.add(400)
+        codes = tuple(sorted(implied | set(errors)))
+        models = response if isinstance(response, tuple) else (response,)
+
+        def register(handler: Handler) -> Handler:
+            self.operations.append(Operation(method, path, handler, summary, status, models, body, query, codes,
+                                             dict(also or {})))
+            return handler
+
+        return register
+
+    def allowed(self, path: str) -> list[str]:
+        """The methods declared for the route pattern ``path`` (the ``Allow`` header of a 405)."""
+        return sorted({op.method for op in self.operations if op.path == path})
+
+    def add_to(self, app: web.Application) -> None:
+        for op in self.operations:
+            app.router.add_route(op.method, op.path, op.handler)
+
+    def query_of(self, method: str, path: str) -> tuple[Query, ...]:
+        for op in self.operations:
+            if op.method == method and op.path == path:
+                return op.query
+        return ()
+
+    def document(self, version: str) -> dict[str, Any]:
+        components: dict[str, Any] = {}
+        paths: dict[str, dict[str, Any]] = {}
+        for op in self.operations:
+            paths.setdefault(op.path, {})[op.method.lower()] = self._operation(op, components)
+        return {"openapi": "3.1.0",
+                "info": {"title": "Headwater Connect REST API (Kafka Connect compatible)", "version": version},
+                "paths": paths, "components": {"schemas": components}}
+
+    def _operation(self, op: Operation, components: dict[str, Any]) -> dict[str, Any]:
+        ok: dict[str, Any] = {"description": op.summary}
+        if op.response:
+            schemas = [_schema(m, components) for m in op.response]
+            ok["content"] = {"application/json": {"schema": schemas[0] if len(schemas) == 1 else {"anyOf": schemas}}}
+        responses: dict[str, Any] = {str(op.status): ok}
+        for code, model in op.also.items():
+            responses[str(code)] = {"description": op.summary}
+            if model is not None:
+                responses[str(code)]["content"] = {"application/json": {"schema": _schema(model, components)}}
+        error = _schema(ErrorMessage, components)
+        for code in op.errors:
+            responses[str(code)] = {"description": _REASONS.get(code, "Error"),
+                                    "content": {"application/json": {"schema": error}}}
+        out: dict[str, Any] = {"summary": op.summary, "operationId": op.handler.__name__, "responses": responses}
+        params = [{"name": name, "in": "path", "required": True, "schema": _PATH_SCHEMAS[name]}
+                  for name in _PATH_PARAM.findall(op.path)]
+        params += [{"name": q.name, "in": "query", "required": False, "description": q.description,
+                    "schema": q.schema(), **({"style": "form", "explode": True} if q.repeated else {})}
+                   for q in op.query]
+        if params:
+            out["parameters"] = params
+        if op.body is not None:
+            out["requestBody"] = {"required": True,
+                                  "content": {"application/json": {"schema": _schema(op.body, components)}}}
+        return out
+
+
+def _schema(model: Model, components: dict[str, Any]) -> dict[str, Any]:
+    """A reference to ``model``'s JSON schema, added (with the models it uses) to ``components``."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, sub in schema.pop("$defs", {}).items():
+        components.setdefault(name, sub)
+    components.setdefault(model.__name__, schema)
+    return {"$ref": f"#/components/schemas/{model.__name__}"}

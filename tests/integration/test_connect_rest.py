@@ -10,10 +10,12 @@ import json
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, consume, module_connect, unique, values, wait_for
+from connectproc import ConnectProcess, Response, consume, module_connect, unique, values, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -105,6 +107,66 @@ def test_openapi_document(connect: ConnectProcess) -> None:
                  "/connectors/{name}/offsets", "/connector-plugins"):
         assert path in paths, sorted(paths)
     assert "post" in paths["/connectors"] and "get" in paths["/connectors"]
+
+
+def send(connect: ConnectProcess, method: str, path: str, data: bytes | None,
+         content_type: str | None = "application/json") -> Response:
+    """A request with exactly these bytes and this Content-Type (none: no header)."""
+    req = urllib.request.Request(connect.rest + path, data=data, method=method)
+    if content_type is not None:
+        req.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return Response(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
+    except urllib.error.HTTPError as exc:
+        return Response(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
+
+
+def test_every_documented_operation_is_served_and_nothing_else(connect: ConnectProcess) -> None:
+    """The document is generated from the route table: each documented method answers something
+    other than 405, and an undocumented one answers 405 naming the documented ones in Allow."""
+    doc = connect.ok("GET", "/openapi.json", expect=200)
+    assert len(doc["paths"]) >= 20
+    for path, ops in doc["paths"].items():
+        concrete = path.replace("{name}", "nope").replace("{task}", "0").replace("{plugin}", "FileStreamSource") \
+            .replace("{logger}", "root")
+        documented = {m.upper() for m in ops}
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+            resp = send(connect, method, concrete, b"{}" if method in ("POST", "PUT", "PATCH") else None)
+            if method in documented:
+                assert resp.status != 405, (method, path, resp)
+            else:
+                assert_error(resp, 405)
+                assert set(resp.headers["allow"].replace(" ", "").split(",")) == documented, (path, resp.headers)
+        for op in ops.values():
+            assert "500" in op["responses"] and op["operationId"], op
+
+
+def test_bodies_that_are_not_json_in_utf8_are_400_naming_the_problem(connect: ConnectProcess) -> None:
+    not_utf8 = b'{"name": "caf\xe9", "config": {"connector.class": "FileStreamSink"}}'
+    for method, path in (("POST", "/connectors"), ("PUT", "/connectors/x/config"),
+                         ("PATCH", "/connectors/x/config")):
+        assert "UTF-8" in assert_error(send(connect, method, path, not_utf8), 400)["message"]
+        assert "JSON" in assert_error(send(connect, method, path, b'{"name": '), 400)["message"]
+    bad_value = json.dumps({"name": "x", "config": {"connector.class": "FileStreamSink", "tasks.max": {"n": 1}}})
+    message = assert_error(send(connect, "POST", "/connectors", bad_value.encode()), 400)["message"]
+    assert "config.tasks.max" in message, message
+    assert "x" not in connect.ok("GET", "/connectors", expect=200)
+
+
+def test_wrong_content_type_is_415_and_a_huge_body_413(connect: ConnectProcess, tmp_path: Path) -> None:
+    body = json.dumps({"name": unique("ct"), "config": source_config(tmp_path / "in.txt", "t")}).encode()
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+        assert_error(send(connect, "POST", "/connectors", body, content_type), 415)
+    huge = json.dumps({"name": "huge", "config": {"connector.class": "FileStreamSink", "pad": "x" * (2 << 20)}})
+    assert_error(send(connect, "POST", "/connectors", huge.encode()), 413)
+    assert "huge" not in connect.ok("GET", "/connectors", expect=200)
+    assert send(connect, "POST", "/connectors", body, "application/json; charset=utf-8").status == 201
+
+
+def test_unknown_path_is_404_in_kafka_connects_shape(connect: ConnectProcess) -> None:
+    assert_error(connect.get("/no/such/path"), 404)
+    assert_error(connect.get("/connector-plugins/NoSuchPlugin/config"), 404)
 
 
 def test_worker_id_is_the_bound_rest_address(connect: ConnectProcess, tmp_path: Path) -> None:
