@@ -58,11 +58,16 @@ def _worker_config(args: argparse.Namespace) -> WorkerConfig | None:
 
 def _standalone(args: argparse.Namespace) -> int:
     from headwater.connect.main import serve_standalone
+    from headwater.connect.storage import OffsetStoreError
 
     config = _worker_config(args)
     if config is None:
         return 2
-    run(lambda stop: serve_standalone(config, args.connectors, stop))
+    try:
+        run(lambda stop: serve_standalone(config, args.connectors, stop))
+    except OffsetStoreError as exc:
+        print(f"headwater connect standalone: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

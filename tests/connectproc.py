@@ -137,6 +137,7 @@ class ConnectProcess(LoggedProcess):
     connectors: list[Path] = field(default_factory=list)
     plugin_path: Path | None = None
     log_file: Path | None = None
+    prefix: list[str] = field(default_factory=list)  # runs the command under this (e.g. setpriv ...)
     kafka_port: int = 0
     rest_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
@@ -158,7 +159,7 @@ class ConnectProcess(LoggedProcess):
 
     def start(self, timeout: float = 30, wait_healthy: bool = True) -> ConnectProcess:
         """Start and wait for the ready line, then (``wait_healthy``) for ``GET /health`` to answer 200."""
-        args = [sys.executable, "-m", "headwater", "up", "--data-dir", str(self.data_dir),
+        args = [*self.prefix, sys.executable, "-m", "headwater", "up", "--data-dir", str(self.data_dir),
                 "--kafka-listener", f"127.0.0.1:{self.kafka_port}", "--rest-listener", f"127.0.0.1:{self.rest_port}",
                 "--plugin-path", str(self.plugin_path), *map(str, self.connectors)]
         self._spawn(args, cwd=self.base)

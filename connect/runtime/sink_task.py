@@ -92,6 +92,7 @@ class WorkerSinkTask(RecordTask):
         self.batched = self.uses_batches()
         self.retry_timeout = 1.0
         self.started = False
+        self.commit_failed = False
         self.records_put = 0
         self.max_poll_records = int(consumer_overrides.get("max.poll.records", 10000))
 
@@ -288,7 +289,11 @@ class WorkerSinkTask(RecordTask):
             current = {tp: o for tp, o in current.items() if tp in wanted}
         if not current:
             return
-        safe = await call(self.task.pre_commit, current)
+        try:
+            safe = await call(self.task.pre_commit, current)
+        except Exception:
+            self.commit_failed = True  # what the task holds may not be safe: never commit it on close
+            raise
         to_commit = {tp: o for tp, o in (safe or {}).items() if self.committed.get(tp) != o}
         if not to_commit:
             return
@@ -313,7 +318,9 @@ class WorkerSinkTask(RecordTask):
 
     async def close(self) -> None:
         try:
-            if self.consumer is not None and self.started and self.failure is None:
+            # After a failed put too: ``current`` covers only what earlier puts delivered, and
+            # committing it (after the task's flush) spares those records a second delivery.
+            if self.consumer is not None and self.started and not self.commit_failed:
                 try:
                     await self.commit_offsets()
                 except Exception:

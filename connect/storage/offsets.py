@@ -64,6 +64,10 @@ class OffsetStore(ABC):
         return out
 
 
+class OffsetStoreError(Exception):
+    """Stored offsets cannot be read: the worker must not start without them."""
+
+
 class MemoryOffsetStore(OffsetStore):
     async def _persist(self, offsets: dict[str, dict[str, Any] | None]) -> None:
         return None
@@ -78,8 +82,23 @@ class FileOffsetStore(OffsetStore):
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
-        if self.path.exists():
-            self.data = json.loads(self.path.read_text() or "{}")
+        """Load the stored offsets. A file that cannot be read as offsets stops the worker: starting
+        without them would send every source connector's records again."""
+        if not self.path.exists():
+            return
+        try:
+            text = self.path.read_text(encoding="utf-8")
+            data = json.loads(text) if text.strip() else {}
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise OffsetStoreError(self._unusable(f"it cannot be read as JSON ({exc})")) from None
+        if not isinstance(data, dict) or not all(isinstance(v, dict) or v is None for v in data.values()):
+            raise OffsetStoreError(self._unusable("it is JSON but not an object of offsets"))
+        self.data = data
+
+    def _unusable(self, why: str) -> str:
+        return (f"The offsets file {self.path} (offset.storage.file.filename) is unusable: {why}. Restore it from "
+                f"a backup, or move it away to start every source connector from the beginning (their records "
+                f"would be sent again); the worker does not start until then.")
 
     async def _persist(self, offsets: dict[str, dict[str, Any] | None]) -> None:
         async with self._lock:

@@ -1,10 +1,14 @@
 """FileStreamSink: writes each record's value as a line (Kafka's ``file``; unset: stdout).
 
-``flush`` also fsyncs, so the offsets committed after it cover data that is on disk.
+``flush`` also fsyncs, so the offsets committed after it cover data that is on disk. A file
+that cannot be opened or written (permissions, a full disk, a size limit) fails the task with a
+message naming the file and the fix; a put whose write fails part-way takes its partial bytes
+back out of the file first, so the records redelivered after the restart are written once, whole.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -16,7 +20,11 @@ from headwater.connect.api import SinkConnector, SinkConnectorConfig, SinkRecord
 from headwater.connect.api.batch import SinkBatch
 from headwater.connect.api.data import java_str
 
+from .errors import file_error
+
 __all__ = ["FileStreamSinkConnector", "FileStreamSinkTask"]
+
+log = logging.getLogger(__name__)
 
 
 class FileStreamSinkConfig(SinkConnectorConfig):
@@ -46,9 +54,13 @@ def _line(value: Any) -> str:
 class FileStreamSinkTask(SinkTask):
     def start(self, config: dict[str, str]) -> None:
         self.filename = config.get("file", "")
+        self.fd: int | None = None
         if self.filename:
-            Path(self.filename).parent.mkdir(parents=True, exist_ok=True)
-        self.out = open(self.filename, "a", encoding="utf-8", buffering=1 << 20) if self.filename else sys.stdout
+            try:
+                Path(self.filename).parent.mkdir(parents=True, exist_ok=True)
+                self.fd = os.open(self.filename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise file_error("FileStreamSink", "open for appending", self.filename, exc) from exc
 
     def put(self, records: list[SinkRecord]) -> None:
         self._write([r.value for r in records])
@@ -63,17 +75,42 @@ class FileStreamSinkTask(SinkTask):
             text = "\n".join(values)
         except TypeError:  # nulls or non-strings among them
             text = "\n".join([_line(v) for v in values])
-        self.out.write(text)
-        self.out.write("\n")
-        self.out.flush()  # visible to readers at once; durability (fsync) stays with flush()
+        text += "\n"
+        if self.fd is None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        # One write (visible to readers at once; durability stays with flush's fsync).
+        data = text.encode("utf-8")
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self.fd, data[written:] if written else data)
+        except OSError as exc:
+            self._take_back(written)
+            raise file_error("FileStreamSink", "write to", self.filename, exc) from exc
+
+    def _take_back(self, written: int) -> None:
+        """Remove the ``written`` bytes of a failed put from the end of the file."""
+        if not written or self.fd is None:
+            return
+        try:
+            os.ftruncate(self.fd, os.fstat(self.fd).st_size - written)
+        except OSError:
+            log.exception("FileStreamSink could not take %d bytes of a failed write back out of %s", written,
+                          self.filename)
 
     def flush(self, offsets: dict[TopicPartition, int]) -> None:
-        self.out.flush()
-        if self.out is not sys.stdout:
-            os.fsync(self.out.fileno())
+        if self.fd is not None:
+            try:
+                os.fsync(self.fd)
+            except OSError as exc:
+                raise file_error("FileStreamSink", "sync", self.filename, exc) from exc
 
     def stop(self) -> None:
-        if self.out is not sys.stdout:
-            self.out.flush()
-            os.fsync(self.out.fileno())
-            self.out.close()
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)

@@ -6,7 +6,9 @@ position after the line (Kafka counts characters; bytes are exact for any encodi
 New data is noticed through file-system events rather than one-second polling. A
 truncated file (shorter than the position) is read again from the start; a rotated
 one (the path now names another file) is read to its end first, then the new file
-from the start.
+from the start. A file that does not exist (yet, or any more) is waited for, as Kafka's
+connector does; one that cannot be read (permissions, a directory, I/O errors) fails the task
+with a message naming the file and the fix.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from headwater.connect.api import SourceConnector, SourceConnectorConfig, Source
 from headwater.connect.api.batch import SourceBatch
 from headwater.connect.api.data import STRING_SCHEMA
 
+from .errors import file_error
 from .watch import FolderWatch
 
 __all__ = ["FileStreamSourceConnector", "FileStreamSourceTask"]
@@ -82,6 +85,7 @@ class FileStreamSourceTask(SourceTask):
         self.sizes: list[int] | None = None
         self.next_line = 0
         self.stopped = False
+        self.missing = False
         self.watch: FolderWatch | None = None
         if self.filename:
             self.watch = FolderWatch(Path(self.filename).resolve().parent)
@@ -93,7 +97,16 @@ class FileStreamSourceTask(SourceTask):
         try:
             fd = os.open(self.filename, os.O_RDONLY)
         except FileNotFoundError:
+            # As Kafka's FileStreamSource: wait for the file to appear (said once, not every second).
+            if not self.missing:
+                log.warning("FileStreamSource: %s does not exist; waiting for it to appear", self.filename)
+                self.missing = True
             return False
+        except OSError as exc:
+            raise file_error("FileStreamSource", "read", self.filename, exc) from exc
+        if self.missing:
+            log.info("FileStreamSource: %s appeared; reading it", self.filename)
+            self.missing = False
         st = os.fstat(fd)
         self.fd, self.inode = fd, (st.st_dev, st.st_ino)
         if st.st_size < self.position:
@@ -126,7 +139,11 @@ class FileStreamSourceTask(SourceTask):
             read_from = 0
         if size == read_from:
             return
-        data = self.pending + os.pread(self.fd, READ_CHUNK, read_from)
+        try:
+            chunk = os.pread(self.fd, READ_CHUNK, read_from)
+        except OSError as exc:
+            raise file_error("FileStreamSource", "read", self.filename, exc) from exc
+        data = self.pending + chunk
         cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if cut < 0:
             self.pending = data
