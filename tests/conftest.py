@@ -22,3 +22,13 @@ def fresh_broker(tmp_path: Path):
     proc = BrokerProcess(tmp_path / "data")
     yield proc
     proc.kill()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One PostgreSQL server (wal_level=logical) for the session; tests use databases of their own."""
+    from pgserver import start_postgres
+
+    server = start_postgres()
+    yield server
+    server.stop()

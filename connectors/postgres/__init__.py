@@ -1,0 +1,1 @@
+"""PostgreSQL change data capture (in progress): so far the pgoutput decoder (``pgoutput``)."""

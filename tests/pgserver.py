@@ -1,0 +1,129 @@
+"""A real PostgreSQL for the tests: testcontainers when a Docker engine answers, otherwise a private
+server from the machine's PostgreSQL binaries (``initdb`` + ``pg_ctl``), in a temp folder, on a free
+loopback port, with ``wal_level=logical``.
+
+PostgreSQL refuses to run as root: as root the binaries run as the ``postgres`` system user, in a
+folder that user owns (the tests themselves stay root).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PostgresServer", "find_bindir", "start_postgres"]
+
+SETTINGS = {
+    "wal_level": "logical",
+    "max_replication_slots": "20",
+    "max_wal_senders": "20",
+    "fsync": "off",  # a test server: speed over durability of the test database itself
+    "full_page_writes": "off",
+}
+
+
+@dataclass
+class PostgresServer:
+    """Where a running server listens and how to reach it as its superuser."""
+
+    host: str
+    port: int
+    user: str = "postgres"
+    password: str = ""
+    dbname: str = "postgres"
+    stop_server: Any = None
+    notes: list[str] = field(default_factory=list)
+
+    def dsn(self, dbname: str | None = None, **extra: str) -> str:
+        parts = {"host": self.host, "port": str(self.port), "user": self.user, "dbname": dbname or self.dbname,
+                 **({"password": self.password} if self.password else {}), **extra}
+        return " ".join(f"{k}={v}" for k, v in parts.items())
+
+    def stop(self) -> None:
+        if self.stop_server is not None:
+            self.stop_server()
+            self.stop_server = None
+
+
+def find_bindir() -> Path | None:
+    """The folder of ``initdb``/``pg_ctl``/``postgres``: ``pg_config --bindir``, else Debian's layout."""
+    candidates = []
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True)
+        if out.returncode == 0:
+            candidates.append(out.stdout.strip())
+    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    for folder in candidates:
+        if (Path(folder) / "initdb").exists() and (Path(folder) / "pg_ctl").exists():
+            return Path(folder)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _from_docker() -> PostgresServer | None:
+    try:
+        from testcontainers.community.postgres import PostgresContainer
+    except ImportError:
+        try:
+            from testcontainers.postgres import PostgresContainer
+        except ImportError:
+            return None
+    try:
+        container = PostgresContainer("postgres:15", username="postgres", password="postgres", dbname="postgres")
+    except Exception:  # no Docker engine: the constructor asks the daemon and fails
+        return None
+    container.with_command("postgres " + " ".join(f"-c {k}={v}" for k, v in SETTINGS.items()))
+    container.start()
+    return PostgresServer(container.get_container_host_ip(), int(container.get_exposed_port(5432)),
+                          password="postgres", stop_server=container.stop, notes=["testcontainers"])
+
+
+def _from_binaries(base: Path) -> PostgresServer:
+    bindir = find_bindir()
+    if bindir is None:
+        raise RuntimeError("PostgreSQL server binaries not found (initdb, pg_ctl): install Debian's postgresql "
+                           "package (.ci/run does)")
+    as_root = os.geteuid() == 0
+    run_as = ["runuser", "-u", "postgres", "--"] if as_root else []
+    base.mkdir(parents=True, exist_ok=True)
+    data, log = base / "pgdata", base / "postgres.log"
+    if as_root:
+        shutil.chown(base, "postgres", "postgres")
+    subprocess.run([*run_as, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E",
+                    "UTF8", "--no-sync"], check=True, capture_output=True)
+    port = _free_port()
+    settings = {**SETTINGS, "listen_addresses": "'127.0.0.1'", "port": str(port),
+                "unix_socket_directories": f"'{base}'"}
+    with open(data / "postgresql.conf", "a") as conf:
+        conf.writelines(f"{k} = {v}\n" for k, v in settings.items())
+    subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60", "start"],
+                   check=True, capture_output=True)
+
+    def stop() -> None:
+        subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                       capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+    return PostgresServer("127.0.0.1", port, stop_server=stop, notes=[f"local binaries in {bindir}"])
+
+
+def start_postgres() -> PostgresServer:
+    """A running server: Docker's when there is one, else a private one in a new temp folder (under
+    the system's temp folder, which the postgres user can reach; pytest's sit under root's 0700)."""
+    server = _from_docker()
+    if server is not None:
+        return server
+    return _from_binaries(Path(tempfile.mkdtemp(prefix="headwater-pg-")))
