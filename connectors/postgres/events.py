@@ -1,0 +1,133 @@
+"""Debezium's change events: topics ``<prefix>.<schema>.<table>``, keys of the key columns, values
+``{before, after, source, op, ts_ms, transaction}``, with Debezium's schema names; tombstones
+after deletes. One ``TableSchema`` per captured table, rebuilt when the table changes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.connect.api import SourceRecord
+from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
+
+from .pgoutput import UNCHANGED_TOAST
+from .types import ColumnType
+
+__all__ = ["SOURCE_SCHEMA", "ChangeSource", "TableColumn", "TableSchema", "UNAVAILABLE"]
+
+VERSION = "2.7.0.Final-headwater"  # the Debezium version whose formats these follow
+UNAVAILABLE = "__debezium_unavailable_value"  # unavailable.value.placeholder: unchanged TOAST values
+
+_STR, _OSTR = Schema(SchemaType.STRING), Schema(SchemaType.STRING, True)
+_I64, _OI64 = Schema(SchemaType.INT64), Schema(SchemaType.INT64, True)
+_SNAPSHOT = Schema(SchemaType.STRING, True, name="io.debezium.data.Enum", version=1, default="false",
+                   parameters=(("allowed", "true,first,first_in_data_collection,last_in_data_collection,last,"
+                                           "false,incremental"),))
+SOURCE_SCHEMA = (SchemaBuilder.struct().name("io.debezium.connector.postgresql.Source")
+                 .field("version", _STR).field("connector", _STR).field("name", _STR).field("ts_ms", _I64)
+                 .field("snapshot", _SNAPSHOT).field("db", _STR).field("sequence", _OSTR).field("ts_us", _OI64)
+                 .field("ts_ns", _OI64).field("schema", _STR).field("table", _STR).field("txId", _OI64)
+                 .field("lsn", _OI64).field("xmin", _OI64).build())
+TRANSACTION_SCHEMA = (SchemaBuilder.struct().name("event.block").version(1).optional()
+                      .field("id", _STR).field("total_order", _I64).field("data_collection_order", _I64).build())
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    name: str
+    type: ColumnType
+    key: bool
+    not_null: bool
+    position: int  # in the table's full row (columns may be left out by column.include/exclude.list)
+
+
+@dataclass
+class ChangeSource:
+    """Where an event comes from: what ``source`` says and what the offset records."""
+
+    ts_us: int  # commit time (snapshot: read time)
+    snapshot: str  # "false", "true", "first", "last", ...
+    tx_id: int | None
+    lsn: int | None
+    commit_lsn: int | None = None
+    sequence: str | None = None
+
+
+class TableSchema:
+    """The key and value schemas of one table, and its events."""
+
+    def __init__(self, prefix: str, database: str, schema: str, table: str, columns: list[TableColumn]) -> None:
+        self.prefix, self.database, self.schema, self.table = prefix, database, schema, table
+        self.topic = f"{prefix}.{schema}.{table}"
+        self.columns = columns
+        self.key_columns = [c for c in columns if c.key]
+        base = f"{prefix}.{schema}.{table}"
+        self.key_schema: Schema | None = None
+        if self.key_columns:
+            kb = SchemaBuilder.struct().name(f"{base}.Key")
+            for c in self.key_columns:
+                kb.field(c.name, _required(c.type.schema))
+            self.key_schema = kb.build()
+        vb = SchemaBuilder.struct().name(f"{base}.Value").optional()
+        for c in columns:
+            vb.field(c.name, _required(c.type.schema) if c.not_null else c.type.schema)
+        self.row_schema = vb.build()
+        self.envelope = (SchemaBuilder.struct().name(f"{base}.Envelope").version(2)
+                         .field("before", self.row_schema).field("after", self.row_schema)
+                         .field("source", SOURCE_SCHEMA).field("op", _STR).field("ts_ms", _OI64)
+                         .field("ts_us", _OI64).field("ts_ns", _OI64).field("transaction", TRANSACTION_SCHEMA)
+                         .build())
+
+    def row(self, values: tuple[Any, ...] | list[Any]) -> Struct:
+        """A row's text values (None: NULL; UNCHANGED: an unchanged TOAST value) as the Value struct."""
+        out: dict[str, Any] = {}
+        for column in self.columns:
+            text = values[column.position] if column.position < len(values) else None
+            if text is None:
+                # A NOT NULL column without a value (a delete's old key leaves the other columns out):
+                # Debezium's fallback, the type's zero, keeps the event valid against its schema.
+                out[column.name] = _ZEROS.get(column.type.schema.type) if column.not_null else None
+            elif text is UNCHANGED_TOAST:
+                out[column.name] = UNAVAILABLE if column.type.schema.type == SchemaType.STRING else None
+            else:
+                out[column.name] = column.type.convert(text)
+        return Struct(self.row_schema, out)
+
+    def key(self, row: Struct | None) -> Struct | None:
+        if self.key_schema is None or row is None:
+            return None
+        return Struct(self.key_schema, {c.name: row.values.get(c.name) for c in self.key_columns})
+
+    def event(self, op: str, before: Struct | None, after: Struct | None, src: ChangeSource,
+              partition: dict[str, Any], offset: dict[str, Any], transaction: Struct | None = None,
+              key_row: Struct | None = None) -> SourceRecord:
+        now_us = time.time_ns() // 1000
+        source = Struct(SOURCE_SCHEMA, {
+            "version": VERSION, "connector": "postgresql", "name": self.prefix, "ts_ms": src.ts_us // 1000,
+            "snapshot": src.snapshot, "db": self.database, "sequence": src.sequence, "ts_us": src.ts_us,
+            "ts_ns": src.ts_us * 1000, "schema": self.schema, "table": self.table, "txId": src.tx_id,
+            "lsn": src.lsn, "xmin": None})
+        value = Struct(self.envelope, {"before": before, "after": after, "source": source, "op": op,
+                                       "ts_ms": now_us // 1000, "ts_us": now_us, "ts_ns": now_us * 1000,
+                                       "transaction": transaction})
+        key = self.key(key_row if key_row is not None else (after if after is not None else before))
+        return SourceRecord(self.topic, value, key, None, self.key_schema, self.envelope, src.ts_us // 1000, [],
+                            partition, offset)
+
+    def tombstone(self, key_row: Struct | None, partition: dict[str, Any], offset: dict[str, Any],
+                  ts_ms: int) -> SourceRecord:
+        return SourceRecord(self.topic, None, self.key(key_row), None, self.key_schema, None, ts_ms, [], partition,
+                            offset)
+
+
+_ZEROS: dict[SchemaType, Any] = {
+    SchemaType.INT8: 0, SchemaType.INT16: 0, SchemaType.INT32: 0, SchemaType.INT64: 0, SchemaType.FLOAT32: 0.0,
+    SchemaType.FLOAT64: 0.0, SchemaType.BOOLEAN: False, SchemaType.STRING: "", SchemaType.BYTES: b"\x00",
+    SchemaType.ARRAY: [],
+}
+
+
+def _required(schema: Schema) -> Schema:
+    return Schema(schema.type, False, schema.name, schema.version, schema.doc, schema.parameters, schema.default,
+                  schema.fields, schema.key_schema, schema.value_schema)

@@ -1,0 +1,406 @@
+"""PostgresConnector: Debezium-compatible change data capture through pgoutput.
+
+The task takes a consistent snapshot (the slot is created exporting its snapshot; every captured
+table is read inside it with a server-side cursor), then streams the slot from the snapshot's
+consistent point, so nothing is missed and nothing read twice. The LSN confirmed to the server
+moves only past transactions whose every event's offset the worker has stored (``commit``), and,
+when nothing is pending, to the WAL end that keepalives report (an idle captured table does not
+pin WAL). After a restart the task resumes from the stored offset; events at or before it that
+the slot sends again are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, ClassVar
+
+import psycopg
+from psycopg import sql
+
+from headwater.connect.api import ConnectException, SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask
+from headwater.connect.api.data import Struct
+
+from .catalog import Catalog
+from .config import PostgresSourceConfig
+from .events import ChangeSource, TableSchema
+from .pgoutput import Begin, Commit, Delete, Insert, Relation, Truncate, Update, decode
+from .replication import Keepalive, ReplicationStream, WalData
+
+__all__ = ["PostgresConnector", "PostgresSourceTask"]
+
+log = logging.getLogger(__name__)
+
+
+class PostgresConnector(SourceConnector):
+    config_class: ClassVar[type[SourceConnectorConfig]] = PostgresSourceConfig
+    aliases: ClassVar[tuple[str, ...]] = ("io.debezium.connector.postgresql.PostgresConnector",)
+
+    def start(self, config: PostgresSourceConfig) -> None:
+        self.config = config
+
+    def task_class(self) -> type[SourceTask]:
+        return PostgresSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [self.config.originals()]  # one slot, one reader: a single task, as Debezium
+
+
+def _connect_error(config: PostgresSourceConfig, exc: Exception) -> ConnectException:
+    return ConnectException(
+        f"Cannot connect to PostgreSQL at {config.database_hostname}:{config.database_port} database "
+        f"{config.database_dbname} as {config.database_user}: {exc}".strip())
+
+
+class PostgresSourceTask(SourceTask):
+    async def start(self, config: dict[str, str]) -> None:
+        self.config = c = PostgresSourceConfig.model_validate(config)
+        self.partition = {"server": c.topic_prefix}
+        self.skipped = c.skipped()
+        self.stored = self.context.offset_storage_reader.offset(self.partition) or {}
+        try:
+            self.conn = psycopg.connect(**c.libpq_params(), autocommit=True)
+        except psycopg.Error as exc:
+            raise _connect_error(c, exc) from exc
+        self._check_server()
+        self.catalog = Catalog(self.conn, c)
+        self.tables: dict[int, TableSchema] = {}  # relation oid -> schema
+        self.stream = ReplicationStream(c.libpq_params(), c.slot_name, c.publication_name)
+        self.snapshot_rows: list[tuple[TableSchema, list[Any]]] = []
+        self.snapshot_tables: list[tuple[str, str, int]] = []
+        self.snapshot_conn: psycopg.Connection[Any] | None = None
+        self.snapshot_cursor: Any = None
+        self.snapshot_table: TableSchema | None = None
+        self.held: tuple[TableSchema, list[Any]] | None = None
+        self.first_snapshot_record = True
+        self.tx: Begin | None = None
+        self.tx_last: dict[int, tuple[int, int]] = {}  # commit lsn -> (last event lsn, end lsn)
+        self.confirmed = 0
+        self.emitted: dict[str, Any] | None = None  # the offset of the last record handed over
+        self.streaming_done = False
+        self._ensure_publication()
+        await self._begin()
+
+    # -- setup ---------------------------------------------------------------------------------------
+
+    def _check_server(self) -> None:
+        level = self.conn.execute("SHOW wal_level").fetchone()
+        if level is None or level[0] != "logical":
+            raise ConnectException(f"PostgreSQL's wal_level is {level[0] if level else '?'}, not logical: set "
+                                   f"wal_level = logical in postgresql.conf and restart the server")
+        row = self.conn.execute("SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user"
+                                ).fetchone()
+        if not row or not row[0]:
+            raise ConnectException(f"User {self.config.database_user} lacks the REPLICATION attribute: "
+                                   f"ALTER ROLE {self.config.database_user} REPLICATION")
+
+    def _ensure_publication(self) -> None:
+        c = self.config
+        exists = self.conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s",
+                                   (c.publication_name,)).fetchone()
+        mode = c.publication_autocreate_mode
+        if exists:
+            if mode == "filtered":
+                self.conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
+                    sql.Identifier(c.publication_name), self._table_list()))
+            return
+        if mode == "disabled":
+            raise ConnectException(f"Publication {c.publication_name} does not exist and "
+                                   f"publication.autocreate.mode=disabled: create it (CREATE PUBLICATION ...)")
+        name = sql.Identifier(c.publication_name)
+        if mode == "all_tables":
+            statement = sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(name)
+        elif mode == "filtered":
+            statement = sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(name, self._table_list())
+        else:
+            statement = sql.SQL("CREATE PUBLICATION {}").format(name)
+        try:
+            self.conn.execute(statement)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise ConnectException(f"Cannot create publication {c.publication_name}: {exc}. FOR ALL TABLES needs "
+                                   f"a superuser: use publication.autocreate.mode=filtered, or create the "
+                                   f"publication as a superuser") from exc
+        log.info("created publication %s (%s)", c.publication_name, mode)
+
+    def _table_list(self) -> sql.Composable:
+        tables = self.catalog.tables() if hasattr(self, "catalog") else Catalog(self.conn, self.config).tables()
+        if not tables:
+            raise ConnectException("No table matches schema/table include and exclude lists: nothing to capture")
+        return sql.SQL(", ").join(sql.Identifier(s, t) for s, t, _ in tables)
+
+    def _slot(self) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT confirmed_flush_lsn::text, active, database FROM pg_replication_slots "
+                                "WHERE slot_name = %s", (self.config.slot_name,)).fetchone()
+        if row is None:
+            return None
+        if row[2] != self.config.database_dbname:
+            raise ConnectException(f"Replication slot {self.config.slot_name} belongs to database {row[2]}: choose "
+                                   f"another slot.name")
+        return {"confirmed": row[0], "active": row[1]}
+
+    async def _begin(self) -> None:
+        """Decide between snapshot and streaming, from the stored offset and snapshot.mode."""
+        c, stored = self.config, self.stored
+        snapshot_done = bool(stored) and (not stored.get("snapshot") or stored.get("last_snapshot_record"))
+        want = c.snapshot_mode in ("always",) or (
+            c.snapshot_mode in ("initial", "initial_only", "when_needed") and not snapshot_done)
+        try:
+            await asyncio.to_thread(self.stream.connect)
+        except psycopg.Error as exc:
+            raise _connect_error(c, exc) from exc
+        slot = self._slot()
+        if slot is not None and slot["active"]:
+            raise ConnectException(f"Replication slot {c.slot_name} is in use by another connection (another "
+                                   f"connector?): give each connector its own slot.name")
+        if want:
+            if slot is not None:  # a snapshot needs a new slot (its exported snapshot); restart it whole
+                self.conn.execute("SELECT pg_drop_replication_slot(%s)", (c.slot_name,))
+            lsn, name = await asyncio.to_thread(self.stream.create_slot, True)
+            log.info("created slot %s at %s; snapshot %s", c.slot_name, lsn, name)
+            self.snapshot_lsn = lsn
+            self._open_snapshot(name)
+            return
+        if slot is None:
+            lsn, _ = await asyncio.to_thread(self.stream.create_slot, False)
+            log.info("created slot %s at %s (no snapshot: snapshot.mode=%s)", c.slot_name, lsn, c.snapshot_mode)
+        self._start_streaming()
+
+    def _open_snapshot(self, name: str | None) -> None:
+        conn = psycopg.connect(**self.config.libpq_params())
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(name)))
+        self.snapshot_conn = conn
+        self.snapshot_tables = self.catalog.tables()
+        self.snapshot_ts = time.time_ns() // 1000
+        self.snapshot_tx = conn.execute("SELECT txid_current_if_assigned()").fetchone()
+        self.snapshot_progress = {"tables": len(self.snapshot_tables), "done": 0, "rows": 0}
+        log.info("snapshot of %d tables: %s", len(self.snapshot_tables),
+                 ", ".join(f"{s}.{t}" for s, t, _ in self.snapshot_tables))
+
+    def _start_streaming(self) -> None:
+        start = int(self.stored.get("lsn_commit") or 0) if not self.stored.get("snapshot") else 0
+        self.stream.start(start)
+        log.info("streaming slot %s from %s", self.config.slot_name, start)
+
+    # -- polling -------------------------------------------------------------------------------------
+
+    async def poll(self) -> list[SourceRecord] | None:
+        if self.snapshot_conn is not None:
+            return await self._poll_snapshot()
+        if self.streaming_done:
+            await asyncio.sleep(self.config.poll_interval_ms / 1000)
+            return None
+        return await self._poll_stream()
+
+    async def _poll_snapshot(self) -> list[SourceRecord] | None:
+        limit = self.config.max_batch_size
+        out: list[SourceRecord] = []
+        while len(out) < limit:
+            if self.snapshot_cursor is None:
+                if not self.snapshot_tables:
+                    break
+                schema, table, oid = self.snapshot_tables.pop(0)
+                self.snapshot_table = self.catalog.table_schema(schema, table, oid)
+                columns = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(col.name))
+                                             for col in _all_columns(self.snapshot_table))
+                assert self.snapshot_conn is not None
+                self.snapshot_cursor = self.snapshot_conn.cursor(name=f"hw_snapshot_{oid}")
+                self.snapshot_cursor.itersize = self.config.snapshot_fetch_size
+                query = sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(schema, table))
+                await asyncio.to_thread(self.snapshot_cursor.execute, query)
+            rows = await asyncio.to_thread(self.snapshot_cursor.fetchmany, min(self.config.snapshot_fetch_size,
+                                                                               limit - len(out)))
+            if not rows:
+                self.snapshot_cursor.close()
+                self.snapshot_cursor = None
+                self.snapshot_progress["done"] += 1
+                continue
+            current = self.snapshot_table
+            assert current is not None
+            self.snapshot_progress["rows"] += len(rows)
+            width = max((col.position for col in current.columns), default=-1) + 1
+            for row in rows:
+                if self.held is not None:
+                    out.append(self._snapshot_record(*self.held, last=False))
+                full: list[Any] = [None] * width
+                for col, value in zip(_all_columns(current), row, strict=True):
+                    full[col.position] = value
+                self.held = (current, full)
+        if self.snapshot_cursor is None and not self.snapshot_tables:
+            if self.held is not None:
+                out.append(self._snapshot_record(*self.held, last=True))
+                self.held = None
+            self._finish_snapshot()
+        return out or None
+
+    def _snapshot_record(self, table: TableSchema, row: list[Any], last: bool) -> SourceRecord:
+        marker = "first" if self.first_snapshot_record else ("last" if last else "true")
+        self.first_snapshot_record = False
+        src = ChangeSource(self.snapshot_ts, marker, None, self.snapshot_lsn)
+        offset = {"lsn": self.snapshot_lsn, "txId": None, "ts_usec": self.snapshot_ts, "snapshot": True,
+                  "last_snapshot_record": last}
+        after = table.row(row)
+        self.emitted = offset
+        return table.event("r", None, after, src, self.partition, offset)
+
+    def _finish_snapshot(self) -> None:
+        assert self.snapshot_conn is not None
+        self.snapshot_conn.execute("COMMIT")
+        self.snapshot_conn.close()
+        self.snapshot_conn = None
+        log.info("snapshot done: %d tables, %d rows", self.snapshot_progress["done"], self.snapshot_progress["rows"])
+        if self.config.snapshot_mode == "initial_only":
+            self.streaming_done = True
+            return
+        self.stored = {}
+        self.stream.start(self.snapshot_lsn)
+
+    async def _poll_stream(self) -> list[SourceRecord] | None:
+        out: list[SourceRecord] = []
+        limit = self.config.max_batch_size
+        wait = self.config.poll_interval_ms / 1000
+        while len(out) < limit:
+            msg = await self.stream.read(wait if not out else 0)
+            if msg is None:
+                break
+            if isinstance(msg, Keepalive):
+                self._idle_confirm(msg.wal_end, bool(out))
+                if msg.reply:
+                    self.stream.confirm(self.confirmed)
+                continue
+            self._on_message(msg, out)
+        return out or None
+
+    def _on_message(self, wal: WalData, out: list[SourceRecord]) -> None:
+        msg = decode(wal.payload)
+        if isinstance(msg, Begin):
+            self.tx, self.tx_events = msg, 0
+            self.tx_last_lsn = 0
+            return
+        if isinstance(msg, Commit):
+            if self.tx is not None and self.tx_events:
+                self.tx_last[msg.commit_lsn] = (self.tx_last_lsn, msg.end_lsn)
+            elif self._all_stored():
+                self._confirm(msg.end_lsn)  # nothing of ours in it, nothing pending: the slot may move on
+            self.tx = None
+            return
+        if isinstance(msg, Relation):
+            if self.catalog.filter.table(msg.namespace, msg.name):
+                self.tables[msg.oid] = self.catalog.table_schema(
+                    msg.namespace, msg.name, msg.oid, [(col.name, col.type_oid, col.type_modifier, col.key)
+                                                       for col in msg.columns])
+            else:
+                self.tables.pop(msg.oid, None)
+            return
+        if self.tx is None or not isinstance(msg, Insert | Update | Delete | Truncate):
+            return
+        if self._replayed(wal.start):
+            return
+        src = ChangeSource(self.tx.commit_ts_us, "false", self.tx.xid, wal.start, self.tx.final_lsn,
+                           f'["{self.tx.final_lsn}","{wal.start}"]')
+        offset = {"lsn_proc": wal.start, "lsn_commit": self.tx.final_lsn, "lsn": wal.start, "txId": self.tx.xid,
+                  "ts_usec": self.tx.commit_ts_us}
+        records = self._events(msg, src, offset)
+        if records:
+            out.extend(records)
+            self.tx_events += 1
+            self.tx_last_lsn = wal.start
+            self.emitted = offset
+
+    def _events(self, msg: Insert | Update | Delete | Truncate, src: ChangeSource,
+                offset: dict[str, Any]) -> list[SourceRecord]:
+        if isinstance(msg, Truncate):
+            if "t" in self.skipped:
+                return []
+            return [t.event("t", None, None, src, self.partition, offset)
+                    for oid in msg.relation_oids if (t := self.tables.get(oid)) is not None]
+        table = self.tables.get(msg.relation_oid)
+        if table is None:
+            return []
+        if isinstance(msg, Insert):
+            return [] if "c" in self.skipped else [table.event("c", None, table.row(msg.new), src, self.partition,
+                                                               offset)]
+        if isinstance(msg, Delete):
+            if "d" in self.skipped:
+                return []
+            gone = table.row(msg.old)
+            out = [table.event("d", gone, None, src, self.partition, offset)]
+            if self.config.tombstones_on_delete:
+                out.append(table.tombstone(gone, self.partition, offset, src.ts_us // 1000))
+            return out
+        if "u" in self.skipped:
+            return []
+        after = table.row(msg.new)
+        before: Struct | None = table.row(msg.old) if msg.old is not None and not msg.old_is_key else None
+        if msg.old is not None and msg.old_is_key:
+            old_key = table.row(msg.old)
+            if table.key(old_key) != table.key(after):  # a key change: delete, tombstone, create
+                out = [table.event("d", old_key, None, src, self.partition, offset)]
+                if self.config.tombstones_on_delete:
+                    out.append(table.tombstone(old_key, self.partition, offset, src.ts_us // 1000))
+                out.append(table.event("c", None, after, src, self.partition, offset))
+                return out
+        return [table.event("u", before, after, src, self.partition, offset)]
+
+    def _replayed(self, lsn: int) -> bool:
+        """An event the stored offset already covers (the slot resends from its confirmed LSN)."""
+        stored = self.stored
+        if not stored or stored.get("snapshot") or self.tx is None:
+            return False
+        commit = int(stored.get("lsn_commit") or 0)
+        if self.tx.final_lsn != commit:
+            return self.tx.final_lsn < commit
+        return lsn <= int(stored.get("lsn_proc") or stored.get("lsn") or 0)
+
+    # -- confirming LSNs -------------------------------------------------------------------------------
+
+    def _all_stored(self) -> bool:
+        current = self.context.offset_storage_reader.offset(self.partition)
+        return self.emitted is None or current == self.emitted
+
+    def _idle_confirm(self, wal_end: int, have_unreturned: bool) -> None:
+        if self.tx is None and not have_unreturned and self._all_stored():
+            self._confirm(wal_end)
+
+    def _confirm(self, lsn: int) -> None:
+        if lsn > self.confirmed:
+            self.confirmed = lsn
+            self.stream.confirm(lsn)
+
+    def commit(self) -> None:
+        """The worker stored offsets: confirm every transaction they fully cover."""
+        stored = self.context.offset_storage_reader.offset(self.partition)
+        if not stored or stored.get("snapshot") or not self.stream.streaming:
+            return
+        commit = int(stored.get("lsn_commit") or 0)
+        proc = int(stored.get("lsn_proc") or 0)
+        safe = 0
+        for commit_lsn in sorted(self.tx_last):
+            last_event, end = self.tx_last[commit_lsn]
+            if commit_lsn < commit or (commit_lsn == commit and proc >= last_event):
+                safe = max(safe, end)
+                del self.tx_last[commit_lsn]
+            else:
+                break
+        if safe:
+            self._confirm(safe)
+
+    def stop(self) -> None:
+        for closable in (self.snapshot_conn, ):
+            if closable is not None:
+                try:
+                    closable.close()
+                except psycopg.Error:
+                    pass
+        self.stream.close()
+        if self.config.slot_drop_on_stop:
+            try:
+                self.conn.execute("SELECT pg_drop_replication_slot(%s)", (self.config.slot_name,))
+            except psycopg.Error as exc:
+                log.warning("could not drop slot %s: %s", self.config.slot_name, exc)
+        self.conn.close()
+
+
+def _all_columns(table: TableSchema) -> list[Any]:
+    return sorted(table.columns, key=lambda c: c.position)
