@@ -26,7 +26,7 @@ LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
 """
 _TYPE = """
-SELECT t.oid, t.typname, t.typtype, t.typelem,
+SELECT t.oid, t.typname, t.typtype, CASE WHEN t.typcategory = 'A' THEN t.typelem ELSE 0 END,
        coalesce(array(SELECT e.enumlabel FROM pg_enum e WHERE e.enumtypid = t.oid ORDER BY e.enumsortorder),
                 '{}')
 FROM pg_type t WHERE t.oid = %s
@@ -74,7 +74,7 @@ class Catalog:
             # The key is the primary key (a Relation marks the replica identity, all columns when FULL).
             is_key = name in (keys if keys is not None else primary)
             columns.append(TableColumn(name, self.column_type(type_oid, modifier), is_key,
-                                       not_null.get(name, False) or is_key, position))
+                                       not_null.get(name, False) or is_key, position, type_oid))
         return TableSchema(self.config.topic_prefix, self.config.database_dbname, schema, table, columns)
 
     def _key_override(self, schema: str, table: str) -> set[str] | None:

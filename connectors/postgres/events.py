@@ -40,6 +40,7 @@ class TableColumn:
     key: bool
     not_null: bool
     position: int  # in the table's full row (columns may be left out by column.include/exclude.list)
+    type_oid: int = 0
 
 
 @dataclass

@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 
 import psycopg
 from psycopg import sql
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 
 from headwater.connect.api import ConnectException, SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask
 from headwater.connect.api.data import Struct
@@ -202,10 +204,11 @@ class PostgresSourceTask(SourceTask):
                     break
                 schema, table, oid = self.snapshot_tables.pop(0)
                 self.snapshot_table = self.catalog.table_schema(schema, table, oid)
-                columns = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(col.name))
-                                             for col in _all_columns(self.snapshot_table))
+                columns = sql.SQL(", ").join(sql.Identifier(col.name) for col in _all_columns(self.snapshot_table))
                 assert self.snapshot_conn is not None
                 self.snapshot_cursor = self.snapshot_conn.cursor(name=f"hw_snapshot_{oid}")
+                for col in self.snapshot_table.columns:  # values as the type's output function writes them,
+                    self.snapshot_cursor.adapters.register_loader(col.type_oid, _OutputText)  # as pgoutput does
                 self.snapshot_cursor.itersize = self.config.snapshot_fetch_size
                 query = sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(schema, table))
                 await asyncio.to_thread(self.snapshot_cursor.execute, query)
@@ -400,6 +403,14 @@ class PostgresSourceTask(SourceTask):
             except psycopg.Error as exc:
                 log.warning("could not drop slot %s: %s", self.config.slot_name, exc)
         self.conn.close()
+
+
+class _OutputText(Loader):
+    """A column's text form, untouched (a ``::text`` cast is not always the output function: it trims
+    char(n) and adds the netmask to inet)."""
+
+    def load(self, data: Buffer) -> str:
+        return bytes(data).decode("utf-8")
 
 
 def _all_columns(table: TableSchema) -> list[Any]:

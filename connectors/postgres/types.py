@@ -40,7 +40,7 @@ class PgType:
     oid: int
     name: str
     kind: str = "b"
-    element: int = 0
+    element: int = 0  # arrays only (points and other fixed-length types have a typelem too)
     labels: tuple[str, ...] = ()
 
 

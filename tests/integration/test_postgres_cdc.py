@@ -117,3 +117,94 @@ def test_a_killed_worker_resumes_from_its_offsets_and_the_slot_advances(postgres
         ids = [v["after"]["id"] for _, v in got if v and v["op"] == "c"]
         assert set(ids) == set(range(1, 251)), sorted(set(range(1, 251)) - set(ids))  # nothing lost
         print(f"\nkilled worker: 250 rows, {len(ids)} create events, {len(ids) - 250} replayed")
+
+
+TYPES_DDL = """
+CREATE TYPE mood AS ENUM ('sad', 'happy');
+CREATE TABLE typed (
+  id int PRIMARY KEY, i2 smallint, i8 bigint, f4 real, f8 double precision, num numeric(10,3), numu numeric,
+  b boolean, t text, vc varchar(5), ch char(3), bin bytea, d date, tm time, tm3 time(3), ts timestamp,
+  ts3 timestamp(3), tz timestamptz, tmz timetz, iv interval, u uuid, j json, jb jsonb, e mood, ai int[],
+  at text[], pt point, ip inet
+)"""
+TYPES_ROW = ("%s, 7, 9000000000, 1.5, 2.25, 12.345, 3.14, true, 'héllo', 'abc', 'ab', '\\x0102ff', '2024-01-02', "
+             "'12:34:56.789', '12:34:56.789', '2024-01-02 03:04:05.123456', '2024-01-02 03:04:05.123', "
+             "'2024-01-02 03:04:05+02', '03:04:05+02', '1 day 02:00:00', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', "
+             "'{\"a\":1}', '{\"a\":1}', 'happy', '{1,2,NULL}', '{\"a b\",c}', '(1,2)', '10.0.0.1'")
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+EXPECTED = {
+    "i2": (7, "int16", None), "i8": (9000000000, "int64", None), "f4": (1.5, "float", None),
+    "f8": (2.25, "double", None),
+    "num": (_b64((12345).to_bytes(2, "big")), "bytes", "org.apache.kafka.connect.data.Decimal"),
+    "numu": ({"scale": 2, "value": _b64((314).to_bytes(2, "big"))}, "struct", "io.debezium.data.VariableScaleDecimal"),
+    "b": (True, "boolean", None), "t": ("héllo", "string", None), "vc": ("abc", "string", None),
+    "ch": ("ab ", "string", None), "bin": (_b64(b"\x01\x02\xff"), "bytes", None),
+    "d": (19724, "int32", "io.debezium.time.Date"), "tm": (45296789000, "int64", "io.debezium.time.MicroTime"),
+    "tm3": (45296789, "int32", "io.debezium.time.Time"),
+    "ts": (1704164645123456, "int64", "io.debezium.time.MicroTimestamp"),
+    "ts3": (1704164645123, "int64", "io.debezium.time.Timestamp"),
+    "tz": ("2024-01-02T01:04:05Z", "string", "io.debezium.time.ZonedTimestamp"),
+    "tmz": ("01:04:05Z", "string", "io.debezium.time.ZonedTime"),
+    "iv": (93600000000, "int64", "io.debezium.time.MicroDuration"),
+    "u": ("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "string", "io.debezium.data.Uuid"),
+    "j": ('{"a":1}', "string", "io.debezium.data.Json"), "jb": ('{"a": 1}', "string", "io.debezium.data.Json"),
+    "e": ("happy", "string", "io.debezium.data.Enum"), "ai": ([1, 2, None], "array", None),
+    "at": (["a b", "c"], "array", None), "pt": ("(1,2)", "string", None), "ip": ("10.0.0.1", "string", None),
+}
+
+
+def test_every_mapped_type_snapshot_and_streaming_value_for_value(connect: ConnectProcess, postgres,
+                                                                  database: str) -> None:
+    prefix = unique("pgt")
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute(TYPES_DDL)
+        db.execute(f"INSERT INTO typed VALUES ({TYPES_ROW})", (1,))
+        name = unique("pg-types")
+        connect.create(name, source(postgres, database, prefix, **{"value.converter.schemas.enable": "true"}))
+        with TopicReader(connect.bootstrap, f"{prefix}.public.typed") as reader:
+            events(reader, 1)
+            db.execute(f"INSERT INTO typed VALUES ({TYPES_ROW})", (2,))
+            got = events(reader, 2)
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    for (_key, envelope), op in zip(got, ("r", "c"), strict=True):
+        payload, schema = envelope["payload"], envelope["schema"]
+        assert payload["op"] == op
+        assert schema["name"] == f"{prefix}.public.typed.Envelope"
+        after_schema = next(f for f in schema["fields"] if f["field"] == "after")
+        assert after_schema["name"] == f"{prefix}.public.typed.Value"
+        fields = {f["field"]: f for f in after_schema["fields"]}
+        assert fields["id"]["optional"] is False and fields["i2"]["optional"] is True
+        for column, (value, type_, logical) in EXPECTED.items():
+            assert payload["after"][column] == value, (op, column, payload["after"][column])
+            assert fields[column]["type"] == type_, (column, fields[column])
+            assert fields[column].get("name") == logical, (column, fields[column])
+        assert fields["num"]["parameters"] == {"scale": "3", "connect.decimal.precision": "10"}
+        assert fields["e"]["parameters"] == {"allowed": "sad,happy"}
+
+
+def test_a_column_added_mid_stream_shows_in_the_next_change(connect: ConnectProcess, postgres, database: str) -> None:
+    prefix = unique("pga")
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute("CREATE TABLE grows (id int PRIMARY KEY, a text)")
+        name = unique("pg-alter")
+        connect.create(name, source(postgres, database, prefix, **{"snapshot.mode": "no_data"}))
+        connect.wait_state(name, "RUNNING", tasks=1)
+        time_to_stream = 2
+        import time
+
+        time.sleep(time_to_stream)
+        db.execute("INSERT INTO grows VALUES (1, 'x')")
+        db.execute("ALTER TABLE grows ADD COLUMN b int NOT NULL DEFAULT 5")
+        db.execute("INSERT INTO grows VALUES (2, 'y', 6)")
+        with TopicReader(connect.bootstrap, f"{prefix}.public.grows") as reader:
+            got = events(reader, 2)
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    assert got[0][1]["after"] == {"id": 1, "a": "x"}
+    assert got[1][1]["after"] == {"id": 2, "a": "y", "b": 6}
