@@ -45,6 +45,8 @@ class ReplicationStream:
         self.params, self.slot, self.publication = params, slot, publication
         self.conn: psycopg.Connection[Any] | None = None
         self.streaming = False
+        self.interrupted = False
+        self._waiter: asyncio.Future[None] | None = None
 
     @property
     def pgconn(self) -> pq.abc.PGconn:
@@ -101,10 +103,35 @@ class ReplicationStream:
             if size == -2:
                 raise psycopg.OperationalError(pgconn.error_message.decode(errors="replace").strip())
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self.interrupted:
                 return None
-            await _readable(pgconn.socket, left)
+            await self._readable(pgconn.socket, left)
+            if self.interrupted:
+                return None
             pgconn.consume_input()
+
+    def interrupt(self) -> None:
+        """Make a waiting ``read`` return None now (the task is stopping)."""
+        self.interrupted = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _readable(self, fd: int, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        ready = self._waiter = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(fd, wake)
+        try:
+            await asyncio.wait_for(ready, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            loop.remove_reader(fd)
+            self._waiter = None
 
     def confirm(self, flushed: int, reply: bool = False) -> None:
         """A standby status update: everything up to ``flushed`` is safe, the slot may move past it."""
@@ -121,19 +148,3 @@ class ReplicationStream:
                 self.conn = None
                 self.streaming = False
 
-
-async def _readable(fd: int, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_reader(fd, wake)
-    try:
-        await asyncio.wait_for(ready, timeout)
-    except TimeoutError:
-        pass
-    finally:
-        loop.remove_reader(fd)

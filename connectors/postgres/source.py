@@ -56,6 +56,8 @@ def _connect_error(config: PostgresSourceConfig, exc: Exception) -> ConnectExcep
 
 
 class PostgresSourceTask(SourceTask):
+    stopping = polling = released = False
+
     async def start(self, config: dict[str, str]) -> None:
         self.config = c = PostgresSourceConfig.model_validate(config)
         self.partition = {"server": c.topic_prefix}
@@ -188,12 +190,20 @@ class PostgresSourceTask(SourceTask):
     # -- polling -------------------------------------------------------------------------------------
 
     async def poll(self) -> list[SourceRecord] | None:
-        if self.snapshot_conn is not None:
-            return await self._poll_snapshot()
-        if self.streaming_done:
-            await asyncio.sleep(self.config.poll_interval_ms / 1000)
+        if self.stopping:
             return None
-        return await self._poll_stream()
+        self.polling = True
+        try:
+            if self.snapshot_conn is not None:
+                return await self._poll_snapshot()
+            if self.streaming_done:
+                await asyncio.sleep(self.config.poll_interval_ms / 1000)
+                return None
+            return await self._poll_stream()
+        finally:
+            self.polling = False
+            if self.stopping:
+                self._release()
 
     async def _poll_snapshot(self) -> list[SourceRecord] | None:
         limit = self.config.max_batch_size
@@ -390,12 +400,21 @@ class PostgresSourceTask(SourceTask):
             self._confirm(safe)
 
     def stop(self) -> None:
-        for closable in (self.snapshot_conn, ):
-            if closable is not None:
-                try:
-                    closable.close()
-                except psycopg.Error:
-                    pass
+        """Called while a poll may be waiting: that poll returns at once and releases the connections."""
+        self.stopping = True
+        self.stream.interrupt()
+        if not self.polling:
+            self._release()
+
+    def _release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        if self.snapshot_conn is not None:
+            try:
+                self.snapshot_conn.close()
+            except psycopg.Error:
+                pass
         self.stream.close()
         if self.config.slot_drop_on_stop:
             try:
