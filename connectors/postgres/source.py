@@ -22,7 +22,7 @@ from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 
 from headwater.connect.api import ConnectException, SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask
-from headwater.connect.api.data import Struct
+from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
 
 from .catalog import Catalog
 from .config import PostgresSourceConfig
@@ -33,6 +33,12 @@ from .replication import Keepalive, ReplicationStream, WalData
 __all__ = ["PostgresConnector", "PostgresSourceTask"]
 
 log = logging.getLogger(__name__)
+
+LAG_CHECK_SECONDS = 10.0
+HEARTBEAT_KEY = (SchemaBuilder.struct().name("io.debezium.connector.common.ServerNameKey")
+                 .field("serverName", Schema(SchemaType.STRING)).build())
+HEARTBEAT_VALUE = (SchemaBuilder.struct().name("io.debezium.connector.common.Heartbeat")
+                   .field("ts_ms", Schema(SchemaType.INT64)).build())
 
 
 class PostgresConnector(SourceConnector):
@@ -83,6 +89,8 @@ class PostgresSourceTask(SourceTask):
         self.confirmed = 0
         self.emitted: dict[str, Any] | None = None  # the offset of the last record handed over
         self.streaming_done = False
+        self.next_heartbeat = self.next_lag_check = 0.0
+        self.retained_wal = 0
         self._ensure_publication()
         await self._begin()
 
@@ -273,6 +281,14 @@ class PostgresSourceTask(SourceTask):
         out: list[SourceRecord] = []
         limit = self.config.max_batch_size
         wait = self.config.poll_interval_ms / 1000
+        now = time.monotonic()
+        if now >= self.next_lag_check:
+            self.next_lag_check = now + LAG_CHECK_SECONDS
+            self._check_retained_wal()
+        interval = self.config.heartbeat_interval_ms / 1000
+        if interval and now >= self.next_heartbeat:
+            self.next_heartbeat = now + interval
+            out.append(self._heartbeat())
         while len(out) < limit:
             msg = await self.stream.read(wait if not out else 0)
             if msg is None:
@@ -284,6 +300,37 @@ class PostgresSourceTask(SourceTask):
                 continue
             self._on_message(msg, out)
         return out or None
+
+    def _heartbeat(self) -> SourceRecord:
+        """Debezium's heartbeat: ``__debezium-heartbeat.<prefix>``, key {serverName}, value {ts_ms}, with the
+        current offset. ``heartbeat.action.query`` runs first (writing to a table in the publication
+        makes an idle database produce changes, so the slot moves on every server)."""
+        c = self.config
+        if c.heartbeat_action_query:
+            try:
+                self.conn.execute(c.heartbeat_action_query)
+            except psycopg.Error as exc:
+                log.warning("heartbeat.action.query failed: %s", exc)
+        key = Struct(HEARTBEAT_KEY, {"serverName": c.topic_prefix})
+        value = Struct(HEARTBEAT_VALUE, {"ts_ms": time.time_ns() // 1_000_000})
+        return SourceRecord(f"__debezium-heartbeat.{c.topic_prefix}", value, key, None, HEARTBEAT_KEY,
+                            HEARTBEAT_VALUE, None, [], self.partition if self.emitted else {},
+                            dict(self.emitted) if self.emitted else {})
+
+    def _check_retained_wal(self) -> None:
+        """How much WAL the slot holds back; a warning past slot.max.retained.wal.bytes."""
+        try:
+            row = self.conn.execute("SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots "
+                                    "WHERE slot_name = %s", (self.config.slot_name,)).fetchone()
+        except psycopg.Error as exc:
+            log.warning("cannot read the retained WAL of slot %s: %s", self.config.slot_name, exc)
+            return
+        self.retained_wal = int(row[0]) if row and row[0] is not None else 0
+        limit = self.config.slot_max_retained_wal_bytes
+        if limit and self.retained_wal > limit:
+            log.warning("replication slot %s retains %d MiB of WAL (over slot.max.retained.wal.bytes = %d MiB): "
+                        "the worker is behind or stopped confirming; the server's disk fills until it catches "
+                        "up", self.config.slot_name, self.retained_wal >> 20, limit >> 20)
 
     def _on_message(self, wal: WalData, out: list[SourceRecord]) -> None:
         msg = decode(wal.payload)

@@ -208,3 +208,44 @@ def test_a_column_added_mid_stream_shows_in_the_next_change(connect: ConnectProc
         connect.ok("DELETE", f"/connectors/{name}", expect=204)
     assert got[0][1]["after"] == {"id": 1, "a": "x"}
     assert got[1][1]["after"] == {"id": 2, "a": "y", "b": 6}
+
+
+def test_an_idle_captured_table_does_not_pin_wal_while_others_write(connect: ConnectProcess, postgres,
+                                                                    database: str) -> None:
+    """The slot-lag guard: only public.quiet is captured and it stays idle while another table writes
+    500 MB of WAL; the slot follows the server's WAL position (keepalives), so it holds back little.
+    Heartbeats go to __debezium-heartbeat.<prefix> meanwhile."""
+    import time
+
+    prefix, slot = unique("pgw"), f"slot_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute("CREATE TABLE quiet (id int PRIMARY KEY)")
+        db.execute("CREATE TABLE noise (id int, pad text)")
+        name = unique("pg-idle")
+        connect.create(name, source(postgres, database, prefix, **{
+            "slot.name": slot, "publication.autocreate.mode": "filtered", "table.include.list": "public.quiet",
+            "snapshot.mode": "no_data", "heartbeat.interval.ms": "500"}))
+        connect.wait_state(name, "RUNNING", tasks=1)
+
+        def retained() -> int:
+            row = db.execute("SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots "
+                             "WHERE slot_name = %s", (slot,)).fetchone()
+            return int(row[0]) if row and row[0] is not None else -1
+
+        wait_for(lambda: retained() >= 0 or None, 20, 0.1, "the slot")
+        start = db.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+        peak = 0
+        for _ in range(25):
+            db.execute("INSERT INTO noise SELECT g, repeat('x', 200) FROM generate_series(1, 80000) g")
+            peak = max(peak, retained())
+            time.sleep(0.2)
+        written = int(db.execute("SELECT pg_current_wal_lsn() - %s::pg_lsn", (str(start),)).fetchone()[0])
+        settled = wait_for(lambda: (r := retained()) < (16 << 20) and r + 1, 20, 0.2, "the slot to catch up")
+        with TopicReader(connect.bootstrap, f"__debezium-heartbeat.{prefix}") as beats:
+            heartbeat = events(beats, 2)
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    print(f"\nidle-table guard: {written >> 20} MiB of WAL written elsewhere; slot retained at most {peak >> 20} MiB "
+          f"while it was written, {(settled - 1) >> 10} KiB after")
+    assert written >= 500 << 20
+    assert peak < 64 << 20, f"the slot held back {peak >> 20} MiB"
+    assert heartbeat[0][0] == {"serverName": prefix} and heartbeat[0][1]["ts_ms"] > 0
