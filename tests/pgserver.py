@@ -91,7 +91,7 @@ def _from_docker() -> PostgresServer | None:
                           password="postgres", stop_server=container.stop, notes=["testcontainers"])
 
 
-def _from_binaries(base: Path) -> PostgresServer:
+def _from_binaries(base: Path, overrides: dict[str, str] | None = None) -> PostgresServer:
     bindir = find_bindir()
     if bindir is None:
         raise RuntimeError("PostgreSQL server binaries not found (initdb, pg_ctl): install Debian's postgresql "
@@ -105,7 +105,7 @@ def _from_binaries(base: Path) -> PostgresServer:
     subprocess.run([*run_as, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E",
                     "UTF8", "--no-sync"], check=True, capture_output=True)
     port = _free_port()
-    settings = {**SETTINGS, "listen_addresses": "'127.0.0.1'", "port": str(port),
+    settings = {**SETTINGS, **(overrides or {}), "listen_addresses": "'127.0.0.1'", "port": str(port),
                 "unix_socket_directories": f"'{base}'"}
     with open(data / "postgresql.conf", "a") as conf:
         conf.writelines(f"{k} = {v}\n" for k, v in settings.items())
@@ -120,10 +120,11 @@ def _from_binaries(base: Path) -> PostgresServer:
     return PostgresServer("127.0.0.1", port, stop_server=stop, notes=[f"local binaries in {bindir}"])
 
 
-def start_postgres() -> PostgresServer:
+def start_postgres(**overrides: str) -> PostgresServer:
     """A running server: Docker's when there is one, else a private one in a new temp folder (under
-    the system's temp folder, which the postgres user can reach; pytest's sit under root's 0700)."""
-    server = _from_docker()
+    the system's temp folder, which the postgres user can reach; pytest's sit under root's 0700).
+    ``overrides``: postgresql.conf settings (a private server only, e.g. ``wal_level="replica"``)."""
+    server = None if overrides else _from_docker()
     if server is not None:
         return server
-    return _from_binaries(Path(tempfile.mkdtemp(prefix="headwater-pg-")))
+    return _from_binaries(Path(tempfile.mkdtemp(prefix="headwater-pg-")), overrides)

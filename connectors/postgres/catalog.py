@@ -3,6 +3,7 @@ captured tables, their columns (type, modifier, NOT NULL, key) and pg_type entri
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
@@ -12,6 +13,8 @@ from .events import TableColumn, TableSchema
 from .types import ColumnType, PgType, column_type
 
 __all__ = ["Catalog"]
+
+log = logging.getLogger(__name__)
 
 _TABLES = """
 SELECT n.nspname, c.relname, c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -40,6 +43,7 @@ class Catalog:
         self.filter = config.filter()
         self.types: dict[int, PgType | None] = {}
         self.key_overrides = config.key_columns()
+        self.warned: set[tuple[str, str]] = set()
 
     def tables(self) -> list[tuple[str, str, int]]:
         """Captured tables: (schema, table, oid)."""
@@ -75,6 +79,10 @@ class Catalog:
             is_key = name in (keys if keys is not None else primary)
             columns.append(TableColumn(name, self.column_type(type_oid, modifier), is_key,
                                        not_null.get(name, False) or is_key, position, type_oid))
+        if not any(c.key for c in columns) and (schema, table) not in self.warned:
+            self.warned.add((schema, table))
+            log.warning("table %s.%s has no primary key (nor message.key.columns): its events have a null key, "
+                        "and its updates and deletes carry no old values unless REPLICA IDENTITY FULL", schema, table)
         return TableSchema(self.config.topic_prefix, self.config.database_dbname, schema, table, columns)
 
     def _key_override(self, schema: str, table: str) -> set[str] | None:

@@ -73,7 +73,11 @@ class PostgresSourceTask(SourceTask):
             self.conn = psycopg.connect(**c.libpq_params(), autocommit=True)
         except psycopg.Error as exc:
             raise _connect_error(c, exc) from exc
-        self._check_server()
+        try:
+            self._check_server()
+        except BaseException:
+            self.conn.close()
+            raise
         self.catalog = Catalog(self.conn, c)
         self.tables: dict[int, TableSchema] = {}  # relation oid -> schema
         self.stream = ReplicationStream(c.libpq_params(), c.slot_name, c.publication_name)
@@ -91,8 +95,18 @@ class PostgresSourceTask(SourceTask):
         self.streaming_done = False
         self.next_heartbeat = self.next_lag_check = 0.0
         self.retained_wal = 0
-        self._ensure_publication()
-        await self._begin()
+        try:
+            slot = self._slot()
+            if slot is not None and slot["active"]:
+                raise ConnectException(f"Replication slot {c.slot_name} is in use by another connection (another "
+                                       f"connector?): give each connector its own slot.name")
+            self._ensure_publication()
+            await self._begin()
+        except BaseException:
+            self.released = True
+            self.stream.close()
+            self.conn.close()
+            raise
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -162,9 +176,6 @@ class PostgresSourceTask(SourceTask):
         except psycopg.Error as exc:
             raise _connect_error(c, exc) from exc
         slot = self._slot()
-        if slot is not None and slot["active"]:
-            raise ConnectException(f"Replication slot {c.slot_name} is in use by another connection (another "
-                                   f"connector?): give each connector its own slot.name")
         if want:
             if slot is not None:  # a snapshot needs a new slot (its exported snapshot); restart it whole
                 self.conn.execute("SELECT pg_drop_replication_slot(%s)", (c.slot_name,))
