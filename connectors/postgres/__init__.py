@@ -1,16 +1,14 @@
-"""PostgreSQL change data capture: PostgresConnector, a Debezium-compatible source on pgoutput.
-
-Not built yet (see CHANGELOG): the Postgres sink, heartbeats, transaction metadata topics and
-the slot's retained-WAL report.
-"""
+"""PostgreSQL change data capture: PostgresConnector, a Debezium-compatible source on pgoutput, and
+PostgresSinkConnector, which writes Debezium events (or plain rows) into tables exactly once."""
 
 from headwater.connect.api import hookimpl
 
+from .sink import PostgresSinkConnector, PostgresSinkTask
 from .source import PostgresConnector, PostgresSourceTask
 
-__all__ = ["PostgresConnector", "PostgresSourceTask"]
+__all__ = ["PostgresConnector", "PostgresSinkConnector", "PostgresSinkTask", "PostgresSourceTask"]
 
 
 @hookimpl
 def headwater_connectors() -> list[type]:
-    return [PostgresConnector]
+    return [PostgresConnector, PostgresSinkConnector]

@@ -113,7 +113,8 @@ class TableSchema:
                                        "ts_ms": now_us // 1000, "ts_us": now_us, "ts_ns": now_us * 1000,
                                        "transaction": transaction})
         key = self.key(key_row if key_row is not None else (after if after is not None else before))
-        return SourceRecord(self.topic, value, key, None, self.key_schema, self.envelope, src.ts_us // 1000, [],
+        key_schema = self.key_schema if key is not None else None  # a truncate has no key, nor key schema
+        return SourceRecord(self.topic, value, key, None, key_schema, self.envelope, src.ts_us // 1000, [],
                             partition, offset)
 
     def tombstone(self, key_row: Struct | None, partition: dict[str, Any], offset: dict[str, Any],

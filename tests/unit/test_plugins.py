@@ -35,7 +35,7 @@ from headwater.connect.storage.offsets import MemoryOffsetStore
 def test_builtins_are_entry_points_of_the_distribution() -> None:
     ours = {ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
             if ep.dist is not None and ep.dist.name == "headwater"}
-    assert ours == {"headwater.connectors.file", "headwater.connect.builtins"}
+    assert ours == {"headwater.connectors.file", "headwater.connectors.postgres", "headwater.connect.builtins"}
 
 
 def test_registry_finds_builtins_through_their_entry_points() -> None:
@@ -44,6 +44,8 @@ def test_registry_finds_builtins_through_their_entry_points() -> None:
         (registry.connector, "org.apache.kafka.connect.file.FileStreamSourceConnector", "headwater.connectors.file"),
         (registry.connector, "FileStreamSink", "headwater.connectors.file"),
         (registry.connector, "SpoolDirCsvSource", "headwater.connectors.file"),
+        (registry.connector, "io.debezium.connector.postgresql.PostgresConnector", "headwater.connectors.postgres"),
+        (registry.connector, "io.debezium.connector.jdbc.JdbcSinkConnector", "headwater.connectors.postgres"),
         (registry.converter, "org.apache.kafka.connect.json.JsonConverter", "headwater.connect.converters"),
         (registry.header_converter, "org.apache.kafka.connect.storage.SimpleHeaderConverter",
          "headwater.connect.converters"),
@@ -94,17 +96,20 @@ def test_a_plugin_wins_a_name_it_shares_with_a_builtin(monkeypatch: pytest.Monke
         "headwater.connectors.file.source"
 
 
-# What GET /connector-plugins answered while the built-ins were named in a tuple in plugins.py.
+# What GET /connector-plugins answered while the built-ins were named in a tuple in plugins.py (plus the
+# Postgres connectors added since).
 # Connectors by their full class name; the others by class name, as their modules inside
 # headwater.connect.converters and headwater.connect.transforms may move.
 CONNECTORS_BEFORE = [
     {"class": "headwater.connectors.file.sink.FileStreamSinkConnector", "type": "sink", "version": "1.0.0"},
+    {"class": "headwater.connectors.postgres.sink.PostgresSinkConnector", "type": "sink", "version": "1.0.0"},
     {"class": "headwater.connectors.file.source.FileStreamSourceConnector", "type": "source", "version": "1.0.0"},
     {"class": "headwater.connectors.file.spooldir.SpoolDirCsvSourceConnector", "type": "source", "version": "1.0.0"},
     {"class": "headwater.connectors.file.spooldir.SpoolDirLineDelimitedSourceConnector", "type": "source",
      "version": "1.0.0"},
     {"class": "headwater.connectors.file.spooldir.SpoolDirSchemaLessJsonSourceConnector", "type": "source",
      "version": "1.0.0"},
+    {"class": "headwater.connectors.postgres.source.PostgresConnector", "type": "source", "version": "1.0.0"},
 ]
 OTHERS_BEFORE = {
     "converter": ["ByteArrayConverter", "JsonConverter", "StringConverter"],

@@ -1,0 +1,467 @@
+"""PostgresSinkConnector: topics into PostgreSQL tables, exactly once.
+
+It reads Debezium change events directly (``op`` c/r/u write the ``after`` row, d and tombstones
+delete by key) and also plain rows (after ``ExtractNewRecordState``). Each ``put`` is one
+transaction: per table, the batch's last change of each key wins; rows go through COPY into a
+temporary table, then ``INSERT ... ON CONFLICT`` (upsert), ``INSERT`` or ``UPDATE``; deletes follow.
+The Kafka offsets the put covers are written in the same transaction to
+``__headwater_sink_offsets`` in the target database, and a task that is given a partition seeks to
+what that table says, so a crash never writes a row twice (even with ``insert.mode=insert``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, ClassVar, Literal
+from urllib.parse import parse_qsl, unquote
+
+import psycopg
+from psycopg import sql
+from pydantic import Field, model_validator
+
+from headwater.connect.api import (
+    ConnectException,
+    SinkConnector,
+    SinkConnectorConfig,
+    SinkRecord,
+    SinkTask,
+    TopicPartition,
+)
+from headwater.connect.api.data import Schema, SchemaType, Struct
+from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
+
+__all__ = ["PostgresSinkConfig", "PostgresSinkConnector", "PostgresSinkTask"]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TABLE = "__headwater_sink_offsets"
+_JDBC_URL = re.compile(r"^jdbc:postgresql://(?P<host>[^:/?]+)(?::(?P<port>\d+))?/(?P<db>[^?]+)(?:\?(?P<query>.*))?$")
+
+
+class PostgresSinkConfig(SinkConnectorConfig):
+    connection_url: str = Field("", alias="connection.url",
+                                description="jdbc:postgresql://host:port/db (user and password may follow as "
+                                            "query parameters)")
+    connection_host: str = Field("", alias="connection.host", description="Host, when connection.url is not set.")
+    connection_port: int = Field(5432, alias="connection.port", ge=1, le=65535)
+    connection_dbname: str = Field("", alias="connection.dbname")
+    connection_user: str = Field("", alias="connection.user", description="User (also connection.username).")
+    connection_username: str = Field("", alias="connection.username")
+    connection_password: str = Field("", alias="connection.password")
+    insert_mode: Literal["insert", "upsert", "update"] = Field("upsert", alias="insert.mode")
+    primary_key_mode: Literal["none", "kafka", "record_key", "record_value"] = Field("record_key",
+                                                                                   alias="primary.key.mode")
+    primary_key_fields: str = Field("", alias="primary.key.fields",
+                                    description="Key columns (record_value: required; record_key: a subset).")
+    delete_enabled: bool = Field(True, alias="delete.enabled",
+                                 description="Tombstones and Debezium deletes delete the row.")
+    schema_evolution: Literal["none", "basic"] = Field("basic", alias="schema.evolution",
+                                                       description="basic: create missing tables and add missing "
+                                                                   "columns.")
+    auto_create: bool | None = Field(None, alias="auto.create", description="Confluent's name for creating tables.")
+    auto_evolve: bool | None = Field(None, alias="auto.evolve", description="Confluent's name for adding columns.")
+    table_name_format: str = Field("${topic}", alias="table.name.format",
+                                   description="${topic}, ${source.schema}, ${source.table} are replaced.")
+    batch_size: int = Field(3000, alias="batch.size", ge=1)
+
+    @model_validator(mode="after")
+    def _target(self) -> PostgresSinkConfig:
+        if not self.connection_url and not (self.connection_host and self.connection_dbname):
+            raise ValueError("set connection.url (jdbc:postgresql://host:port/db) or connection.host and "
+                             "connection.dbname")
+        if self.connection_url and not _JDBC_URL.match(self.connection_url):
+            raise ValueError(f"connection.url {self.connection_url!r} is not jdbc:postgresql://host:port/database")
+        if self.primary_key_mode == "record_value" and not self.primary_key_fields:
+            raise ValueError("primary.key.mode=record_value needs primary.key.fields")
+        return self
+
+    def params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.connection_url:
+            m = _JDBC_URL.match(self.connection_url)
+            assert m is not None
+            out = {"host": m["host"], "port": int(m["port"] or 5432), "dbname": unquote(m["db"])}
+            for k, v in parse_qsl(m["query"] or ""):
+                out[k] = v
+        else:
+            out = {"host": self.connection_host, "port": self.connection_port, "dbname": self.connection_dbname}
+        user = self.connection_user or self.connection_username or out.pop("user", "")
+        if user:
+            out["user"] = user
+        if self.connection_password:
+            out["password"] = self.connection_password
+        return out
+
+    def creates(self) -> bool:
+        return self.auto_create if self.auto_create is not None else self.schema_evolution == "basic"
+
+    def evolves(self) -> bool:
+        return self.auto_evolve if self.auto_evolve is not None else self.schema_evolution == "basic"
+
+
+class PostgresSinkConnector(SinkConnector):
+    config_class: ClassVar[type[SinkConnectorConfig]] = PostgresSinkConfig
+    aliases: ClassVar[tuple[str, ...]] = ("io.debezium.connector.jdbc.JdbcSinkConnector",
+                                          "io.confluent.connect.jdbc.JdbcSinkConnector", "JdbcSinkConnector")
+
+    def start(self, config: PostgresSinkConfig) -> None:
+        self.config = config
+
+    def task_class(self) -> type[SinkTask]:
+        return PostgresSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [self.config.originals() for _ in range(max_tasks)]
+
+
+# -- Connect values -> PostgreSQL ------------------------------------------------------------------------
+
+
+def _pg_type(schema: Schema) -> str:
+    name = schema.name or ""
+    if name == DECIMAL_NAME or name == "io.debezium.data.VariableScaleDecimal":
+        return "numeric"
+    if name in (DATE_NAME, "io.debezium.time.Date"):
+        return "date"
+    if name in (TIMESTAMP_NAME, "io.debezium.time.Timestamp", "io.debezium.time.MicroTimestamp",
+                "io.debezium.time.NanoTimestamp"):
+        return "timestamp"
+    if name == "io.debezium.time.ZonedTimestamp":
+        return "timestamptz"
+    if name in (TIME_NAME, "io.debezium.time.Time", "io.debezium.time.MicroTime", "io.debezium.time.NanoTime"):
+        return "time"
+    if name == "io.debezium.time.ZonedTime":
+        return "timetz"
+    if name == "io.debezium.time.MicroDuration":
+        return "interval"
+    if name == "io.debezium.data.Json":
+        return "jsonb"
+    if name == "io.debezium.data.Uuid":
+        return "uuid"
+    if schema.type == SchemaType.ARRAY and schema.value_schema is not None:
+        return _pg_type(schema.value_schema) + "[]"
+    return {SchemaType.INT8: "smallint", SchemaType.INT16: "smallint", SchemaType.INT32: "integer",
+            SchemaType.INT64: "bigint", SchemaType.FLOAT32: "real", SchemaType.FLOAT64: "double precision",
+            SchemaType.BOOLEAN: "boolean", SchemaType.BYTES: "bytea"}.get(schema.type, "text")
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _to_pg(schema: Schema | None) -> Callable[[Any], Any]:
+    """How a Connect value of ``schema`` becomes what psycopg writes into the column."""
+    name = (schema.name or "") if schema is not None else ""
+    if name == "io.debezium.time.Date":
+        return lambda v: dt.date(1970, 1, 1) + dt.timedelta(days=v)
+    if name == "io.debezium.time.Timestamp":
+        return lambda v: _EPOCH + dt.timedelta(milliseconds=v)
+    if name == "io.debezium.time.MicroTimestamp":
+        return lambda v: _EPOCH + dt.timedelta(microseconds=v)
+    if name == "io.debezium.time.Time":
+        return lambda v: (_EPOCH + dt.timedelta(milliseconds=v)).time()
+    if name == "io.debezium.time.MicroTime":
+        return lambda v: (_EPOCH + dt.timedelta(microseconds=v)).time() if v < 86_400_000_000 else "24:00:00"
+    if name == "io.debezium.time.MicroDuration":
+        return lambda v: dt.timedelta(microseconds=v)
+    if name == "io.debezium.data.VariableScaleDecimal":
+        def variable(v: Any) -> Decimal:
+            from headwater.connect.api.logical import decimal_from_bytes
+
+            if isinstance(v, Struct):
+                v = v.values
+            value = v["value"]
+            if isinstance(value, str):
+                import base64
+
+                value = base64.b64decode(value)
+            return decimal_from_bytes(value, int(v["scale"]))
+
+        return variable
+    if schema is not None and schema.type == SchemaType.ARRAY and schema.value_schema is not None:
+        element = _to_pg(schema.value_schema)
+        return lambda v: [None if x is None else element(x) for x in v]
+    if schema is not None and schema.type == SchemaType.STRUCT:
+        import json
+
+        return lambda v: json.dumps(v.to_dict() if isinstance(v, Struct) else v, default=str)
+    return lambda v: v
+
+
+def _fields(value: Any) -> tuple[dict[str, Any], Schema | None]:
+    if isinstance(value, Struct):
+        return dict(value.values), value.schema
+    if isinstance(value, dict):
+        return dict(value), None
+    raise ConnectException(f"cannot write a value of type {type(value).__name__} as a row: a struct or a map "
+                           f"is needed (use JsonConverter with schemas, or ExtractNewRecordState)")
+
+
+def _is_envelope(value: Any) -> bool:
+    if isinstance(value, Struct):
+        return (value.schema.name or "").endswith(".Envelope") or (
+            value.schema.field("op") is not None and value.schema.field("after") is not None)
+    return isinstance(value, dict) and "op" in value and "after" in value and "source" in value
+
+
+def _get(value: Any, name: str) -> Any:
+    return value.values.get(name) if isinstance(value, Struct) else value.get(name)
+
+
+class _Change:
+    """One row-level change: a row to write (``row``) or a key to delete (``row`` None)."""
+
+    __slots__ = ("key", "row", "schema")
+
+    def __init__(self, key: tuple[Any, ...], row: dict[str, Any] | None, schema: Schema | None) -> None:
+        self.key, self.row, self.schema = key, row, schema
+
+
+class PostgresSinkTask(SinkTask):
+    def start(self, config: dict[str, str]) -> None:
+        self.config = c = PostgresSinkConfig.model_validate(config)
+        self.name = config.get("name", "")
+        try:
+            self.conn = psycopg.connect(**c.params(), autocommit=False)
+        except psycopg.Error as exc:
+            params = c.params()
+            raise ConnectException(f"Cannot connect to PostgreSQL at {params.get('host')}:{params.get('port')} "
+                                   f"database {params.get('dbname')}: {exc}".strip()) from exc
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {OFFSETS_TABLE} (connector text, topic text, "
+                          f"partition int, next_offset bigint NOT NULL, PRIMARY KEY (connector, topic, partition))")
+        self.conn.commit()
+        self.stored: dict[TopicPartition, int] = {}
+        self.topic_tables: dict[str, tuple[str, str]] = {}
+        self.columns: dict[tuple[str, str], dict[str, str]] = {}  # (schema, table) -> column -> type
+        self.key_fields = [f.strip() for f in c.primary_key_fields.split(",") if f.strip()]
+
+    def open(self, partitions: list[TopicPartition]) -> None:
+        """Seek each partition to the offset stored with the data (not the consumer group's)."""
+        rows = self.conn.execute(f"SELECT topic, partition, next_offset FROM {OFFSETS_TABLE} WHERE connector = %s",
+                                 (self.name,)).fetchall()
+        self.conn.commit()
+        stored = {TopicPartition(t, p): o for t, p, o in rows}
+        seek = {tp: stored[tp] for tp in partitions if tp in stored}
+        self.stored.update(seek)
+        if seek:
+            self.context.offset(seek)
+
+    def put(self, records: list[SinkRecord]) -> None:
+        fresh = [r for r in records if r.kafka_offset >= self.stored.get(TopicPartition(r.topic, r.kafka_partition
+                                                                                        or 0), 0)]
+        if not fresh:
+            return
+        pending: dict[tuple[str, str], dict[Any, _Change]] = {}
+        truncates: list[tuple[int, tuple[str, str]]] = []  # (position among the writes, table)
+        writes: list[tuple[tuple[str, str], dict[Any, _Change]]] = []
+        for record in fresh:
+            table = self._table(record)
+            if _is_envelope(record.value) and _get(record.value, "op") == "t":
+                if table in pending:  # what came before the truncate is written before it
+                    writes.append((table, pending.pop(table)))
+                truncates.append((len(writes), table))
+                continue
+            change = self._change(record)
+            if change is None:
+                continue
+            changes = pending.setdefault(table, {})
+            # The batch's last change of a key wins; rows without a key all append.
+            changes[change.key if change.key else len(changes)] = change
+        writes.extend(pending.items())
+        next_offsets: dict[TopicPartition, int] = {}
+        for r in fresh:
+            tp = TopicPartition(r.topic, r.kafka_partition or 0)
+            next_offsets[tp] = max(next_offsets.get(tp, 0), r.kafka_offset + 1)
+        try:
+            cut = 0
+            for index, (table, changes) in enumerate(writes):
+                while cut < len(truncates) and truncates[cut][0] <= index:
+                    self._truncate(truncates[cut][1])
+                    cut += 1
+                self._write(table, list(changes.values()))
+            for _, table in truncates[cut:]:
+                self._truncate(table)
+            with self.conn.cursor() as cur:
+                cur.executemany(
+                    f"INSERT INTO {OFFSETS_TABLE} VALUES (%s, %s, %s, %s) ON CONFLICT (connector, topic, partition) "
+                    f"DO UPDATE SET next_offset = excluded.next_offset",
+                    [(self.name, tp.topic, tp.partition, o) for tp, o in next_offsets.items()])
+            self.conn.commit()
+        except Exception:
+            self.conn.rollback()
+            raise
+        self.stored.update(next_offsets)
+
+    # -- one record ------------------------------------------------------------------------------------
+
+    def _change(self, record: SinkRecord) -> _Change | None:
+        value = record.value
+        key_row, _ = _fields(record.key) if isinstance(record.key, Struct | dict) else ({}, None)
+        if value is None:  # a tombstone
+            return _Change(self._key(record, key_row, None), None, None) if self.config.delete_enabled else None
+        if _is_envelope(value):
+            op = _get(value, "op")
+            if op == "d":
+                if not self.config.delete_enabled:
+                    return None
+                before = _get(value, "before")
+                row, _ = _fields(before) if before is not None else (key_row, None)
+                return _Change(self._key(record, key_row, row), None, None)
+            if op == "t" or op == "m":
+                return None
+            value = _get(value, "after")
+            if value is None:
+                return None
+        row, schema = _fields(value)
+        return _Change(self._key(record, key_row, row), row, schema)
+
+    def _key(self, record: SinkRecord, key_row: dict[str, Any], row: dict[str, Any] | None) -> tuple[Any, ...]:
+        mode = self.config.primary_key_mode
+        if mode == "record_key":
+            names = self.key_fields or list(key_row)
+            return tuple((n, key_row.get(n) if n in key_row else (row or {}).get(n)) for n in names)
+        if mode == "record_value":
+            return tuple((n, (row or {}).get(n)) for n in self.key_fields)
+        if mode == "kafka":
+            return (("__connect_topic", record.topic), ("__connect_partition", record.kafka_partition),
+                    ("__connect_offset", record.kafka_offset))
+        return ()
+
+    def _table(self, record: SinkRecord) -> tuple[str, str]:
+        name = self.config.table_name_format.replace("${topic}", record.topic)
+        if "${source." in name:
+            if not _is_envelope(record.value):
+                # A tombstone has no source block: the table its topic's events named, else the topic's
+                # last two parts (<prefix>.<schema>.<table>).
+                known = self.topic_tables.get(record.topic)
+                if known is not None:
+                    return known
+                parts = record.topic.split(".")
+                source = {"schema": parts[-2] if len(parts) > 1 else "public", "table": parts[-1], "db": ""}
+            else:
+                source = _get(record.value, "source")
+            for field in ("schema", "table", "db"):
+                name = name.replace(f"${{source.{field}}}", str(_get(source, field) or ""))
+        schema, _, table = name.rpartition(".") if name.count(".") == 1 else ("public", "", name.replace(".", "_"))
+        resolved = (schema or "public", table)
+        self.topic_tables[record.topic] = resolved
+        return resolved
+
+    # -- writing ---------------------------------------------------------------------------------------
+
+    def _ensure(self, table: tuple[str, str], changes: list[_Change]) -> dict[str, str]:
+        """The table's columns (name -> type), creating the table or adding columns as configured."""
+        known = self.columns.get(table)
+        if known is None:
+            rows = self.conn.execute(
+                "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a JOIN pg_class c ON "
+                "c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
+                "c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped", table).fetchall()
+            known = self.columns[table] = dict(rows) if rows else {}
+        wanted: dict[str, str] = {}
+        for ch in changes:
+            if ch.row is None:
+                continue
+            for name in ch.row:
+                if name not in known and name not in wanted:
+                    f = ch.schema.field(name) if ch.schema is not None else None
+                    wanted[name] = _pg_type(f.schema) if f is not None else "text"
+        key_names = [n for n, _ in changes[0].key] if changes and changes[0].key else []
+        ident = sql.Identifier(*table)
+        if not known:
+            if not self.config.creates():
+                raise ConnectException(f"Table {table[0]}.{table[1]} does not exist and schema.evolution=none "
+                                       f"(auto.create=false): create it")
+            for name in key_names:
+                wanted.setdefault(name, "text" if self.config.primary_key_mode == "kafka" and name == "__connect_topic"
+                                  else "bigint" if name.startswith("__connect_") else "text")
+            cols = [sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t)) for n, t in wanted.items()]
+            if key_names:
+                cols.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, key_names))))
+            self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident, sql.SQL(", ").join(cols)))
+            known.update(wanted)
+            log.info("created table %s.%s (%s)", *table, ", ".join(wanted))
+        elif wanted:
+            if not self.config.evolves():
+                raise ConnectException(f"Table {table[0]}.{table[1]} lacks columns {', '.join(wanted)} and "
+                                       f"schema.evolution=none (auto.evolve=false): add them")
+            for name, type_ in wanted.items():
+                self.conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+                    ident, sql.Identifier(name), sql.SQL(type_)))
+            known.update(wanted)
+            log.info("added columns to %s.%s: %s", *table, ", ".join(wanted))
+        return known
+
+    def _truncate(self, table: tuple[str, str]) -> None:
+        if self.columns.get(table) or self._exists(table):
+            self.conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(*table)))
+
+    def _exists(self, table: tuple[str, str]) -> bool:
+        return self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{table[0]}"."{table[1]}"',)
+                                 ).fetchone() == (True,)
+
+    def _write(self, table: tuple[str, str], changes: list[_Change]) -> None:
+        self._ensure(table, changes)
+        ident = sql.Identifier(*table)
+        deletes = [ch.key for ch in changes if ch.row is None and ch.key]
+        rows = [ch for ch in changes if ch.row is not None]
+        if rows:
+            self._write_rows(table, ident, rows)
+        if deletes:
+            names = [n for n, _ in deletes[0]]
+            condition = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(n)) for n in names)
+            with self.conn.cursor() as cur:
+                cur.executemany(sql.SQL("DELETE FROM {} WHERE {}").format(ident, condition),
+                                [tuple(v for _, v in key) for key in deletes])
+
+    def _write_rows(self, table: tuple[str, str], ident: sql.Identifier, rows: list[_Change]) -> None:
+        schema = rows[-1].schema
+        names: list[str] = []
+        for ch in rows:
+            for n in ch.row or {}:
+                if n not in names:
+                    names.append(n)
+        key_names = [n for n, _ in rows[0].key] if rows[0].key and self.config.primary_key_mode != "none" else []
+        if self.config.primary_key_mode == "kafka":
+            names = [n for n in names if n not in key_names] + key_names
+        convert = {n: _to_pg(f.schema if schema is not None and (f := schema.field(n)) is not None else None)
+                   for n in names}
+        temp = sql.Identifier(f"_hw_stage_{table[1]}"[:60])
+        cols = sql.SQL(", ").join(map(sql.Identifier, names))
+        self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(temp))
+        self.conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
+            temp, ident))
+        with self.conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(temp, cols)) as copy:
+            for ch in rows:
+                row = dict(ch.row or {})
+                row.update(dict(ch.key) if self.config.primary_key_mode == "kafka" else {})
+                copy.write_row([None if row.get(n) is None else convert[n](row[n]) for n in names])
+        mode = self.config.insert_mode if key_names else "insert"
+        if mode == "update":
+            others = [n for n in names if n not in key_names]
+            statement = sql.SQL("UPDATE {} t SET {} FROM {} s WHERE {}").format(
+                ident, sql.SQL(", ").join(sql.SQL("{} = s.{}").format(sql.Identifier(n), sql.Identifier(n))
+                                          for n in others),
+                temp, sql.SQL(" AND ").join(sql.SQL("t.{} = s.{}").format(sql.Identifier(n), sql.Identifier(n))
+                                            for n in key_names))
+        else:
+            statement = sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(ident, cols, cols, temp)
+            if mode == "upsert":
+                others = [n for n in names if n not in key_names]
+                action = (sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
+                    sql.SQL("{} = excluded.{}").format(sql.Identifier(n), sql.Identifier(n)) for n in others))
+                    if others else sql.SQL("DO NOTHING"))
+                statement = sql.SQL("{} ON CONFLICT ({}) {}").format(
+                    statement, sql.SQL(", ").join(map(sql.Identifier, key_names)), action)
+        self.conn.execute(statement)
+        self.conn.execute(sql.SQL("DROP TABLE {}").format(temp))
+
+    def pre_commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return offsets  # every put committed its rows and offsets together
+
+    def stop(self) -> None:
+        if getattr(self, "conn", None) is not None:
+            self.conn.close()

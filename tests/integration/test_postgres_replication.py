@@ -1,0 +1,120 @@
+"""Postgres A -> CDC source -> topics -> Postgres sink -> Postgres B, through real workers: after a
+workload of mixed transactions (inserts, updates including primary-key changes, deletes, a truncate,
+an ALTER TABLE), B's tables equal A's row for row."""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+
+import psycopg
+import pytest
+from connectproc import ConnectProcess, module_connect, unique, wait_for
+from test_postgres_cdc import source
+
+pytestmark = pytest.mark.timeout(300)
+
+connect = module_connect("postgres-replication")
+JSON = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "true",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "true"}
+COLUMNS = {"items": "id, name, qty, price, seen, tags", "others": "k, v"}
+
+
+def databases(postgres) -> tuple[str, str]:
+    a, b = "a_" + uuid.uuid4().hex[:8], "b_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {a}")
+        conn.execute(f"CREATE DATABASE {b}")
+    return a, b
+
+
+def workload(db: psycopg.Connection, transactions: int, seed: int = 7) -> dict[str, int]:
+    rng = random.Random(seed)
+    ids: list[int] = []
+    next_id, counts = 1, {"insert": 0, "update": 0, "key change": 0, "delete": 0, "truncate": 0, "alter": 0}
+    for n in range(transactions):
+        with db.transaction():
+            if n == transactions // 2:
+                db.execute("ALTER TABLE items ADD COLUMN note text")
+                COLUMNS["items"] = "id, name, qty, price, seen, tags, note"
+                counts["alter"] += 1
+            if n == (3 * transactions) // 4:
+                db.execute("TRUNCATE others")
+                counts["truncate"] += 1
+            for _ in range(rng.randint(1, 5)):
+                roll = rng.random()
+                if roll < 0.45 or len(ids) < 5:
+                    db.execute("INSERT INTO items (id, name, qty, price, seen, tags) VALUES (%s, %s, %s, %s, now(), "
+                               "%s)", (next_id, f"item {next_id}", rng.randint(0, 99), rng.randint(0, 99999) / 100,
+                                       [f"t{rng.randint(0, 9)}"]))
+                    db.execute("INSERT INTO others VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+                               (f"k{next_id % 50}", f'{{"n": {next_id}}}'))
+                    ids.append(next_id)
+                    next_id += 1
+                    counts["insert"] += 1
+                elif roll < 0.75:
+                    i = rng.choice(ids)
+                    db.execute("UPDATE items SET qty = qty + 1, name = %s WHERE id = %s", (f"upd {n}", i))
+                    if "note" in COLUMNS["items"]:
+                        db.execute("UPDATE items SET note = %s WHERE id = %s", (f"note {n}", i))
+                    counts["update"] += 1
+                elif roll < 0.85:
+                    i = ids.pop(rng.randrange(len(ids)))
+                    db.execute("UPDATE items SET id = %s WHERE id = %s", (next_id, i))  # a primary-key change
+                    ids.append(next_id)
+                    next_id += 1
+                    counts["key change"] += 1
+                else:
+                    i = ids.pop(rng.randrange(len(ids)))
+                    db.execute("DELETE FROM items WHERE id = %s", (i,))
+                    counts["delete"] += 1
+    return counts
+
+
+def rows(db: psycopg.Connection, table: str) -> list[tuple]:
+    key = COLUMNS[table].split(",")[0]
+    return db.execute(f"SELECT {COLUMNS[table]} FROM {table} ORDER BY {key}").fetchall()
+
+
+def test_a_to_b_table_for_table(connect: ConnectProcess, postgres) -> None:
+    a, b = databases(postgres)
+    prefix = unique("rep")
+    COLUMNS["items"] = "id, name, qty, price, seen, tags"
+    with psycopg.connect(postgres.dsn(a), autocommit=True) as db_a, \
+            psycopg.connect(postgres.dsn(b), autocommit=True) as db_b:
+        db_a.execute("CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, qty int, price numeric(10,2), "
+                     "seen timestamptz, tags text[])")
+        db_a.execute("CREATE TABLE others (k text PRIMARY KEY, v jsonb)")
+        db_a.execute("INSERT INTO items VALUES (0, 'before the snapshot', 1, 2.50, now(), '{a}')")
+        src, sink = unique("rep-src"), unique("rep-sink")
+        connect.create(src, source(postgres, a, prefix, **JSON, **{"skipped.operations": "none"}))
+        connect.create(sink, {"connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
+                              "connection.url": f"jdbc:postgresql://{postgres.host}:{postgres.port}/{b}",
+                              "connection.username": postgres.user, "connection.password": postgres.password or "",
+                              "topics.regex": rf"{prefix}\.public\..*", "insert.mode": "upsert",
+                              "primary.key.mode": "record_key", "delete.enabled": "true",
+                              "table.name.format": "${source.schema}.${source.table}",
+                              "consumer.override.metadata.max.age.ms": "1000", **JSON})
+        connect.wait_state(src, "RUNNING", tasks=1)
+        started = time.monotonic()
+        counts = workload(db_a, 10_000)
+        took = time.monotonic() - started
+
+        def same() -> bool:
+            try:
+                return all(rows(db_a, t) == rows(db_b, t) for t in COLUMNS)
+            except psycopg.errors.UndefinedTable:
+                return False
+            except psycopg.errors.UndefinedColumn:
+                return False
+
+        wait_for(same, 120, 0.5, "B's tables to equal A's", connect.log_text)
+        caught_up = time.monotonic() - started
+        sizes = {t: len(rows(db_a, t)) for t in COLUMNS}
+        status = [connect.status(n)["tasks"][0]["state"] for n in (src, sink)]
+        for name in (src, sink):
+            connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    print(f"\nA -> B: 10,000 transactions {counts} in {took:.1f}s; B equal to A after {caught_up:.1f}s; rows {sizes}")
+    assert status == ["RUNNING", "RUNNING"]
+    assert sizes["items"] > 100 and counts["truncate"] == 1 and counts["key change"] > 50
