@@ -118,3 +118,68 @@ def test_a_to_b_table_for_table(connect: ConnectProcess, postgres) -> None:
     print(f"\nA -> B: 10,000 transactions {counts} in {took:.1f}s; B equal to A after {caught_up:.1f}s; rows {sizes}")
     assert status == ["RUNNING", "RUNNING"]
     assert sizes["items"] > 100 and counts["truncate"] == 1 and counts["key change"] > 50
+
+
+@pytest.fixture(scope="module")
+def fast_broker(tmp_path_factory: pytest.TempPathFactory):
+    """A broker that allows the workers' short session timeouts (fast failover)."""
+    from brokerproc import BrokerProcess
+    from workerproc import BROKER_OVERRIDES
+
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "data", *BROKER_OVERRIDES, "num.partitions=1") as proc:
+        yield proc
+
+
+def test_a_to_b_with_the_source_worker_killed_mid_stream(fast_broker, postgres, tmp_path) -> None:
+    """Distributed mode: two workers; the worker running the CDC source task is SIGKILLed while the
+    workload runs; the task moves to the other worker and resumes from the stored offset; B equals A."""
+    import threading
+
+    from workerproc import Cluster
+
+    a, b = databases(postgres)
+    prefix = unique("repk")
+    COLUMNS["items"] = "id, name, qty, price, seen, tags"
+    with Cluster(tmp_path, fast_broker.bootstrap) as cluster, \
+            psycopg.connect(postgres.dsn(a), autocommit=True) as db_a, \
+            psycopg.connect(postgres.dsn(b), autocommit=True) as db_b:
+        db_a.execute("CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, qty int, price numeric(10,2), "
+                     "seen timestamptz, tags text[])")
+        db_a.execute("CREATE TABLE others (k text PRIMARY KEY, v jsonb)")
+        cluster.start(2)
+        src, sink = unique("repk-src"), unique("repk-sink")
+        cluster.leader().ok("POST", "/connectors", {"name": src, "config": source(
+            postgres, a, prefix, **JSON, **{"skipped.operations": "none"})}, expect=201)
+        cluster.leader().ok("POST", "/connectors", {"name": sink, "config": {
+            "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
+            "connection.url": f"jdbc:postgresql://{postgres.host}:{postgres.port}/{b}?user={postgres.user}",
+            "topics.regex": rf"{prefix}\.public\..*", "table.name.format": "${source.schema}.${source.table}",
+            "consumer.override.metadata.max.age.ms": "1000", **JSON}}, expect=201)
+        st = cluster.wait_running(src, 1, timeout=60)
+        cluster.wait_running(sink, 1, timeout=60)
+        source_worker = cluster.by_id(st["tasks"][0]["worker_id"])
+
+        done: dict[str, dict[str, int]] = {}
+        feeder = threading.Thread(target=lambda: done.setdefault("counts", workload(
+            psycopg.connect(postgres.dsn(a), autocommit=True), 4000, seed=11)))
+        feeder.start()
+        time.sleep(1.0)  # the workload is flowing
+        source_worker.kill()
+        killed_at = time.monotonic()
+        feeder.join(120)
+        st = cluster.wait_running(src, 1, timeout=60)
+        moved = time.monotonic() - killed_at
+        assert st["tasks"][0]["worker_id"] != source_worker.worker_id
+
+        def same() -> bool:
+            try:
+                return all(rows(db_a, t) == rows(db_b, t) for t in COLUMNS)
+            except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
+                return False
+
+        wait_for(same, 120, 0.5, "B's tables to equal A's after the kill", cluster.logs)
+        equal_after = time.monotonic() - killed_at
+        sizes = {t: len(rows(db_a, t)) for t in COLUMNS}
+    print(f"\nA -> B with the source worker killed: {done['counts']}; task RUNNING elsewhere {moved:.1f}s after "
+          f"the kill; B equal to A {equal_after:.1f}s after it; rows {sizes}")
+    assert sizes["items"] > 100
