@@ -117,3 +117,17 @@ def test_a_table_without_primary_key_has_null_keys_and_a_dropped_table_stops_not
     assert connect.status(name)["tasks"][0]["state"] == "RUNNING"
     assert connect.log_text().count("table public.nokey has no primary key") == 1
     connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_the_shipped_configs_validate(connect: ConnectProcess) -> None:
+    """configs/postgres/*.json pass PUT /connector-plugins/{plugin}/config/validate with no error."""
+    import json
+
+    from workerproc import REPO
+
+    for path in sorted((REPO / "configs" / "postgres").glob("*.json")):
+        body = json.loads(path.read_text())
+        config = {**body["config"], "name": body["name"]}
+        plugin = config["connector.class"].rsplit(".", 1)[-1]
+        result = connect.ok("PUT", f"/connector-plugins/{plugin}/config/validate", config, expect=200)
+        assert result["error_count"] == 0, (path.name, [c["value"] for c in result["configs"] if c["value"]["errors"]])
