@@ -93,7 +93,7 @@ class TableSchema:
                 out[column.name] = UNAVAILABLE if column.type.schema.type == SchemaType.STRING else None
             else:
                 out[column.name] = column.type.convert(text)
-        return Struct(self.row_schema, out)
+        return _struct(self.row_schema, out)
 
     def key(self, row: Struct | None) -> Struct | None:
         if self.key_schema is None or row is None:
@@ -104,14 +104,14 @@ class TableSchema:
               partition: dict[str, Any], offset: dict[str, Any], transaction: Struct | None = None,
               key_row: Struct | None = None) -> SourceRecord:
         now_us = time.time_ns() // 1000
-        source = Struct(SOURCE_SCHEMA, {
+        source = _struct(SOURCE_SCHEMA, {
             "version": VERSION, "connector": "postgresql", "name": self.prefix, "ts_ms": src.ts_us // 1000,
             "snapshot": src.snapshot, "db": self.database, "sequence": src.sequence, "ts_us": src.ts_us,
             "ts_ns": src.ts_us * 1000, "schema": self.schema, "table": self.table, "txId": src.tx_id,
             "lsn": src.lsn, "xmin": None})
-        value = Struct(self.envelope, {"before": before, "after": after, "source": source, "op": op,
-                                       "ts_ms": now_us // 1000, "ts_us": now_us, "ts_ns": now_us * 1000,
-                                       "transaction": transaction})
+        value = _struct(self.envelope, {"before": before, "after": after, "source": source, "op": op,
+                                        "ts_ms": now_us // 1000, "ts_us": now_us, "ts_ns": now_us * 1000,
+                                        "transaction": transaction})
         key = self.key(key_row if key_row is not None else (after if after is not None else before))
         key_schema = self.key_schema if key is not None else None  # a truncate has no key, nor key schema
         return SourceRecord(self.topic, value, key, None, key_schema, self.envelope, src.ts_us // 1000, [],
@@ -128,6 +128,13 @@ _ZEROS: dict[SchemaType, Any] = {
     SchemaType.FLOAT64: 0.0, SchemaType.BOOLEAN: False, SchemaType.STRING: "", SchemaType.BYTES: b"\x00",
     SchemaType.ARRAY: [],
 }
+
+
+def _struct(schema: Schema, values: dict[str, Any]) -> Struct:
+    """A Struct of a schema known to be a struct's, without the dataclass's checks (the hot path)."""
+    out = object.__new__(Struct)
+    out.schema, out.values = schema, values
+    return out
 
 
 def _required(schema: Schema) -> Schema:

@@ -1,0 +1,203 @@
+"""Postgres CDC benchmark (not a test): a private PostgreSQL, ``headwater up``, the CDC source and sink.
+
+1. Streaming: N changes in 1,000-row transactions; events/s from the first commit until the topic
+   holds them all, side by side with ``pg_recvlogical`` (pgoutput) reading the same changes from its
+   own slot in the same run.
+2. Snapshot: rows/s of the initial snapshot of an N-row table.
+3. Latency: commit -> topic at a steady rate (default 5,000 changes/s), p50 and p99.
+4. Sink: rows/s from the topic into another database.
+
+    .venv/bin/python bench/cdc_throughput.py [--changes 1000000] [--rate 5000] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import psycopg  # noqa: E402
+from connectproc import ConnectProcess, end_offset, unique  # noqa: E402
+from pgserver import find_bindir, start_postgres  # noqa: E402
+
+JSON = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false"}
+
+
+def source(server, db: str, prefix: str, **extra: str) -> dict[str, str]:
+    return {"connector.class": "PostgresConnector", "database.hostname": server.host,
+            "database.port": str(server.port), "database.user": server.user, "database.dbname": db,
+            "topic.prefix": prefix, "slot.name": f"s_{prefix.replace('-', '_')}",
+            "publication.name": "bench_pub", "publication.autocreate.mode": "all_tables",
+            "max.batch.size": "8192", **JSON, **extra}
+
+
+def wait_offset(bootstrap: str, topic: str, count: int, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if end_offset(bootstrap, topic) >= count:
+            return time.monotonic()
+        time.sleep(0.05)
+    raise SystemExit(f"{topic} did not reach {count} records within {timeout}s")
+
+
+def streaming(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, changes: int) -> None:
+    db.execute("CREATE TABLE stream_t (id bigint PRIMARY KEY, v text, n int)")
+    db.execute("CREATE PUBLICATION bench_pub FOR ALL TABLES")
+    db.execute("SELECT pg_create_logical_replication_slot('recvlogical', 'pgoutput')")
+    prefix = unique("cdc")
+    up.create(prefix, source(server, dbname, prefix, **{"snapshot.mode": "no_data"}))
+    up.wait_state(prefix, "RUNNING", tasks=1, timeout=60)
+    time.sleep(2)  # streaming
+    topic = f"{prefix}.public.stream_t"
+    started = time.monotonic()
+    for start in range(0, changes, 1000):
+        db.execute("INSERT INTO stream_t SELECT g, 'value ' || g, g %% 100 FROM generate_series(%s::bigint, "
+                   "%s::bigint) g", (start, start + 999))
+    committed = time.monotonic()
+    end_lsn = db.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+    done = wait_offset(up.bootstrap, topic, changes, 600)
+    ours = changes / (done - started)
+
+    bindir = find_bindir()
+    recv = shutil.which("pg_recvlogical") or (str(bindir / "pg_recvlogical") if bindir else None)
+    theirs = None
+    if recv:
+        t0 = time.monotonic()
+        subprocess.run([recv, "-h", server.host, "-p", str(server.port), "-U", server.user, "-d", dbname,
+                        "--slot", "recvlogical", "--start", "-o", "proto_version=1", "-o",
+                        "publication_names=bench_pub", "--endpos", end_lsn, "-f", "/dev/null", "--no-loop"],
+                       check=True, capture_output=True)
+        theirs = changes / (time.monotonic() - t0)
+    print(f"streaming: {changes:,} changes in 1,000-row transactions written in {committed - started:.1f}s; "
+          f"in the topic after {done - started:.1f}s: {ours:,.0f} events/s")
+    if theirs:
+        print(f"  pg_recvlogical (pgoutput, same changes, its own slot, read after the fact): {theirs:,.0f} events/s;"
+              f" headwater/pg_recvlogical = {ours / theirs:.2f}")
+    up.ok("DELETE", f"/connectors/{prefix}", expect=204)
+    db.execute("SELECT pg_drop_replication_slot('recvlogical')")
+    return None
+
+
+def snapshot(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, rows: int) -> None:
+    db.execute("CREATE TABLE snap_t (id bigint PRIMARY KEY, v text, n int, at timestamptz DEFAULT now())")
+    db.execute("INSERT INTO snap_t (id, v, n) SELECT g, 'row ' || g, g %% 1000 FROM generate_series(1, %s) g",
+               (rows,))
+    prefix = unique("snap")
+    started = time.monotonic()
+    up.create(prefix, source(server, dbname, prefix, **{"table.include.list": "public.snap_t",
+                                                        "publication.autocreate.mode": "filtered",
+                                                        "publication.name": "snap_pub"}))
+    done = wait_offset(up.bootstrap, f"{prefix}.public.snap_t", rows, 600)
+    print(f"snapshot: {rows:,} rows in {done - started:.1f}s (from the connector's creation): "
+          f"{rows / (done - started):,.0f} rows/s")
+    up.ok("DELETE", f"/connectors/{prefix}", expect=204)
+
+
+def latency(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, rate: int, seconds: int) -> str:
+    from confluent_kafka import Consumer, TopicPartition
+
+    db.execute("CREATE TABLE lat_t (id bigint PRIMARY KEY, v text)")
+    prefix = unique("lat")
+    up.create(prefix, source(server, dbname, prefix, **{"snapshot.mode": "no_data", "poll.interval.ms": "100"}))
+    up.wait_state(prefix, "RUNNING", tasks=1, timeout=60)
+    time.sleep(2)
+    topic = f"{prefix}.public.lat_t"
+    consumer = Consumer({"bootstrap.servers": up.bootstrap, "group.id": unique("lat"), "fetch.wait.max.ms": 5,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    delays: list[float] = []
+    total = rate * seconds
+    stop = threading.Event()
+
+    def consume() -> None:
+        while len(delays) < total and not stop.is_set():
+            for m in consumer.consume(1000, 0.1):
+                if m.error() is None and m.value():
+                    now_ms = time.time() * 1000
+                    delays.append(now_ms - json.loads(m.value())["source"]["ts_ms"])
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    batch = max(1, rate // 100)  # 100 transactions a second
+    started = time.monotonic()
+    for i in range(0, total, batch):
+        with db.transaction():
+            db.execute("INSERT INTO lat_t SELECT g, 'v' FROM generate_series(%s::bigint, %s::bigint) g",
+                       (i, min(i + batch, total) - 1))
+        pause = started + (i + batch) / rate - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+    reader.join(60)
+    stop.set()
+    consumer.close()
+    delays.sort()
+    p50, p99 = delays[len(delays) // 2], delays[int(len(delays) * 0.99)]
+    print(f"latency at {rate:,} changes/s for {seconds}s ({len(delays):,} events): commit -> consumer p50 "
+          f"{p50:.0f} ms, p99 {p99:.0f} ms, max {delays[-1]:.0f} ms")
+    up.ok("DELETE", f"/connectors/{prefix}", expect=204)
+    return topic
+
+
+def sink(server, up: ConnectProcess, topic: str, count: int) -> None:
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        admin.execute("CREATE DATABASE bench_b")
+    name = unique("sink")
+    started = time.monotonic()
+    up.create(name, {"connector.class": "JdbcSinkConnector",
+                     "connection.url": f"jdbc:postgresql://{server.host}:{server.port}/bench_b?user={server.user}",
+                     "topics": topic, "table.name.format": "${source.schema}.${source.table}",
+                     "primary.key.mode": "record_value", "primary.key.fields": "id",
+                     "consumer.override.max.poll.records": "10000",
+                     "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+                     "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                     "key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false"})
+    with psycopg.connect(server.dsn("bench_b"), autocommit=True) as b:
+        while True:
+            try:
+                n = b.execute("SELECT count(*) FROM public.lat_t").fetchone()[0]
+            except psycopg.errors.UndefinedTable:
+                n = 0
+            if n >= count:
+                break
+            if time.monotonic() - started > 600:
+                raise SystemExit(f"the sink wrote {n} of {count} rows in 600 s")
+            time.sleep(0.1)
+    took = time.monotonic() - started
+    print(f"sink: {count:,} rows into another database in {took:.1f}s: {count / took:,.0f} rows/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--snapshot-rows", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--seconds", type=int, default=20)
+    args = parser.parse_args()
+    server = start_postgres()
+    base = Path(tempfile.mkdtemp(prefix="hw-cdc-bench-"))
+    try:
+        with psycopg.connect(server.dsn(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE bench")
+        with ConnectProcess(base) as up, psycopg.connect(server.dsn("bench"), autocommit=True) as db:
+            streaming(server, up, db, "bench", args.changes)
+            snapshot(server, up, db, "bench", args.snapshot_rows)
+            topic = latency(server, up, db, "bench", args.rate, args.seconds)
+            sink(server, up, topic, args.rate * args.seconds)
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
