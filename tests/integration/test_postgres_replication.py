@@ -183,3 +183,46 @@ def test_a_to_b_with_the_source_worker_killed_mid_stream(fast_broker, postgres, 
     print(f"\nA -> B with the source worker killed: {done['counts']}; task RUNNING elsewhere {moved:.1f}s after "
           f"the kill; B equal to A {equal_after:.1f}s after it; rows {sizes}")
     assert sizes["items"] > 100
+
+
+def test_a_to_b_through_extract_new_record_state(connect: ConnectProcess, postgres) -> None:
+    """The sink also takes plain rows: with Debezium's ExtractNewRecordState on the sink's side
+    (deletes as tombstones, op and table added as fields), B still equals A; the extra fields land as
+    columns."""
+    a, b = databases(postgres)
+    prefix = unique("unw")
+    COLUMNS["items"] = "id, name, qty, price, seen, tags"
+    with psycopg.connect(postgres.dsn(a), autocommit=True) as db_a, \
+            psycopg.connect(postgres.dsn(b), autocommit=True) as db_b:
+        db_a.execute("CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, qty int, price numeric(10,2), "
+                     "seen timestamptz, tags text[])")
+        db_a.execute("CREATE TABLE others (k text PRIMARY KEY, v jsonb)")
+        src, sink = unique("unw-src"), unique("unw-sink")
+        connect.create(src, source(postgres, a, prefix, **JSON))
+        connect.create(sink, {"connector.class": "JdbcSinkConnector",
+                              "connection.url": f"jdbc:postgresql://{postgres.host}:{postgres.port}/{b}"
+                                                f"?user={postgres.user}",
+                              "topics.regex": rf"{prefix}\.public\..*", "table.name.format": "${topic}",
+                              "transforms": "unwrap,route",
+                              "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+                              "transforms.unwrap.delete.tombstone.handling.mode": "tombstone",
+                              "transforms.unwrap.add.fields": "op,table",
+                              "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+                              "transforms.route.regex": r"[^.]+\.([^.]+)\.([^.]+)",
+                              "transforms.route.replacement": "$1.$2",
+                              "consumer.override.metadata.max.age.ms": "1000", **JSON})
+        connect.wait_state(src, "RUNNING", tasks=1)
+        counts = workload(db_a, 1000, seed=3)
+
+        def same() -> bool:
+            try:
+                return all(rows(db_a, t) == rows(db_b, t) for t in COLUMNS)
+            except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
+                return False
+
+        wait_for(same, 120, 0.5, "B's tables to equal A's", connect.log_text)
+        ops = dict(db_b.execute("SELECT __op, count(*) FROM items GROUP BY 1").fetchall())
+        table = db_b.execute("SELECT DISTINCT __table FROM items").fetchall()
+        for name in (src, sink):
+            connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    assert counts["delete"] > 0 and set(ops) <= {"c", "u"} and table == [("items",)]

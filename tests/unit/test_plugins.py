@@ -116,7 +116,8 @@ OTHERS_BEFORE = {
     "header_converter": ["ByteArrayConverter", "JsonConverter", "SimpleHeaderConverter", "StringConverter"],
     "predicate": ["HasHeaderKey", "RecordIsTombstone", "TopicNameMatches"],
     "transformation": [
-        "CastKey", "CastValue", "DropHeaders", "ExtractFieldKey", "ExtractFieldValue", "Filter", "FlattenKey",
+        "CastKey", "CastValue", "DropHeaders", "ExtractFieldKey", "ExtractFieldValue", "ExtractNewRecordState",
+        "Filter", "FlattenKey",
         "FlattenValue", "HeaderFromKey", "HeaderFromValue", "HoistFieldKey", "HoistFieldValue", "InsertFieldKey",
         "InsertFieldValue", "InsertHeader", "MaskFieldKey", "MaskFieldValue", "RegexRouter", "ReplaceFieldKey",
         "ReplaceFieldValue", "SetSchemaMetadataKey", "SetSchemaMetadataValue", "TimestampConverterKey",
