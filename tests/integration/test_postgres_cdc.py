@@ -249,3 +249,49 @@ def test_an_idle_captured_table_does_not_pin_wal_while_others_write(connect: Con
     assert written >= 500 << 20
     assert peak < 64 << 20, f"the slot held back {peak >> 20} MiB"
     assert heartbeat[0][0] == {"serverName": prefix} and heartbeat[0][1]["ts_ms"] > 0
+
+
+def test_two_connectors_with_their_own_slots_on_one_database(connect: ConnectProcess, postgres,
+                                                             database: str) -> None:
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute("CREATE TABLE shared (id int PRIMARY KEY, v text)")
+        db.execute("INSERT INTO shared VALUES (1, 'snap')")
+        names, prefixes = [unique("pg-two"), unique("pg-two")], [unique("pg2a"), unique("pg2b")]
+        for name, prefix in zip(names, prefixes, strict=True):
+            connect.create(name, source(postgres, database, prefix, **{"slot.name": f"slot_{uuid.uuid4().hex[:8]}",
+                                                                       "publication.name": f"pub_{prefix[-8:]}"}))
+        for name in names:
+            connect.wait_state(name, "RUNNING", tasks=1)
+        db.execute("INSERT INTO shared VALUES (2, 'stream')")
+        seen = []
+        for prefix in prefixes:
+            with TopicReader(connect.bootstrap, f"{prefix}.public.shared") as reader:
+                seen.append([(v["op"], v["after"]["id"]) for _, v in events(reader, 2)])
+        slots = db.execute("SELECT count(*) FROM pg_replication_slots WHERE database = %s", (database,)).fetchone()
+    assert seen == [[("r", 1), ("c", 2)], [("r", 1), ("c", 2)]] and slots == (2,)
+    for name in names:
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_a_restart_mid_snapshot_snapshots_again_and_loses_nothing(postgres, database: str, tmp_path) -> None:
+    prefix = unique("pgs")
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db, ConnectProcess(tmp_path / "up") as proc:
+        db.execute("CREATE TABLE big (id int PRIMARY KEY, v text)")
+        db.execute("INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 200000) g")
+        name = unique("pg-snap")
+        proc.create(name, source(postgres, database, prefix, **{"snapshot.fetch.size": "500",
+                                                                 "max.batch.size": "500"}))
+        topic = f"{prefix}.public.big"
+        from connectproc import end_offset
+
+        at_kill = wait_for(lambda: (n := end_offset(proc.bootstrap, topic)) > 1000 and n, 60, 0.05,
+                           "the snapshot under way")
+        proc.restart(kill=True)
+        proc.wait_state(name, "RUNNING", tasks=1, timeout=60)
+        db.execute("INSERT INTO big VALUES (200001, 'after the restart')")
+        with TopicReader(proc.bootstrap, topic) as reader:
+            msgs = reader.read(at_kill + 200001, 120)
+        ids = [json.loads(m.value)["after"]["id"] for m in msgs if m.value]
+    assert set(ids) == set(range(1, 200002)), len(set(ids))
+    assert at_kill < 200000, "the kill came after the snapshot ended"
+    print(f"\nrestart mid-snapshot: killed after {at_kill:,} of 200,000 rows; {len(ids) - 200001:,} events replayed")
