@@ -22,11 +22,11 @@ from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 
 from headwater.connect.api import ConnectException, SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask
-from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
+from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct, array_schema
 
 from .catalog import Catalog
 from .config import PostgresSourceConfig
-from .events import ChangeSource, TableSchema
+from .events import TRANSACTION_SCHEMA, ChangeSource, TableSchema
 from .pgoutput import Begin, Commit, Delete, Insert, Relation, Truncate, Update, decode
 from .replication import Keepalive, ReplicationStream, WalData
 
@@ -35,6 +35,16 @@ __all__ = ["PostgresConnector", "PostgresSourceTask"]
 log = logging.getLogger(__name__)
 
 LAG_CHECK_SECONDS = 10.0
+TX_KEY = (SchemaBuilder.struct().name("io.debezium.connector.common.TransactionMetadataKey")
+          .field("id", Schema(SchemaType.STRING)).build())
+TX_COLLECTION = (SchemaBuilder.struct().name("io.debezium.connector.common.TransactionMetadataDataCollection")
+                 .field("data_collection", Schema(SchemaType.STRING))
+                 .field("event_count", Schema(SchemaType.INT64)).build())
+TX_VALUE = (SchemaBuilder.struct().name("io.debezium.connector.common.TransactionMetadataValue")
+            .field("status", Schema(SchemaType.STRING)).field("id", Schema(SchemaType.STRING))
+            .field("event_count", Schema(SchemaType.INT64, True))
+            .field("data_collections", array_schema(TX_COLLECTION, optional=True))
+            .field("ts_ms", Schema(SchemaType.INT64)).build())
 HEARTBEAT_KEY = (SchemaBuilder.struct().name("io.debezium.connector.common.ServerNameKey")
                  .field("serverName", Schema(SchemaType.STRING)).build())
 HEARTBEAT_VALUE = (SchemaBuilder.struct().name("io.debezium.connector.common.Heartbeat")
@@ -352,6 +362,8 @@ class PostgresSourceTask(SourceTask):
         if isinstance(msg, Commit):
             if self.tx is not None and self.tx_events:
                 self.tx_last[msg.commit_lsn] = (self.tx_last_lsn, msg.end_lsn)
+                if self.config.provide_transaction_metadata and self.emitted is not None:
+                    out.append(self._transaction_record("END", self.emitted))
             elif self._all_stored():
                 self._confirm(msg.end_lsn)  # nothing of ours in it, nothing pending: the slot may move on
             self.tx = None
@@ -374,10 +386,49 @@ class PostgresSourceTask(SourceTask):
                   "ts_usec": self.tx.commit_ts_us}
         records = self._events(msg, src, offset)
         if records:
+            if self.config.provide_transaction_metadata:
+                if self.tx_events == 0:
+                    self.tx_counts: dict[str, int] = {}
+                    out.append(self._transaction_record("BEGIN", offset))
+                self._transaction_blocks(records)
             out.extend(records)
             self.tx_events += 1
             self.tx_last_lsn = wal.start
             self.emitted = offset
+
+    # -- transaction metadata (provide.transaction.metadata) --------------------------------------------
+
+    def _transaction_id(self) -> str:
+        assert self.tx is not None
+        return f"{self.tx.xid}:{self.tx.final_lsn}"
+
+    def _transaction_blocks(self, records: list[SourceRecord]) -> None:
+        """Each change event's ``transaction`` block: {id, total_order, data_collection_order}."""
+        for record in records:
+            value = record.value
+            if not isinstance(value, Struct) or "transaction" not in value.values:
+                continue  # a tombstone
+            source = value.values["source"].values
+            collection = f"{source['schema']}.{source['table']}"
+            self.tx_counts[collection] = self.tx_counts.get(collection, 0) + 1
+            value.values["transaction"] = Struct(TRANSACTION_SCHEMA, {
+                "id": self._transaction_id(), "total_order": sum(self.tx_counts.values()),
+                "data_collection_order": self.tx_counts[collection]})
+
+    def _transaction_record(self, status: str, offset: dict[str, Any]) -> SourceRecord:
+        """Debezium's BEGIN / END record on ``<prefix>.transaction``."""
+        assert self.tx is not None
+        end = status == "END"
+        counts = self.tx_counts if end else {}
+        value = Struct(TX_VALUE, {
+            "status": status, "id": self._transaction_id(),
+            "event_count": sum(counts.values()) if end else None,
+            "data_collections": [Struct(TX_COLLECTION, {"data_collection": c, "event_count": n})
+                                 for c, n in counts.items()] if end else None,
+            "ts_ms": self.tx.commit_ts_us // 1000})
+        key = Struct(TX_KEY, {"id": self._transaction_id()})
+        return SourceRecord(f"{self.config.topic_prefix}.transaction", value, key, None, TX_KEY, TX_VALUE,
+                            self.tx.commit_ts_us // 1000, [], self.partition, dict(offset))
 
     def _events(self, msg: Insert | Update | Delete | Truncate, src: ChangeSource,
                 offset: dict[str, Any]) -> list[SourceRecord]:

@@ -295,3 +295,35 @@ def test_a_restart_mid_snapshot_snapshots_again_and_loses_nothing(postgres, data
     assert set(ids) == set(range(1, 200002)), len(set(ids))
     assert at_kill < 200000, "the kill came after the snapshot ended"
     print(f"\nrestart mid-snapshot: killed after {at_kill:,} of 200,000 rows; {len(ids) - 200001:,} events replayed")
+
+
+def test_transaction_metadata_begin_end_and_event_blocks(connect: ConnectProcess, postgres, database: str) -> None:
+    prefix = unique("pgx")
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute("CREATE TABLE t1 (id int PRIMARY KEY)")
+        db.execute("CREATE TABLE t2 (id int PRIMARY KEY)")
+        name = unique("pg-tx")
+        connect.create(name, source(postgres, database, prefix, **{"provide.transaction.metadata": "true",
+                                                                   "snapshot.mode": "no_data"}))
+        connect.wait_state(name, "RUNNING", tasks=1)
+        import time
+
+        time.sleep(1)
+        with db.transaction():
+            db.execute("INSERT INTO t1 VALUES (1), (2)")
+            db.execute("INSERT INTO t2 VALUES (1)")
+        with TopicReader(connect.bootstrap, f"{prefix}.transaction") as reader:
+            meta = events(reader, 2)
+        with TopicReader(connect.bootstrap, f"{prefix}.public.t1") as reader:
+            t1 = events(reader, 2)
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    (begin_key, begin), (end_key, end) = meta
+    tx_id = begin["id"]
+    assert begin_key == end_key == {"id": tx_id} and ":" in tx_id
+    assert begin["status"] == "BEGIN" and begin["event_count"] is None
+    assert end["status"] == "END" and end["event_count"] == 3
+    assert sorted((c["data_collection"], c["event_count"]) for c in end["data_collections"]) == [
+        ("public.t1", 2), ("public.t2", 1)]
+    assert [v["transaction"] for _, v in t1] == [
+        {"id": tx_id, "total_order": 1, "data_collection_order": 1},
+        {"id": tx_id, "total_order": 2, "data_collection_order": 2}]
