@@ -35,6 +35,7 @@ __all__ = ["PostgresConnector", "PostgresSourceTask"]
 log = logging.getLogger(__name__)
 
 LAG_CHECK_SECONDS = 10.0
+PROGRESS_SECONDS = 5.0  # how often a running snapshot logs its progress
 TX_KEY = (SchemaBuilder.struct().name("io.debezium.connector.common.TransactionMetadataKey")
           .field("id", Schema(SchemaType.STRING)).build())
 TX_COLLECTION = (SchemaBuilder.struct().name("io.debezium.connector.common.TransactionMetadataDataCollection")
@@ -207,7 +208,11 @@ class PostgresSourceTask(SourceTask):
         self.snapshot_tables = self.catalog.tables()
         self.snapshot_ts = time.time_ns() // 1000
         self.snapshot_tx = conn.execute("SELECT txid_current_if_assigned()").fetchone()
-        self.snapshot_progress = {"tables": len(self.snapshot_tables), "done": 0, "rows": 0}
+        estimate = conn.execute("SELECT coalesce(sum(greatest(reltuples, 0)), 0)::bigint FROM pg_class WHERE oid = "
+                                "ANY(%s)", ([oid for _, _, oid in self.snapshot_tables],)).fetchone()
+        self.snapshot_progress = {"tables": len(self.snapshot_tables), "done": 0, "rows": 0,
+                                  "estimated": int(estimate[0]) if estimate else 0}
+        self.next_progress_log = time.monotonic() + PROGRESS_SECONDS
         log.info("snapshot of %d tables: %s", len(self.snapshot_tables),
                  ", ".join(f"{s}.{t}" for s, t, _ in self.snapshot_tables))
 
@@ -261,6 +266,12 @@ class PostgresSourceTask(SourceTask):
             current = self.snapshot_table
             assert current is not None
             self.snapshot_progress["rows"] += len(rows)
+            if time.monotonic() >= self.next_progress_log:
+                self.next_progress_log = time.monotonic() + PROGRESS_SECONDS
+                p = self.snapshot_progress
+                log.info("snapshot of %s: %d of %d tables done, %d rows so far of about %d (now %s.%s)",
+                         self.config.topic_prefix, p["done"], p["tables"], p["rows"], p["estimated"],
+                         current.schema, current.table)
             width = max((col.position for col in current.columns), default=-1) + 1
             for row in rows:
                 if self.held is not None:
