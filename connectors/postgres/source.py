@@ -501,8 +501,9 @@ class PostgresSourceTask(SourceTask):
             self.confirmed = lsn
             self.stream.confirm(lsn)
 
-    def commit(self) -> None:
-        """The worker stored offsets: confirm every transaction they fully cover."""
+    async def commit(self) -> None:
+        """The worker stored offsets: confirm every transaction they fully cover. A coroutine, so it runs
+        on the event loop like the reads (one libpq connection must not be used from two threads)."""
         stored = self.context.offset_storage_reader.offset(self.partition)
         if not stored or stored.get("snapshot") or not self.stream.streaming:
             return
