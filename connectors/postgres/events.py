@@ -74,6 +74,7 @@ class TableSchema:
         for c in columns:
             vb.field(c.name, _required(c.type.schema) if c.not_null else c.type.schema)
         self.row_schema = vb.build()
+        self._source_base: dict[str, Any] | None = None
         self.envelope = (SchemaBuilder.struct().name(f"{base}.Envelope").version(2)
                          .field("before", self.row_schema).field("after", self.row_schema)
                          .field("source", SOURCE_SCHEMA).field("op", _STR).field("ts_ms", _OI64)
@@ -104,23 +105,28 @@ class TableSchema:
               partition: dict[str, Any], offset: dict[str, Any], transaction: Struct | None = None,
               key_row: Struct | None = None) -> SourceRecord:
         now_us = time.time_ns() // 1000
-        source = _struct(SOURCE_SCHEMA, {
-            "version": VERSION, "connector": "postgresql", "name": self.prefix, "ts_ms": src.ts_us // 1000,
-            "snapshot": src.snapshot, "db": self.database, "sequence": src.sequence, "ts_us": src.ts_us,
-            "ts_ns": src.ts_us * 1000, "schema": self.schema, "table": self.table, "txId": src.tx_id,
-            "lsn": src.lsn, "xmin": None})
+        base = self._source_base
+        if base is None or base["ts_us"] != src.ts_us or base["txId"] != src.tx_id or \
+                base["snapshot"] != src.snapshot:
+            # What every event of one transaction shares, built once per transaction.
+            base = self._source_base = {
+                "version": VERSION, "connector": "postgresql", "name": self.prefix, "ts_ms": src.ts_us // 1000,
+                "snapshot": src.snapshot, "db": self.database, "sequence": None, "ts_us": src.ts_us,
+                "ts_ns": src.ts_us * 1000, "schema": self.schema, "table": self.table, "txId": src.tx_id,
+                "lsn": None, "xmin": None}
+        values = base.copy()
+        values["sequence"], values["lsn"] = src.sequence, src.lsn
+        source = _struct(SOURCE_SCHEMA, values)
         value = _struct(self.envelope, {"before": before, "after": after, "source": source, "op": op,
                                         "ts_ms": now_us // 1000, "ts_us": now_us, "ts_ns": now_us * 1000,
                                         "transaction": transaction})
         key = self.key(key_row if key_row is not None else (after if after is not None else before))
         key_schema = self.key_schema if key is not None else None  # a truncate has no key, nor key schema
-        return SourceRecord(self.topic, value, key, None, key_schema, self.envelope, src.ts_us // 1000, [],
-                            partition, offset)
+        return _record(self.topic, value, key, key_schema, self.envelope, src.ts_us // 1000, partition, offset)
 
     def tombstone(self, key_row: Struct | None, partition: dict[str, Any], offset: dict[str, Any],
                   ts_ms: int) -> SourceRecord:
-        return SourceRecord(self.topic, None, self.key(key_row), None, self.key_schema, None, ts_ms, [], partition,
-                            offset)
+        return _record(self.topic, None, self.key(key_row), self.key_schema, None, ts_ms, partition, offset)
 
 
 _ZEROS: dict[SchemaType, Any] = {
@@ -128,6 +134,16 @@ _ZEROS: dict[SchemaType, Any] = {
     SchemaType.FLOAT64: 0.0, SchemaType.BOOLEAN: False, SchemaType.STRING: "", SchemaType.BYTES: b"\x00",
     SchemaType.ARRAY: [],
 }
+
+
+def _record(topic: str, value: Any, key: Any, key_schema: Schema | None, value_schema: Schema | None,
+            timestamp: int, partition: dict[str, Any], offset: dict[str, Any]) -> SourceRecord:
+    """A SourceRecord without the dataclass's __init__ (the hot path; the fields are the same)."""
+    out = object.__new__(SourceRecord)
+    out.__dict__.update(topic=topic, value=value, key=key, kafka_partition=None, key_schema=key_schema,
+                        value_schema=value_schema, timestamp=timestamp, headers=[], source_partition=partition,
+                        source_offset=offset)
+    return out
 
 
 def _struct(schema: Schema, values: dict[str, Any]) -> Struct:

@@ -49,3 +49,12 @@ def test_deletes_and_tombstones_by_mode() -> None:
 def test_records_that_are_not_change_events_pass_unchanged() -> None:
     plain = SourceRecord("t", "just a string")
     assert smt().apply(plain) is plain
+
+
+def test_change_events_carry_every_source_record_field() -> None:
+    """Events are built without SourceRecord's __init__ (the hot path): they must still have its fields."""
+    from dataclasses import fields
+
+    record = event("c", None, ("1", "one"))
+    assert set(vars(record)) == {f.name for f in fields(SourceRecord)}
+    assert record.source_offset == {"lsn": 1234} and record.headers == [] and record.kafka_partition is None
