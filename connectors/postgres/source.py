@@ -527,6 +527,18 @@ class PostgresSourceTask(SourceTask):
         if not self.polling:
             self._release()
 
+    def _drop_slot(self) -> None:
+        """slot.drop.on.stop: drop the slot, once the server has let go of our replication connection."""
+        busy: bool | str = False
+        for _ in range(30):
+            busy = _drop_slot_once(self.conn, self.config.slot_name)
+            if busy is True:
+                log.info("dropped slot %s (slot.drop.on.stop)", self.config.slot_name)
+            if not isinstance(busy, str):
+                return
+            time.sleep(0.1)  # on stop only, and at most 3 s
+        log.warning("could not drop slot %s: %s", self.config.slot_name, busy)
+
     def _release(self) -> None:
         if self.released:
             return
@@ -538,11 +550,20 @@ class PostgresSourceTask(SourceTask):
                 pass
         self.stream.close()
         if self.config.slot_drop_on_stop:
-            try:
-                self.conn.execute("SELECT pg_drop_replication_slot(%s)", (self.config.slot_name,))
-            except psycopg.Error as exc:
-                log.warning("could not drop slot %s: %s", self.config.slot_name, exc)
+            self._drop_slot()
         self.conn.close()
+
+
+def _drop_slot_once(conn: psycopg.Connection[Any], slot: str) -> bool | str:
+    """True: dropped; False: it cannot be (logged); text: still in use, try again."""
+    try:
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    except psycopg.errors.ObjectInUse as exc:
+        return str(exc)  # the server has not seen our replication connection go yet
+    except psycopg.Error as exc:
+        log.warning("could not drop slot %s: %s", slot, exc)
+        return False
+    return True
 
 
 class _OutputText(Loader):

@@ -327,3 +327,25 @@ def test_transaction_metadata_begin_end_and_event_blocks(connect: ConnectProcess
     assert [v["transaction"] for _, v in t1] == [
         {"id": tx_id, "total_order": 1, "data_collection_order": 1},
         {"id": tx_id, "total_order": 2, "data_collection_order": 2}]
+
+
+def test_slot_drop_on_stop_drops_the_slot_and_the_default_keeps_it(connect: ConnectProcess, postgres,
+                                                                   database: str) -> None:
+    def slots() -> set[str]:
+        with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+            return {r[0] for r in db.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
+                                             (database,)).fetchall()}
+
+    kept, dropped = f"slot_{uuid.uuid4().hex[:8]}", f"slot_{uuid.uuid4().hex[:8]}"
+    names = []
+    for slot, drop in ((kept, "false"), (dropped, "true")):
+        name = unique("pg-drop")
+        names.append(name)
+        connect.create(name, source(postgres, database, unique("pgd"), **{"slot.name": slot,
+                                                                          "slot.drop.on.stop": drop}))
+        connect.wait_state(name, "RUNNING", tasks=1)
+    wait_for(lambda: {kept, dropped} <= slots(), 20, 0.1, "both slots")
+    for name in names:
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    wait_for(lambda: dropped not in slots(), 20, 0.1, "the slot.drop.on.stop slot to be dropped", connect.log_text)
+    assert kept in slots()  # Debezium's default: the slot outlives the connector (changes are not lost)
