@@ -7,7 +7,9 @@
 3. Latency: commit -> topic at a steady rate (default 5,000 changes/s), p50 and p99.
 4. Sink: rows/s from the topic into another database.
 
-    .venv/bin/python bench/cdc_throughput.py [--changes 1000000] [--rate 5000] [--seconds 20]
+    .venv/bin/python bench/cdc_throughput.py [--changes 1000000] [--rate 5000] [--seconds 20] [--split]
+
+``--split`` runs the broker and a distributed worker as two processes instead of ``headwater up``.
 """
 
 from __future__ import annotations
@@ -194,19 +196,51 @@ def sink(server, up: ConnectProcess, topic: str, count: int) -> None:
           f"{count / took:,.0f} rows/s{steady}")
 
 
+class SplitWorker:
+    """A broker process and one distributed worker, answering what the phases ask of ``headwater up``."""
+
+    def __init__(self, base: Path) -> None:
+        from brokerproc import BrokerProcess
+        from workerproc import BROKER_OVERRIDES, Cluster
+
+        self.broker = BrokerProcess(base / "broker", *BROKER_OVERRIDES, "num.partitions=1").start()
+        self.bootstrap = self.broker.bootstrap
+        self.cluster = Cluster(base / "workers", self.bootstrap)
+        (self.worker,) = self.cluster.start(1)
+
+    def create(self, name: str, config: dict[str, str]) -> None:
+        self.worker.ok("POST", "/connectors", {"name": name, "config": config}, expect=201)
+
+    def wait_state(self, name: str, state: str, tasks: int, timeout: float) -> None:
+        self.cluster.wait_running(name, tasks, timeout=timeout)
+
+    def ok(self, method: str, path: str, expect: int) -> None:
+        self.worker.ok(method, path, expect=expect)
+
+    def __enter__(self) -> SplitWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cluster.close()
+        self.broker.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--snapshot-rows", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--split", action="store_true", help="broker and worker as two processes")
     args = parser.parse_args()
     server = start_postgres()
     base = Path(tempfile.mkdtemp(prefix="hw-cdc-bench-"))
     try:
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
             admin.execute("CREATE DATABASE bench")
-        with ConnectProcess(base) as up, psycopg.connect(server.dsn("bench"), autocommit=True) as db:
+        runtime = SplitWorker(base) if args.split else ConnectProcess(base)
+        print("mode:", "split (broker and worker processes)" if args.split else "headwater up (one process)")
+        with runtime as up, psycopg.connect(server.dsn("bench"), autocommit=True) as db:
             streaming(server, up, db, "bench", args.changes)
             snapshot(server, up, db, "bench", args.snapshot_rows)
             topic = latency(server, up, db, "bench", args.rate, args.seconds)
