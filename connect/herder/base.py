@@ -250,38 +250,23 @@ class Herder(ABC):
                  "offset": {"kafka_offset": om.offset}} for tp, om in sorted(found.items()) if om.offset >= 0]
 
     async def alter_sink_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
-        from aiokafka import TopicPartition
-        from aiokafka.structs import OffsetAndMetadata
-
-        from .. import kafka as clients
-
+        """A sink's offsets are its consumer group's (``connect-<name>``): PATCH commits each
+        ``{"kafka_offset": n}`` and deletes the committed offset of each null one; DELETE deletes the
+        group. Entries are checked before anything changes."""
         group = f"connect-{name}"
-        admin = clients.admin_client(self.config.bootstrap_servers)
-        await admin.start()
-        try:
-            if entries is None:
-                await asyncio.to_thread(_delete_group, self.config.bootstrap_servers, group)
-                return
-            commits = {}
-            for e in entries:
-                part = e.get("partition") or {}
-                try:
-                    tp = TopicPartition(str(part["kafka_topic"]), int(part["kafka_partition"]))
-                except (KeyError, TypeError, ValueError):
-                    raise BadRequest("Sink offsets need \"kafka_topic\" and \"kafka_partition\"") from None
-                off = e.get("offset")
-                if off is None:
-                    continue
-                commits[tp] = OffsetAndMetadata(int(off["kafka_offset"]), "")
-            consumer = clients.consumer(self.config.bootstrap_servers, {}, group_id=group, enable_auto_commit=False)
-            await consumer.start()
-            try:
-                if commits:
-                    await consumer.commit(commits)
-            finally:
-                await consumer.stop()
-        finally:
-            await admin.close()
+        if entries is None:
+            await asyncio.to_thread(_delete_group, self.config.bootstrap_servers, group)
+            return
+        commits: dict[tuple[str, int], int] = {}
+        deletes: list[tuple[str, int]] = []
+        for i, e in enumerate(entries):
+            tp = _sink_partition(i, e.get("partition"))
+            offset = e.get("offset")
+            if offset is None:
+                deletes.append(tp)
+            else:
+                commits[tp] = _sink_offset(i, offset)
+        await asyncio.to_thread(_alter_group_offsets, self.config.bootstrap_servers, group, commits, deletes)
 
     # -- shared helpers for subclasses -------------------------------------------------------------------
 
@@ -300,15 +285,77 @@ class Herder(ABC):
         await self.worker.stop_connector(name)
 
 
+def _sink_partition(i: int, partition: Any) -> tuple[str, int]:
+    where = f"offsets[{i}].partition"
+    if not isinstance(partition, dict):
+        raise BadRequest(f"{where} must be an object with \"kafka_topic\" and \"kafka_partition\"")
+    topic, number = partition.get("kafka_topic"), partition.get("kafka_partition")
+    if not isinstance(topic, str) or not topic:
+        raise BadRequest(f"{where}.kafka_topic must be a topic name, not {topic!r}")
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < 1 << 31:
+        raise BadRequest(f"{where}.kafka_partition must be a partition number (an integer >= 0), not {number!r}")
+    return topic, number
+
+
+def _sink_offset(i: int, offset: Any) -> int:
+    value = offset.get("kafka_offset") if isinstance(offset, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+        raise BadRequest(f"offsets[{i}].offset must be null or {{\"kafka_offset\": <an integer >= 0>}}, not "
+                         f"{offset!r}")
+    return value
+
+
+# Errors of a group that still has members (its tasks have not left yet): try again.
+_GROUP_BUSY = {"UnknownMemberIdError", "IllegalGenerationError", "RebalanceInProgressError", "NonEmptyGroupError",
+               "GroupSubscribedToTopicError"}
+
+
+def _check_group_results(group: str, results: dict[Any, Any]) -> None:
+    for tp, error in results.items():
+        kind = error if isinstance(error, str) else getattr(error, "__name__", type(error).__name__)
+        if kind in ("OK", "NoError"):
+            continue
+        where = f"{tp.topic}-{tp.partition}" if hasattr(tp, "topic") else str(tp)
+        if kind == "UnknownTopicOrPartitionError":
+            raise BadRequest(f"Topic partition {where} does not exist")
+        if kind in _GROUP_BUSY:
+            raise Conflict(f"The consumer group {group} still has active members ({kind}); try again once the "
+                           f"connector's tasks have stopped")
+        raise RuntimeError(f"changing the offsets of consumer group {group} ({where}) failed: {kind}")
+
+
+def _alter_group_offsets(bootstrap: str, group: str, commits: dict[tuple[str, int], int],
+                         deletes: list[tuple[str, int]]) -> None:
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="headwater-offsets-alter")
+    try:
+        if commits:
+            _check_group_results(group, admin.alter_group_offsets(
+                group, {TopicPartition(t, p): OffsetAndMetadata(o, "", None) for (t, p), o in commits.items()}))
+        if deletes:
+            try:
+                results = admin.delete_group_offsets(group, [TopicPartition(t, p) for t, p in deletes])
+            except Exception as exc:  # a group with no commits: nothing to delete
+                if type(exc).__name__ == "GroupIdNotFoundError":
+                    return
+                _check_group_results(group, {group: type(exc).__name__})
+                raise
+            _check_group_results(group, results)
+    finally:
+        admin.close()
+
+
 def _delete_group(bootstrap: str, group: str) -> None:
     """Reset a sink connector's offsets by deleting its consumer group (as Kafka Connect does)."""
     from kafka.admin import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="headwater-offsets-reset")
     try:
-        admin.delete_consumer_groups([group])
-    except Exception as exc:  # a group with no commits does not exist: nothing to reset
-        if "GroupIdNotFound" not in type(exc).__name__ and "GROUP_ID_NOT_FOUND" not in str(exc):
-            raise
+        results = admin.delete_groups([group])
     finally:
         admin.close()
+    # a group with no commits does not exist: nothing to reset
+    _check_group_results(group, {g: e for g, e in results.items() if e != "GroupIdNotFoundError"})

@@ -3,15 +3,17 @@
 Handlers are thin: they parse, call the herder, and shape the answer. Each is declared in
 the route table (``API``) with its body and response models, from which ``/openapi.json`` is
 generated. Every error uses Kafka Connect's body ``{"error_code": <status>, "message": ...}``:
-400 for malformed JSON, a body that is not UTF-8 or an invalid value, 404, 405 (with
-``Allow``), 409 during a rebalance, 413 past ``MAX_BODY_BYTES``, 415 for a body that is not
-``application/json``.
+400 for malformed JSON (NaN and Infinity included, or nested too deeply), a body that is not
+UTF-8 or an invalid value (named), 404, 405 (with ``Allow``), 409 during a rebalance, 413 past
+``MAX_BODY_BYTES``, 415 for a body that is not ``application/json`` in UTF-8.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -107,11 +109,19 @@ def _check_query(request: web.Request) -> None:
 B = TypeVar("B", bound=BaseModel)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 async def _body(request: web.Request, model: type[B]) -> B:
-    """The request body as ``model``: JSON in UTF-8, sent as application/json."""
+    """The request body as ``model``: JSON (RFC 8259: no NaN or Infinity) in UTF-8, sent as
+    application/json."""
     if request.content_type != "application/json":
         raise web.HTTPUnsupportedMediaType(
             reason=f"Unsupported Content-Type {request.content_type!r}: send application/json")
+    if (request.charset or "utf-8").lower().replace("-", "") != "utf8":
+        raise web.HTTPUnsupportedMediaType(
+            reason=f"Unsupported charset {request.charset!r}: send application/json in UTF-8")
     raw = await request.read()  # 413 past client_max_size
     if not raw.strip():
         raise BadRequest("Request body is empty")
@@ -120,9 +130,11 @@ async def _body(request: web.Request, model: type[B]) -> B:
     except UnicodeDecodeError as exc:
         raise BadRequest(f"Request body is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
         raise BadRequest(f"Request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("Request body is nested too deeply") from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -140,6 +152,21 @@ def _problems(exc: ValidationError) -> str:
 
 def _name(request: web.Request) -> str:
     return request.match_info["name"]
+
+
+_VALID_NAME = re.compile(m.NAME_PATTERN)
+
+
+def _new_name(request: web.Request) -> str:
+    """The connector name of a path that may create the connector: as the document's pattern says."""
+    name = _name(request)
+    if not _VALID_NAME.fullmatch(name):  # not match: Python's $ also matches before a final newline
+        raise BadRequest(f"Invalid connector name {name!r}: {m.NAME_RULE}")
+    return name
+
+
+def _location(name: str) -> dict[str, str]:
+    return {"Location": "/connectors/" + urllib.parse.quote(name, safe="")}
 
 
 def _herder(request: web.Request) -> Herder:
@@ -201,14 +228,14 @@ async def list_connectors(request: web.Request) -> web.Response:
            body=m.CreateConnector, errors=_WRITE)
 async def create_connector(request: web.Request) -> web.Response:
     body = await _body(request, m.CreateConnector)
-    name = body.name.strip()  # the pattern makes sure something is left
+    name = body.name.strip()  # as Kafka Connect trims it; the pattern makes sure something is left
     state = None
     if body.initial_state is not None:
         state = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED,
                  "STOPPED": TargetState.STOPPED}[body.initial_state]
     herder = _herder(request)
     await herder.put_connector_config(name, body.config.as_strings(), allow_replace=False, initial_state=state)
-    return _json(herder.connector_info(name), status=201, headers={"Location": f"/connectors/{name}"})
+    return _json(herder.connector_info(name), status=201, headers=_location(name))
 
 
 @API.route("GET", "/connectors/{name}", "Connector info", response=m.ConnectorInfo)
@@ -230,12 +257,12 @@ async def get_config(request: web.Request) -> web.Response:
 @API.route("PUT", "/connectors/{name}/config", "Create or replace a connector's config (201 when created)",
            response=m.ConnectorInfo, body=m.ConnectorConfig, errors=_WRITE, also={201: m.ConnectorInfo})
 async def put_config(request: web.Request) -> web.Response:
-    name = _name(request)
+    name = _new_name(request)
     config = await _body(request, m.ConnectorConfig)
     herder = _herder(request)
     created = await herder.put_connector_config(name, config.as_strings(), allow_replace=True)
     if created:
-        return _json(herder.connector_info(name), status=201, headers={"Location": f"/connectors/{name}"})
+        return _json(herder.connector_info(name), status=201, headers=_location(name))
     return _json(herder.connector_info(name))
 
 
@@ -268,8 +295,16 @@ async def tasks(request: web.Request) -> web.Response:
 @API.route("POST", "/connectors/{name}/tasks", "Internal: a follower hands the task configs it made to the leader",
            status=204, body=m.TaskConfigs, errors=_WRITE)
 async def put_task_configs(request: web.Request) -> web.Response:
+    name = _name(request)
     configs = await _body(request, m.TaskConfigs)
-    await _herder(request).put_task_configs(_name(request), [m.config_strings(c) for c in configs.root])
+    herder = _herder(request)
+    try:  # KIP-1004: never more tasks than tasks.max (a config that is here was validated: it is a number)
+        limit = int(herder.configs.get(name, {}).get("tasks.max", "1"))
+    except ValueError:
+        limit = None
+    if limit is not None and len(configs.root) > limit:
+        raise BadRequest(f"{len(configs.root)} task configs for connector {name}, whose tasks.max is {limit}")
+    await herder.put_task_configs(name, [m.config_strings(c) for c in configs.root])
     return web.Response(status=204)
 
 

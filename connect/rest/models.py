@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints, model_validator
+from pydantic.json_schema import JsonDict
 
 __all__ = [
     "ActiveTopics", "ConfigInfos", "ConfigPatch", "ConfigValue", "ConnectorConfig", "ConnectorInfo",
@@ -18,9 +19,18 @@ __all__ = [
     "ServerInfo", "TaskConfigs", "TaskInfos", "TaskState", "ConnectorNames", "ConnectorsExpanded",
 ]
 
-#: A connector name: not blank, no ``/`` (it is a path segment) and no control characters.
-NAME_PATTERN = r"^[^/\x00-\x1f\x7f]*[^/\s][^/\x00-\x1f\x7f]*$"
+# A connector name: not blank, no ``/`` (it is a path segment) and no control characters (Java's
+# isISOControl, as Kafka Connect's name validator). Spelled without ``\s``, whose meaning differs
+# between the regex engines that read the pattern (ECMA-262 in the document, Rust in pydantic, Python).
+_NOT_IN_NAME = r"/\x00-\x1f\x7f-\x9f"
+_BLANK = r" \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"  # what str.strip() removes, less controls
+NAME_PATTERN = rf"^[^{_NOT_IN_NAME}]*[^{_NOT_IN_NAME}{_BLANK}][^{_NOT_IN_NAME}]*$"
+NAME_RULE = "a connector name must not be blank and must not contain '/' or control characters"
 ConnectorName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+# Kafka Connect's own example (docs: "REST API"): a file sink writing what topic connect-test holds.
+_EXAMPLE_CONFIG: JsonDict = {"connector.class": "FileStreamSinkConnector", "tasks.max": "1", "file": "test.sink.txt",
+                   "topics": "connect-test"}
 
 #: Kafka Connect configs are string maps; as there, numbers and booleans are taken as their text.
 ConfigValue = str | int | float | bool
@@ -41,7 +51,8 @@ class ConnectorConfig(RootModel[dict[str, ConfigValue]]):
     key), as Kafka Connect refuses it."""
 
     model_config = ConfigDict(json_schema_extra={
-        "required": ["connector.class"], "properties": {"connector.class": {"type": "string", "minLength": 1}}})
+        "required": ["connector.class"], "properties": {"connector.class": {"type": "string", "minLength": 1}},
+        "examples": [_EXAMPLE_CONFIG]})
 
     @model_validator(mode="after")
     def _has_class(self) -> ConnectorConfig:
@@ -59,7 +70,8 @@ class ConfigPatch(RootModel[dict[str, ConfigValue | None]]):
 
 
 class CreateConnector(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra={
+        "examples": [{"name": "local-file-sink", "config": _EXAMPLE_CONFIG}]})
 
     name: ConnectorName
     config: ConnectorConfig
@@ -71,7 +83,7 @@ class TaskConfigs(RootModel[list[dict[str, ConfigValue]]]):
 
 
 class LoggerLevel(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [{"level": "DEBUG"}]})
 
     level: Literal["OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"]
 

@@ -34,7 +34,7 @@ _PATH_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 _REASONS = {400: "Bad request: malformed JSON, a body that is not UTF-8, or an invalid value (named)",
             404: "Not found", 409: "Conflict: the name exists, or the cluster is rebalancing",
-            413: "Request body too large", 415: "Unsupported media type: send application/json",
+            413: "Request body too large", 415: "Unsupported media type: send application/json in UTF-8",
             500: "Internal server error", 503: "The worker is still starting"}
 
 

@@ -11,11 +11,12 @@ import shutil
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, Response, consume, module_connect, unique, values, wait_for
+from connectproc import ConnectProcess, Response, consume, module_connect, produce, unique, values, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -167,6 +168,67 @@ def test_wrong_content_type_is_415_and_a_huge_body_413(connect: ConnectProcess, 
 def test_unknown_path_is_404_in_kafka_connects_shape(connect: ConnectProcess) -> None:
     assert_error(connect.get("/no/such/path"), 404)
     assert_error(connect.get("/connector-plugins/NoSuchPlugin/config"), 404)
+
+
+def test_405_names_the_methods_of_the_resource_in_allow(connect: ConnectProcess) -> None:
+    for method, path, allowed in (("DELETE", "/", {"GET"}), ("PUT", "/connectors", {"GET", "POST"}),
+                                  ("POST", "/connectors/x/config", {"GET", "PUT", "PATCH"}),
+                                  ("GET", "/connectors/x/stop", {"PUT"})):
+        resp = send(connect, method, path, b"{}" if method != "GET" else None)
+        assert_error(resp, 405)
+        assert set(resp.headers["allow"].replace(" ", "").split(",")) == allowed, (method, path, resp.headers)
+
+
+def test_what_python_parses_but_json_is_not_is_400(connect: ConnectProcess) -> None:
+    """NaN and Infinity are not JSON (RFC 8259) though Python's parser takes them; a body nested
+    deeper than the parser can go is 400 too, not a RecursionError and a 500."""
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        body = '{"name": "nan", "config": {"connector.class": "FileStreamSink", "tasks.max": ' + constant + "}}"
+        message = assert_error(send(connect, "POST", "/connectors", body.encode()), 400)["message"]
+        assert "not valid JSON" in message and constant.lstrip("-") in message, message
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for method, path in (("POST", "/connectors"), ("PUT", "/connectors/deep/config")):
+        assert "nested too deeply" in assert_error(send(connect, method, path, deep), 400)["message"]
+    assert not {"nan", "deep"} & set(connect.connector_names())
+    assert "REST request" not in connect.log_text()  # what the REST layer logs with a 500
+
+
+def test_a_charset_other_than_utf8_is_415(connect: ConnectProcess, tmp_path: Path) -> None:
+    name = unique("latin")
+    body = json.dumps({"name": name, "config": source_config(tmp_path / "in.txt", "t")}).encode()
+    message = assert_error(send(connect, "POST", "/connectors", body, "application/json; charset=latin-1"),
+                           415)["message"]
+    assert "UTF-8" in message, message
+    assert name not in connect.connector_names()
+
+
+def test_put_config_refuses_a_name_the_document_forbids(connect: ConnectProcess, tmp_path: Path) -> None:
+    """The path's name follows the document's pattern, as POST's name does: not blank, no '/', no
+    control characters (they would break the Location header and the paths of the connector)."""
+    config = sink_config(tmp_path, unique("t-names"))
+    for quoted in ("a%2Fb", "a%01b", "%20%20", "%C2%85x", "x%0A"):
+        message = assert_error(connect.call("PUT", f"/connectors/{quoted}/config", config), 400)["message"]
+        assert "connector name" in message, (quoted, message)
+    assert not [n for n in connect.connector_names() if "/" in n or not n.strip() or not n.isprintable()]
+    name = unique("with space") + " é"
+    resp = connect.call("PUT", f"/connectors/{urllib.parse.quote(name)}/config", config)
+    assert resp.status == 201, resp
+    assert resp.headers["location"] == "/connectors/" + urllib.parse.quote(name, safe=""), resp.headers
+    assert connect.ok("GET", resp.headers["location"], expect=200)["name"] == name
+    connect.ok("DELETE", resp.headers["location"], expect=204)
+
+
+def test_task_configs_past_tasks_max_are_400(connect: ConnectProcess, tmp_path: Path) -> None:
+    """The internal task-config endpoint takes no more task configs than the connector's tasks.max
+    (KIP-1004), so a stray request cannot start a task per entry of a list."""
+    name = unique("rest-tasks-max")
+    connect.create(name, sink_config(tmp_path, unique("t-tasks-max"), **{"tasks.max": "2"}))
+    connect.wait_state(name, "RUNNING", tasks=2)
+    message = assert_error(connect.call("POST", f"/connectors/{name}/tasks", [{"topics": "x"}] * 3),
+                           400)["message"]
+    assert "tasks.max is 2" in message, message
+    connect.wait_state(name, "RUNNING", tasks=2)
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
 
 
 def test_worker_id_is_the_bound_rest_address(connect: ConnectProcess, tmp_path: Path) -> None:
@@ -435,6 +497,67 @@ def test_source_offsets_get_alter_reset(connect: ConnectProcess, tmp_path: Path)
     wait_for(lambda: values(consume(connect.bootstrap, topic, count=len(want), timeout=5)) == want, 20,
              what="the whole file again after DELETE offsets", log=connect.log_text)
     assert_error(connect.get(f"/connectors/{unique('nope')}/offsets"), 404)
+    connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_sink_offsets_get_alter_reset(connect: ConnectProcess, tmp_path: Path) -> None:
+    """A sink's offsets are its consumer group's: PATCH commits them (null removes one), DELETE
+    resets them, and the sink resumes where they say; bad entries are 400 naming the field."""
+    name, topic = unique("rest-sink-offsets"), unique("t-sink-offsets")
+    out = tmp_path / f"{topic}.out"
+    lines = [f"rec-{i}" for i in range(10)]
+    produce(connect.bootstrap, topic, [(None, line.encode(), []) for line in lines])
+    connect.create(name, sink_config(tmp_path, topic))
+
+    def written() -> list[str]:
+        return out.read_text().splitlines() if out.exists() else []
+
+    wait_for(lambda: written() == lines, 20, what="10 lines in the sink's file", log=connect.log_text)
+    partition = {"kafka_topic": topic, "kafka_partition": 0}
+    assert "STOPPED" in assert_error(connect.call("DELETE", f"/connectors/{name}/offsets"), 400)["message"]
+
+    assert connect.call("PUT", f"/connectors/{name}/stop").status == 204
+    connect.wait_state(name, "STOPPED", tasks=0)
+    committed = {"offsets": [{"partition": partition, "offset": {"kafka_offset": 10}}]}
+    wait_for(lambda: connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == committed, 10,
+             what="offset 10 committed by the stopped sink")
+
+    for entry, field in (({"partition": {"kafka_topic": topic}, "offset": {"kafka_offset": 1}},
+                          "offsets[0].partition.kafka_partition"),
+                         ({"partition": {**partition, "kafka_topic": ""}, "offset": {"kafka_offset": 1}},
+                          "offsets[0].partition.kafka_topic"),
+                         ({"partition": partition, "offset": {"kafka_offset": -1}}, "offsets[0].offset"),
+                         ({"partition": partition, "offset": {"kafka_offset": "7"}}, "offsets[0].offset"),
+                         ({"partition": partition, "offset": {}}, "offsets[0].offset")):
+        message = assert_error(connect.call("PATCH", f"/connectors/{name}/offsets", {"offsets": [entry]}),
+                               400)["message"]
+        assert field in message, (entry, message)
+    gone = {"partition": {"kafka_topic": topic, "kafka_partition": 5}, "offset": {"kafka_offset": 1}}
+    assert f"{topic}-5" in assert_error(connect.call("PATCH", f"/connectors/{name}/offsets", {"offsets": [gone]}),
+                                        400)["message"]
+    assert connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == committed  # nothing changed
+
+    altered = {"offsets": [{"partition": partition, "offset": {"kafka_offset": 7}}]}
+    assert "altered" in connect.ok("PATCH", f"/connectors/{name}/offsets", altered, expect=200)["message"]
+    assert connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == altered
+    assert connect.call("PUT", f"/connectors/{name}/resume").status == 202
+    wait_for(lambda: written() == lines + lines[7:], 20, what="records 7..9 again after PATCH offsets",
+             log=connect.log_text)
+
+    assert connect.call("PUT", f"/connectors/{name}/stop").status == 204
+    connect.wait_state(name, "STOPPED", tasks=0)
+    removed = {"offsets": [{"partition": partition, "offset": None}]}
+    assert connect.ok("PATCH", f"/connectors/{name}/offsets", removed, expect=200)
+    assert connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == {"offsets": []}
+    assert connect.ok("PATCH", f"/connectors/{name}/offsets", altered, expect=200)
+    assert "reset" in connect.ok("DELETE", f"/connectors/{name}/offsets", expect=200)["message"]
+    assert connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == {"offsets": []}
+    assert "reset" in connect.ok("DELETE", f"/connectors/{name}/offsets", expect=200)["message"]  # no group: fine
+
+    # after the reset the sink reads the topic from the start again
+    assert connect.call("PUT", f"/connectors/{name}/resume").status == 202
+    wait_for(lambda: written() == lines + lines[7:] + lines, 20, what="all records again after DELETE offsets",
+             log=connect.log_text)
     connect.ok("DELETE", f"/connectors/{name}", expect=204)
 
 
