@@ -85,6 +85,11 @@ class SinkTask(ABC):
     def stop(self) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """Release resources."""
 
+    def metrics(self) -> dict[str, Any]:
+        """Optional: what the task wants operators to see while it runs, as JSON-able values;
+        served at ``GET /connectors/{name}/tasks/{id}/metrics``."""
+        return {}
+
 
 async def _after(awaitable: Any, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
     await awaitable

@@ -72,3 +72,8 @@ class SourceTask(ABC):
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:  # noqa: B027
         """One record was acknowledged (metadata None: it was filtered or dropped under tolerance)."""
+
+    def metrics(self) -> dict[str, Any]:
+        """Optional: what the task wants operators to see while it runs (progress, lag), as
+        JSON-able values; served at ``GET /connectors/{name}/tasks/{id}/metrics``."""
+        return {}

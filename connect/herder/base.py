@@ -143,6 +143,18 @@ class Herder(ABC):
         st = self.statuses.get((name, task), Status(State.UNASSIGNED, self.worker_id))
         return {"id": task, **st.to_json()}
 
+    def task_metrics(self, name: str, task: int) -> dict[str, Any]:
+        """A task's own figures (snapshot progress, lag, ...), from the worker that runs it."""
+        status = self.task_status(name, task)
+        metrics = self.worker.task_metrics(TaskId(name, task))
+        if metrics is None:
+            self._task_elsewhere(name, task, status)
+            raise NotFound(f"Task {name}-{task} is not running")
+        return {"id": task, "state": status["state"], "worker_id": self.worker_id, "metrics": metrics}
+
+    def _task_elsewhere(self, name: str, task: int, status: dict[str, Any]) -> None:  # noqa: B027 - optional
+        """Hook: a herder that knows which worker runs the task sends the request there."""
+
     def tasks(self, name: str) -> list[dict[str, Any]]:
         self._require(name)
         return [{"id": {"connector": name, "task": i}, "config": dict(c)}

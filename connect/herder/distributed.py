@@ -320,10 +320,13 @@ class DistributedHerder(Herder):
                 await self.worker.stop_tasks([tid])
                 await self._start_task(tid)
             return
+        self._task_elsewhere(name, task, status)
+        raise NotFound(f"Task {name}-{task} is not running on any worker yet")
+
+    def _task_elsewhere(self, name: str, task: int, status: dict[str, Any]) -> None:
         owner = status.get("worker_id")
-        if not owner or owner == self.worker_id:
-            raise NotFound(f"Task {name}-{task} is not running on any worker yet")
-        raise NotOwner(f"http://{owner}")
+        if owner and owner != self.worker_id:
+            raise NotOwner(f"http://{owner}")
 
     def _task_config_lock(self, name: str) -> asyncio.Lock:
         return self._task_config_locks.setdefault(name, asyncio.Lock())

@@ -327,6 +327,13 @@ async def task_status(request: web.Request) -> web.Response:
     return _json(_herder(request).task_status(_name(request), _task_number(request)))
 
 
+@API.route("GET", "/connectors/{name}/tasks/{task}/metrics", "A running task's own figures (a CDC snapshot's "
+           "progress, a replication slot's retained WAL, ...), answered by the worker that runs it",
+           response=m.TaskMetrics)
+async def task_metrics(request: web.Request) -> web.Response:
+    return _json(_herder(request).task_metrics(_name(request), _task_number(request)))
+
+
 @API.route("POST", "/connectors/{name}/tasks/{task}/restart", "Restart one task", status=204, errors=_WRITE)
 async def restart_task(request: web.Request) -> web.Response:
     await _herder(request).restart_task(_name(request), _task_number(request))

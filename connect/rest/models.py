@@ -142,6 +142,13 @@ class TaskState(ConnectorState):
     id: int
 
 
+class TaskMetrics(_Open):
+    id: int
+    state: str
+    worker_id: str
+    metrics: dict[str, Any]
+
+
 class ConnectorStatus(_Open):
     name: str
     connector: ConnectorState

@@ -26,7 +26,7 @@ from .sink_task import WorkerSinkTask
 from .source_task import WorkerSourceTask
 from .topic_creation import TopicCreation, topic_creation_errors
 from .transform_chain import build_chain
-from .worker_task import TaskPipeline, WorkerTask, call
+from .worker_task import RecordTask, TaskPipeline, WorkerTask, call
 
 __all__ = ["ConfigErrors", "Worker"]
 
@@ -274,6 +274,11 @@ class Worker:
         tasks = [self.tasks.pop(i) for i in ids if i in self.tasks]
         timeout = self.config.task_shutdown_graceful_timeout_ms / 1000
         await asyncio.gather(*(t.stop(timeout) for t in tasks), return_exceptions=True)
+
+    def task_metrics(self, task_id: TaskId) -> dict[str, Any] | None:
+        """A running task's own figures, or None when it does not run here."""
+        task = self.tasks.get(task_id)
+        return task.metrics() if isinstance(task, RecordTask) else None
 
     def task_ids(self, connector: str | None = None) -> list[TaskId]:
         return sorted(t for t in self.tasks if connector is None or t.connector == connector)

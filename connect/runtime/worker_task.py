@@ -194,6 +194,15 @@ class RecordTask(WorkerTask):
     async def before_pause(self) -> None:
         await self.commit_offsets()  # what was delivered before the pause is committed, not held
 
+    def metrics(self) -> dict[str, Any]:
+        """The plugin task's own figures (``SourceTask.metrics``/``SinkTask.metrics``); a task
+        whose hook fails answers with the error instead of failing the request."""
+        try:
+            return dict(self.task.metrics())
+        except Exception as exc:
+            log.warning("task %s: metrics() failed", self.id, exc_info=exc)
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
     async def iteration(self) -> None:
         """Move one poll's (or one fetch's) worth of records."""
         raise NotImplementedError

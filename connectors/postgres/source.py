@@ -27,7 +27,7 @@ from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
 from .catalog import Catalog
 from .config import PostgresSourceConfig
 from .events import TRANSACTION_SCHEMA, ChangeSource, TableSchema
-from .pgoutput import Begin, Commit, Delete, Insert, Relation, Truncate, Update, decode
+from .pgoutput import Begin, Commit, Delete, Insert, Relation, Truncate, Update, decode, lsn_text
 from .replication import Keepalive, ReplicationStream, WalData
 
 __all__ = ["PostgresConnector", "PostgresSourceTask"]
@@ -106,6 +106,9 @@ class PostgresSourceTask(SourceTask):
         self.streaming_done = False
         self.next_heartbeat = self.next_lag_check = 0.0
         self.retained_wal = 0
+        self.retained_wal_checked: float | None = None  # epoch seconds of the last reading
+        self.snapshot_progress: dict[str, int] = {}
+        self.events = 0  # change events streamed by this task (not the snapshot's)
         try:
             slot = self._slot()
             if slot is not None and slot["active"]:
@@ -266,6 +269,9 @@ class PostgresSourceTask(SourceTask):
             current = self.snapshot_table
             assert current is not None
             self.snapshot_progress["rows"] += len(rows)
+            if time.monotonic() >= self.next_lag_check:  # a long snapshot holds the slot back too
+                self.next_lag_check = time.monotonic() + LAG_CHECK_SECONDS
+                self._check_retained_wal()
             if time.monotonic() >= self.next_progress_log:
                 self.next_progress_log = time.monotonic() + PROGRESS_SECONDS
                 p = self.snapshot_progress
@@ -358,6 +364,7 @@ class PostgresSourceTask(SourceTask):
             log.warning("cannot read the retained WAL of slot %s: %s", self.config.slot_name, exc)
             return
         self.retained_wal = int(row[0]) if row and row[0] is not None else 0
+        self.retained_wal_checked = time.time()
         limit = self.config.slot_max_retained_wal_bytes
         if limit and self.retained_wal > limit:
             log.warning("replication slot %s retains %d MiB of WAL (over slot.max.retained.wal.bytes = %d MiB): "
@@ -406,6 +413,7 @@ class PostgresSourceTask(SourceTask):
             self.tx_events += 1
             self.tx_last_lsn = wal.start
             self.emitted = offset
+            self.events += len(records)
 
     # -- transaction metadata (provide.transaction.metadata) --------------------------------------------
 
@@ -485,6 +493,31 @@ class PostgresSourceTask(SourceTask):
         if self.tx.final_lsn != commit:
             return self.tx.final_lsn < commit
         return lsn <= int(stored.get("lsn_proc") or stored.get("lsn") or 0)
+
+    # -- what operators see --------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, Any]:
+        """The snapshot's progress and the slot's lag, named after Debezium's snapshot and streaming
+        metrics (served at GET /connectors/{name}/tasks/{id}/metrics)."""
+        p = self.snapshot_progress
+        running = self.snapshot_conn is not None
+        table = self.snapshot_table if running else None
+        phase = "snapshot" if running else ("done" if self.streaming_done else "streaming")
+        out: dict[str, Any] = {"phase": phase, "slot.name": self.config.slot_name}
+        if p:
+            out["snapshot"] = {
+                "running": running, "completed": not running and p["done"] == p["tables"],
+                "tables.total": p["tables"], "tables.done": p["done"],
+                "tables.remaining": p["tables"] - p["done"], "rows.scanned": p["rows"],
+                "rows.estimated": p["estimated"],
+                "table": f"{table.schema}.{table.table}" if table is not None else None}
+        out["streaming"] = {
+            "events": self.events, "confirmed.lsn": lsn_text(self.confirmed) if self.confirmed else None,
+            "retained.wal.bytes": self.retained_wal if self.retained_wal_checked is not None else None,
+            "retained.wal.checked.ms": (int(self.retained_wal_checked * 1000)
+                                        if self.retained_wal_checked is not None else None),
+            "slot.max.retained.wal.bytes": self.config.slot_max_retained_wal_bytes}
+        return out
 
     # -- confirming LSNs -------------------------------------------------------------------------------
 

@@ -102,6 +102,13 @@ def test_six_tasks_spread_two_per_worker_created_through_a_follower(cluster: Clu
     assert st["connector"]["worker_id"] in {w.worker_id for w in workers}
     # Every worker answers with the same status (wait_running checked the others against it).
     assert sorted(t["id"] for t in st["tasks"]) == list(range(6))
+    # A task's own figures come from the worker that runs it, whichever worker was asked.
+    for t in st["tasks"]:
+        for w in workers:
+            got = w.ok("GET", f"/connectors/gen/tasks/{t['id']}/metrics", expect=200)
+            assert got["id"] == t["id"] and got["worker_id"] == t["worker_id"], (w.name, got)
+            assert got["metrics"]["records.generated"] >= 0 and got["metrics"]["next.seq"] % 6 == t["id"], got
+    assert follower.call("GET", "/connectors/gen/tasks/6/metrics").status == 404
 
 
 # -- 2. failover ---------------------------------------------------------------------------------------------

@@ -243,12 +243,16 @@ def test_an_idle_captured_table_does_not_pin_wal_while_others_write(connect: Con
         settled = wait_for(lambda: (r := retained()) < (16 << 20) and r + 1, 20, 0.2, "the slot to catch up")
         with TopicReader(connect.bootstrap, f"__debezium-heartbeat.{prefix}") as beats:
             heartbeat = events(beats, 2)
+        reported = connect.ok("GET", f"/connectors/{name}/tasks/0/metrics")["metrics"]["streaming"]
         connect.ok("DELETE", f"/connectors/{name}", expect=204)
     print(f"\nidle-table guard: {written >> 20} MiB of WAL written elsewhere; slot retained at most {peak >> 20} MiB "
           f"while it was written, {(settled - 1) >> 10} KiB after")
     assert written >= 500 << 20
     assert peak < 64 << 20, f"the slot held back {peak >> 20} MiB"
     assert heartbeat[0][0] == {"serverName": prefix} and heartbeat[0][1]["ts_ms"] > 0
+    # the task's own reading, as the metrics endpoint serves it
+    assert reported["events"] == 0 and reported["retained.wal.checked.ms"] > 0, reported
+    assert 0 <= reported["retained.wal.bytes"] < 64 << 20 and reported["slot.max.retained.wal.bytes"] == 1 << 30
 
 
 def test_two_connectors_with_their_own_slots_on_one_database(connect: ConnectProcess, postgres,
@@ -278,6 +282,7 @@ def test_a_restart_mid_snapshot_snapshots_again_and_loses_nothing(postgres, data
     with psycopg.connect(postgres.dsn(database), autocommit=True) as db, ConnectProcess(tmp_path / "up") as proc:
         db.execute("CREATE TABLE big (id int PRIMARY KEY, v text)")
         db.execute("INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 200000) g")
+        db.execute("ANALYZE big")  # the estimate comes from pg_class.reltuples, as Debezium's does
         name = unique("pg-snap")
         proc.create(name, source(postgres, database, prefix, **{"snapshot.fetch.size": "500",
                                                                  "max.batch.size": "500"}))
@@ -286,12 +291,21 @@ def test_a_restart_mid_snapshot_snapshots_again_and_loses_nothing(postgres, data
 
         at_kill = wait_for(lambda: (n := end_offset(proc.bootstrap, topic)) > 1000 and n, 60, 0.05,
                            "the snapshot under way")
+        during = proc.ok("GET", f"/connectors/{name}/tasks/0/metrics")
         proc.restart(kill=True)
         proc.wait_state(name, "RUNNING", tasks=1, timeout=60)
         db.execute("INSERT INTO big VALUES (200001, 'after the restart')")
         with TopicReader(proc.bootstrap, topic) as reader:
             msgs = reader.read(at_kill + 200001, 120)
         ids = [json.loads(m.value)["after"]["id"] for m in msgs if m.value]
+        after = proc.ok("GET", f"/connectors/{name}/tasks/0/metrics")
+    snap = during["metrics"]["snapshot"]
+    assert during["metrics"]["phase"] == "snapshot" and snap["running"] and not snap["completed"], during
+    assert snap["tables.total"] == 1 and snap["tables.done"] == 0 and snap["table"] == "public.big", snap
+    assert 0 < snap["rows.scanned"] < 200000 and 180000 <= snap["rows.estimated"] <= 220000, snap
+    done = after["metrics"]["snapshot"]
+    assert after["metrics"]["phase"] == "streaming" and done["completed"] and not done["running"], after
+    assert done["tables.done"] == 1 and done["rows.scanned"] == 200000 and after["metrics"]["streaming"]["events"] == 1
     assert set(ids) == set(range(1, 200002)), len(set(ids))
     assert at_kill < 200000, "the kill came after the snapshot ended"
     print(f"\nrestart mid-snapshot: killed after {at_kill:,} of 200,000 rows; {len(ids) - 200001:,} events replayed")

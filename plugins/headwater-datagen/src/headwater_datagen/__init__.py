@@ -75,6 +75,9 @@ class DataGenSourceTask(SourceTask):
         self.sent += count
         return records
 
+    def metrics(self) -> dict[str, Any]:
+        return {"records.generated": self.sent, "next.seq": self.next}
+
 
 @hookimpl
 def headwater_connectors() -> list[type]:
