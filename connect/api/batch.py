@@ -16,7 +16,7 @@ from typing import Any
 from .data import Schema
 from .records import SourceRecord
 
-__all__ = ["SinkBatch", "SourceBatch"]
+__all__ = ["EncodedBatch", "SinkBatch", "SourceBatch"]
 
 
 @dataclass(slots=True)
@@ -42,6 +42,22 @@ class SourceBatch:
         offset = self.source_offset
         return [SourceRecord(topic, value, None, kafka_partition, None, schema, None, [], partition, offset)
                 for value in self.values]
+
+
+@dataclass(slots=True)
+class EncodedBatch:
+    """Records a source task wrote in the worker's converters' wire form itself
+    (``SourceTask.encode_with`` / ``poll_encoded``): (topic, key, value, timestamp ms) each, bytes
+    exactly as the converters would have written them. ``source_offset`` is the offset after the
+    last record; it is committed once Kafka acknowledged every record of the batch (and of every
+    earlier one)."""
+
+    records: list[tuple[str, bytes | None, bytes | None, int | None]]
+    source_partition: dict[str, Any]
+    source_offset: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.records)
 
 
 class SinkBatch:

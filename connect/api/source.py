@@ -6,7 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable
 from typing import Any
 
-from .batch import SourceBatch
+from .batch import EncodedBatch, SourceBatch
+from .converters import Converter
 from .records import SourceRecord
 
 __all__ = ["OffsetStorageReader", "RecordMetadata", "SourceTask", "SourceTaskContext"]
@@ -62,6 +63,18 @@ class SourceTask(ABC):
         """Optional fast path: the next records as one SourceBatch, or None when idle. The
         worker calls it instead of ``poll`` when nothing needs record objects (see
         ``headwater.connect.api.batch``); it must return what ``poll`` would have."""
+        raise NotImplementedError
+
+    def encode_with(self, key_converter: Converter, value_converter: Converter) -> bool:
+        """Optional fast path, offered once after ``start`` when nothing needs record objects (no
+        transforms, no ``commit_record``, ``errors.tolerance=none``): return True to write the
+        converters' wire form yourself; the worker then calls ``poll_encoded`` instead of ``poll``.
+        Only for a task that knows these converters well enough to write byte for byte what they
+        would (its tests must compare the two)."""
+        return False
+
+    def poll_encoded(self) -> EncodedBatch | None | Awaitable[EncodedBatch | None]:
+        """What ``poll`` would return, already in the converters' wire form (see ``encode_with``)."""
         raise NotImplementedError
 
     def stop(self) -> None | Awaitable[None]:  # noqa: B027 - optional hook

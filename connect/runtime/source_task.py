@@ -5,7 +5,9 @@ per-record ``send`` call). Each poll's batches and the latest source offset per 
 partition form one entry of an in-order queue; an entry's offsets become committable
 only once every batch of it and of every earlier entry was acknowledged, so stored
 offsets never run ahead of the data (at-least-once). A task with ``poll_batch`` and no
-transforms hands over a SourceBatch instead: its values are converted as one list.
+transforms hands over a SourceBatch instead: its values are converted as one list. A task
+that writes the converters' wire form itself (``encode_with``, e.g. Postgres CDC with
+JsonConverter) hands over an EncodedBatch: its bytes go straight into the batch builders.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from functools import partial
 from typing import Any
 
 from .. import kafka as clients
-from ..api import RetriableException, SourceBatch, SourceRecord, SourceTask, SourceTaskContext
+from ..api import EncodedBatch, RetriableException, SourceBatch, SourceRecord, SourceTask, SourceTaskContext
 from ..api.source import OffsetStorageReader, RecordMetadata
 from ..kafka.partitioner import partition_for_key
 from ..kafka.topics import create_topic
@@ -77,6 +79,7 @@ class WorkerSourceTask(RecordTask):
         self.partition_counts: dict[str, int] = {}
         self.wants_commit_record = type(self.task).commit_record is not SourceTask.commit_record
         self.batched = self.uses_batches()
+        self.encoded = False
         self.records_sent = 0
 
     async def initialize(self) -> None:
@@ -87,15 +90,22 @@ class WorkerSourceTask(RecordTask):
         await self.producer.start()
         self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector)))
         await call(self.task.start, self.task_config)
+        if (type(self.task).poll_encoded is not SourceTask.poll_encoded and not self.chain
+                and not self.wants_commit_record and not self.errors.tolerate_all):
+            self.encoded = bool(self.task.encode_with(self.key_converter, self.value_converter))
+            if self.encoded:
+                log.info("task %s writes its records in the converters' wire form itself", self.id)
 
     async def iteration(self) -> None:
+        poll = self.task.poll_encoded if self.encoded else self.task.poll_batch if self.batched else self.task.poll
         try:
-            polled = await call(self.task.poll_batch if self.batched else self.task.poll)
+            polled = await call(poll)
         except RetriableException as exc:
             log.warning("task %s poll failed with a retriable error: %s", self.id, exc)
             return
         if polled:
-            await (self.send_batch(polled) if self.batched else self.send(polled))
+            await (self.send_encoded(polled) if self.encoded else self.send_batch(polled) if self.batched
+                   else self.send(polled))
 
     async def before_pause(self) -> None:
         """Nothing in flight once PAUSED is reported: every sent batch acknowledged, its offsets stored."""
@@ -259,6 +269,28 @@ class WorkerSourceTask(RecordTask):
         offsets = ({offset_key(self.id.connector, batch.source_partition): batch.source_offset}
                    if batch.source_partition else {})
         await self._submit({tp: builder}, futures, offsets, len(values))
+
+    async def send_encoded(self, batch: EncodedBatch) -> None:
+        """The encoded path: bytes the task wrote, appended as they are."""
+        builders: dict[tuple[str, int], Any] = {}
+        futures: list[asyncio.Future[Any]] = []
+        sticky: dict[str, int] = {}
+        counts = self.partition_counts
+        last_tp: tuple[str, int] | None = None
+        builder: Any = None
+        for topic, key, value, timestamp in batch.records:
+            partition = 0 if counts.get(topic) == 1 else await self._partition_for(topic, key, sticky)
+            tp = (topic, partition)
+            if tp != last_tp:
+                builder = builders.get(tp)
+                if builder is None:
+                    builder = builders[tp] = self.producer.create_batch()
+                last_tp = tp
+            if builder.append(timestamp=timestamp, key=key, value=value, headers=_NO_HEADERS) is None:
+                builder = builders[tp] = await self._roll(builder, tp, futures, timestamp, key, value, _NO_HEADERS)
+        offsets = ({offset_key(self.id.connector, batch.source_partition): batch.source_offset}
+                   if batch.source_partition else {})
+        await self._submit(builders, futures, offsets, len(batch.records))
 
     async def _partition_for(self, topic: str, key: bytes | None, sticky: dict[str, int]) -> int:
         """Kafka's default partitioner: murmur2 of the key, else one random partition per send."""

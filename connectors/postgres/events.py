@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from headwater.connect.api import SourceRecord
 from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
@@ -14,7 +14,8 @@ from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
 from .pgoutput import UNCHANGED_TOAST
 from .types import ColumnType
 
-__all__ = ["SOURCE_SCHEMA", "ChangeSource", "TableColumn", "TableSchema", "UNAVAILABLE"]
+__all__ = ["SOURCE_SCHEMA", "TRANSACTION_SCHEMA", "VERSION", "ChangeSource", "TableColumn", "TableSchema",
+           "TableEvents", "UNAVAILABLE", "column_value", "now_us"]
 
 VERSION = "2.7.0.Final-headwater"  # the Debezium version whose formats these follow
 UNAVAILABLE = "__debezium_unavailable_value"  # unavailable.value.placeholder: unchanged TOAST values
@@ -55,6 +56,24 @@ class ChangeSource:
     sequence: str | None = None
 
 
+class TableEvents(Protocol):
+    """What the source task asks of a table: its rows and events, as Connect records (TableSchema)
+    or as the converters' bytes (encoded.EncodedTable). Rows are opaque between the calls."""
+
+    columns: list[TableColumn]
+    schema: str
+    table: str
+
+    def row(self, values: tuple[Any, ...] | list[Any]) -> Any: ...
+
+    def key(self, row: Any) -> Any: ...
+
+    def event(self, op: str, before: Any, after: Any, src: ChangeSource, partition: dict[str, Any],
+              offset: dict[str, Any], transaction: Any = None, key_row: Any = None) -> Any: ...
+
+    def tombstone(self, key_row: Any, partition: dict[str, Any], offset: dict[str, Any], ts_ms: int) -> Any: ...
+
+
 class TableSchema:
     """The key and value schemas of one table, and its events."""
 
@@ -84,16 +103,10 @@ class TableSchema:
     def row(self, values: tuple[Any, ...] | list[Any]) -> Struct:
         """A row's text values (None: NULL; UNCHANGED: an unchanged TOAST value) as the Value struct."""
         out: dict[str, Any] = {}
+        count = len(values)
         for column in self.columns:
-            text = values[column.position] if column.position < len(values) else None
-            if text is None:
-                # A NOT NULL column without a value (a delete's old key leaves the other columns out):
-                # Debezium's fallback, the type's zero, keeps the event valid against its schema.
-                out[column.name] = _ZEROS.get(column.type.schema.type) if column.not_null else None
-            elif text is UNCHANGED_TOAST:
-                out[column.name] = UNAVAILABLE if column.type.schema.type == SchemaType.STRING else None
-            else:
-                out[column.name] = column.type.convert(text)
+            text = values[column.position] if column.position < count else None
+            out[column.name] = column.type.convert(text) if type(text) is str else column_value(column, text)
         return _struct(self.row_schema, out)
 
     def key(self, row: Struct | None) -> Struct | None:
@@ -101,24 +114,28 @@ class TableSchema:
             return None
         return Struct(self.key_schema, {c.name: row.values.get(c.name) for c in self.key_columns})
 
-    def event(self, op: str, before: Struct | None, after: Struct | None, src: ChangeSource,
-              partition: dict[str, Any], offset: dict[str, Any], transaction: Struct | None = None,
-              key_row: Struct | None = None) -> SourceRecord:
-        now_us = time.time_ns() // 1000
+    def source_base(self, src: ChangeSource) -> dict[str, Any]:
+        """What every event of one transaction shares in ``source`` (sequence and lsn are left None):
+        built once per transaction, the same dict until the transaction changes."""
         base = self._source_base
         if base is None or base["ts_us"] != src.ts_us or base["txId"] != src.tx_id or \
                 base["snapshot"] != src.snapshot:
-            # What every event of one transaction shares, built once per transaction.
             base = self._source_base = {
                 "version": VERSION, "connector": "postgresql", "name": self.prefix, "ts_ms": src.ts_us // 1000,
                 "snapshot": src.snapshot, "db": self.database, "sequence": None, "ts_us": src.ts_us,
                 "ts_ns": src.ts_us * 1000, "schema": self.schema, "table": self.table, "txId": src.tx_id,
                 "lsn": None, "xmin": None}
-        values = base.copy()
+        return base
+
+    def event(self, op: str, before: Struct | None, after: Struct | None, src: ChangeSource,
+              partition: dict[str, Any], offset: dict[str, Any], transaction: Struct | None = None,
+              key_row: Struct | None = None) -> SourceRecord:
+        now = now_us()
+        values = self.source_base(src).copy()
         values["sequence"], values["lsn"] = src.sequence, src.lsn
         source = _struct(SOURCE_SCHEMA, values)
         value = _struct(self.envelope, {"before": before, "after": after, "source": source, "op": op,
-                                        "ts_ms": now_us // 1000, "ts_us": now_us, "ts_ns": now_us * 1000,
+                                        "ts_ms": now // 1000, "ts_us": now, "ts_ns": now * 1000,
                                         "transaction": transaction})
         key = self.key(key_row if key_row is not None else (after if after is not None else before))
         key_schema = self.key_schema if key is not None else None  # a truncate has no key, nor key schema
@@ -129,11 +146,27 @@ class TableSchema:
         return _record(self.topic, None, self.key(key_row), self.key_schema, None, ts_ms, partition, offset)
 
 
+def column_value(column: TableColumn, text: Any) -> Any:
+    """A column's Connect value from its text form, or from None (NULL, or left out) and UNCHANGED_TOAST."""
+    if text is None:
+        # A NOT NULL column without a value (a delete's old key leaves the other columns out):
+        # Debezium's fallback, the type's zero, keeps the event valid against its schema.
+        return _ZEROS.get(column.type.schema.type) if column.not_null else None
+    if text is UNCHANGED_TOAST:
+        return UNAVAILABLE if column.type.schema.type == SchemaType.STRING else None
+    return column.type.convert(text)
+
+
 _ZEROS: dict[SchemaType, Any] = {
     SchemaType.INT8: 0, SchemaType.INT16: 0, SchemaType.INT32: 0, SchemaType.INT64: 0, SchemaType.FLOAT32: 0.0,
     SchemaType.FLOAT64: 0.0, SchemaType.BOOLEAN: False, SchemaType.STRING: "", SchemaType.BYTES: b"\x00",
     SchemaType.ARRAY: [],
 }
+
+
+def now_us() -> int:
+    """The envelope's processing time (ts_ms, ts_us, ts_ns)."""
+    return time.time_ns() // 1000
 
 
 def _record(topic: str, value: Any, key: Any, key_schema: Schema | None, value_schema: Schema | None,

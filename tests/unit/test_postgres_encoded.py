@@ -1,0 +1,147 @@
+"""The encoded fast path writes, byte for byte, what JsonConverter writes for the same change events."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from headwater.connect.api import DataException
+from headwater.connect.converters.json import JsonConverter
+from headwater.connectors.postgres.encoded import EncodedTable, Encoders, encodes
+from headwater.connectors.postgres.events import ChangeSource, TableColumn, TableSchema
+from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
+from headwater.connectors.postgres.types import PgType, column_type
+
+NUMERIC_8_2 = ((8 << 16) | 2) + 4
+ENUM = PgType(90001, "mood", "e", labels=("sad", "ok", "happy"))
+INT4_ARRAY, TEXT_ARRAY = PgType(1007, "_int4", "b", element=23), PgType(1009, "_text", "b", element=25)
+
+# (name, type oid, modifier, pg_type entry, NOT NULL, key, text forms to try)
+COLUMNS: list[tuple[str, int, int, PgType | None, bool, bool, list[Any]]] = [
+    ("id", 20, -1, None, True, True, ["1", "-9000000000", "9223372036854775807"]),
+    ("small", 21, -1, None, False, False, ["-32768", None]),
+    ("i", 23, -1, None, True, False, ["7", None]),
+    ("f4", 700, -1, None, False, False, ["1.5", "NaN", "-Infinity"]),
+    ("f8", 701, -1, None, False, False, ["2.25e-10", "Infinity"]),
+    ("money", 1700, NUMERIC_8_2, None, False, False, ["12.34", "-0.50", "NaN"]),
+    ("num", 1700, -1, None, False, False, ["1.2345", "100"]),
+    ("ok", 16, -1, None, False, False, ["t", "f"]),
+    ("name", 25, -1, None, False, False, ['h\u00e9llo "q" \\ \n\t\u2028 \U0001f600', UNCHANGED_TOAST]),
+    ("code", 1042, -1, None, True, False, ["ab  ", None, UNCHANGED_TOAST]),
+    ("blob", 17, -1, None, False, False, ["\\x00ff10", UNCHANGED_TOAST]),
+    ("day", 1082, -1, None, False, False, ["2024-05-06", "1970-01-01"]),
+    ("at", 1083, -1, None, False, False, ["07:08:09.123456"]),
+    ("ts", 1114, -1, None, False, False, ["2024-05-06 07:08:09.5"]),
+    ("tstz", 1184, -1, None, False, False, ["2024-05-06 07:08:09.5+00", "2024-05-06 09:08:09+02"]),
+    ("span", 1186, -1, None, False, False, ["1 year 2 mons 3 days 04:05:06.7"]),
+    ("uid", 2950, -1, None, False, False, ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"]),
+    ("doc", 3802, -1, None, False, False, ['{"a": [1, 2], "b": "\u00fc"}']),
+    ("mood", 90001, -1, ENUM, False, False, ["happy"]),
+    ("ints", 1007, -1, INT4_ARRAY, False, False, ["{1,2,NULL}", "{}"]),
+    ("words", 1009, -1, TEXT_ARRAY, False, False, ['{a,"b c",NULL}']),
+    ("pt", 600, -1, None, False, False, ["(1,2)"]),  # an unknown type: its text form
+]
+CONVERTER_SETTINGS = [
+    {"schemas.enable": "false"},
+    {"schemas.enable": "true"},
+    {"schemas.enable": "true", "decimal.format": "NUMERIC", "replace.null.with.default": "false"},
+]
+
+
+def _table(columns: list[tuple[str, int, int, PgType | None, bool, bool, list[Any]]], **kw: Any) -> TableSchema:
+    def element(oid: int) -> Any:
+        return column_type(oid, -1, **kw)
+
+    cols = [TableColumn(name, column_type(oid, mod, custom=custom, element_of=element, **kw), key, not_null or key,
+                        position, oid)
+            for position, (name, oid, mod, custom, not_null, key, _) in enumerate(columns)]
+    return TableSchema("srv", "shop", "public", "things", cols)
+
+
+def _rows(columns: list[tuple[str, int, int, PgType | None, bool, bool, list[Any]]]) -> list[list[Any]]:
+    width = max(len(c[6]) for c in columns)
+    return [[c[6][i % len(c[6])] for c in columns] for i in range(width)]
+
+
+def _converters(settings: dict[str, str]) -> tuple[JsonConverter, JsonConverter]:
+    key, value = JsonConverter(), JsonConverter()
+    key.configure({"schemas.enable": "false"}, True)
+    value.configure(settings, False)
+    return key, value
+
+
+def _both(table: TableSchema, encoded: EncodedTable, key: JsonConverter, value: JsonConverter, make: Any) -> None:
+    record = make(table)
+    got = make(encoded)
+    want = (record.topic, key.from_connect_data(record.topic, record.key_schema, record.key),
+            value.from_connect_data(record.topic, record.value_schema, record.value), record.timestamp)
+    assert got == want
+
+
+@pytest.mark.parametrize("settings", CONVERTER_SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+@pytest.mark.parametrize("decimal_mode", ["precise", "double", "string"])
+def test_every_event_kind_writes_the_converters_bytes(settings: dict[str, str], decimal_mode: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time_ns", lambda: 1_732_000_000_123_456_789)  # the envelope's processing time
+    key, value = _converters(settings)
+    table = _table(COLUMNS, decimal_mode=decimal_mode)
+    encoded = EncodedTable(table, Encoders(key, value))
+    part, offset = {"server": "srv"}, {"lsn": 5}
+    sources = [ChangeSource(1_700_000_000_000_001, "first", None, 4096),
+               ChangeSource(1_700_000_000_000_002, "false", 77, 8192, 8000, '["8000","8192"]'),
+               ChangeSource(1_700_000_000_000_002, "false", 77, 8300, 8000, '["8000","8300"]')]
+    rows = _rows(COLUMNS)
+    compared = 0
+    for src in sources:
+        for i, row in enumerate(rows):
+            other = rows[(i + 1) % len(rows)]
+            _both(table, encoded, key, value, lambda t, row=row, src=src: t.event("c", None, t.row(row), src, part,
+                                                                                   offset))
+            _both(table, encoded, key, value, lambda t, row=row, other=other, src=src: t.event(
+                "u", t.row(row), t.row(other), src, part, offset))
+            _both(table, encoded, key, value, lambda t, row=row, src=src: t.event("d", t.row(row), None, src, part,
+                                                                                   offset))
+            _both(table, encoded, key, value, lambda t, row=row, src=src: t.tombstone(t.row(row), part, offset, 12))
+            # a delete's old key: only the key column, the rest None (NOT NULL ones get their type's zero)
+            only_key = [row[0]] + [None] * (len(row) - 1)
+            _both(table, encoded, key, value, lambda t, k=only_key, src=src: t.event("d", t.row(k), None, src, part,
+                                                                                      offset))
+            compared += 5
+        _both(table, encoded, key, value, lambda t, src=src: t.event("t", None, None, src, part, offset))
+    assert compared == 5 * len(rows) * len(sources)
+
+
+def test_a_table_without_key_columns_has_null_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time_ns", lambda: 1_732_000_000_000_000_000)
+    key, value = _converters({"schemas.enable": "true"})
+    columns = [(n, o, m, c, nn, False, v) for n, o, m, c, nn, _, v in COLUMNS[:4]]
+    table = _table(columns)
+    encoded = EncodedTable(table, Encoders(key, value))
+    src = ChangeSource(1_700_000_000_000_000, "false", 5, 100, 90, '["90","100"]')
+    record = encoded.event("c", None, encoded.row(["1", "2", "3", "1.5"]), src, {}, {})
+    assert record[1] is None
+    _both(table, encoded, key, value, lambda t: t.event("c", None, t.row(["1", "2", "3", "1.5"]), src, {}, {}))
+
+
+def test_a_value_the_converter_refuses_is_refused_the_same_way() -> None:
+    key, value = _converters({"schemas.enable": "false"})
+    table = _table([("id", 20, -1, None, True, True, []), ("i", 23, -1, None, True, False, [])])
+    encoded = EncodedTable(table, Encoders(key, value))
+    src = ChangeSource(1, "false", 1, 1)
+    bad = ["1", UNCHANGED_TOAST]  # an unchanged TOAST value in a NOT NULL int column: null for a required field
+    with pytest.raises(DataException) as slow:
+        record = table.event("c", None, table.row(bad), src, {}, {})
+        value.from_connect_data(record.topic, record.value_schema, record.value)
+    with pytest.raises(DataException) as fast:
+        encoded.event("c", None, encoded.row(bad), src, {}, {})
+    assert str(fast.value) == str(slow.value)
+
+
+def test_only_json_converter_itself_is_written_for() -> None:
+    class Custom(JsonConverter):
+        pass
+
+    key, value = _converters({})
+    assert encodes(key, value) and not encodes(key, Custom())
