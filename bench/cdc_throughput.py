@@ -8,6 +8,7 @@
 4. Sink: rows/s from the topic into another database.
 
     .venv/bin/python bench/cdc_throughput.py [--changes 1000000] [--rate 5000] [--seconds 20] [--split]
+                                             [--phases streaming,snapshot,latency,sink]
 
 ``--split`` runs the broker and a distributed worker as two processes instead of ``headwater up``.
 """
@@ -232,7 +233,10 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--split", action="store_true", help="broker and worker as two processes")
+    parser.add_argument("--phases", default="streaming,snapshot,latency,sink",
+                        help="which phases to run (the sink reads what the latency phase wrote)")
     args = parser.parse_args()
+    phases = set(args.phases.split(","))
     server = start_postgres()
     base = Path(tempfile.mkdtemp(prefix="hw-cdc-bench-"))
     try:
@@ -241,10 +245,14 @@ def main() -> None:
         runtime = SplitWorker(base) if args.split else ConnectProcess(base)
         print("mode:", "split (broker and worker processes)" if args.split else "headwater up (one process)")
         with runtime as up, psycopg.connect(server.dsn("bench"), autocommit=True) as db:
-            streaming(server, up, db, "bench", args.changes)
-            snapshot(server, up, db, "bench", args.snapshot_rows)
-            topic = latency(server, up, db, "bench", args.rate, args.seconds)
-            sink(server, up, topic, args.rate * args.seconds)
+            if "streaming" in phases:
+                streaming(server, up, db, "bench", args.changes)
+            if "snapshot" in phases:
+                snapshot(server, up, db, "bench", args.snapshot_rows)
+            if "latency" in phases or "sink" in phases:
+                topic = latency(server, up, db, "bench", args.rate, args.seconds)
+                if "sink" in phases:
+                    sink(server, up, topic, args.rate * args.seconds)
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)

@@ -98,29 +98,40 @@ class EncodedTable:
             key_fields = {f.name: f.schema for f in table.key_schema.fields or ()}
             self.key_cells = [(column.position, key.field_name(column.name),
                                _cell(key, column, key_fields[column.name])) for column in table.key_columns]
+        # A key column is NOT NULL, so its schema is the same in the key and in the row: with the same
+        # settings on both converters, the key's JSON is made of the row's pieces.
+        self.key_from_row = [self.cells.index(c) for c in self.cells if c[0] in {k.position for k in
+                                                                                 table.key_columns}] \
+            if (key.decimal_format, key.replace_null_with_default) == \
+            (value.decimal_format, value.replace_null_with_default) and self.key_cells else None
         self.key_envelope = key.envelope(table.key_schema)
-        self.value_envelope = value.envelope(table.envelope)
+        prefix, suffix = value.envelope(table.envelope)
         self.null_row = value.payload_writer(table.row_schema)(None)
-        names = [value.field_name(n) for n in ("before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns",
-                                               "transaction")]
-        self.names = names
+        n = [value.field_name(f) for f in ("before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns",
+                                           "transaction")]
+        # The envelope's text between the parts that change: before, after, source, op, the three times.
+        self.pieces = (prefix + "{" + n[0], "," + n[1], "," + n[2])
+        self.after_op = {op: "," + n[3] + text + "," + n[4] for op, text in encoders.op.items()}
+        self.after_ms, self.after_us = "," + n[5], "," + n[6]
+        self.end = "000," + n[7] + encoders.no_transaction + "}" + suffix  # ts_ns is ts_us followed by 000
         self.template_of: dict[str, Any] | None = None
         self.template: tuple[str, str, str] = ("", "", "")
 
     def row(self, values: tuple[Any, ...] | list[Any]) -> EncodedRow:
         count = len(values)
-        row = "{" + ",".join([name + cell(values[pos] if pos < count else None) for pos, name, cell in self.cells]) \
-            + "}"
+        parts = [name + cell(values[pos] if pos < count else None) for pos, name, cell in self.cells]
         key = None
-        if self.key_cells:
+        if self.key_from_row is not None:
+            key = "{" + ",".join([parts[i] for i in self.key_from_row]) + "}"
+        elif self.key_cells:
             key = "{" + ",".join([name + cell(values[pos] if pos < count else None)
                                   for pos, name, cell in self.key_cells]) + "}"
-        return EncodedRow(row, key)
+        return EncodedRow("{" + ",".join(parts) + "}", key)
 
     def key(self, row: EncodedRow | None) -> str | None:
         return None if row is None else row.key
 
-    def _source(self, src: ChangeSource) -> str:
+    def _source(self, src: ChangeSource) -> tuple[str, str, str, str, str]:
         base = self.base.source_base(src)
         if base is not self.template_of:  # a new transaction: the text around sequence and lsn
             pieces, current = [], "{"
@@ -136,8 +147,8 @@ class EncodedTable:
         head, middle, tail = self.template
         sequence, lsn = src.sequence, src.lsn
         enc = self.encoders
-        return (head + (enc.sequence(sequence) if sequence is not None else "null") + middle
-                + (str(lsn) if type(lsn) is int and 0 <= lsn <= _MAX_INT64 else enc.lsn(lsn)) + tail)
+        return (head, enc.sequence(sequence) if sequence is not None else "null", middle,
+                str(lsn) if type(lsn) is int and 0 <= lsn <= _MAX_INT64 else enc.lsn(lsn), tail)
 
     def _key_bytes(self, key: str | None) -> bytes | None:
         if key is None:
@@ -151,16 +162,15 @@ class EncodedTable:
         if transaction is not None:
             raise DataException("transaction blocks are not written by the encoded path")
         now = now_us()
-        n = self.names
+        us = str(now)
+        p0, p1, p2 = self.pieces
         null = self.null_row
-        payload = "".join(["{", n[0], before.json if before is not None else null, ",", n[1],
-                           after.json if after is not None else null, ",", n[2], self._source(src), ",", n[3],
-                           self.encoders.op[op], ",", n[4], str(now // 1000), ",", n[5], str(now), ",", n[6],
-                           str(now * 1000), ",", n[7], self.encoders.no_transaction, "}"])
-        prefix, suffix = self.value_envelope
+        head, sequence, middle, lsn, tail = self._source(src)
+        value = "".join([p0, before.json if before is not None else null, p1, after.json if after is not None
+                         else null, p2, head, sequence, middle, lsn, tail, self.after_op[op], str(now // 1000),
+                         self.after_ms, us, self.after_us, us, self.end])
         row = key_row if key_row is not None else (after if after is not None else before)
-        return self.topic, self._key_bytes(row.key if row is not None else None), \
-            _utf8(prefix + payload + suffix), src.ts_us // 1000
+        return self.topic, self._key_bytes(row.key if row is not None else None), _utf8(value), src.ts_us // 1000
 
     def tombstone(self, key_row: EncodedRow | None, partition: dict[str, Any], offset: dict[str, Any],
                   ts_ms: int) -> EncodedRecord:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from headwater.connect.api import SourceRecord
 from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
@@ -44,8 +44,7 @@ class TableColumn:
     type_oid: int = 0
 
 
-@dataclass
-class ChangeSource:
+class ChangeSource(NamedTuple):  # a tuple: one per event
     """Where an event comes from: what ``source`` says and what the offset records."""
 
     ts_us: int  # commit time (snapshot: read time)

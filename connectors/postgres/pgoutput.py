@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 __all__ = [
     "Begin", "Column", "Commit", "Delete", "DecodeError", "Insert", "LogicalMessage", "Message", "Origin",
@@ -28,15 +29,13 @@ class DecodeError(ValueError):
     """A pgoutput message that does not follow the format."""
 
 
-@dataclass(frozen=True, slots=True)
-class Begin:
+class Begin(NamedTuple):  # a tuple: the hot path makes one per message
     final_lsn: int
     commit_ts_us: int  # microseconds since 1970-01-01 UTC
     xid: int
 
 
-@dataclass(frozen=True, slots=True)
-class Commit:
+class Commit(NamedTuple):  # a tuple: the hot path makes one per message
     flags: int
     commit_lsn: int
     end_lsn: int
@@ -76,22 +75,19 @@ class TypeInfo:
 Row = tuple[str | None | object, ...]  # text, None (SQL NULL) or UNCHANGED_TOAST, per column
 
 
-@dataclass(frozen=True, slots=True)
-class Insert:
+class Insert(NamedTuple):  # a tuple: the hot path makes one per message
     relation_oid: int
     new: Row
 
 
-@dataclass(frozen=True, slots=True)
-class Update:
+class Update(NamedTuple):  # a tuple: the hot path makes one per message
     relation_oid: int
     old: Row | None  # the old key ('K', when the key changed) or row ('O', REPLICA IDENTITY FULL)
     old_is_key: bool
     new: Row
 
 
-@dataclass(frozen=True, slots=True)
-class Delete:
+class Delete(NamedTuple):  # a tuple: the hot path makes one per message
     relation_oid: int
     old: Row
     old_is_key: bool

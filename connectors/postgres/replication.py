@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import pq
@@ -23,15 +22,13 @@ _KEEPALIVE = struct.Struct(">QqB")
 _STATUS = struct.Struct(">cQQQqB")
 
 
-@dataclass(frozen=True, slots=True)
-class WalData:
+class WalData(NamedTuple):  # a tuple: the hot path makes one per message
     start: int  # the LSN of this message
     end: int  # the server's WAL end when it was sent
     payload: bytes  # one pgoutput message
 
 
-@dataclass(frozen=True, slots=True)
-class Keepalive:
+class Keepalive(NamedTuple):  # a tuple: the hot path makes one per message
     wal_end: int
     reply: bool
 
@@ -81,10 +78,10 @@ class ReplicationStream:
                       f"(proto_version '1', publication_names '{publication}')")
         self.streaming = True
 
-    async def read(self, timeout: float) -> WalData | Keepalive | None:
-        """The next message, or None after ``timeout`` s without one."""
+    def read_buffered(self) -> WalData | Keepalive | None:
+        """The next message libpq already holds, or None when the next one must be waited for (a
+        plain call: most messages of a busy stream are in the buffer, and need no coroutine)."""
         pgconn = self.pgconn
-        deadline = time.monotonic() + timeout
         while True:
             size, data = pgconn.get_copy_data(1)
             if size > 0:
@@ -102,6 +99,16 @@ class ReplicationStream:
                 raise psycopg.OperationalError(f"the replication stream ended: {message or 'server closed it'}")
             if size == -2:
                 raise psycopg.OperationalError(pgconn.error_message.decode(errors="replace").strip())
+            return None
+
+    async def read(self, timeout: float) -> WalData | Keepalive | None:
+        """The next message, or None after ``timeout`` s without one."""
+        pgconn = self.pgconn
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.read_buffered()
+            if msg is not None:
+                return msg
             left = deadline - time.monotonic()
             if left <= 0 or self.interrupted:
                 return None

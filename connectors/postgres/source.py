@@ -364,10 +364,13 @@ class PostgresSourceTask(SourceTask):
             self.next_heartbeat = now + interval
             heartbeat = self._heartbeat()
             out.append(self.encoders.record(heartbeat) if self.encoders is not None else heartbeat)
+        read_buffered = self.stream.read_buffered
         while len(out) < limit:
-            msg = await self.stream.read(wait if not out else 0)
+            msg = read_buffered()
             if msg is None:
-                break
+                msg = await self.stream.read(wait if not out else 0)
+                if msg is None:
+                    break
             if isinstance(msg, Keepalive):
                 self._idle_confirm(msg.wal_end, bool(out))
                 if msg.reply:
