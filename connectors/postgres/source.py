@@ -413,6 +413,10 @@ class PostgresSourceTask(SourceTask):
 
     def _on_message(self, wal: WalData, out: list[Any]) -> None:
         msg = decode(wal.payload)
+        kind = type(msg)
+        if kind is Insert or kind is Update or kind is Delete:  # most messages: straight to the change
+            self._on_change(msg, wal.start, out)  # type: ignore[arg-type]  # (type() is not narrowed)
+            return
         if isinstance(msg, Begin):
             self.tx, self.tx_events = msg, 0
             self.tx_last_lsn = 0
@@ -434,14 +438,16 @@ class PostgresSourceTask(SourceTask):
             else:
                 self.tables.pop(msg.oid, None)
             return
-        if self.tx is None or not isinstance(msg, Insert | Update | Delete | Truncate):
+        if isinstance(msg, Truncate):
+            self._on_change(msg, wal.start, out)
+
+    def _on_change(self, msg: Insert | Update | Delete | Truncate, lsn: int, out: list[Any]) -> None:
+        tx = self.tx
+        if tx is None or (self.stored and self._replayed(lsn)):
             return
-        if self._replayed(wal.start):
-            return
-        src = ChangeSource(self.tx.commit_ts_us, "false", self.tx.xid, wal.start, self.tx.final_lsn,
-                           f'["{self.tx.final_lsn}","{wal.start}"]')
-        offset = {"lsn_proc": wal.start, "lsn_commit": self.tx.final_lsn, "lsn": wal.start, "txId": self.tx.xid,
-                  "ts_usec": self.tx.commit_ts_us}
+        final = tx.final_lsn
+        src = ChangeSource(tx.commit_ts_us, "false", tx.xid, lsn, final, f'["{final}","{lsn}"]')
+        offset = {"lsn_proc": lsn, "lsn_commit": final, "lsn": lsn, "txId": tx.xid, "ts_usec": tx.commit_ts_us}
         records = self._events(msg, src, offset)
         if records:
             if self.config.provide_transaction_metadata:
@@ -451,7 +457,7 @@ class PostgresSourceTask(SourceTask):
                 self._transaction_blocks(records)
             out.extend(records)
             self.tx_events += 1
-            self.tx_last_lsn = wal.start
+            self.tx_last_lsn = lsn
             self.emitted = offset
             self.events += len(records)
 
@@ -491,6 +497,11 @@ class PostgresSourceTask(SourceTask):
 
     def _events(self, msg: Insert | Update | Delete | Truncate, src: ChangeSource,
                 offset: dict[str, Any]) -> list[Any]:
+        if isinstance(msg, Insert):
+            table = self.tables.get(msg.relation_oid)
+            if table is None or "c" in self.skipped:
+                return []
+            return [table.event("c", None, table.row(msg.new), src, self.partition, offset)]
         if isinstance(msg, Truncate):
             if "t" in self.skipped:
                 return []
@@ -499,9 +510,6 @@ class PostgresSourceTask(SourceTask):
         table = self.tables.get(msg.relation_oid)
         if table is None:
             return []
-        if isinstance(msg, Insert):
-            return [] if "c" in self.skipped else [table.event("c", None, table.row(msg.new), src, self.partition,
-                                                               offset)]
         if isinstance(msg, Delete):
             if "d" in self.skipped:
                 return []
