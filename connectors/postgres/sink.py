@@ -188,7 +188,11 @@ def _to_pg(schema: Schema | None) -> Callable[[Any], Any]:
         import json
 
         return lambda v: json.dumps(v.to_dict() if isinstance(v, Struct) else v, default=str)
-    return lambda v: v
+    return _as_is
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def _fields(value: Any) -> tuple[dict[str, Any], Schema | None]:
@@ -235,6 +239,7 @@ class PostgresSinkTask(SinkTask):
         self.conn.commit()
         self.stored: dict[TopicPartition, int] = {}
         self.topic_tables: dict[str, tuple[str, str]] = {}
+        self.source_tables: dict[tuple[Any, ...], tuple[str, str]] = {}  # (topic, schema, table, db) -> table
         self.columns: dict[tuple[str, str], dict[str, str]] = {}  # (schema, table) -> column -> type
         self.key_fields = [f.strip() for f in c.primary_key_fields.split(",") if f.strip()]
 
@@ -250,8 +255,15 @@ class PostgresSinkTask(SinkTask):
             self.context.offset(seek)
 
     def put(self, records: list[SinkRecord]) -> None:
-        fresh = [r for r in records if r.kafka_offset >= self.stored.get(TopicPartition(r.topic, r.kafka_partition
-                                                                                        or 0), 0)]
+        floors: dict[tuple[str, int], int] = {}  # what the offsets table already covers, per partition
+        fresh = []
+        for r in records:
+            where = (r.topic, r.kafka_partition or 0)
+            floor = floors.get(where)
+            if floor is None:
+                floor = floors[where] = self.stored.get(TopicPartition(*where), 0)
+            if r.kafka_offset >= floor:
+                fresh.append(r)
         if not fresh:
             return
         pending: dict[tuple[str, str], dict[Any, _Change]] = {}
@@ -271,10 +283,12 @@ class PostgresSinkTask(SinkTask):
             # The batch's last change of a key wins; rows without a key all append.
             changes[change.key if change.key else len(changes)] = change
         writes.extend(pending.items())
-        next_offsets: dict[TopicPartition, int] = {}
+        ends: dict[tuple[str, int], int] = {}
         for r in fresh:
-            tp = TopicPartition(r.topic, r.kafka_partition or 0)
-            next_offsets[tp] = max(next_offsets.get(tp, 0), r.kafka_offset + 1)
+            where, end = (r.topic, r.kafka_partition or 0), r.kafka_offset + 1
+            if end > ends.get(where, 0):
+                ends[where] = end
+        next_offsets = {TopicPartition(*where): end for where, end in ends.items()}
         try:
             cut = 0
             for index, (table, changes) in enumerate(writes):
@@ -324,13 +338,31 @@ class PostgresSinkTask(SinkTask):
             names = self.key_fields or list(key_row)
             return tuple((n, key_row.get(n) if n in key_row else (row or {}).get(n)) for n in names)
         if mode == "record_value":
-            return tuple((n, (row or {}).get(n)) for n in self.key_fields)
+            values = row or {}
+            return tuple([(n, values.get(n)) for n in self.key_fields])
         if mode == "kafka":
             return (("__connect_topic", record.topic), ("__connect_partition", record.kafka_partition),
                     ("__connect_offset", record.kafka_offset))
         return ()
 
     def _table(self, record: SinkRecord) -> tuple[str, str]:
+        value = record.value
+        by_source = "${source." in self.config.table_name_format
+        if by_source and _is_envelope(value):  # the same source block names the same table: look it up
+            source = _get(value, "source")
+            seen = (record.topic, _get(source, "schema"), _get(source, "table"), _get(source, "db"))
+            known = self.source_tables.get(seen)
+            if known is None:
+                known = self.source_tables[seen] = self._resolve(record)
+            self.topic_tables[record.topic] = known
+            return known
+        if not by_source:
+            known = self.topic_tables.get(record.topic)
+            if known is not None:
+                return known
+        return self._resolve(record)
+
+    def _resolve(self, record: SinkRecord) -> tuple[str, str]:
         name = self.config.table_name_format.replace("${topic}", record.topic)
         if "${source." in name:
             if not _is_envelope(record.value):
@@ -429,17 +461,30 @@ class PostgresSinkTask(SinkTask):
             names = [n for n in names if n not in key_names] + key_names
         convert = {n: _to_pg(f.schema if schema is not None and (f := schema.field(n)) is not None else None)
                    for n in names}
-        temp = sql.Identifier(f"_hw_stage_{table[1]}"[:60])
-        cols = sql.SQL(", ").join(map(sql.Identifier, names))
-        self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(temp))
-        self.conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
-            temp, ident))
-        with self.conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(temp, cols)) as copy:
-            for ch in rows:
-                row = dict(ch.row or {})
-                row.update(dict(ch.key) if self.config.primary_key_mode == "kafka" else {})
-                copy.write_row([None if row.get(n) is None else convert[n](row[n]) for n in names])
         mode = self.config.insert_mode if key_names else "insert"
+        cols = sql.SQL(", ").join(map(sql.Identifier, names))
+        # Plain inserts go straight into the table (a duplicate key fails the put either way); upserts and
+        # updates stage the rows in a temporary table and merge them with one statement.
+        temp = ident if mode == "insert" else sql.Identifier(f"_hw_stage_{table[1]}"[:60])
+        if mode != "insert":
+            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(temp))
+            self.conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
+                temp, ident))
+        columns = [(n, convert[n]) for n in names]
+        as_is = all(c is _as_is for _, c in columns)
+        kafka = self.config.primary_key_mode == "kafka"
+        with self.conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(temp, cols)) as copy:
+            write = copy.write_row
+            for ch in rows:
+                row = ch.row or {}
+                if kafka:
+                    row = {**row, **dict(ch.key)}
+                if as_is:
+                    write([row.get(n) for n in names])
+                else:
+                    write([None if (v := row.get(n)) is None else c(v) for n, c in columns])
+        if mode == "insert":
+            return
         if mode == "update":
             others = [n for n in names if n not in key_names]
             statement = sql.SQL("UPDATE {} t SET {} FROM {} s WHERE {}").format(
@@ -447,15 +492,13 @@ class PostgresSinkTask(SinkTask):
                                           for n in others),
                 temp, sql.SQL(" AND ").join(sql.SQL("t.{} = s.{}").format(sql.Identifier(n), sql.Identifier(n))
                                             for n in key_names))
-        else:
-            statement = sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(ident, cols, cols, temp)
-            if mode == "upsert":
-                others = [n for n in names if n not in key_names]
-                action = (sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
-                    sql.SQL("{} = excluded.{}").format(sql.Identifier(n), sql.Identifier(n)) for n in others))
-                    if others else sql.SQL("DO NOTHING"))
-                statement = sql.SQL("{} ON CONFLICT ({}) {}").format(
-                    statement, sql.SQL(", ").join(map(sql.Identifier, key_names)), action)
+        else:  # upsert
+            others = [n for n in names if n not in key_names]
+            action = (sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
+                sql.SQL("{} = excluded.{}").format(sql.Identifier(n), sql.Identifier(n)) for n in others))
+                if others else sql.SQL("DO NOTHING"))
+            statement = sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT ({}) {}").format(
+                ident, cols, cols, temp, sql.SQL(", ").join(map(sql.Identifier, key_names)), action)
         self.conn.execute(statement)
         self.conn.execute(sql.SQL("DROP TABLE {}").format(temp))
 
