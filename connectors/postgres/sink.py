@@ -270,13 +270,14 @@ class PostgresSinkTask(SinkTask):
         truncates: list[tuple[int, tuple[str, str]]] = []  # (position among the writes, table)
         writes: list[tuple[tuple[str, str], dict[Any, _Change]]] = []
         for record in fresh:
-            table = self._table(record)
-            if _is_envelope(record.value) and _get(record.value, "op") == "t":
+            envelope = _is_envelope(record.value)
+            table = self._table(record, envelope)
+            if envelope and _get(record.value, "op") == "t":
                 if table in pending:  # what came before the truncate is written before it
                     writes.append((table, pending.pop(table)))
                 truncates.append((len(writes), table))
                 continue
-            change = self._change(record)
+            change = self._change(record, envelope)
             if change is None:
                 continue
             changes = pending.setdefault(table, {})
@@ -311,12 +312,12 @@ class PostgresSinkTask(SinkTask):
 
     # -- one record ------------------------------------------------------------------------------------
 
-    def _change(self, record: SinkRecord) -> _Change | None:
+    def _change(self, record: SinkRecord, envelope: bool) -> _Change | None:
         value = record.value
         key_row, _ = _fields(record.key) if isinstance(record.key, Struct | dict) else ({}, None)
         if value is None:  # a tombstone
             return _Change(self._key(record, key_row, None), None, None) if self.config.delete_enabled else None
-        if _is_envelope(value):
+        if envelope:
             op = _get(value, "op")
             if op == "d":
                 if not self.config.delete_enabled:
@@ -345,10 +346,10 @@ class PostgresSinkTask(SinkTask):
                     ("__connect_offset", record.kafka_offset))
         return ()
 
-    def _table(self, record: SinkRecord) -> tuple[str, str]:
+    def _table(self, record: SinkRecord, envelope: bool) -> tuple[str, str]:
         value = record.value
         by_source = "${source." in self.config.table_name_format
-        if by_source and _is_envelope(value):  # the same source block names the same table: look it up
+        if by_source and envelope:  # the same source block names the same table: look it up
             source = _get(value, "source")
             seen = (record.topic, _get(source, "schema"), _get(source, "table"), _get(source, "db"))
             known = self.source_tables.get(seen)
