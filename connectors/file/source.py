@@ -64,6 +64,11 @@ class FileStreamSourceConnector(SourceConnector):
 
 
 class FileStreamSourceTask(SourceTask):
+    # What stop() reads, set before start() does: a start that fails early is still stopped cleanly.
+    watch: FolderWatch | None = None
+    fd: int | None = None
+    stopped = False
+
     async def start(self, config: dict[str, str]) -> None:
         self.filename = config.get("file", "")
         self.topic = config["topic"]

@@ -792,3 +792,13 @@ def test_worker_sink_commit_that_meets_a_rebalance_is_kept_for_after_it() -> Non
     worker.current = {TopicPartition(TOPIC, 0): 7}
     run(worker.commit_offsets)
     assert consumer.commits == [{0: 7}] and worker.committed == {TopicPartition(TOPIC, 0): 7}
+
+
+def test_a_file_source_whose_start_failed_early_stops_cleanly() -> None:
+    """The worker stops a task whose start raised: stop() must not trip over what start never set."""
+    task = FileStreamSourceTask()
+    task.initialize(SimpleNamespace(offset_storage_reader=SimpleNamespace(offset=lambda partition: None)))
+    with pytest.raises(ValueError, match="zz"):
+        run(lambda: task.start({"file": "/nonexistent/in.txt", "topic": "t", "batch.size": "zz"}))
+    task.stop()
+    assert task.stopped and task.watch is None and task.fd is None
