@@ -224,10 +224,7 @@ class WorkerSourceTask(RecordTask):
                 partition = await self._partition_for(topic, key, sticky)
             tp = (topic, partition)
             if tp != last_tp:
-                builder = builders.get(tp)
-                if builder is None:
-                    builder = builders[tp] = self.producer.create_batch()
-                last_tp = tp
+                builder, last_tp = self._builder(builders, tp), tp
             if builder.append(timestamp=record.timestamp, key=key, value=value, headers=headers) is None:
                 builder = builders[tp] = await self._roll(builder, tp, futures, record.timestamp, key, value, headers)
             if wants_commit_record:
@@ -282,10 +279,7 @@ class WorkerSourceTask(RecordTask):
             partition = 0 if counts.get(topic) == 1 else await self._partition_for(topic, key, sticky)
             tp = (topic, partition)
             if tp != last_tp:
-                builder = builders.get(tp)
-                if builder is None:
-                    builder = builders[tp] = self.producer.create_batch()
-                last_tp = tp
+                builder, last_tp = self._builder(builders, tp), tp
             if builder.append(timestamp=timestamp, key=key, value=value, headers=_NO_HEADERS) is None:
                 builder = builders[tp] = await self._roll(builder, tp, futures, timestamp, key, value, _NO_HEADERS)
         offsets = ({offset_key(self.id.connector, batch.source_partition): batch.source_offset}
@@ -303,6 +297,13 @@ class WorkerSourceTask(RecordTask):
         if partition is None:
             partition = sticky[topic] = random.randrange(count)
         return partition
+
+    def _builder(self, builders: dict[tuple[str, int], Any], tp: tuple[str, int]) -> Any:
+        """The open batch builder of a topic-partition in this send, started when there is none."""
+        builder = builders.get(tp)
+        if builder is None:
+            builder = builders[tp] = self.producer.create_batch()
+        return builder
 
     async def _roll(self, full: Any, tp: tuple[str, int], futures: list[asyncio.Future[Any]], timestamp: int | None,
                     key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]]) -> Any:
