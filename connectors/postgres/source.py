@@ -547,6 +547,8 @@ class PostgresSourceTask(SourceTask):
     def metrics(self) -> dict[str, Any]:
         """The snapshot's progress and the slot's lag, named after Debezium's snapshot and streaming
         metrics (served at GET /connectors/{name}/tasks/{id}/metrics)."""
+        if "events" not in vars(self):  # asked while start() is still connecting
+            return {"phase": "starting"}
         p = self.snapshot_progress
         running = self.snapshot_conn is not None
         table = self.snapshot_table if running else None

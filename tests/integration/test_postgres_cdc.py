@@ -294,6 +294,12 @@ def test_a_restart_mid_snapshot_snapshots_again_and_loses_nothing(postgres, data
         during = proc.ok("GET", f"/connectors/{name}/tasks/0/metrics")
         proc.restart(kill=True)
         proc.wait_state(name, "RUNNING", tasks=1, timeout=60)
+
+        def snapshot_open() -> bool:  # the restarted task's snapshot point is fixed: a later insert streams
+            got = proc.call("GET", f"/connectors/{name}/tasks/0/metrics")
+            return got.status == 200 and "snapshot" in got.json["metrics"]
+
+        wait_for(snapshot_open, 60, 0.05, "the restarted task's snapshot")
         db.execute("INSERT INTO big VALUES (200001, 'after the restart')")
         with TopicReader(proc.bootstrap, topic) as reader:
             msgs = reader.read(at_kill + 200001, 120)
