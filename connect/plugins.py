@@ -40,6 +40,7 @@ ENTRY_POINT_GROUP = "headwater"
 DISTRIBUTION = "headwater"
 #: The hooks of the contract, read from the spec so a new hook needs no edit here.
 HOOKS = tuple(name for name in vars(HeadwaterSpec) if name.startswith("headwater_"))
+CLASS_HOOKS = tuple(hook for hook in HOOKS if hook != "headwater_worker_stopped")  # the hooks that return classes
 
 
 class UnknownPlugin(LookupError):
@@ -172,9 +173,17 @@ class PluginRegistry:
                 return module
         return None
 
+    def worker_stopped(self) -> None:
+        """Tell every plugin the worker stopped (``headwater_worker_stopped``); a failing plugin is logged."""
+        for impl in self.pm.hook.headwater_worker_stopped.get_hookimpls():
+            try:
+                impl.function()
+            except Exception:
+                log.exception("plugin %s failed in headwater_worker_stopped", impl.plugin_name)
+
     def _rebuild(self) -> None:
         infos: list[PluginInfo] = []
-        for hook in HOOKS:
+        for hook in CLASS_HOOKS:
             for result in getattr(self.pm.hook, hook)():
                 for cls in result or []:
                     base = _CHECKS.get(hook)

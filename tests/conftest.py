@@ -32,3 +32,13 @@ def postgres():
     server = start_postgres()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session (UI off) for the test process; the Spark sink tasks run in-process share it."""
+    from headwater.connectors.spark.session import shared_session, stop_shared_session
+
+    session = shared_session("local[2]", {"spark.driver.memory": "2g"})
+    yield session
+    stop_shared_session()

@@ -1,4 +1,5 @@
-"""The whole contract between Headwater and its plugins: four pluggy hooks.
+"""The whole contract between Headwater and its plugins: four pluggy hooks that return classes, and
+one that tells plugins the worker stopped.
 
 A plugin module (found through the ``headwater`` entry-point group or in a folder on
 ``plugin.path``) implements any of them with ``@hookimpl`` and returns classes.
@@ -35,3 +36,8 @@ class HeadwaterSpec:
     def headwater_predicates(self) -> list[type]:
         """Predicate classes."""
         raise NotImplementedError  # a specification: plugins implement it
+
+    @hookspec
+    def headwater_worker_stopped(self) -> None:
+        """The worker process's Connect worker stopped: release what plugins share across tasks (a
+        Spark session, a connection pool). Optional; called once per stop."""

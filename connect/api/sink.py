@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .batch import SinkBatch
@@ -40,6 +40,13 @@ class SinkTaskContext(ABC):
     @abstractmethod
     def request_commit(self) -> None:
         """Commit offsets as soon as possible."""
+
+    def errant_record_reporter(self) -> Callable[[SinkRecord, BaseException], None] | None:
+        """Kafka's ``errantRecordReporter``: a function a sync ``put`` calls for a record it cannot write.
+        It applies ``errors.tolerance`` as for a record that failed conversion: with ``all`` the record
+        is logged and sent to the dead letter queue and ``put`` goes on without it; with ``none`` it
+        raises, failing the task. None on runtimes that have no reporter."""
+        return None
 
 
 class SinkTask(ABC):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -57,6 +58,9 @@ class _Context(SinkTaskContext):
     def request_commit(self) -> None:
         self.owner.commit_requested = True
 
+    def errant_record_reporter(self) -> Callable[[SinkRecord, BaseException], None]:
+        return self.owner.report_errant
+
 
 class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, owner: WorkerSinkTask) -> None:
@@ -95,6 +99,8 @@ class WorkerSinkTask(RecordTask):
         self.commit_failed = False
         self.records_put = 0
         self.max_poll_records = int(consumer_overrides.get("max.poll.records", 10000))
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop_thread = 0
 
     async def initialize(self) -> None:
         cfg = self.config
@@ -109,6 +115,7 @@ class WorkerSinkTask(RecordTask):
             await self.dlq_producer.start()
             self.errors.reporters.append(dlq_reporter(self._send_dlq, cfg.errors_deadletterqueue_topic_name,
                                                       cfg.errors_deadletterqueue_context_headers_enable))
+        self.loop, self.loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self.task.initialize(_Context(self, self.task_config))
         await call(self.task.start, self.task_config)
         self.started = True
@@ -117,6 +124,20 @@ class WorkerSinkTask(RecordTask):
             self.consumer.subscribe(pattern=f"^(?:{cfg.topics_regex})$", listener=listener)
         else:
             self.consumer.subscribe(topics=cfg.topic_list(), listener=listener)
+
+    def report_errant(self, record: SinkRecord, error: BaseException) -> None:
+        """The task's errant record reporter, called from ``put`` in a worker thread: the record goes
+        through the error handler as a failed TASK_PUT (log, DLQ, tolerance) and the call returns once
+        it was handled; with errors.tolerance=none it raises ToleranceExceeded."""
+        if self.loop is None or threading.get_ident() == self.loop_thread:
+            raise RuntimeError("the errant record reporter is for sync put() methods (they run in a worker thread)")
+        topic = record.topic
+        raw = RawRecord(topic, record.kafka_partition or 0, record.kafka_offset, record.timestamp,
+                        self.key_converter.from_connect_data(topic, record.key_schema, record.key),
+                        self.value_converter.from_connect_data(topic, record.value_schema, record.value), [])
+        done = asyncio.run_coroutine_threadsafe(
+            self.errors.recover(Stage.TASK_PUT, self.task, error, raw=raw, record=record), self.loop)
+        done.result()
 
     async def _send_dlq(self, topic: str, key: bytes | None, value: bytes | None,
                         headers: list[tuple[str, bytes]], timestamp: int | None) -> None:

@@ -287,6 +287,7 @@ class Worker:
         await self.stop_tasks(self.task_ids())
         for name in list(self.connectors):
             await self.stop_connector(name)
+        await asyncio.to_thread(self.registry.worker_stopped)
 
 
 def _prefixed(props: dict[str, Any], prefix: str) -> dict[str, str]:

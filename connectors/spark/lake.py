@@ -1,0 +1,168 @@
+"""The lake's own commit log: what makes a Parquet lake exactly once without a table format.
+
+Every flush of a topic-partition first writes its files (or, in upsert mode, the new contents of
+the buckets it touches) under ``<lake>/_headwater/tmp/<topic>+<partition>/``, where no reader
+looks. Then one small JSON entry, ``<lake>/_headwater/log/<topic>+<partition>/<next offset>.json``,
+is written atomically (a temporary name, then a rename): it is the commit. It lists the moves
+that publish the flush (staged path -> final path) and the next offset to consume. Then the
+moves are made. A task that opens the partition replays the last entry's moves that are still
+pending (a rename is idempotent: a staged path that is gone was moved), deletes anything else
+staged for it, and seeks to the entry's offset. A crash at any point therefore leaves each flush
+either absent (its records are read again) or complete, never half there or there twice.
+
+Paths go through Hadoop's FileSystem API in Spark's JVM, so ``lake.path`` may be any URI Spark
+writes (file:/, hdfs://, s3a:// ...).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CommitEntry", "Lake"]
+
+log = logging.getLogger(__name__)
+
+LOG_DIR = "_headwater/log"
+TMP_DIR = "_headwater/tmp"
+KEEP_ENTRIES = 3  # older entries are deleted: only the last one is ever replayed
+
+
+@dataclass
+class CommitEntry:
+    """One committed flush of a topic-partition."""
+
+    topic: str
+    partition: int
+    start: int  # the first offset the flush covers
+    next: int  # the offset after the last one it covers
+    moves: list[tuple[str, str]] = field(default_factory=list)  # staged path -> published path
+    table: str = ""  # the table folder the flush wrote
+    columns: list[list[str]] = field(default_factory=list)  # the table's columns after it (TableShape JSON)
+    replace: bool = False  # moves replace whole folders (upsert buckets) rather than add files
+
+    def to_json(self) -> bytes:
+        return json.dumps({"topic": self.topic, "partition": self.partition, "start": self.start, "next": self.next,
+                           "moves": self.moves, "table": self.table, "columns": self.columns,
+                           "replace": self.replace}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> CommitEntry:
+        d = json.loads(data)
+        return cls(d["topic"], int(d["partition"]), int(d["start"]), int(d["next"]),
+                   [(a, b) for a, b in d.get("moves", [])], d.get("table", ""), d.get("columns", []),
+                   bool(d.get("replace", False)))
+
+
+class Lake:
+    """``lake.path`` through Hadoop's FileSystem (in the Spark session's JVM)."""
+
+    def __init__(self, spark: Any, root: str) -> None:
+        self.spark = spark
+        jvm = spark.sparkContext._jvm
+        self._Path = jvm.org.apache.hadoop.fs.Path
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self.root = root.rstrip("/")
+        self.fs = self._Path(self.root).getFileSystem(conf)
+        self._qualified = str(self.fs.makeQualified(self._Path(self.root)).toString())
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self._qualified, *[p.strip("/") for p in parts if p]])
+
+    # -- files ---------------------------------------------------------------------------------------
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(self._Path(path)))
+
+    def mkdirs(self, path: str) -> None:
+        if not self.fs.mkdirs(self._Path(path)):
+            raise OSError(f"cannot create {path}")
+
+    def delete(self, path: str) -> None:
+        self.fs.delete(self._Path(path), True)
+
+    def rename(self, src: str, dst: str) -> None:
+        parent = self._Path(dst).getParent()
+        if parent is not None and not self.fs.exists(parent):
+            self.fs.mkdirs(parent)
+        if not self.fs.rename(self._Path(src), self._Path(dst)):
+            raise OSError(f"cannot rename {src} to {dst}")
+
+    def list(self, path: str) -> list[str]:
+        """Names in a folder (empty when it does not exist)."""
+        p = self._Path(path)
+        if not self.fs.exists(p):
+            return []
+        return [str(s.getPath().getName()) for s in self.fs.listStatus(p)]
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a small file atomically: a hidden temporary name first, then a rename."""
+        p = self._Path(path)
+        tmp = self._Path(p.getParent(), "." + str(p.getName()) + ".tmp")
+        out = self.fs.create(tmp, True)
+        try:
+            out.write(bytearray(data))
+        finally:
+            out.close()
+        if self.fs.exists(p):
+            self.fs.delete(p, False)
+        if not self.fs.rename(tmp, p):
+            raise OSError(f"cannot rename {tmp} to {path}")
+
+    def read_bytes(self, path: str) -> bytes:
+        stream = self.fs.open(self._Path(path))
+        try:
+            length = int(self.fs.getFileStatus(self._Path(path)).getLen())
+            buf = self.spark.sparkContext._gateway.new_array(self.spark.sparkContext._jvm.byte, length)
+            stream.readFully(0, buf)
+            return bytes(buf)
+        finally:
+            stream.close()
+
+    # -- the commit log --------------------------------------------------------------------------------
+
+    def staging(self, topic: str, partition: int) -> str:
+        return self.path(TMP_DIR, f"{topic}+{partition}")
+
+    def _log_dir(self, topic: str, partition: int) -> str:
+        return self.path(LOG_DIR, f"{topic}+{partition}")
+
+    def last_entry(self, topic: str, partition: int) -> CommitEntry | None:
+        names = sorted(n for n in self.list(self._log_dir(topic, partition)) if n.endswith(".json")
+                       and not n.startswith("."))
+        if not names:
+            return None
+        return CommitEntry.from_json(self.read_bytes(f"{self._log_dir(topic, partition)}/{names[-1]}"))
+
+    def commit(self, entry: CommitEntry) -> None:
+        """Write the entry (the commit point), publish its moves, and drop entries no longer needed."""
+        folder = self._log_dir(entry.topic, entry.partition)
+        self.write_bytes(f"{folder}/{entry.next:020d}.json", entry.to_json())
+        self.publish(entry)
+        names = sorted(n for n in self.list(folder) if n.endswith(".json") and not n.startswith("."))
+        for old in names[:-KEEP_ENTRIES]:
+            self.delete(f"{folder}/{old}")
+
+    def publish(self, entry: CommitEntry) -> None:
+        """Make the entry's moves that are still pending (idempotent)."""
+        for src, dst in entry.moves:
+            if not self.exists(src):
+                continue  # moved already
+            if entry.replace and self.exists(dst):
+                self.delete(dst)
+            self.rename(src, dst)
+
+    def recover(self, topic: str, partition: int) -> CommitEntry | None:
+        """After whoever wrote this partition before: finish its last commit and drop what it staged
+        without committing. Returns the last entry (None: nothing was ever committed)."""
+        entry = self.last_entry(topic, partition)
+        if entry is not None:
+            pending = [src for src, _ in entry.moves if self.exists(src)]
+            if pending:
+                log.info("%s-%d: publishing %d staged paths of the commit up to offset %d", topic, partition,
+                         len(pending), entry.next)
+                self.publish(entry)
+        self.delete(self.staging(topic, partition))
+        return entry

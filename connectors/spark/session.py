@@ -1,0 +1,108 @@
+"""One Spark session per worker process, shared by every Spark task on it.
+
+Starting a JVM costs seconds and hundreds of MB, so the first task that needs Spark starts the
+session and later tasks reuse it; the worker stops it when it stops (``headwater_worker_stopped``).
+Settings are those of the first task: ``spark.master`` and ``spark.conf.*`` of a later task that
+differ are logged, not applied (Spark has one session per JVM).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+__all__ = ["SparkUnavailable", "shared_session", "stop_shared_session"]
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_session: Any = None
+_settings: dict[str, str] = {}
+
+# What a connector's session needs unless the user says otherwise: no UI port per worker, few
+# shuffle partitions (flushes are small), and the worker's own Python for Spark's Python workers.
+DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+class SparkUnavailable(RuntimeError):
+    """The Spark session could not be started (no Java, a master that does not answer, ...)."""
+
+
+def shared_session(master: str = "local[2]", conf: dict[str, str] | None = None,
+                   app_name: str = "headwater-spark") -> Any:
+    """The process's Spark session, started on first use with ``master`` and ``conf``."""
+    global _session, _settings
+    wanted = {"spark.master": master, **(conf or {})}
+    with _lock:
+        if _session is not None and _alive(_session):
+            different = {k: v for k, v in wanted.items() if _settings.get(k) != v and k in _settings}
+            if different:
+                log.warning("the Spark session of this worker was started with %s; ignoring %s (one session per "
+                            "worker process)", {k: _settings[k] for k in different}, different)
+            return _session
+        from pyspark.sql import SparkSession
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = SparkSession.builder.master(master).appName(app_name)
+        for key, value in {**DEFAULTS, **(conf or {})}.items():
+            builder = builder.config(key, value)
+        if master.startswith("spark://"):
+            # A standalone master that does not answer otherwise leaves the driver waiting forever.
+            builder = builder.config("spark.deploy.maxExecutorRetries", "3")
+        try:
+            session = builder.getOrCreate()
+            if master.startswith("spark://"):
+                _wait_for_executors(session, master)
+        except SparkUnavailable:
+            raise
+        except Exception as exc:
+            raise SparkUnavailable(f"cannot start a Spark session with spark.master={master}: {exc}") from exc
+        _session, _settings = session, wanted
+        log.info("started Spark %s session (master %s)", session.version, master)
+        return session
+
+
+def _alive(session: Any) -> bool:
+    try:
+        return session.sparkContext._jsc is not None and not session.sparkContext._jsc.sc().isStopped()
+    except Exception:
+        return False
+
+
+def _wait_for_executors(session: Any, master: str, timeout: float = 30.0) -> None:
+    """A cluster master that accepted the app but gives it no executor would hang every write:
+    wait for one, else fail with what the user can act on."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    tracker = session.sparkContext._jsc.sc().statusTracker()
+    while time.monotonic() < deadline:
+        if len(tracker.getExecutorInfos()) > 1:  # the driver counts as one
+            return
+        time.sleep(0.2)
+    session.stop()
+    raise SparkUnavailable(f"the Spark master {master} gave no executor within {timeout:.0f} s: is a worker "
+                           f"registered with it, with enough free cores and memory?")
+
+
+def stop_shared_session() -> None:
+    """Stop the process's Spark session, if one was started here."""
+    global _session
+    with _lock:
+        if _session is not None:
+            try:
+                _session.stop()
+            except Exception:
+                log.exception("stopping the Spark session failed")
+            _session = None
+            _settings.clear()

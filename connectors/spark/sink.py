@@ -1,0 +1,515 @@
+"""SparkParquetSink: topics into a Parquet lake through Spark DataFrames, exactly once.
+
+Records are buffered per topic-partition and committed together (a "flush") when ``flush.size``
+records are buffered, their times span ``rotate.interval.ms``, or the wall clock passes a
+``rotate.schedule.interval.ms`` boundary. A flush builds Arrow tables, hands them to Spark
+(``createDataFrame`` from Arrow) and commits through the lake's commit log (``lake.py``); the
+offsets Kafka Connect commits to the group are only ever those the lake has, and a task seeks each
+partition it is given to what the lake says.
+
+``cdc.mode``:
+
+- ``append``: each value as a row (a struct's fields are the columns); files
+  ``<topic>+<partition>+<first offset>+<last offset>.<codec>.parquet`` under the partitioner's folders.
+- ``changelog``: Debezium envelopes flattened: the row (``after``, or ``before`` for a delete) and
+  ``_op``, ``_lsn``, ``_ts_ms``, ``_deleted``.
+- ``upsert``: a current-state table keyed by the record key. A flush keeps the latest change per
+  key (by source position, then Kafka offset), reads the buckets those keys live in, drops the
+  changed keys, adds the new rows and stages the buckets' new contents; the commit swaps the
+  staged buckets in. Bucket ``_bucket = kafka partition * cdc.buckets + hash(key) % cdc.buckets``:
+  a partition's keys never share a bucket with another partition's, so tasks never rewrite each
+  other's buckets, and a key stays in one bucket as long as its topic keeps its partition count.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+import zlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from headwater.connect.api import (
+    ConnectException,
+    SinkBatch,
+    SinkConnector,
+    SinkConnectorConfig,
+    SinkRecord,
+    SinkTask,
+    TopicPartition,
+)
+from headwater.connect.api.data import Schema, SchemaType, Struct
+
+from .config import SparkSinkConfig
+from .lake import CommitEntry, Lake
+from .partitioner import Partitioner, timestamp_extractor
+from .rows import TableShape, TypeConflict, infer_type, plain, row_fields
+from .session import SparkUnavailable, shared_session
+
+__all__ = ["SparkParquetSink", "SparkParquetSinkTask"]
+
+log = logging.getLogger(__name__)
+
+BUCKET = "_bucket"
+FILE = "_hw_file"  # while staging: which file a row goes to
+KEY_COLUMN = "_key"  # the record key, for tables whose key is not a struct
+CHANGELOG_COLUMNS = {"_op": pa.string(), "_lsn": pa.int64(), "_ts_ms": pa.int64(), "_deleted": pa.bool_()}
+
+
+class SparkParquetSink(SinkConnector):
+    config_class: ClassVar[type[SinkConnectorConfig]] = SparkSinkConfig
+    aliases: ClassVar[tuple[str, ...]] = ("SparkParquetSinkConnector",
+                                          "headwater.connectors.spark.SparkParquetSinkConnector")
+
+    def start(self, config: SparkSinkConfig) -> None:
+        self.config = config
+
+    def task_class(self) -> type[SinkTask]:
+        return SparkParquetSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [self.config.originals() for _ in range(max_tasks)]
+
+
+# -- one record ------------------------------------------------------------------------------------------
+
+
+def _get(value: Any, name: str) -> Any:
+    return value.values.get(name) if isinstance(value, Struct) else value.get(name)
+
+
+def _is_envelope(value: Any) -> bool:
+    if isinstance(value, Struct):
+        return (value.schema.name or "").endswith(".Envelope") or (
+            value.schema.field("op") is not None and value.schema.field("after") is not None)
+    return isinstance(value, dict) and "op" in value and "after" in value and "source" in value
+
+
+def _row(value: Any) -> tuple[dict[str, Any], Schema | None]:
+    """A value as a row: a struct's or map's fields, or a single ``value`` column."""
+    if isinstance(value, Struct):
+        return value.values, value.schema
+    if isinstance(value, dict):
+        return value, None
+    return {"value": value}, None
+
+
+@dataclass(slots=True)
+class _Change:
+    """An upsert-mode change: the row to write, or None to delete the key."""
+
+    key: str  # canonical JSON: the identity of the key
+    ident: Any  # the key as plain values (its columns' values)
+    bucket: int
+    position: int
+    offset: int
+    row: dict[str, Any] | None
+
+
+@dataclass
+class _Buffer:
+    """A topic-partition's records since its last commit."""
+
+    topic: str
+    partition: int
+    table: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)  # append/changelog: the partitioner's folder per row
+    changes: list[_Change] = field(default_factory=list)  # upsert
+    first_time: int | None = None  # rotate.interval.ms: the first record's time
+    deadline: float | None = None  # rotate.schedule.interval.ms: wall-clock time of the next rotation
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+class _Table:
+    """What the task knows of one table folder: its columns and, in upsert mode, its key columns."""
+
+    def __init__(self, path: str, shape: TableShape) -> None:
+        self.path = path
+        self.shape = shape
+        self.key_columns: list[str] | None = None
+        self.checked: dict[int, Schema] = {}  # Connect schemas already merged into the shape (kept alive)
+
+
+class SparkParquetSinkTask(SinkTask):
+    def start(self, config: dict[str, str]) -> None:
+        self.config = c = SparkSinkConfig.model_validate(config)
+        self.name = config.get("name", "")
+        self.mode = c.cdc_mode
+        self.partitioner = Partitioner(c)
+        self.when = timestamp_extractor(c)
+        self.buffers: dict[TopicPartition, _Buffer] = {}
+        self.full: dict[TopicPartition, list[_Buffer]] = {}  # buffers that reached a rotation, oldest first
+        self.committed: dict[TopicPartition, int] = {}
+        self.tables: dict[str, _Table] = {}
+        self.figures = {"flushes": 0, "files": 0, "rows.written": 0, "records.skipped": 0, "last.flush.ms": 0.0}
+        self.reporter = self.context.errant_record_reporter() if getattr(self, "context", None) else None
+        try:
+            self.spark = shared_session(c.spark_master, c.spark_conf(), c.spark_app_name)
+        except SparkUnavailable as exc:
+            raise ConnectException(f"spark.master {c.spark_master}: {exc}") from exc
+        try:
+            self.lake = Lake(self.spark, c.lake_path)
+            self.lake.mkdirs(self.lake.path("_headwater", "log"))
+            probe = self.lake.path("_headwater", f".probe-{uuid.uuid4().hex}")
+            self.lake.write_bytes(probe, b"")
+            self.lake.delete(probe)
+        except Exception as exc:
+            raise ConnectException(f"lake.path {c.lake_path!r} is not writable: {_java_message(exc)}") from exc
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"spark-flush-{self.name}")
+
+    # -- partitions --------------------------------------------------------------------------------------
+
+    def open(self, partitions: list[TopicPartition]) -> None:
+        """Finish or drop what an earlier owner left, then seek to what the lake committed."""
+        seek = {}
+        for tp in partitions:
+            self.buffers.pop(tp, None)
+            self.full.pop(tp, None)
+            entry = self.lake.recover(tp.topic, tp.partition)
+            if entry is None:
+                continue
+            self.committed[tp] = entry.next
+            seek[tp] = entry.next
+            table = self._table(tp.topic)
+            if entry.columns:
+                # the lake's columns, as they were after this partition's last flush
+                for name, type_ in TableShape.from_json(entry.columns).columns.items():
+                    table.shape.absorb({name: type_})
+        if seek:
+            log.info("%s: seeking to the lake's commits: %s", self.name,
+                     ", ".join(f"{tp.topic}-{tp.partition}@{o}" for tp, o in seek.items()))
+            self.context.offset(seek)
+
+    def close(self, partitions: list[TopicPartition]) -> None:
+        # What was buffered is read again by the partition's next owner, from the lake's offset.
+        for tp in partitions:
+            self.buffers.pop(tp, None)
+            self.full.pop(tp, None)
+            self.committed.pop(tp, None)
+
+    def _table(self, topic: str) -> _Table:
+        name = self.config.table_name_format.replace("${topic}", topic)
+        table = self.tables.get(name)
+        if table is None:
+            table = self.tables[name] = _Table(self.lake.path(self.config.topics_dir, name), TableShape())
+        return table
+
+    # -- records in ----------------------------------------------------------------------------------------
+
+    def put(self, records: list[SinkRecord]) -> None:
+        for r in records:
+            self._add(r.topic, r.kafka_partition or 0, r.kafka_offset, r.timestamp, r.key, r.value, r.value_schema,
+                      lambda r=r: r)
+        self._rotate()
+
+    def put_batch(self, batch: SinkBatch) -> None:
+        topic, partition, schema = batch.topic, batch.kafka_partition, batch.value_schema
+        keys, values, offsets, stamps = batch.keys, batch.values, batch.offsets, batch.timestamps
+        key_schema = batch.key_schema
+        for i, value in enumerate(values):
+            def record(i: int = i) -> SinkRecord:
+                return SinkRecord(topic, values[i], keys[i], partition, key_schema, schema, stamps[i], [],
+                                  offsets[i])
+
+            self._add(topic, partition, offsets[i], stamps[i], keys[i], value, schema, record)
+        self._rotate()
+
+    def _add(self, topic: str, partition: int, offset: int, timestamp: int | None, key: Any, value: Any,
+             schema: Schema | None, record: Callable[[], SinkRecord]) -> None:
+        tp = TopicPartition(topic, partition)
+        if offset < self.committed.get(tp, 0):
+            return  # the lake has it already
+        buffer = self.buffers.get(tp)
+        if buffer is None:
+            buffer = self.buffers[tp] = _Buffer(topic, partition, self._table(topic).path)
+            if self.config.rotate_schedule_interval_ms > 0:
+                buffer.deadline = _next_boundary(self.config.rotate_schedule_interval_ms, self.partitioner)
+        table = self.tables[self.config.table_name_format.replace("${topic}", topic)]
+        try:
+            if self.mode == "upsert":
+                change = self._change(table, partition, offset, key, value)
+                folder = ""
+            else:
+                row = self._append_row(table, value, schema)
+                if row is None:
+                    return  # a tombstone: nothing to append
+                folder = self.partitioner.encoded(partition, value, timestamp)
+            if self.config.rotate_interval_ms > 0:
+                moment = self.when(value, timestamp)
+        except (ConnectException, TypeConflict, KeyError, ValueError) as exc:
+            failure = ConnectException(f"record {topic}-{partition}@{offset} cannot be written to "
+                                       f"{table.path}: {exc}")
+            if self.reporter is None:
+                raise failure from exc
+            self.reporter(record(), failure)  # raises unless errors.tolerance=all
+            self.figures["records.skipped"] += 1
+            return
+        buffer.offsets.append(offset)
+        if self.mode == "upsert":
+            if change is not None:
+                buffer.changes.append(change)
+        else:
+            buffer.rows.append(row)
+            buffer.folders.append(folder)
+        if self.config.rotate_interval_ms > 0:
+            if buffer.first_time is None:
+                buffer.first_time = moment
+            elif moment - buffer.first_time >= self.config.rotate_interval_ms:
+                buffer.deadline = 0  # rotate now
+        if len(buffer.offsets) >= self.config.flush_size:
+            # exactly flush.size records per flush: the full buffer waits for the end of this put
+            self.full.setdefault(tp, []).append(self.buffers.pop(tp))
+
+    def _fields(self, table: _Table, row: dict[str, Any], schema: Schema | None,
+                extra: dict[str, pa.DataType] | None = None) -> None:
+        """Merge the row's columns into the table's; TypeConflict when one does not fit."""
+        if schema is not None and schema.type == SchemaType.STRUCT:
+            if id(schema) in table.checked and not extra:
+                return
+            fields: dict[str, Any] = dict(row_fields(schema))
+            if extra:
+                fields.update(extra)
+            table.shape.absorb(fields)
+            if not extra:
+                table.checked[id(schema)] = schema
+            return
+        inferred = {name: infer_type(v) for name, v in row.items()}
+        if extra:
+            inferred.update(extra)
+        table.shape.absorb(inferred)
+
+    def _append_row(self, table: _Table, value: Any, schema: Schema | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if self.mode == "append":
+            row, row_schema = _row(value)
+            self._fields(table, row, row_schema if isinstance(value, Struct) else None)
+            return row
+        if not _is_envelope(value):  # a plain row in a changelog: a create
+            row, row_schema = _row(value)
+            self._fields(table, row, row_schema if isinstance(value, Struct) else None, CHANGELOG_COLUMNS)
+            return {**row, "_op": "c", "_lsn": None, "_ts_ms": None, "_deleted": False}
+        op = _get(value, "op")
+        image = _get(value, "before") if op == "d" else _get(value, "after")
+        source = _get(value, "source")
+        row, row_schema = _row(image) if image is not None else ({}, None)
+        self._fields(table, row, row_schema if isinstance(image, Struct) else None, CHANGELOG_COLUMNS)
+        return {**row, "_op": op, "_lsn": _get(source, "lsn") if source is not None else None,
+                "_ts_ms": _get(value, "ts_ms"), "_deleted": op == "d"}
+
+    def _change(self, table: _Table, partition: int, offset: int, key: Any, value: Any) -> _Change | None:
+        if key is None:
+            raise ConnectException("the record has no key: cdc.mode=upsert keys the table by the record key")
+        key_row = key.values if isinstance(key, Struct) else key if isinstance(key, dict) else None
+        columns = sorted(key_row) if key_row is not None else [KEY_COLUMN]
+        if table.key_columns is None:
+            table.key_columns = columns
+        elif table.key_columns != columns:
+            raise ConnectException(f"the record key has fields {columns}, the table is keyed by {table.key_columns}")
+        ident = plain(key)
+        canonical = json.dumps(ident, sort_keys=True, default=str, separators=(",", ":"))
+        bucket = partition * self.config.cdc_buckets + zlib.crc32(canonical.encode()) % self.config.cdc_buckets
+        position = -1
+        if value is None:
+            return _Change(canonical, ident, bucket, position, offset, None)
+        if _is_envelope(value):
+            op = _get(value, "op")
+            source = _get(value, "source")
+            lsn = _get(source, "lsn") if source is not None else None
+            position = lsn if isinstance(lsn, int) else -1
+            if op == "d":
+                return _Change(canonical, ident, bucket, position, offset, None)
+            if op not in ("c", "r", "u"):
+                return None  # truncate and message events carry no row
+            value = _get(value, "after")
+            if value is None:
+                return None
+        row, row_schema = _row(value)
+        if key_row is None:
+            row = {**row, KEY_COLUMN: plain(key)}
+            self._fields(table, row, None)
+        else:
+            missing = [c for c in columns if c not in row]
+            if missing:
+                raise ConnectException(f"the row lacks the key fields {missing}")
+            self._fields(table, row, row_schema if isinstance(value, Struct) else None)
+        return _Change(canonical, ident, bucket, position, offset, row)
+
+    # -- rotation -------------------------------------------------------------------------------------
+
+    def _rotate(self) -> None:
+        """Flush the buffers that are full or due, in offset order per partition; partitions side by side
+        (Spark runs their jobs concurrently)."""
+        now = time.time()
+        for tp, b in list(self.buffers.items()):
+            if len(b) and b.deadline is not None and now >= b.deadline:
+                self.full.setdefault(tp, []).append(self.buffers.pop(tp))
+        if not self.full:
+            return
+        ready, self.full = self.full, {}
+
+        def flush_all(tp: TopicPartition) -> None:
+            for buffer in ready[tp]:
+                self._flush(tp, buffer)
+
+        if len(ready) == 1:
+            flush_all(next(iter(ready)))
+            return
+        for future in [self.pool.submit(flush_all, tp) for tp in ready]:
+            future.result()
+
+    def pre_commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        self._rotate()
+        return {tp: self.committed[tp] for tp in offsets if tp in self.committed}
+
+    def _flush(self, tp: TopicPartition, buffer: _Buffer) -> None:
+        if not buffer.offsets:
+            return
+        started = time.monotonic()
+        table = self.tables[self.config.table_name_format.replace("${topic}", tp.topic)]
+        flush_dir = f"{self.lake.staging(tp.topic, tp.partition)}/{uuid.uuid4().hex}"
+        if self.mode == "upsert":
+            entry, rows = self._stage_upsert(tp, buffer, table, flush_dir)
+        else:
+            entry, rows = self._stage_files(tp, buffer, table, flush_dir)
+        if entry is None:
+            self.committed[tp] = buffer.offsets[-1] + 1
+            return
+        entry.columns = table.shape.to_json()
+        self.lake.commit(entry)
+        self.lake.delete(flush_dir)
+        self.committed[tp] = entry.next
+        elapsed = (time.monotonic() - started) * 1000
+        self.figures["flushes"] += 1
+        self.figures["files"] += len(entry.moves)
+        self.figures["rows.written"] += rows
+        self.figures["last.flush.ms"] = round(elapsed, 1)
+        log.info("%s: committed %s-%d offsets %d..%d (%d rows, %d paths) in %.0f ms", self.name, tp.topic,
+                 tp.partition, entry.start, entry.next - 1, rows, len(entry.moves), elapsed)
+
+    def _arrow(self, table: _Table, rows: list[dict[str, Any]], extra: dict[str, tuple[pa.DataType, list[Any]]]
+               ) -> pa.Table:
+        arrays, names = [], []
+        for name, type_ in table.shape.columns.items():
+            nested = pa.types.is_nested(type_)
+            column = [plain(r.get(name)) for r in rows] if nested else [r.get(name) for r in rows]
+            arrays.append(pa.array(column, type=type_))
+            names.append(name)
+        for name, (type_, values) in extra.items():
+            arrays.append(pa.array(values, type=type_))
+            names.append(name)
+        return pa.Table.from_arrays(arrays, names=names)
+
+    def _stage_files(self, tp: TopicPartition, buffer: _Buffer, table: _Table, flush_dir: str
+                     ) -> tuple[CommitEntry | None, int]:
+        """append/changelog: one file per partitioner folder, written by one Spark job."""
+        groups: dict[str, list[int]] = {}
+        for i, folder in enumerate(buffer.folders):
+            groups.setdefault(folder, []).append(i)
+        codec = self.config.parquet_codec
+        if len(groups) == 1:
+            whole = self._arrow(table, buffer.rows, {})
+            self.spark.createDataFrame(whole).coalesce(1).write.mode("overwrite").option(
+                "compression", codec).parquet(flush_dir)
+            staged = [f"{flush_dir}/{n}" for n in self.lake.list(flush_dir) if n.startswith("part-")]
+        else:
+            # One shuffle puts each folder's rows in one Spark task, so each folder gets one file.
+            index = {folder: i for i, folder in enumerate(groups)}
+            whole = self._arrow(table, buffer.rows, {FILE: (pa.int32(), [index[f] for f in buffer.folders])})
+            (self.spark.createDataFrame(whole).repartition(len(groups), FILE).write.mode("overwrite")
+             .partitionBy(FILE).option("compression", codec).parquet(flush_dir))
+            staged = []
+            for i in range(len(groups)):
+                names = [n for n in self.lake.list(f"{flush_dir}/{FILE}={i}") if n.startswith("part-")]
+                staged += [f"{flush_dir}/{FILE}={i}/{n}" for n in names]
+        if len(staged) != len(groups):
+            raise ConnectException(f"Spark wrote {len(staged)} files for {len(groups)} folders into {flush_dir}")
+        ext = ".parquet" if codec == "none" else f".{codec}.parquet"
+        moves = []
+        for path, (folder, indices) in zip(staged, groups.items(), strict=True):
+            first, last = buffer.offsets[indices[0]], buffer.offsets[indices[-1]]
+            name = f"{tp.topic}+{tp.partition}+{first:010d}+{last:010d}{ext}"
+            moves.append((path, f"{table.path}/{folder}/{name}"))
+        return CommitEntry(tp.topic, tp.partition, buffer.offsets[0], buffer.offsets[-1] + 1, moves,
+                           table.path), len(buffer.rows)
+
+    def _stage_upsert(self, tp: TopicPartition, buffer: _Buffer, table: _Table, flush_dir: str
+                      ) -> tuple[CommitEntry | None, int]:
+        """upsert: the new contents of every bucket the flush touches, merged by Spark."""
+        entry = CommitEntry(tp.topic, tp.partition, buffer.offsets[0], buffer.offsets[-1] + 1, [], table.path,
+                            replace=True)
+        if not buffer.changes:
+            return entry, 0
+        latest: dict[str, _Change] = {}
+        for change in sorted(buffer.changes, key=lambda c: (c.position, c.offset)):
+            latest[change.key] = change
+        keys = table.key_columns or [KEY_COLUMN]
+        upserts = [c for c in latest.values() if c.row is not None]
+        touched = sorted({c.bucket for c in latest.values()})
+        fresh = self._arrow(table, [c.row for c in upserts if c.row is not None],
+                            {BUCKET: (pa.int32(), [c.bucket for c in upserts])})
+        spark = self.spark
+        merged = spark.createDataFrame(fresh)
+        existing = [b for b in touched if self.lake.exists(f"{table.path}/{BUCKET}={b}")]
+        if existing:
+            changed_keys = pa.Table.from_arrays(
+                [pa.array([_key_value(c, k) for c in latest.values()], type=table.shape.columns.get(k))
+                 for k in keys], names=keys)
+            old = (spark.read.option("basePath", table.path).option("mergeSchema", "true")
+                   .parquet(*[f"{table.path}/{BUCKET}={b}" for b in existing]))
+            kept = old.join(spark.createDataFrame(changed_keys), on=keys, how="left_anti")
+            merged = kept.unionByName(merged, allowMissingColumns=True)
+        columns = [c for c in table.shape.columns if c in merged.columns] + [BUCKET]
+        merged.select(*columns).write.mode("overwrite").partitionBy(BUCKET).option(
+            "compression", self.config.parquet_codec).parquet(flush_dir)
+        for b in touched:
+            staged = f"{flush_dir}/{BUCKET}={b}"
+            if not self.lake.exists(staged):
+                self.lake.mkdirs(staged)  # the bucket is now empty: an empty folder replaces it
+            entry.moves.append((staged, f"{table.path}/{BUCKET}={b}"))
+        return entry, len(upserts)
+
+    # -- the rest ------------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, Any]:
+        return {**self.figures, "records.buffered": sum(len(b) for b in self.buffers.values()),
+                "committed": {f"{tp.topic}-{tp.partition}": o for tp, o in sorted(
+                    self.committed.items(), key=lambda x: (x[0].topic, x[0].partition))}}
+
+    def stop(self) -> None:
+        self.buffers, self.full = {}, {}
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def _key_value(change: _Change, column: str) -> Any:
+    return change.ident.get(column) if isinstance(change.ident, dict) else change.ident
+
+
+def _next_boundary(interval_ms: int, partitioner: Partitioner) -> float:
+    """The next wall-clock multiple of ``interval_ms`` in the partitioner's time zone, in seconds."""
+    import datetime as dt
+
+    now_ms = int(time.time() * 1000)
+    offset_ms = int(dt.datetime.fromtimestamp(now_ms / 1000, partitioner.zone).utcoffset().total_seconds() * 1000)
+    return (((now_ms + offset_ms) // interval_ms + 1) * interval_ms - offset_ms) / 1000
+
+
+def _java_message(exc: BaseException) -> str:
+    """A Py4J error's Java message without the stack trace."""
+    text = str(exc)
+    for line in text.splitlines():
+        if "Exception" in line and ":" in line:
+            return line.strip()
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__

@@ -1,0 +1,184 @@
+"""SparkParquetSink through ``headwater up``: the real broker and worker, Spark in the worker process,
+the lake read back with the test's own Spark session (``spark`` fixture)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from connectproc import ConnectProcess, module_connect, unique, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+connect = module_connect("spark-sink")
+
+JSON_SCHEMAS = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "true",
+                "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                "value.converter.schemas.enable": "true"}
+JSON_PLAIN = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+              "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+              "value.converter.schemas.enable": "false"}
+
+ORDER_SCHEMA = {"type": "struct", "name": "orders.Value", "optional": False, "fields": [
+    {"field": "id", "type": "int64", "optional": False},
+    {"field": "customer", "type": "string", "optional": True},
+    {"field": "amount", "type": "double", "optional": True},
+    {"field": "paid", "type": "boolean", "optional": True},
+    {"field": "ts", "type": "int64", "optional": False, "name": "org.apache.kafka.connect.data.Timestamp",
+     "version": 1},
+]}
+BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def order(i: int) -> dict[str, Any]:
+    return {"id": i, "customer": f"c{i % 97}", "amount": round(i * 1.25, 2), "paid": i % 3 == 0,
+            "ts": BASE_MS + i * 60_000}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+
+
+def produce(bootstrap: str, topic: str, items: list[tuple[Any, Any]], partition: int | None = None,
+            timestamps: list[int] | None = None) -> None:
+    """(key, value) JSON documents (None: a null key or a tombstone), acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
+                         "queue.buffering.max.messages": 1_000_000})
+    for i, (key, value) in enumerate(items):
+        kwargs: dict[str, Any] = {}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if timestamps is not None:
+            kwargs["timestamp"] = timestamps[i]
+        while True:
+            try:
+                producer.produce(topic, key=None if key is None else json.dumps(key).encode(),
+                                 value=None if value is None else json.dumps(value).encode(), **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+
+
+def with_schema(schema: dict[str, Any], payload: Any) -> dict[str, Any]:
+    return {"schema": schema, "payload": payload}
+
+
+def sink(lake: Path, topics: str, **extra: str) -> dict[str, str]:
+    return {"connector.class": "SparkParquetSink", "topics": topics, "lake.path": str(lake),
+            "flush.size": "1000", "offset.flush.interval.ms": "1000", **JSON_SCHEMAS, **extra}
+
+
+def lake_rows(spark, path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    df = spark.read.option("mergeSchema", "true").parquet(str(path))
+    if columns:
+        df = df.select(*columns)
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def committed(connect: ConnectProcess, name: str) -> dict[str, int]:
+    resp = connect.call("GET", f"/connectors/{name}/tasks/0/metrics")
+    return resp.json["metrics"].get("committed", {}) if resp.status == 200 else {}
+
+
+def wait_committed(connect: ConnectProcess, name: str, topic: str, partition: int, offset: int,
+                   timeout: float = 120) -> None:
+    wait_for(lambda: committed(connect, name).get(f"{topic}-{partition}", -1) >= offset, timeout, 0.5,
+             f"{name} to commit {topic}-{partition} up to {offset}", lambda: connect.log_text(True)[-5000:])
+
+
+def test_append_100k_records_with_schemas_equal_the_parquet(connect: ConnectProcess, spark, tmp_path: Path) -> None:
+    topic, name, lake = unique("orders"), unique("lake-append"), tmp_path / "lake"
+    create_topic(connect.bootstrap, topic)
+    count = 100_000
+    produce(connect.bootstrap, topic, [({"id": i}, with_schema(ORDER_SCHEMA, order(i))) for i in range(count)])
+    connect.create(name, sink(lake, topic, **{"flush.size": "25000", "key.converter.schemas.enable": "false"}))
+    connect.wait_state(name, "RUNNING", tasks=1, timeout=60)
+    wait_committed(connect, name, topic, 0, count)
+
+    folder = lake / "topics" / topic / "partition=0"
+    files = sorted(p.name for p in folder.iterdir() if p.name.endswith(".parquet"))
+    assert files == [f"{topic}+0+{a:010d}+{a + 24_999:010d}.snappy.parquet" for a in range(0, count, 25_000)]
+    rows = lake_rows(spark, lake / "topics" / topic, ["id", "customer", "amount", "paid", "ts", "partition"])
+    assert len(rows) == count
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == count
+    for i in (0, 1, 4242, count - 1):
+        expect = order(i)
+        got = by_id[i]
+        assert (got["customer"], got["amount"], got["paid"], got["partition"]) == (
+            expect["customer"], expect["amount"], expect["paid"], 0)
+        assert got["ts"].replace(tzinfo=dt.UTC) if got["ts"].tzinfo is None else got["ts"] == \
+            dt.datetime.fromtimestamp(expect["ts"] / 1000, dt.UTC)
+    assert sum(r["amount"] for r in rows) == pytest.approx(sum(order(i)["amount"] for i in range(count)))
+    schema = {f.name: f.dataType.simpleString() for f in spark.read.parquet(str(folder)).schema.fields}
+    assert schema == {"id": "bigint", "customer": "string", "amount": "double", "paid": "boolean", "ts": "timestamp"}
+    # the consumer group follows the lake
+    wait_for(lambda: connect.ok("GET", f"/connectors/{name}/offsets")["offsets"][0]["offset"]["kafka_offset"]
+             == count, 30, 0.5, "the group offset to reach the lake's")
+    connect.ok("DELETE", f"/connectors/{name}")
+
+
+def test_time_based_partitioner_writes_hourly_folders_by_record_field(connect: ConnectProcess, spark,
+                                                                     tmp_path: Path) -> None:
+    topic, name, lake = unique("events"), unique("lake-time"), tmp_path / "lake"
+    create_topic(connect.bootstrap, topic)
+    # 300 records one minute apart: five hours of data
+    produce(connect.bootstrap, topic, [(None, order(i)) for i in range(300)])
+    connect.create(name, sink(lake, topic, **JSON_PLAIN, **{
+        "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+        "path.format": "'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH", "partition.duration.ms": "3600000",
+        "locale": "en-US", "timezone": "UTC", "timestamp.extractor": "RecordField", "timestamp.field": "ts",
+        "flush.size": "300", "topics.dir": "raw"}))
+    wait_committed(connect, name, topic, 0, 300)
+    base = lake / "raw" / topic / "year=2026" / "month=01" / "day=01"
+    hours = sorted(p.name for p in base.iterdir())
+    assert hours == ["hour=00", "hour=01", "hour=02", "hour=03", "hour=04"]
+    for h, folder in enumerate(hours):
+        files = [p.name for p in (base / folder).iterdir() if p.name.endswith(".parquet")]
+        assert files == [f"{topic}+0+{h * 60:010d}+{h * 60 + 59:010d}.snappy.parquet"]
+    rows = lake_rows(spark, lake / "raw" / topic)
+    assert sorted(r["id"] for r in rows) == list(range(300))
+    assert {r["hour"] for r in rows if r["id"] == 61} == {1}
+    connect.ok("DELETE", f"/connectors/{name}")
+
+
+def test_schemaless_json_is_inferred_and_new_fields_merge(connect: ConnectProcess, spark, tmp_path: Path) -> None:
+    topic, name, lake = unique("plain"), unique("lake-plain"), tmp_path / "lake"
+    create_topic(connect.bootstrap, topic)
+    first = [(None, {"id": i, "name": f"n{i}"}) for i in range(10)]
+    later = [(None, {"id": i, "name": f"n{i}", "score": i / 2, "tags": ["a", "b"]}) for i in range(10, 20)]
+    produce(connect.bootstrap, topic, first)
+    connect.create(name, sink(lake, topic, **JSON_PLAIN, **{"flush.size": "10",
+                                                          "partitioner.class": "FieldPartitioner",
+                                                          "partition.field.name": "name"}))
+    wait_committed(connect, name, topic, 0, 10)
+    produce(connect.bootstrap, topic, later)
+    wait_committed(connect, name, topic, 0, 20)
+    rows = {r["id"]: r for r in lake_rows(spark, lake / "topics" / topic)}
+    assert sorted(rows) == list(range(20))
+    assert rows[3]["score"] is None and rows[3]["name"] == "n3"
+    assert rows[15]["score"] == 7.5 and rows[15]["tags"] == ["a", "b"]
+    assert (lake / "topics" / topic / "name=n15" / f"{topic}+0+0000000015+0000000015.snappy.parquet").exists()
+    connect.ok("DELETE", f"/connectors/{name}")
+
+
+def test_scheduled_rotation_commits_a_trickle(connect: ConnectProcess, spark, tmp_path: Path) -> None:
+    topic, name, lake = unique("trickle"), unique("lake-sched"), tmp_path / "lake"
+    create_topic(connect.bootstrap, topic)
+    connect.create(name, sink(lake, topic, **JSON_PLAIN, **{"flush.size": "100000",
+                                                          "rotate.schedule.interval.ms": "2000"}))
+    connect.wait_state(name, "RUNNING", tasks=1, timeout=60)
+    produce(connect.bootstrap, topic, [(None, {"n": i}) for i in range(5)])
+    started = time.monotonic()
+    wait_committed(connect, name, topic, 0, 5, timeout=30)
+    assert time.monotonic() - started < 15
+    assert sorted(r["n"] for r in lake_rows(spark, lake / "topics" / topic)) == list(range(5))
+    connect.ok("DELETE", f"/connectors/{name}")
