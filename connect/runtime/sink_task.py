@@ -22,7 +22,16 @@ from aiokafka.errors import CommitFailedError
 from aiokafka.structs import OffsetAndMetadata
 
 from .. import kafka as clients
-from ..api import Header, RetriableException, SinkBatch, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
+from ..api import (
+    ConnectException,
+    Header,
+    RetriableException,
+    SinkBatch,
+    SinkRecord,
+    SinkTask,
+    SinkTaskContext,
+    TopicPartition,
+)
 from ..kafka import RecordFetcher
 from ..status import TargetState, TaskId
 from .errors import RawRecord, Stage, TaskStopping, dlq_reporter
@@ -77,7 +86,11 @@ class _Rebalance(ConsumerRebalanceListener):
         if assigned and self.owner.target_state == TargetState.PAUSED:
             self.owner.consumer.pause(*assigned)
         if assigned:
-            await call(self.owner.task.open, [TopicPartition(tp.topic, tp.partition) for tp in assigned])
+            try:
+                await call(self.owner.task.open, [TopicPartition(tp.topic, tp.partition) for tp in assigned])
+            except Exception as exc:
+                # aiokafka only logs a listener's exception: keep it, so the task fails with it
+                self.owner.open_failure = exc
 
 
 class WorkerSinkTask(RecordTask):
@@ -100,6 +113,7 @@ class WorkerSinkTask(RecordTask):
         self.records_put = 0
         self.max_poll_records = int(consumer_overrides.get("max.poll.records", 10000))
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.open_failure: BaseException | None = None
         self.loop_thread = 0
 
     async def initialize(self) -> None:
@@ -163,10 +177,17 @@ class WorkerSinkTask(RecordTask):
             self.consumer.resume(*self.consumer.assignment())
 
     async def iteration(self) -> None:
+        self._raise_open_failure()
         self._apply_rewinds()
         fetched = await self.fetcher.getmany(500, self.max_poll_records)
+        self._raise_open_failure()
         if fetched:
             await (self._deliver_batches(fetched) if self.batched else self._deliver(fetched))
+
+    def _raise_open_failure(self) -> None:
+        failure, self.open_failure = self.open_failure, None
+        if failure is not None:
+            raise ConnectException(f"task {self.id} could not open its partitions: {failure}") from failure
 
     def uses_batches(self) -> bool:
         """Whether the task's ``put_batch`` can stand in for ``put``: no transforms need record objects."""

@@ -16,18 +16,18 @@ partition it is given to what the lake says.
 - ``upsert``: a current-state table keyed by the record key. A flush keeps the latest change per
   key (by source position, then Kafka offset), reads the buckets those keys live in, drops the
   changed keys, adds the new rows and stages the buckets' new contents; the commit swaps the
-  staged buckets in. Bucket ``_bucket = kafka partition * cdc.buckets + hash(key) % cdc.buckets``:
+  staged buckets in. Bucket ``_bucket = kafka partition * cdc.buckets + blake2b(key) % cdc.buckets``:
   a partition's keys never share a bucket with another partition's, so tasks never rewrite each
   other's buckets, and a key stays in one bucket as long as its topic keeps its partition count.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
 import uuid
-import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -318,7 +318,8 @@ class SparkParquetSinkTask(SinkTask):
             raise ConnectException(f"the record key has fields {columns}, the table is keyed by {table.key_columns}")
         ident = plain(key)
         canonical = json.dumps(ident, sort_keys=True, default=str, separators=(",", ":"))
-        bucket = partition * self.config.cdc_buckets + zlib.crc32(canonical.encode()) % self.config.cdc_buckets
+        digest = int.from_bytes(hashlib.blake2b(canonical.encode(), digest_size=8).digest(), "little")
+        bucket = partition * self.config.cdc_buckets + digest % self.config.cdc_buckets
         position = -1
         if value is None:
             return _Change(canonical, ident, bucket, position, offset, None)
@@ -376,6 +377,8 @@ class SparkParquetSinkTask(SinkTask):
         if not buffer.offsets:
             return
         started = time.monotonic()
+        log.info("%s: flushing %s-%d offsets %d..%d", self.name, tp.topic, tp.partition, buffer.offsets[0],
+                 buffer.offsets[-1])
         table = self.tables[self.config.table_name_format.replace("${topic}", tp.topic)]
         flush_dir = f"{self.lake.staging(tp.topic, tp.partition)}/{uuid.uuid4().hex}"
         if self.mode == "upsert":

@@ -182,3 +182,96 @@ def test_scheduled_rotation_commits_a_trickle(connect: ConnectProcess, spark, tm
     assert time.monotonic() - started < 15
     assert sorted(r["n"] for r in lake_rows(spark, lake / "topics" / topic)) == list(range(5))
     connect.ok("DELETE", f"/connectors/{name}")
+
+
+# -- upsert: changes merged into the current-state table ---------------------------------------------------
+
+
+def change_stream(keys: int, changes: int, seed: int = 7) -> tuple[list[tuple[Any, Any]], dict[int, dict[str, Any]]]:
+    """Debezium-shaped changes (schemaless JSON) over ``keys`` ids: creates, updates, deletes (with their
+    tombstones) and primary-key changes (delete + tombstone + create); and the table they leave."""
+    import random
+
+    rnd = random.Random(seed)
+    table: dict[int, dict[str, Any]] = {}
+    out: list[tuple[Any, Any]] = []
+    lsn = 1000
+    next_id = keys
+
+    def event(op: str, before: Any, after: Any) -> dict[str, Any]:
+        nonlocal lsn
+        lsn += 8
+        return {"before": before, "after": after, "op": op, "ts_ms": 1_767_225_600_000 + lsn,
+                "source": {"connector": "postgresql", "db": "shop", "schema": "public", "table": "items",
+                           "lsn": lsn, "txId": lsn // 8}}
+
+    for i in range(keys):
+        row = {"id": i, "name": f"item{i}", "qty": 0}
+        table[i] = row
+        out.append(({"id": i}, event("r", None, row)))
+    while len(out) < changes:
+        roll = rnd.random()
+        if not table or roll < 0.1:
+            row = {"id": next_id, "name": f"item{next_id}", "qty": 1}
+            table[next_id] = row
+            out.append(({"id": next_id}, event("c", None, row)))
+            next_id += 1
+            continue
+        k = rnd.choice(list(table))
+        old = table[k]
+        if roll < 0.75:
+            row = {**old, "qty": old["qty"] + rnd.randint(1, 9), "name": f"item{k}-v{len(out)}"}
+            table[k] = row
+            out.append(({"id": k}, event("u", old, row)))
+        elif roll < 0.9:
+            del table[k]
+            out.append(({"id": k}, event("d", old, None)))
+            out.append(({"id": k}, None))
+        else:  # the primary key changes: Debezium's delete + tombstone + create
+            new_id = next_id
+            next_id += 1
+            del table[k]
+            row = {**old, "id": new_id}
+            table[new_id] = row
+            out.append(({"id": k}, event("d", old, None)))
+            out.append(({"id": k}, None))
+            out.append(({"id": new_id}, event("c", None, row)))
+    return out, table
+
+
+def table_rows(spark, path: Path) -> dict[int, dict[str, Any]]:
+    df = spark.read.option("mergeSchema", "true").parquet(str(path)).drop("_bucket")
+    rows = [r.asDict() for r in df.collect()]
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == len(rows), "a key appears twice in the table"
+    return by_id
+
+
+def test_upsert_merges_creates_updates_deletes_and_key_changes(connect: ConnectProcess, spark,
+                                                              tmp_path: Path) -> None:
+    topic, name, lake = unique("items"), unique("lake-upsert"), tmp_path / "lake"
+    create_topic(connect.bootstrap, topic, 2)
+    stream, expected = change_stream(300, 3000)
+    produce(connect.bootstrap, topic, stream)
+    connect.create(name, sink(lake, topic, **JSON_PLAIN, **{
+        "cdc.mode": "upsert", "cdc.buckets": "4", "flush.size": "400", "rotate.schedule.interval.ms": "1000",
+        "table.name.format": "shop_${topic}"}))
+    ends = {p: n for p, n in enumerate(partition_ends(connect.bootstrap, topic, 2))}
+    for p, end in ends.items():
+        wait_committed(connect, name, topic, p, end)
+    table = lake / "topics" / f"shop_{topic}"
+    got = table_rows(spark, table)
+    assert got == expected
+    buckets = sorted(int(p.name.split("=")[1]) for p in table.iterdir() if p.name.startswith("_bucket="))
+    assert set(buckets) <= set(range(8)) and len(buckets) >= 6  # 2 partitions x 4 buckets
+    connect.ok("DELETE", f"/connectors/{name}")
+
+
+def partition_ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("ends")})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        c.close()
