@@ -77,20 +77,29 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: set[KafkaTP]) -> None:
         if revoked and self.owner.started:
-            await self.owner.commit_offsets(list(revoked))
-            await call(self.owner.task.close, [TopicPartition(tp.topic, tp.partition) for tp in revoked])
-            for tp in revoked:
-                self.owner.current.pop(TopicPartition(tp.topic, tp.partition), None)
+            async with self.owner.delivering:
+                await self.owner.commit_offsets(list(revoked))
+                await call(self.owner.task.close, [TopicPartition(tp.topic, tp.partition) for tp in revoked])
+                for tp in revoked:
+                    self.owner.current.pop(TopicPartition(tp.topic, tp.partition), None)
+                    self.owner.opened.discard(TopicPartition(tp.topic, tp.partition))
 
     async def on_partitions_assigned(self, assigned: set[KafkaTP]) -> None:
         if assigned and self.owner.target_state == TargetState.PAUSED:
             self.owner.consumer.pause(*assigned)
         if assigned:
-            try:
-                await call(self.owner.task.open, [TopicPartition(tp.topic, tp.partition) for tp in assigned])
-            except Exception as exc:
-                # aiokafka only logs a listener's exception: keep it, so the task fails with it
-                self.owner.open_failure = exc
+            # aiokafka may already fetch for these partitions while this runs: the task loop delivers a
+            # partition's records only once open() returned (and after any seek open() asked for), and
+            # never while open() runs, as Kafka's single-threaded consumer guarantees.
+            partitions = [TopicPartition(tp.topic, tp.partition) for tp in assigned]
+            async with self.owner.delivering:
+                try:
+                    await call(self.owner.task.open, partitions)
+                except Exception as exc:
+                    # aiokafka only logs a listener's exception: keep it, so the task fails with it
+                    self.owner.open_failure = exc
+                    return
+                self.owner.opened.update(partitions)
 
 
 class WorkerSinkTask(RecordTask):
@@ -114,6 +123,8 @@ class WorkerSinkTask(RecordTask):
         self.max_poll_records = int(consumer_overrides.get("max.poll.records", 10000))
         self.loop: asyncio.AbstractEventLoop | None = None
         self.open_failure: BaseException | None = None
+        self.opened: set[TopicPartition] = set()  # partitions whose open() returned
+        self.delivering = asyncio.Lock()  # open/close never run while records are being delivered
         self.loop_thread = 0
 
     async def initialize(self) -> None:
@@ -178,11 +189,25 @@ class WorkerSinkTask(RecordTask):
 
     async def iteration(self) -> None:
         self._raise_open_failure()
-        self._apply_rewinds()
+        if self.rewinds:
+            async with self.delivering:  # open() may be asking for seeks from its thread
+                self._apply_rewinds()
         fetched = await self.fetcher.getmany(500, self.max_poll_records)
         self._raise_open_failure()
-        if fetched:
-            await (self._deliver_batches(fetched) if self.batched else self._deliver(fetched))
+        if not fetched:
+            return
+        async with self.delivering:
+            for tp in list(fetched):
+                where = TopicPartition(tp.topic, tp.partition)
+                if where in self.rewinds:
+                    del fetched[tp]  # open() asked for a seek after these were fetched
+                elif where not in self.opened:
+                    # fetched before open() ran: read them again once it did
+                    messages = fetched.pop(tp)
+                    if messages:
+                        self.rewinds.setdefault(where, messages[0].offset)
+            if fetched:
+                await (self._deliver_batches(fetched) if self.batched else self._deliver(fetched))
 
     def _raise_open_failure(self) -> None:
         failure, self.open_failure = self.open_failure, None
@@ -234,9 +259,11 @@ class WorkerSinkTask(RecordTask):
     def _apply_rewinds(self) -> None:
         if not self.rewinds:
             return
+        assigned = self.consumer.assignment()
         for tp, offset in self.rewinds.items():
-            self.consumer.seek(KafkaTP(tp.topic, tp.partition), offset)
-            self.current[tp] = offset
+            if KafkaTP(tp.topic, tp.partition) in assigned:  # not revoked since
+                self.consumer.seek(KafkaTP(tp.topic, tp.partition), offset)
+                self.current[tp] = offset
         self.rewinds.clear()
 
     async def _convert(self, fetched: dict[KafkaTP, list[Any]]) -> tuple[list[SinkRecord], dict[TopicPartition, int]]:

@@ -114,10 +114,8 @@ class Lake:
     def read_bytes(self, path: str) -> bytes:
         stream = self.fs.open(self._Path(path))
         try:
-            length = int(self.fs.getFileStatus(self._Path(path)).getLen())
-            buf = self.spark.sparkContext._gateway.new_array(self.spark.sparkContext._jvm.byte, length)
-            stream.readFully(0, buf)
-            return bytes(buf)
+            # Py4J hands a Java byte[] back as Python bytes
+            return bytes(self.spark.sparkContext._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
         finally:
             stream.close()
 
