@@ -1,8 +1,9 @@
-# Headwater: broker, Connect workers and CLI in one image.
+# Headwater: broker, Connect workers and CLI in one image (with Java, for the Spark lake sink; the same image
+# runs a Spark standalone master and worker from the scripts the pyspark package ships).
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends kcat \
+    && apt-get install -y --no-install-recommends kcat openjdk-17-jre-headless \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/headwater
@@ -15,6 +16,7 @@ COPY plugins ./plugins
 COPY configs ./configs
 RUN pip install --no-cache-dir . && pip install --no-cache-dir ./plugins/headwater-datagen
 
+ENV SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark
 EXPOSE 9092 8083
 ENTRYPOINT ["headwater"]
 CMD ["up", "--kafka-listener", "0.0.0.0:9092", "--rest-listener", "0.0.0.0:8083"]

@@ -463,7 +463,9 @@ class SparkParquetSinkTask(SinkTask):
                             {BUCKET: (pa.int32(), [c.bucket for c in upserts])})
         spark = self.spark
         merged = spark.createDataFrame(fresh)
-        existing = [b for b in touched if self.lake.exists(f"{table.path}/{BUCKET}={b}")]
+        # buckets with files (a bucket emptied by deletes is an empty folder: nothing to read)
+        existing = [b for b in touched if any(n.endswith(".parquet") and not n.startswith(".")
+                                              for n in self.lake.list(f"{table.path}/{BUCKET}={b}"))]
         if existing:
             changed_keys = pa.Table.from_arrays(
                 [pa.array([_key_value(c, k) for c in latest.values()], type=table.shape.columns.get(k))

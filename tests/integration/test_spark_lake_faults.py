@@ -60,7 +60,8 @@ def test_append_is_exactly_once_when_the_tasks_worker_is_killed_mid_flush(dist_b
         cluster.start(2)
         leader = cluster.leader()
         leader.ok("POST", "/connectors", {"name": "lake", "config": {
-            **sink(lake, topic, **JSON_PLAIN), "tasks.max": "1", "flush.size": "3000", "rotate.schedule.interval.ms": "2000",
+            **sink(lake, topic, **JSON_PLAIN), "tasks.max": "1", "flush.size": "3000",
+            "rotate.schedule.interval.ms": "2000",
             "key.converter": "org.apache.kafka.connect.storage.StringConverter"}}, expect=201)
         st = cluster.wait_running("lake", 1, timeout=60)
         owner = cluster.by_id(st["tasks"][0]["worker_id"])
@@ -293,3 +294,25 @@ def test_the_sink_writes_through_a_spark_standalone_cluster(spark, tmp_path: Pat
                 p.wait(10)
         shutil.rmtree(tmp_path / "work", ignore_errors=True)
         time.sleep(0)
+
+
+def test_shipped_spark_configs_validate(up: ConnectProcess) -> None:
+    """configs/spark/*.json pass PUT /connector-plugins/{plugin}/config/validate with no error."""
+    for path in sorted((Path(__file__).resolve().parents[2] / "configs" / "spark").glob("*.json")):
+        config = json.loads(path.read_text())["config"]
+        result = up.ok("PUT", f"/connector-plugins/{config['connector.class']}/config/validate", config, expect=200)
+        errors = {c["value"]["name"]: c["value"]["errors"] for c in result["configs"] if c["value"]["errors"]}
+        assert result["error_count"] == 0, f"{path.name}: {errors}"
+
+
+def test_bad_sink_settings_are_refused_naming_the_key(up: ConnectProcess, tmp_path: Path) -> None:
+    cases = {"partitioner.class": ("NoSuchPartitioner", "unknown partitioner"),
+             "cdc.mode": ("merge", "cdc.mode"), "parquet.codec": ("lzo2", "unknown codec"),
+             "timezone": ("Mars/Olympus", "unknown time zone"), "flush.size": ("0", "flush.size")}
+    for key, (value, words) in cases.items():
+        resp = up.call("POST", "/connectors", {"name": unique("bad"), "config": {
+            **sink(tmp_path / "lake", "t", **JSON_PLAIN), key: value}})
+        assert resp.status == 400 and key in resp.body.decode() and words in resp.body.decode(), (key, resp.body)
+    resp = up.call("POST", "/connectors", {"name": unique("bad"), "config": {
+        **sink(tmp_path / "lake", "t", **JSON_PLAIN), "partitioner.class": "TimeBasedPartitioner"}})
+    assert resp.status == 400 and "path.format" in resp.body.decode()

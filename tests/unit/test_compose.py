@@ -16,7 +16,8 @@ def test_compose_file_is_valid_and_has_the_cluster() -> None:
     assert checked.returncode == 0, checked.stderr
     services = subprocess.run(["docker-compose", "config", "--services"], cwd=ROOT, capture_output=True, text=True,
                               timeout=60)
-    assert set(services.stdout.split()) == {"broker", "worker1", "worker2", "worker3", "postgres"}
+    assert set(services.stdout.split()) == {"broker", "worker1", "worker2", "worker3", "postgres",
+                                              "spark-master", "spark-worker"}
 
 
 def test_dockerfile_installs_the_project() -> None:

@@ -35,7 +35,8 @@ from headwater.connect.storage.offsets import MemoryOffsetStore
 def test_builtins_are_entry_points_of_the_distribution() -> None:
     ours = {ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
             if ep.dist is not None and ep.dist.name == "headwater"}
-    assert ours == {"headwater.connectors.file", "headwater.connectors.postgres", "headwater.connect.builtins"}
+    assert ours == {"headwater.connectors.file", "headwater.connectors.postgres", "headwater.connectors.spark",
+                    "headwater.connect.builtins"}
 
 
 def test_registry_finds_builtins_through_their_entry_points() -> None:
@@ -103,6 +104,7 @@ def test_a_plugin_wins_a_name_it_shares_with_a_builtin(monkeypatch: pytest.Monke
 CONNECTORS_BEFORE = [
     {"class": "headwater.connectors.file.sink.FileStreamSinkConnector", "type": "sink", "version": "1.0.0"},
     {"class": "headwater.connectors.postgres.sink.PostgresSinkConnector", "type": "sink", "version": "1.0.0"},
+    {"class": "headwater.connectors.spark.sink.SparkParquetSink", "type": "sink", "version": "1.0.0"},
     {"class": "headwater.connectors.file.source.FileStreamSourceConnector", "type": "source", "version": "1.0.0"},
     {"class": "headwater.connectors.file.spooldir.SpoolDirCsvSourceConnector", "type": "source", "version": "1.0.0"},
     {"class": "headwater.connectors.file.spooldir.SpoolDirLineDelimitedSourceConnector", "type": "source",
