@@ -14,6 +14,9 @@ from connectproc import ConnectProcess, unique, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
+JSON = {"key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter"}  # with schemas: Debezium's types
+
 
 def lake_table(spark, path: Path) -> dict[int, tuple]:
     df = spark.read.option("mergeSchema", "true").parquet(str(path))
@@ -39,11 +42,11 @@ def test_postgres_table_to_cdc_to_upsert_lake_table_equals_the_source(postgres, 
             "database.hostname": postgres.host, "database.port": str(postgres.port),
             "database.user": postgres.user, "database.password": postgres.password or "", "database.dbname": dbname,
             "topic.prefix": prefix, "plugin.name": "pgoutput", "slot.name": f"slot_{uuid.uuid4().hex[:8]}",
-            "publication.name": f"pub_{uuid.uuid4().hex[:6]}"})
+            "publication.name": f"pub_{uuid.uuid4().hex[:6]}", **JSON})
         name = unique("lake")
         up.create(name, {"connector.class": "SparkParquetSink", "topics": f"{prefix}.public.items",
                          "lake.path": str(lake), "cdc.mode": "upsert", "cdc.buckets": "4", "flush.size": "5000",
-                         "rotate.schedule.interval.ms": "1000", "table.name.format": "items"})
+                         "rotate.schedule.interval.ms": "1000", "table.name.format": "items", **JSON})
         table = lake / "topics" / "items"
 
         def equal() -> bool:

@@ -299,7 +299,8 @@ def test_the_sink_writes_through_a_spark_standalone_cluster(spark, tmp_path: Pat
 def test_shipped_spark_configs_validate(up: ConnectProcess) -> None:
     """configs/spark/*.json pass PUT /connector-plugins/{plugin}/config/validate with no error."""
     for path in sorted((Path(__file__).resolve().parents[2] / "configs" / "spark").glob("*.json")):
-        config = json.loads(path.read_text())["config"]
+        body = json.loads(path.read_text())
+        config = {**body["config"], "name": body["name"]}
         result = up.ok("PUT", f"/connector-plugins/{config['connector.class']}/config/validate", config, expect=200)
         errors = {c["value"]["name"]: c["value"]["errors"] for c in result["configs"] if c["value"]["errors"]}
         assert result["error_count"] == 0, f"{path.name}: {errors}"
