@@ -70,7 +70,8 @@ def produce(bootstrap: str, topic: str, items: Any) -> None:
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
 
 
 def ends(bootstrap: str, topic: str, partitions: int) -> list[int]:

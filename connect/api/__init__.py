@@ -25,7 +25,7 @@ A source connector in about 30 lines::
         return [TickConnector]
 """
 
-from .batch import EncodedBatch, SinkBatch, SourceBatch
+from .batch import EncodedBatch, EncodedSinkBatch, SinkBatch, SourceBatch
 from .config import ConnectorConfig, SinkConnectorConfig, SourceConnectorConfig
 from .connector import Connector, ConnectorContext, SinkConnector, SourceConnector
 from .converters import Converter, HeaderConverter, SchemaAndValue
@@ -39,7 +39,8 @@ from .transforms import Predicate, Transformation, TransformConfig
 
 __all__ = [
     "ConfigException", "ConnectException", "ConnectRecord", "Connector", "ConnectorConfig", "ConnectorContext",
-    "Converter", "DataException", "EncodedBatch", "Field", "Header", "HeaderConverter", "OffsetStorageReader",
+    "Converter", "DataException", "EncodedBatch", "EncodedSinkBatch", "Field", "Header", "HeaderConverter",
+    "OffsetStorageReader",
     "Predicate", "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder", "SchemaType",
     "SinkBatch", "SinkConnector", "SinkConnectorConfig", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",
     "SourceBatch", "SourceConnectorConfig", "SourceRecord", "SourceTask", "SourceTaskContext", "Struct",

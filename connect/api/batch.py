@@ -16,7 +16,7 @@ from typing import Any
 from .data import Schema
 from .records import SourceRecord
 
-__all__ = ["EncodedBatch", "SinkBatch", "SourceBatch"]
+__all__ = ["EncodedBatch", "EncodedSinkBatch", "SinkBatch", "SourceBatch"]
 
 
 @dataclass(slots=True)
@@ -88,3 +88,34 @@ class SinkBatch:
     @property
     def last_offset(self) -> int:
         return self._raw[-1].offset
+
+
+class EncodedSinkBatch:
+    """Consecutive records of one topic-partition as the consumer read them, not converted: for a
+    sink task that said yes to ``SinkTask.decode_with`` and reads the converters' wire form itself.
+    Records with headers never arrive in one."""
+
+    __slots__ = ("topic", "kafka_partition", "_raw")
+
+    def __init__(self, topic: str, kafka_partition: int, raw: list[Any]) -> None:
+        self.topic, self.kafka_partition = topic, kafka_partition
+        self._raw = raw
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    @property
+    def keys(self) -> list[bytes | None]:
+        return [m.key for m in self._raw]
+
+    @property
+    def values(self) -> list[bytes | None]:
+        return [m.value for m in self._raw]
+
+    @property
+    def offsets(self) -> list[int]:
+        return [m.offset for m in self._raw]
+
+    @property
+    def timestamps(self) -> list[int]:
+        return [m.timestamp for m in self._raw]

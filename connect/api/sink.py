@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .batch import SinkBatch
+from .batch import EncodedSinkBatch, SinkBatch
 from .records import SinkRecord, TopicPartition
 
 __all__ = ["OffsetAndMetadata", "SinkTask", "SinkTaskContext"]
@@ -72,6 +72,18 @@ class SinkTask(ABC):
         The worker calls it instead of ``put`` when the connector has no transforms (see
         ``headwater.connect.api.batch``); same rules as ``put``."""
         raise NotImplementedError
+
+    def decode_with(self, key_converter: Any, value_converter: Any) -> bool:
+        """Optional: the worker offers its converters when the connector has no transforms; a task
+        that can read their wire form itself (faster than Connect values) answers True and then gets
+        ``put_encoded`` calls (see ``headwater.connect.api.batch.EncodedSinkBatch``)."""
+        return False
+
+    def put_encoded(self, batch: EncodedSinkBatch) -> bool | Awaitable[bool]:
+        """Write (or buffer) records still in wire form; same rules as ``put``. Return False to have
+        the worker convert this batch and deliver it through ``put_batch``/``put`` instead (the task
+        must not have kept any of it)."""
+        return False
 
     def flush(self, offsets: dict[TopicPartition, int]) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """Make everything ``put`` so far durable."""

@@ -24,6 +24,7 @@ from aiokafka.structs import OffsetAndMetadata
 from .. import kafka as clients
 from ..api import (
     ConnectException,
+    EncodedSinkBatch,
     Header,
     RetriableException,
     SinkBatch,
@@ -123,6 +124,7 @@ class WorkerSinkTask(RecordTask):
         self.max_poll_records = int(consumer_overrides.get("max.poll.records", 10000))
         self.loop: asyncio.AbstractEventLoop | None = None
         self.open_failure: BaseException | None = None
+        self.encoded = False  # the task reads the converters' wire form itself (decode_with)
         self.opened: set[TopicPartition] = set()  # partitions whose open() returned
         self.delivering = asyncio.Lock()  # open/close never run while records are being delivered
         self.loop_thread = 0
@@ -144,6 +146,7 @@ class WorkerSinkTask(RecordTask):
         self.task.initialize(_Context(self, self.task_config))
         await call(self.task.start, self.task_config)
         self.started = True
+        self.encoded = self.batched and bool(self.task.decode_with(self.key_converter, self.value_converter))
         listener = _Rebalance(self)
         if cfg.topics_regex:
             self.consumer.subscribe(pattern=f"^(?:{cfg.topics_regex})$", listener=listener)
@@ -215,8 +218,10 @@ class WorkerSinkTask(RecordTask):
             raise ConnectException(f"task {self.id} could not open its partitions: {failure}") from failure
 
     def uses_batches(self) -> bool:
-        """Whether the task's ``put_batch`` can stand in for ``put``: no transforms need record objects."""
-        return type(self.task).put_batch is not SinkTask.put_batch and not self.chain
+        """Whether the task's ``put_batch`` (or ``put_encoded``) can stand in for ``put``: no transforms
+        need record objects."""
+        return (type(self.task).put_batch is not SinkTask.put_batch
+                or type(self.task).put_encoded is not SinkTask.put_encoded) and not self.chain
 
     async def _deliver(self, fetched: dict[KafkaTP, list[Any]]) -> None:
         records, offsets = await self._convert(fetched)
@@ -225,12 +230,20 @@ class WorkerSinkTask(RecordTask):
         self.current.update(offsets)  # only now: a stop or a failure before put commits none of them
 
     async def _deliver_batches(self, fetched: dict[KafkaTP, list[Any]]) -> None:
-        """One put_batch per partition; partitions that need the record path go through put."""
+        """One put_batch (or put_encoded) per partition; partitions that need the record path go through put."""
         leftovers: dict[KafkaTP, list[Any]] = {}
         for tp, messages in fetched.items():
             if not messages:
                 continue
-            batch = self._batch(tp, messages)
+            if self.encoded and not any([m.headers for m in messages]):
+                taken = await self._put(self.task.put_encoded, EncodedSinkBatch(tp.topic, tp.partition, messages),
+                                        len(messages))
+                if taken:
+                    self.topics.add(tp.topic)
+                    self.current[TopicPartition(tp.topic, tp.partition)] = messages[-1].offset + 1
+                    continue
+                self.records_put -= len(messages)  # not taken: counted when delivered below
+            batch = self._batch(tp, messages) if type(self.task).put_batch is not SinkTask.put_batch else None
             if batch is None:
                 leftovers[tp] = messages
                 continue
@@ -333,13 +346,14 @@ class WorkerSinkTask(RecordTask):
             out.append(Header(key, sv.value, sv.schema))
         return out
 
-    async def _put(self, deliver: Callable[[Any], Any], data: Any, count: int) -> None:
-        """``put`` or ``put_batch``, retried after a RetriableException with the partitions paused."""
+    async def _put(self, deliver: Callable[[Any], Any], data: Any, count: int) -> Any:
+        """``put``, ``put_batch`` or ``put_encoded``, retried after a RetriableException with the partitions
+        paused; returns what it returned."""
         while True:
             try:
-                await call(deliver, data)
+                result = await call(deliver, data)
                 self.records_put += count
-                return
+                return result
             except RetriableException as exc:
                 log.warning("task %s put failed with a retriable error, retrying in %.1fs: %s", self.id,
                             self.retry_timeout, exc)

@@ -23,6 +23,7 @@ partition it is given to what the lake says.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
@@ -37,6 +38,7 @@ import pyarrow as pa
 
 from headwater.connect.api import (
     ConnectException,
+    EncodedSinkBatch,
     SinkBatch,
     SinkConnector,
     SinkConnectorConfig,
@@ -47,6 +49,7 @@ from headwater.connect.api import (
 from headwater.connect.api.data import Schema, SchemaType, Struct
 
 from .config import SparkSinkConfig
+from .encoded import JsonPayloads
 from .lake import CommitEntry, Lake
 from .partitioner import Partitioner, timestamp_extractor
 from .rows import TableShape, TypeConflict, infer_type, plain, row_fields
@@ -123,6 +126,7 @@ class _Buffer:
     offsets: list[int] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)  # append/changelog: the partitioner's folder per row
     changes: list[_Change] = field(default_factory=list)  # upsert
+    tables: list[pa.Table] = field(default_factory=list)  # append, read by the encoded path (no rows then)
     first_time: int | None = None  # rotate.interval.ms: the first record's time
     deadline: float | None = None  # rotate.schedule.interval.ms: wall-clock time of the next rotation
 
@@ -229,11 +233,7 @@ class SparkParquetSinkTask(SinkTask):
         tp = TopicPartition(topic, partition)
         if offset < self.committed.get(tp, 0):
             return  # the lake has it already
-        buffer = self.buffers.get(tp)
-        if buffer is None:
-            buffer = self.buffers[tp] = _Buffer(topic, partition, self._table(topic).path)
-            if self.config.rotate_schedule_interval_ms > 0:
-                buffer.deadline = _next_boundary(self.config.rotate_schedule_interval_ms, self.partitioner)
+        buffer = self._buffer(tp, tables=False)
         table = self.tables[self.config.table_name_format.replace("${topic}", topic)]
         try:
             if self.mode == "upsert":
@@ -269,6 +269,60 @@ class SparkParquetSinkTask(SinkTask):
         if len(buffer.offsets) >= self.config.flush_size:
             # exactly flush.size records per flush: the full buffer waits for the end of this put
             self.full.setdefault(tp, []).append(self.buffers.pop(tp))
+
+    def _buffer(self, tp: TopicPartition, tables: bool) -> _Buffer:
+        """The partition's open buffer; one holding the other kind of data (rows or Arrow tables) is
+        set aside to be committed first, so a buffer holds one kind."""
+        buffer = self.buffers.get(tp)
+        if buffer is not None and len(buffer) and bool(buffer.tables) != tables:
+            self.full.setdefault(tp, []).append(self.buffers.pop(tp))
+            buffer = None
+        if buffer is None:
+            buffer = self.buffers[tp] = _Buffer(tp.topic, tp.partition, self._table(tp.topic).path)
+            if self.config.rotate_schedule_interval_ms > 0:
+                buffer.deadline = _next_boundary(self.config.rotate_schedule_interval_ms, self.partitioner)
+        return buffer
+
+    # -- the encoded path (append mode, JsonConverter with schemas) ------------------------------------------
+
+    def decode_with(self, key_converter: Any, value_converter: Any) -> bool:
+        from headwater.connect.converters.json import JsonConverter
+
+        if (self.mode != "append" or self.partitioner.kind != "default" or self.config.rotate_interval_ms > 0
+                or not isinstance(value_converter, JsonConverter) or not value_converter.schemas_enable):
+            return False
+        self.payloads = JsonPayloads(value_converter)
+        return True
+
+    def put_encoded(self, batch: EncodedSinkBatch) -> bool:
+        tp = TopicPartition(batch.topic, batch.kafka_partition)
+        offsets, values = batch.offsets, batch.values
+        floor = self.committed.get(tp, 0)
+        if offsets[0] < floor:  # the lake has some of them already
+            skip = bisect.bisect_left(offsets, floor)
+            offsets, values = offsets[skip:], values[skip:]
+            if not offsets:
+                return True
+        decoded = self.payloads.decode(tp.topic, values)
+        if decoded is None:
+            return False
+        arrow, schema = decoded
+        table = self._table(tp.topic)
+        try:
+            self._fields(table, {}, schema)
+        except TypeConflict:
+            return False  # the record path names the records that conflict
+        done = 0
+        while done < len(offsets):
+            buffer = self._buffer(tp, tables=True)
+            take = min(self.config.flush_size - len(buffer), len(offsets) - done)
+            buffer.tables.append(arrow.slice(done, take))
+            buffer.offsets.extend(offsets[done:done + take])
+            done += take
+            if len(buffer) >= self.config.flush_size:
+                self.full.setdefault(tp, []).append(self.buffers.pop(tp))
+        self._rotate()
+        return True
 
     def _fields(self, table: _Table, row: dict[str, Any], schema: Schema | None,
                 extra: dict[str, pa.DataType] | None = None) -> None:
@@ -413,6 +467,17 @@ class SparkParquetSinkTask(SinkTask):
             names.append(name)
         return pa.Table.from_arrays(arrays, names=names)
 
+    def _aligned(self, table: _Table, parts: list[pa.Table]) -> pa.Table:
+        """Arrow tables of the encoded path with the table's columns, in its order (nulls where a part
+        lacks a column)."""
+        schema = table.shape.schema()
+        out = []
+        for part in parts:
+            columns = [part.column(f.name).cast(f.type) if f.name in part.column_names
+                       else pa.nulls(part.num_rows, f.type) for f in schema]
+            out.append(pa.Table.from_arrays(columns, schema=schema))
+        return pa.concat_tables(out)
+
     def _stage_files(self, tp: TopicPartition, buffer: _Buffer, table: _Table, flush_dir: str
                      ) -> tuple[CommitEntry | None, int]:
         """append/changelog: one file per partitioner folder, written by one Spark job."""
@@ -420,8 +485,10 @@ class SparkParquetSinkTask(SinkTask):
         for i, folder in enumerate(buffer.folders):
             groups.setdefault(folder, []).append(i)
         codec = self.config.parquet_codec
+        if buffer.tables:  # the encoded path: default partitioner, one folder
+            groups = {f"partition={tp.partition}": [0, len(buffer) - 1]}
         if len(groups) == 1:
-            whole = self._arrow(table, buffer.rows, {})
+            whole = self._aligned(table, buffer.tables) if buffer.tables else self._arrow(table, buffer.rows, {})
             self.spark.createDataFrame(whole).coalesce(1).write.mode("overwrite").option(
                 "compression", codec).parquet(flush_dir)
             staged = [f"{flush_dir}/{n}" for n in self.lake.list(flush_dir) if n.startswith("part-")]
@@ -444,7 +511,7 @@ class SparkParquetSinkTask(SinkTask):
             name = f"{tp.topic}+{tp.partition}+{first:010d}+{last:010d}{ext}"
             moves.append((path, f"{table.path}/{folder}/{name}"))
         return CommitEntry(tp.topic, tp.partition, buffer.offsets[0], buffer.offsets[-1] + 1, moves,
-                           table.path), len(buffer.rows)
+                           table.path), len(buffer)
 
     def _stage_upsert(self, tp: TopicPartition, buffer: _Buffer, table: _Table, flush_dir: str
                       ) -> tuple[CommitEntry | None, int]:
