@@ -95,11 +95,28 @@ def wait_committed(up: ConnectProcess, name: str, topic: str, targets: list[int]
     raise TimeoutError(f"{name} did not commit {targets}: {up.log_text(True)[-3000:]}")
 
 
+SCHEDULE_MS = 500
+
+
 def sink_config(lake: Path, topic: str, **extra: str) -> dict[str, str]:
     return {"connector.class": "SparkParquetSink", "topics": topic, "lake.path": str(lake),
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter", "consumer.override.max.poll.records":
-            "20000", "offset.flush.interval.ms": "1000", "rotate.schedule.interval.ms": "2000", **extra}
+            "20000", "offset.flush.interval.ms": "500", "rotate.schedule.interval.ms": str(SCHEDULE_MS), **extra}
+
+
+def timeline(up: ConnectProcess, name: str, started_wall: float) -> str:
+    """When the task's first flush started and its last commit ended, from its log lines."""
+    import datetime as dt
+    import re
+
+    stamps = [dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+              for m in re.finditer(rf"^(\S+ \S+) INFO \S+: {re.escape(name)}: (?:flushing|committed)",
+                                   up.log_text(True), re.M)]
+    if not stamps:
+        return "no flush logged"
+    first, last = stamps[0] - started_wall, stamps[-1] - started_wall
+    return f"first flush {first:.1f}s after creation, last commit at {last:.1f}s"
 
 
 def direct_write(spark: Any, records: int, out: Path) -> float:
@@ -121,10 +138,15 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--changes", type=int, default=1_000_000)
     ap.add_argument("--keys", type=int, default=100_000)
-    ap.add_argument("--flush-size", type=int, default=250_000)
+    ap.add_argument("--flush-size", type=int, default=100_000)
+    ap.add_argument("--schedule-ms", type=int, default=500,
+                    help="rotate.schedule.interval.ms: commits the last partial buffer of each partition")
+    ap.add_argument("--keep", action="store_true", help="keep the temp folder (logs, lake)")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: append,upsert,source")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
+    global SCHEDULE_MS
+    SCHEDULE_MS = args.schedule_ms
     base = Path(tempfile.mkdtemp(prefix="hw-lake-bench-"))
     from headwater.connectors.spark.session import shared_session
 
@@ -148,9 +170,10 @@ def main() -> None:
                 wait_committed(up, warm, topic, [1, 1])
                 up.ok("DELETE", f"/connectors/{warm}")
                 name = unique("append")
-                started = time.monotonic()
+                started, started_wall = time.monotonic(), time.time()
                 up.create(name, sink_config(base / "lake", topic, **{"flush.size": str(args.flush_size)}))
                 elapsed = wait_committed(up, name, topic, targets) - started
+                print(f"append: {timeline(up, name, started_wall)}", flush=True)
                 rate = args.records / elapsed
                 direct = direct_write(spark, args.records, base)
                 direct_rate = args.records / direct
@@ -203,7 +226,10 @@ def main() -> None:
                 print(f"spark source: {results['source']}", flush=True)
     finally:
         spark.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        if args.keep:
+            print(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
     print(json.dumps(results, indent=2))
 
 

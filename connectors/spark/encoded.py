@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -25,7 +26,7 @@ __all__ = ["JsonPayloads"]
 
 log = logging.getLogger(__name__)
 
-_MARK = b',"payload":'
+_MARK = re.compile(rb',\s*"payload"\s*:\s*')  # JsonConverter writes ',"payload":', others add spaces
 
 
 def _json_type(target: pa.DataType) -> pa.DataType | None:
@@ -55,17 +56,18 @@ class JsonPayloads:
         self.shapes: dict[bytes, _Shape | None] = {}  # schema prefix -> how it reads (None: not here)
 
     def _shape(self, topic: str, value: bytes) -> tuple[bytes, _Shape | None]:
-        cut = value.find(_MARK)
-        if cut < 0 or not value.endswith(b"}"):
+        mark = _MARK.search(value)
+        if mark is None or not value.endswith(b"}"):
             return b"", None
-        prefix = value[:cut + len(_MARK)]
+        cut = mark.start()
+        prefix = value[:mark.end()]
         if prefix in self.shapes:
             return prefix, self.shapes[prefix]
         shape = None
         try:
             # the split is right only if the prefix is the whole schema and the rest the whole payload
             head = json.loads(value[:cut] + b"}")
-            payload = json.loads(value[cut + len(_MARK):-1])
+            payload = json.loads(value[mark.end():-1])
             schema = self.converter.to_connect_data(topic, value).schema
             if list(head) == ["schema"] and isinstance(payload, dict) and schema is not None \
                     and schema.type == SchemaType.STRUCT:
@@ -90,7 +92,8 @@ class JsonPayloads:
             return None
         start = len(prefix)
         try:
-            payloads = b"\n".join([v[start:-1] for v in values if v.startswith(prefix)])  # type: ignore[union-attr]
+            payloads = b"\n".join([v[start:-1] for v in values  # type: ignore[union-attr]
+                                    if v.startswith(prefix) and v.endswith(b"}")])
         except (AttributeError, TypeError):
             return None  # a tombstone
         if payloads.count(b"\n") != len(values) - 1:

@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -153,6 +153,7 @@ class SparkParquetSinkTask(SinkTask):
         self.when = timestamp_extractor(c)
         self.buffers: dict[TopicPartition, _Buffer] = {}
         self.full: dict[TopicPartition, list[_Buffer]] = {}  # buffers that reached a rotation, oldest first
+        self.inflight: dict[TopicPartition, Future[None]] = {}  # each partition's flush being written
         self.committed: dict[TopicPartition, int] = {}
         self.tables: dict[str, _Table] = {}
         self.figures = {"flushes": 0, "files": 0, "rows.written": 0, "records.skipped": 0, "last.flush.ms": 0.0}
@@ -176,6 +177,7 @@ class SparkParquetSinkTask(SinkTask):
     def open(self, partitions: list[TopicPartition]) -> None:
         """Finish or drop what an earlier owner left, then seek to what the lake committed."""
         seek = {}
+        self._wait(partitions)
         for tp in partitions:
             self.buffers.pop(tp, None)
             self.full.pop(tp, None)
@@ -195,11 +197,15 @@ class SparkParquetSinkTask(SinkTask):
             self.context.offset(seek)
 
     def close(self, partitions: list[TopicPartition]) -> None:
-        # What was buffered is read again by the partition's next owner, from the lake's offset.
-        for tp in partitions:
-            self.buffers.pop(tp, None)
-            self.full.pop(tp, None)
-            self.committed.pop(tp, None)
+        # A flush in flight finishes before the partition goes (its next owner must not race it); what
+        # was buffered is read again by the next owner, from the lake's offset.
+        try:
+            self._wait(partitions)
+        finally:
+            for tp in partitions:
+                self.buffers.pop(tp, None)
+                self.full.pop(tp, None)
+                self.committed.pop(tp, None)
 
     def _table(self, topic: str) -> _Table:
         name = self.config.table_name_format.replace("${topic}", topic)
@@ -403,8 +409,12 @@ class SparkParquetSinkTask(SinkTask):
     # -- rotation -------------------------------------------------------------------------------------
 
     def _rotate(self) -> None:
-        """Flush the buffers that are full or due, in offset order per partition; partitions side by side
-        (Spark runs their jobs concurrently)."""
+        """Hand the buffers that are full or due to the flusher threads: one flush at a time per partition
+        (in offset order), partitions side by side. ``put`` goes on reading while Spark writes; a
+        partition whose previous flush is still running waits for it (so at most one buffer per
+        partition is in flight), and a flush's failure is raised here, by the next ``put`` or
+        ``pre_commit``."""
+        self._raise_failed()
         now = time.time()
         for tp, b in list(self.buffers.items()):
             if len(b) and b.deadline is not None and now >= b.deadline:
@@ -412,16 +422,35 @@ class SparkParquetSinkTask(SinkTask):
         if not self.full:
             return
         ready, self.full = self.full, {}
+        for tp, buffers in ready.items():
+            previous = self.inflight.get(tp)
+            if previous is not None:
+                previous.result()  # raises that flush's failure
+            self.inflight[tp] = self.pool.submit(self._flush_all, tp, buffers)
 
-        def flush_all(tp: TopicPartition) -> None:
-            for buffer in ready[tp]:
-                self._flush(tp, buffer)
+    def _flush_all(self, tp: TopicPartition, buffers: list[_Buffer]) -> None:
+        for buffer in buffers:
+            self._flush(tp, buffer)
 
-        if len(ready) == 1:
-            flush_all(next(iter(ready)))
-            return
-        for future in [self.pool.submit(flush_all, tp) for tp in ready]:
-            future.result()
+    def _raise_failed(self) -> None:
+        for tp, future in list(self.inflight.items()):
+            if future.done():
+                del self.inflight[tp]
+                future.result()
+
+    def _wait(self, partitions: list[TopicPartition] | None = None) -> None:
+        """Wait for the flushes in flight (of these partitions); raise the first failure."""
+        failure: BaseException | None = None
+        for tp in list(self.inflight) if partitions is None else partitions:
+            future = self.inflight.pop(tp, None)
+            if future is None:
+                continue
+            try:
+                future.result()
+            except BaseException as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def pre_commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         self._rotate()
@@ -562,6 +591,10 @@ class SparkParquetSinkTask(SinkTask):
         self.buffers, self.full = {}, {}
         pool = getattr(self, "pool", None)
         if pool is not None:
+            try:
+                self._wait()
+            except Exception:
+                log.exception("%s: a flush failed while the task stopped", self.name)
             pool.shutdown(wait=True)
 
 
