@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.json as pa_json
@@ -91,11 +91,10 @@ class JsonPayloads:
         if shape is None:
             return None
         start = len(prefix)
-        try:
-            payloads = b"\n".join([v[start:-1] for v in values  # type: ignore[union-attr]
-                                    if v.startswith(prefix) and v.endswith(b"}")])
-        except (AttributeError, TypeError):
+        if None in values:
             return None  # a tombstone
+        present = cast(list[bytes], values)
+        payloads = b"\n".join([v[start:-1] for v in present if v.startswith(prefix) and v.endswith(b"}")])
         if payloads.count(b"\n") != len(values) - 1:
             return None  # another schema, or a value with a raw newline
         try:

@@ -19,7 +19,7 @@ from headwater.connect.api.data import Struct
 
 from .config import SparkSinkConfig
 
-__all__ = ["Partitioner", "field_value", "joda_format", "timestamp_extractor"]
+__all__ = ["Partitioner", "field_value", "joda_format", "timestamp_extractor", "zone_offset_ms"]
 
 _PRESETS = {"daily": ("'year'=YYYY/'month'=MM/'day'=dd", 86_400_000),
             "hourly": ("'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH", 3_600_000)}
@@ -28,13 +28,17 @@ _PRESETS = {"daily": ("'year'=YYYY/'month'=MM/'day'=dd", 86_400_000),
 _JODA = re.compile(r"'[^']*'|YYYY|yyyy|xxxx|YY|yy|MM|M|dd|d|HH|H|mm|m|ss|s|SSS|DDD|ww|EEE|a|Z+|[^'A-Za-z]+|[A-Za-z]")
 
 
+def _literal(text: str) -> Callable[[dt.datetime], str]:
+    return lambda _t: text
+
+
 def joda_format(pattern: str) -> Callable[[dt.datetime], str]:
     """A formatter for a Joda-Time ``DateTimeFormat`` pattern (what ``path.format`` holds)."""
     parts: list[Callable[[dt.datetime], str]] = []
     for token in _JODA.findall(pattern):
         if token.startswith("'"):
             text = token[1:-1] or "'"
-            parts.append(lambda _t, s=text: s)
+            parts.append(_literal(text))
         elif token in ("YYYY", "yyyy", "xxxx"):
             parts.append(lambda t: f"{t.year:04d}")
         elif token in ("YY", "yy"):
@@ -74,7 +78,7 @@ def joda_format(pattern: str) -> Callable[[dt.datetime], str]:
         elif token.isalpha():
             raise ValueError(f"path.format: the pattern letter {token!r} is not supported")
         else:
-            parts.append(lambda _t, s=token: s)
+            parts.append(_literal(token))
     return lambda t: "".join(p(t) for p in parts)
 
 
@@ -138,6 +142,12 @@ def timestamp_extractor(config: SparkSinkConfig) -> Extractor:
     return lambda _value, _timestamp: int(time.time() * 1000)
 
 
+def zone_offset_ms(zone: ZoneInfo, millis: int) -> int:
+    """The time zone's offset from UTC at this instant, in ms."""
+    offset = dt.datetime.fromtimestamp(millis / 1000, zone).utcoffset()
+    return int(offset.total_seconds() * 1000) if offset is not None else 0
+
+
 class Partitioner:
     """``partitioner.class`` as a function from a record to its folder path under the table."""
 
@@ -168,7 +178,7 @@ class Partitioner:
 
     def time_path(self, millis: int) -> str:
         """The folder of a time: floored to the duration in the time zone (Confluent's ``getPartition``)."""
-        offset_ms = int(dt.datetime.fromtimestamp(millis / 1000, self.zone).utcoffset().total_seconds() * 1000)
+        offset_ms = zone_offset_ms(self.zone, millis)
         floored = ((millis + offset_ms) // self.duration) * self.duration - offset_ms
         assert self.format is not None
         return self.format(dt.datetime.fromtimestamp(floored / 1000, self.zone))

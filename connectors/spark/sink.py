@@ -51,7 +51,7 @@ from headwater.connect.api.data import Schema, SchemaType, Struct
 from .config import SparkSinkConfig
 from .encoded import JsonPayloads
 from .lake import CommitEntry, Lake
-from .partitioner import Partitioner, timestamp_extractor
+from .partitioner import Partitioner, timestamp_extractor, zone_offset_ms
 from .rows import TableShape, TypeConflict, infer_type, plain, row_fields
 from .session import SparkUnavailable, shared_session
 
@@ -219,7 +219,7 @@ class SparkParquetSinkTask(SinkTask):
     def put(self, records: list[SinkRecord]) -> None:
         for r in records:
             self._add(r.topic, r.kafka_partition or 0, r.kafka_offset, r.timestamp, r.key, r.value, r.value_schema,
-                      lambda r=r: r)
+                      _given(r))
         self._rotate()
 
     def put_batch(self, batch: SinkBatch) -> None:
@@ -264,7 +264,7 @@ class SparkParquetSinkTask(SinkTask):
         if self.mode == "upsert":
             if change is not None:
                 buffer.changes.append(change)
-        else:
+        elif row is not None:
             buffer.rows.append(row)
             buffer.folders.append(folder)
         if self.config.rotate_interval_ms > 0:
@@ -598,16 +598,19 @@ class SparkParquetSinkTask(SinkTask):
             pool.shutdown(wait=True)
 
 
+def _given(record: SinkRecord) -> Callable[[], SinkRecord]:
+    return lambda: record
+
+
 def _key_value(change: _Change, column: str) -> Any:
     return change.ident.get(column) if isinstance(change.ident, dict) else change.ident
 
 
 def _next_boundary(interval_ms: int, partitioner: Partitioner) -> float:
     """The next wall-clock multiple of ``interval_ms`` in the partitioner's time zone, in seconds."""
-    import datetime as dt
 
     now_ms = int(time.time() * 1000)
-    offset_ms = int(dt.datetime.fromtimestamp(now_ms / 1000, partitioner.zone).utcoffset().total_seconds() * 1000)
+    offset_ms = zone_offset_ms(partitioner.zone, now_ms)
     return (((now_ms + offset_ms) // interval_ms + 1) * interval_ms - offset_ms) / 1000
 
 
