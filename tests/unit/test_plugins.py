@@ -260,3 +260,28 @@ def test_a_start_validates_once_and_builds_the_chain_once() -> None:
         await worker.stop()
 
     asyncio.run(go())
+
+
+def test_a_stopping_worker_tells_plugins_once_and_a_failing_plugin_does_not_stop_the_rest() -> None:
+    calls: list[str] = []
+
+    class Releases:
+        @hookimpl
+        def headwater_worker_stopped(self) -> None:
+            calls.append("released")
+
+    class Fails:
+        @hookimpl
+        def headwater_worker_stopped(self) -> None:
+            calls.append("failed")
+            raise RuntimeError("cannot release")
+
+    registry = PluginRegistry()
+    registry.register(Releases(), "releases")
+    registry.register(Fails(), "fails")
+    worker = Worker("w", WorkerConfig.model_validate({"bootstrap.servers": "127.0.0.1:1"}), registry,
+                    MemoryOffsetStore(), lambda *a: None)
+    asyncio.run(worker.stop())
+    assert sorted(calls) == ["failed", "released"]
+    # the hook that returns nothing is no class hook: the registry's plugin lists are unchanged
+    assert registry.connector("FileStreamSinkConnector") is not None
