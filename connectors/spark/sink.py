@@ -260,6 +260,14 @@ class SparkParquetSinkTask(SinkTask):
             self.reporter(record(), failure)  # raises unless errors.tolerance=all
             self.figures["records.skipped"] += 1
             return
+        if self.config.rotate_interval_ms > 0:
+            # Confluent's rule: a record whose time is rotate.interval.ms past the buffer's first one
+            # starts the next file
+            if buffer.first_time is not None and moment - buffer.first_time >= self.config.rotate_interval_ms:
+                self.full.setdefault(tp, []).append(self.buffers.pop(tp))
+                buffer = self._buffer(tp, tables=False)
+            if buffer.first_time is None:
+                buffer.first_time = moment
         buffer.offsets.append(offset)
         if self.mode == "upsert":
             if change is not None:
@@ -267,11 +275,6 @@ class SparkParquetSinkTask(SinkTask):
         elif row is not None:
             buffer.rows.append(row)
             buffer.folders.append(folder)
-        if self.config.rotate_interval_ms > 0:
-            if buffer.first_time is None:
-                buffer.first_time = moment
-            elif moment - buffer.first_time >= self.config.rotate_interval_ms:
-                buffer.deadline = 0  # rotate now
         if len(buffer.offsets) >= self.config.flush_size:
             # exactly flush.size records per flush: the full buffer waits for the end of this put
             self.full.setdefault(tp, []).append(self.buffers.pop(tp))

@@ -274,3 +274,25 @@ def partition_ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
         return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
     finally:
         c.close()
+
+
+def test_rotate_interval_by_record_time_daily_folders_and_zstd(connect: ConnectProcess, spark, tmp_path: Path) -> None:
+    topic, name, lake = unique("ticks"), unique("lake-rotate"), tmp_path / "lake"
+    create_topic(connect.bootstrap, topic)
+    # 30 records one minute apart (Kafka timestamps), then one a day later
+    stamps = [BASE_MS + i * 60_000 for i in range(30)] + [BASE_MS + 86_400_000]
+    produce(connect.bootstrap, topic, [(None, {"n": i}) for i in range(31)], timestamps=stamps)
+    connect.create(name, sink(lake, topic, **JSON_PLAIN, **{
+        "partitioner.class": "io.confluent.connect.storage.partitioner.DailyPartitioner",
+        "timestamp.extractor": "Record", "rotate.interval.ms": "600000", "flush.size": "1000",
+        "parquet.codec": "zstd", "rotate.schedule.interval.ms": "3000"}))
+    wait_committed(connect, name, topic, 0, 31)
+    day1 = lake / "topics" / topic / "year=2026" / "month=01" / "day=01"
+    day2 = lake / "topics" / topic / "year=2026" / "month=01" / "day=02"
+    # a record 10 minutes past the file's first one starts the next file
+    assert sorted(p.name for p in day1.iterdir() if p.name.endswith(".parquet")) == [
+        f"{topic}+0+{a:010d}+{a + 9:010d}.zstd.parquet" for a in (0, 10, 20)]
+    assert [p.name for p in day2.iterdir() if p.name.endswith(".parquet")] == [
+        f"{topic}+0+{30:010d}+{30:010d}.zstd.parquet"]
+    assert sorted(r["n"] for r in lake_rows(spark, lake / "topics" / topic)) == list(range(31))
+    connect.ok("DELETE", f"/connectors/{name}")
