@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from connectproc import ConnectProcess, unique  # noqa: E402
+from connectproc import ConnectProcess, create_topic, end_offsets, unique  # noqa: E402
 
 SCHEMA = {"type": "struct", "name": "bench.Value", "optional": False, "fields": [
     {"field": "id", "type": "int64", "optional": False},
@@ -65,23 +65,6 @@ def produce(bootstrap: str, topic: str, items: Any) -> None:
             except BufferError:
                 p.poll(0.05)
     assert p.flush(120) == 0
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
-
-
-def ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("bench")})
-    try:
-        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
-    finally:
-        c.close()
 
 
 def wait_committed(up: ConnectProcess, name: str, topic: str, targets: list[int], timeout: float = 1800) -> float:
@@ -161,7 +144,7 @@ def main() -> None:
                 produce(up.bootstrap, topic, ((str(i).encode(), json.dumps({"schema": SCHEMA, "payload": row(i)})
                                                .encode()) for i in range(args.records)))
                 print(f"produced {args.records:,} records in {time.monotonic() - t0:.1f}s", flush=True)
-                targets = ends(up.bootstrap, topic, 2)
+                targets = end_offsets(up.bootstrap, topic, 2)
                 # a small warm-up connector starts the worker's Spark session before the clock runs
                 warm = unique("warm")
                 up.create(warm, sink_config(base / "warm-lake", topic, **{"flush.size": "1000",
@@ -201,7 +184,7 @@ def main() -> None:
                         yield json.dumps({"id": k}).encode(), json.dumps(value).encode()
 
                 produce(up.bootstrap, ctopic, changes())
-                targets = ends(up.bootstrap, ctopic, 2)
+                targets = end_offsets(up.bootstrap, ctopic, 2)
                 name = unique("upsert")
                 started = time.monotonic()
                 up.create(name, sink_config(base / "ulake", ctopic, **{

@@ -27,7 +27,8 @@ import pytest
 from brokerproc import LoggedProcess
 
 __all__ = ["JSON_CONVERTER", "NEVER_MATCHING_FILTER", "ConnectProcess", "Message", "Response", "TopicReader", "consume",
-           "end_offset", "module_connect", "produce", "sink_config", "source_config", "unique", "values", "wait_for"]
+           "create_topic", "end_offset", "end_offsets", "module_connect", "produce", "sink_config", "source_config",
+           "unique", "values", "wait_for"]
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
@@ -319,6 +320,26 @@ def end_offset(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
         return 0
     finally:
         consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float = 10.0) -> list[int]:
+    """The high watermark of each of the topic's first ``partitions`` partitions."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("test-watermark")})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    """Create a topic (replication factor 1) with confluent-kafka's admin client and wait for it."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
 
 
 def values(messages: Iterable[Message]) -> list[str]:

@@ -60,21 +60,18 @@ class EncodedBatch:
         return len(self.records)
 
 
-class SinkBatch:
-    """Consecutive records of one topic-partition, converted, as columns. Records with
-    headers never arrive in a batch (they go through ``put``)."""
+class _Consumed:
+    """Consecutive consumed records of one topic-partition; offsets and timestamps are read from the
+    consumer's records on demand."""
 
-    __slots__ = ("topic", "kafka_partition", "key_schema", "keys", "value_schema", "values", "_raw")
+    __slots__ = ("topic", "kafka_partition", "_raw")
 
-    def __init__(self, topic: str, kafka_partition: int, key_schema: Schema | None, keys: list[Any],
-                 value_schema: Schema | None, values: list[Any], raw: list[Any]) -> None:
+    def __init__(self, topic: str, kafka_partition: int, raw: list[Any]) -> None:
         self.topic, self.kafka_partition = topic, kafka_partition
-        self.key_schema, self.keys = key_schema, keys
-        self.value_schema, self.values = value_schema, values
-        self._raw = raw  # the consumer's records: offsets and timestamps are read on demand
+        self._raw = raw
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self._raw)
 
     @property
     def offsets(self) -> list[int]:
@@ -90,19 +87,25 @@ class SinkBatch:
         return self._raw[-1].offset
 
 
-class EncodedSinkBatch:
+class SinkBatch(_Consumed):
+    """Consecutive records of one topic-partition, converted, as columns. Records with
+    headers never arrive in a batch (they go through ``put``)."""
+
+    __slots__ = ("key_schema", "keys", "value_schema", "values")
+
+    def __init__(self, topic: str, kafka_partition: int, key_schema: Schema | None, keys: list[Any],
+                 value_schema: Schema | None, values: list[Any], raw: list[Any]) -> None:
+        super().__init__(topic, kafka_partition, raw)
+        self.key_schema, self.keys = key_schema, keys
+        self.value_schema, self.values = value_schema, values
+
+
+class EncodedSinkBatch(_Consumed):
     """Consecutive records of one topic-partition as the consumer read them, not converted: for a
     sink task that said yes to ``SinkTask.decode_with`` and reads the converters' wire form itself.
     Records with headers never arrive in one."""
 
-    __slots__ = ("topic", "kafka_partition", "_raw")
-
-    def __init__(self, topic: str, kafka_partition: int, raw: list[Any]) -> None:
-        self.topic, self.kafka_partition = topic, kafka_partition
-        self._raw = raw
-
-    def __len__(self) -> int:
-        return len(self._raw)
+    __slots__ = ()
 
     @property
     def keys(self) -> list[bytes | None]:
@@ -111,11 +114,3 @@ class EncodedSinkBatch:
     @property
     def values(self) -> list[bytes | None]:
         return [m.value for m in self._raw]
-
-    @property
-    def offsets(self) -> list[int]:
-        return [m.offset for m in self._raw]
-
-    @property
-    def timestamps(self) -> list[int]:
-        return [m.timestamp for m in self._raw]

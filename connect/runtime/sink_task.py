@@ -236,13 +236,13 @@ class WorkerSinkTask(RecordTask):
             if not messages:
                 continue
             if self.encoded and not any([m.headers for m in messages]):
-                taken = await self._put(self.task.put_encoded, EncodedSinkBatch(tp.topic, tp.partition, messages),
-                                        len(messages))
+                # counted only when taken: a batch handed back is counted by the path that delivers it
+                taken = await self._put(self.task.put_encoded, EncodedSinkBatch(tp.topic, tp.partition, messages), 0)
                 if taken:
+                    self.records_put += len(messages)
                     self.topics.add(tp.topic)
                     self.current[TopicPartition(tp.topic, tp.partition)] = messages[-1].offset + 1
                     continue
-                self.records_put -= len(messages)  # not taken: counted when delivered below
             batch = self._batch(tp, messages) if type(self.task).put_batch is not SinkTask.put_batch else None
             if batch is None:
                 leftovers[tp] = messages

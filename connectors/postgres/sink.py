@@ -33,6 +33,8 @@ from headwater.connect.api import (
 )
 from headwater.connect.api.data import Schema, SchemaType, Struct
 from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
+from headwater.connectors.envelope import get as _get
+from headwater.connectors.envelope import is_envelope as _is_envelope
 
 __all__ = ["PostgresSinkConfig", "PostgresSinkConnector", "PostgresSinkTask"]
 
@@ -202,17 +204,6 @@ def _fields(value: Any) -> tuple[dict[str, Any], Schema | None]:
         return dict(value), None
     raise ConnectException(f"cannot write a value of type {type(value).__name__} as a row: a struct or a map "
                            f"is needed (use JsonConverter with schemas, or ExtractNewRecordState)")
-
-
-def _is_envelope(value: Any) -> bool:
-    if isinstance(value, Struct):
-        return (value.schema.name or "").endswith(".Envelope") or (
-            value.schema.field("op") is not None and value.schema.field("after") is not None)
-    return isinstance(value, dict) and "op" in value and "after" in value and "source" in value
-
-
-def _get(value: Any, name: str) -> Any:
-    return value.values.get(name) if isinstance(value, Struct) else value.get(name)
 
 
 class _Change:

@@ -19,7 +19,7 @@ from headwater.connect.api.data import Struct
 
 from .config import SparkSinkConfig
 
-__all__ = ["Partitioner", "field_value", "joda_format", "timestamp_extractor", "zone_offset_ms"]
+__all__ = ["Partitioner", "field_value", "joda_format", "timestamp_extractor", "floor_in_zone"]
 
 _PRESETS = {"daily": ("'year'=YYYY/'month'=MM/'day'=dd", 86_400_000),
             "hourly": ("'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH", 3_600_000)}
@@ -32,49 +32,32 @@ def _literal(text: str) -> Callable[[dt.datetime], str]:
     return lambda _t: text
 
 
+_Field = Callable[[dt.datetime], str]
+_FIELDS: dict[str, _Field] = {
+    **dict.fromkeys(("YYYY", "yyyy", "xxxx"), lambda t: f"{t.year:04d}"),
+    **dict.fromkeys(("YY", "yy"), lambda t: f"{t.year % 100:02d}"),
+    "MM": lambda t: f"{t.month:02d}", "M": lambda t: str(t.month),
+    "dd": lambda t: f"{t.day:02d}", "d": lambda t: str(t.day),
+    "HH": lambda t: f"{t.hour:02d}", "H": lambda t: str(t.hour),
+    "mm": lambda t: f"{t.minute:02d}", "m": lambda t: str(t.minute),
+    "ss": lambda t: f"{t.second:02d}", "s": lambda t: str(t.second),
+    "SSS": lambda t: f"{t.microsecond // 1000:03d}",
+    "DDD": lambda t: f"{t.timetuple().tm_yday:03d}",
+    "ww": lambda t: f"{t.isocalendar()[1]:02d}",
+    "EEE": lambda t: t.strftime("%a"),
+    "a": lambda t: "AM" if t.hour < 12 else "PM",
+    "Z": lambda t: t.strftime("%z"),
+}
+
+
 def joda_format(pattern: str) -> Callable[[dt.datetime], str]:
     """A formatter for a Joda-Time ``DateTimeFormat`` pattern (what ``path.format`` holds)."""
-    parts: list[Callable[[dt.datetime], str]] = []
+    parts: list[_Field] = []
     for token in _JODA.findall(pattern):
         if token.startswith("'"):
-            text = token[1:-1] or "'"
-            parts.append(_literal(text))
-        elif token in ("YYYY", "yyyy", "xxxx"):
-            parts.append(lambda t: f"{t.year:04d}")
-        elif token in ("YY", "yy"):
-            parts.append(lambda t: f"{t.year % 100:02d}")
-        elif token == "MM":
-            parts.append(lambda t: f"{t.month:02d}")
-        elif token == "M":
-            parts.append(lambda t: str(t.month))
-        elif token == "dd":
-            parts.append(lambda t: f"{t.day:02d}")
-        elif token == "d":
-            parts.append(lambda t: str(t.day))
-        elif token == "HH":
-            parts.append(lambda t: f"{t.hour:02d}")
-        elif token == "H":
-            parts.append(lambda t: str(t.hour))
-        elif token == "mm":
-            parts.append(lambda t: f"{t.minute:02d}")
-        elif token == "m":
-            parts.append(lambda t: str(t.minute))
-        elif token == "ss":
-            parts.append(lambda t: f"{t.second:02d}")
-        elif token == "s":
-            parts.append(lambda t: str(t.second))
-        elif token == "SSS":
-            parts.append(lambda t: f"{t.microsecond // 1000:03d}")
-        elif token == "DDD":
-            parts.append(lambda t: f"{t.timetuple().tm_yday:03d}")
-        elif token == "ww":
-            parts.append(lambda t: f"{t.isocalendar()[1]:02d}")
-        elif token == "EEE":
-            parts.append(lambda t: t.strftime("%a"))
-        elif token == "a":
-            parts.append(lambda t: "AM" if t.hour < 12 else "PM")
-        elif token.startswith("Z"):
-            parts.append(lambda t: t.strftime("%z"))
+            parts.append(_literal(token[1:-1] or "'"))
+        elif (field := _FIELDS.get("Z" if token.startswith("Z") else token)) is not None:
+            parts.append(field)
         elif token.isalpha():
             raise ValueError(f"path.format: the pattern letter {token!r} is not supported")
         else:
@@ -142,10 +125,12 @@ def timestamp_extractor(config: SparkSinkConfig) -> Extractor:
     return lambda _value, _timestamp: int(time.time() * 1000)
 
 
-def zone_offset_ms(zone: ZoneInfo, millis: int) -> int:
-    """The time zone's offset from UTC at this instant, in ms."""
+def floor_in_zone(millis: int, duration_ms: int, zone: ZoneInfo) -> int:
+    """The instant floored to a multiple of ``duration_ms`` counted in the time zone's local time, in ms
+    (Confluent's ``getPartition``: an hourly or daily boundary falls on the zone's hours and midnights)."""
     offset = dt.datetime.fromtimestamp(millis / 1000, zone).utcoffset()
-    return int(offset.total_seconds() * 1000) if offset is not None else 0
+    offset_ms = int(offset.total_seconds() * 1000) if offset is not None else 0
+    return ((millis + offset_ms) // duration_ms) * duration_ms - offset_ms
 
 
 class Partitioner:
@@ -177,8 +162,7 @@ class Partitioner:
         return self.time_path(self.when(value, timestamp))
 
     def time_path(self, millis: int) -> str:
-        """The folder of a time: floored to the duration in the time zone (Confluent's ``getPartition``)."""
-        offset_ms = zone_offset_ms(self.zone, millis)
-        floored = ((millis + offset_ms) // self.duration) * self.duration - offset_ms
+        """The folder of a time: floored to the duration in the time zone."""
         assert self.format is not None
+        floored = floor_in_zone(millis, self.duration, self.zone)
         return self.format(dt.datetime.fromtimestamp(floored / 1000, self.zone))

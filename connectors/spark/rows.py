@@ -124,8 +124,10 @@ class TableShape:
     def __init__(self, columns: dict[str, pa.DataType] | None = None) -> None:
         self.columns: dict[str, pa.DataType] = dict(columns or {})
 
-    def check(self, fields: dict[str, pa.DataType | None]) -> dict[str, pa.DataType] | None:
-        """The columns after these fields join, or None when nothing changes; raises TypeConflict."""
+    def absorb(self, fields: dict[str, pa.DataType | None]) -> None:
+        """Let these fields join the columns; raises TypeConflict (changing nothing) when one does not fit.
+        A change replaces ``columns`` with a new dict rather than editing it: flushes read it from other
+        threads."""
         changed: dict[str, pa.DataType] | None = None
         columns = self.columns
         for name, new in fields.items():
@@ -137,10 +139,6 @@ class TableShape:
                 if changed is None:
                     changed = dict(columns)
                 changed[name] = merged
-        return changed
-
-    def absorb(self, fields: dict[str, pa.DataType | None]) -> None:
-        changed = self.check(fields)
         if changed is not None:
             self.columns = changed
 

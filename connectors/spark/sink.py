@@ -47,11 +47,13 @@ from headwater.connect.api import (
     TopicPartition,
 )
 from headwater.connect.api.data import Schema, SchemaType, Struct
+from headwater.connectors.envelope import get as _get
+from headwater.connectors.envelope import is_envelope as _is_envelope
 
 from .config import SparkSinkConfig
 from .encoded import JsonPayloads
 from .lake import CommitEntry, Lake
-from .partitioner import Partitioner, timestamp_extractor, zone_offset_ms
+from .partitioner import Partitioner, floor_in_zone, timestamp_extractor
 from .rows import TableShape, TypeConflict, infer_type, plain, row_fields
 from .session import SparkUnavailable, shared_session
 
@@ -83,17 +85,6 @@ class SparkParquetSink(SinkConnector):
 # -- one record ------------------------------------------------------------------------------------------
 
 
-def _get(value: Any, name: str) -> Any:
-    return value.values.get(name) if isinstance(value, Struct) else value.get(name)
-
-
-def _is_envelope(value: Any) -> bool:
-    if isinstance(value, Struct):
-        return (value.schema.name or "").endswith(".Envelope") or (
-            value.schema.field("op") is not None and value.schema.field("after") is not None)
-    return isinstance(value, dict) and "op" in value and "after" in value and "source" in value
-
-
 def _row(value: Any) -> tuple[dict[str, Any], Schema | None]:
     """A value as a row: a struct's or map's fields, or a single ``value`` column."""
     if isinstance(value, Struct):
@@ -121,7 +112,6 @@ class _Buffer:
 
     topic: str
     partition: int
-    table: str
     rows: list[dict[str, Any]] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)  # append/changelog: the partitioner's folder per row
@@ -155,7 +145,8 @@ class SparkParquetSinkTask(SinkTask):
         self.full: dict[TopicPartition, list[_Buffer]] = {}  # buffers that reached a rotation, oldest first
         self.inflight: dict[TopicPartition, Future[None]] = {}  # each partition's flush being written
         self.committed: dict[TopicPartition, int] = {}
-        self.tables: dict[str, _Table] = {}
+        self.tables: dict[str, _Table] = {}  # by table name
+        self.topic_tables: dict[str, _Table] = {}  # by topic
         self.figures = {"flushes": 0, "files": 0, "rows.written": 0, "records.skipped": 0, "last.flush.ms": 0.0}
         self.reporter = self.context.errant_record_reporter() if getattr(self, "context", None) else None
         try:
@@ -189,8 +180,7 @@ class SparkParquetSinkTask(SinkTask):
             table = self._table(tp.topic)
             if entry.columns:
                 # the lake's columns, as they were after this partition's last flush
-                for name, type_ in TableShape.from_json(entry.columns).columns.items():
-                    table.shape.absorb({name: type_})
+                table.shape.absorb(dict(TableShape.from_json(entry.columns).columns))
         if seek:
             log.info("%s: seeking to the lake's commits: %s", self.name,
                      ", ".join(f"{tp.topic}-{tp.partition}@{o}" for tp, o in seek.items()))
@@ -208,10 +198,14 @@ class SparkParquetSinkTask(SinkTask):
                 self.committed.pop(tp, None)
 
     def _table(self, topic: str) -> _Table:
-        name = self.config.table_name_format.replace("${topic}", topic)
-        table = self.tables.get(name)
+        """The topic's table (topics whose ``table.name.format`` gives one name share it)."""
+        table = self.topic_tables.get(topic)
         if table is None:
-            table = self.tables[name] = _Table(self.lake.path(self.config.topics_dir, name), TableShape())
+            name = self.config.table_name_format.replace("${topic}", topic)
+            table = self.tables.get(name)
+            if table is None:
+                table = self.tables[name] = _Table(self.lake.path(self.config.topics_dir, name), TableShape())
+            self.topic_tables[topic] = table
         return table
 
     # -- records in ----------------------------------------------------------------------------------------
@@ -240,7 +234,7 @@ class SparkParquetSinkTask(SinkTask):
         if offset < self.committed.get(tp, 0):
             return  # the lake has it already
         buffer = self._buffer(tp, tables=False)
-        table = self.tables[self.config.table_name_format.replace("${topic}", topic)]
+        table = self._table(topic)
         try:
             if self.mode == "upsert":
                 change = self._change(table, partition, offset, key, value)
@@ -287,7 +281,7 @@ class SparkParquetSinkTask(SinkTask):
             self.full.setdefault(tp, []).append(self.buffers.pop(tp))
             buffer = None
         if buffer is None:
-            buffer = self.buffers[tp] = _Buffer(tp.topic, tp.partition, self._table(tp.topic).path)
+            buffer = self.buffers[tp] = _Buffer(tp.topic, tp.partition)
             if self.config.rotate_schedule_interval_ms > 0:
                 buffer.deadline = _next_boundary(self.config.rotate_schedule_interval_ms, self.partitioner)
         return buffer
@@ -465,7 +459,7 @@ class SparkParquetSinkTask(SinkTask):
         started = time.monotonic()
         log.info("%s: flushing %s-%d offsets %d..%d", self.name, tp.topic, tp.partition, buffer.offsets[0],
                  buffer.offsets[-1])
-        table = self.tables[self.config.table_name_format.replace("${topic}", tp.topic)]
+        table = self._table(tp.topic)
         flush_dir = f"{self.lake.staging(tp.topic, tp.partition)}/{uuid.uuid4().hex}"
         if self.mode == "upsert":
             entry, rows = self._stage_upsert(tp, buffer, table, flush_dir)
@@ -611,10 +605,7 @@ def _key_value(change: _Change, column: str) -> Any:
 
 def _next_boundary(interval_ms: int, partitioner: Partitioner) -> float:
     """The next wall-clock multiple of ``interval_ms`` in the partitioner's time zone, in seconds."""
-
-    now_ms = int(time.time() * 1000)
-    offset_ms = zone_offset_ms(partitioner.zone, now_ms)
-    return (((now_ms + offset_ms) // interval_ms + 1) * interval_ms - offset_ms) / 1000
+    return (floor_in_zone(int(time.time() * 1000), interval_ms, partitioner.zone) + interval_ms) / 1000
 
 
 def _java_message(exc: BaseException) -> str:

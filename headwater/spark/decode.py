@@ -29,6 +29,7 @@ from headwater.kafka.records import (
     crc_ok,
     iter_batches,
 )
+from headwater.kafka.types import DecodeError, read_uvarint, read_varint
 
 __all__ = ["ARROW_SCHEMA", "ARROW_SCHEMA_NO_HEADERS", "Columns", "CorruptRecords", "decode_fetched"]
 
@@ -159,26 +160,6 @@ def _control_type(data: bytes | memoryview, pos: int, header: BatchHeader) -> in
         return -1
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint at ``pos``: (value, next position)."""
-    raw, pos = _raw_varint(data, pos)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def _raw_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint at ``pos`` (zig-zag not undone): (value, next position)."""
-    b = data[pos]
-    pos += 1
-    raw = b & 0x7F
-    shift = 7
-    while b & 0x80:
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        shift += 7
-    return raw, pos
-
-
 def _decode_records(data: bytes, header: BatchHeader, lo: int, hi: int, cols: Columns) -> None:
     # The hot loop, about 1.5 us a record. Varints of one and two bytes (deltas, lengths up to
     # 8 KiB) are decoded inline: a function call per field would cost more than the rest of the
@@ -206,7 +187,7 @@ def _decode_records(data: bytes, header: BatchHeader, lo: int, hi: int, cols: Co
                 v = (v & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                v, pos = _raw_varint(data, pos)
+                v, pos = read_uvarint(data, pos)
             ts_delta = (v >> 1) ^ -(v & 1)
             v = data[pos]  # offset delta
             if v < 0x80:
@@ -215,7 +196,7 @@ def _decode_records(data: bytes, header: BatchHeader, lo: int, hi: int, cols: Co
                 v = (v & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                v, pos = _raw_varint(data, pos)
+                v, pos = read_uvarint(data, pos)
             offset = base_offset + ((v >> 1) ^ -(v & 1))
             v = data[pos]  # key length
             if v < 0x80:
@@ -224,7 +205,7 @@ def _decode_records(data: bytes, header: BatchHeader, lo: int, hi: int, cols: Co
                 v = (v & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                v, pos = _raw_varint(data, pos)
+                v, pos = read_uvarint(data, pos)
             if v & 1:
                 key = None
             else:
@@ -237,7 +218,7 @@ def _decode_records(data: bytes, header: BatchHeader, lo: int, hi: int, cols: Co
                 v = (v & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                v, pos = _raw_varint(data, pos)
+                v, pos = read_uvarint(data, pos)
             if v & 1:
                 value = None
             else:
@@ -247,7 +228,7 @@ def _decode_records(data: bytes, header: BatchHeader, lo: int, hi: int, cols: Co
             pos += 1
             if count:
                 if count & 0x80:
-                    count, pos = _raw_varint(data, pos - 1)
+                    count, pos = read_uvarint(data, pos - 1)
                 count >>= 1
                 pos = _headers(data, pos, count, cols if with_headers else None)
             if pos > end:
@@ -262,7 +243,7 @@ def _decode_records(data: bytes, header: BatchHeader, lo: int, hi: int, cols: Co
             add_ts(base_ts + ts_delta)
             if with_headers:
                 cols.header_counts.append(count)
-    except IndexError:
+    except (IndexError, DecodeError):
         raise CorruptRecords(f"a record of the batch at offset {base_offset} runs past the batch's end") from None
     taken = len(offsets) - first
     if log_append:  # every record of the batch has the time the broker appended it
@@ -272,10 +253,10 @@ def _decode_records(data: bytes, header: BatchHeader, lo: int, hi: int, cols: Co
 
 def _headers(data: bytes, pos: int, count: int, cols: Columns | None) -> int:
     for _ in range(count):
-        n, pos = _varint(data, pos)
+        n, pos = read_varint(data, pos)
         hkey = data[pos: pos + max(n, 0)]
         pos += max(n, 0)
-        n, pos = _varint(data, pos)
+        n, pos = read_varint(data, pos)
         hvalue = None if n < 0 else data[pos: pos + n]
         pos += max(n, 0)
         if cols is not None:

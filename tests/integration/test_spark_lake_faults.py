@@ -18,16 +18,8 @@ from typing import Any
 
 import pytest
 from brokerproc import BrokerProcess
-from connectproc import ConnectProcess, unique, wait_for
-from test_spark_sink import (
-    JSON_PLAIN,
-    change_stream,
-    create_topic,
-    partition_ends,
-    produce,
-    sink,
-    table_rows,
-)
+from connectproc import ConnectProcess, create_topic, end_offsets, unique, wait_for
+from test_spark_sink import JSON_PLAIN, change_stream, produce, sink, table_rows
 from workerproc import BROKER_OVERRIDES, Cluster
 
 pytestmark = pytest.mark.timeout(300)
@@ -73,7 +65,7 @@ def test_append_is_exactly_once_when_the_tasks_worker_is_killed_mid_flush(dist_b
         committed_before = len(re.findall(r"committed \S+ offsets", killed_log))
         survivor = next(w for w in cluster.live)
         cluster.wait_running("lake", 1, timeout=60, on=[survivor])
-        ends = partition_ends(dist_broker.bootstrap, topic, 2)
+        ends = end_offsets(dist_broker.bootstrap, topic, 2)
 
         def done() -> bool:
             resp = survivor.call("GET", "/connectors/lake/tasks/0/metrics")
@@ -106,7 +98,7 @@ def test_upsert_table_is_right_after_crashes_mid_flush(spark, tmp_path: Path) ->
     with ConnectProcess(tmp_path / "up") as proc:
         create_topic(proc.bootstrap, topic, 2)
         produce(proc.bootstrap, topic, stream)
-        ends = partition_ends(proc.bootstrap, topic, 2)
+        ends = end_offsets(proc.bootstrap, topic, 2)
         proc.create(name, sink(lake, topic, **JSON_PLAIN, **{"cdc.mode": "upsert", "cdc.buckets": "4",
                                                              "flush.size": "2500",
                                                              "rotate.schedule.interval.ms": "1000"}))

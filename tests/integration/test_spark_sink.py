@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
-from connectproc import ConnectProcess, module_connect, unique, wait_for
+from connectproc import ConnectProcess, create_topic, end_offsets, module_connect, unique, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,11 +43,6 @@ def order(i: int) -> dict[str, Any]:
 def _utc(t: dt.datetime) -> dt.datetime:
     """Spark hands timestamps back in the session's zone (UTC here), naive."""
     return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
 
 
 def produce(bootstrap: str, topic: str, items: list[tuple[Any, Any]], partition: int | None = None,
@@ -255,7 +249,7 @@ def test_upsert_merges_creates_updates_deletes_and_key_changes(connect: ConnectP
     connect.create(name, sink(lake, topic, **JSON_PLAIN, **{
         "cdc.mode": "upsert", "cdc.buckets": "4", "flush.size": "400", "rotate.schedule.interval.ms": "1000",
         "table.name.format": "shop_${topic}"}))
-    ends = {p: n for p, n in enumerate(partition_ends(connect.bootstrap, topic, 2))}
+    ends = {p: n for p, n in enumerate(end_offsets(connect.bootstrap, topic, 2))}
     for p, end in ends.items():
         wait_committed(connect, name, topic, p, end)
     table = lake / "topics" / f"shop_{topic}"
@@ -264,16 +258,6 @@ def test_upsert_merges_creates_updates_deletes_and_key_changes(connect: ConnectP
     buckets = sorted(int(p.name.split("=")[1]) for p in table.iterdir() if p.name.startswith("_bucket="))
     assert set(buckets) <= set(range(8)) and len(buckets) >= 6  # 2 partitions x 4 buckets
     connect.ok("DELETE", f"/connectors/{name}")
-
-
-def partition_ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("ends")})
-    try:
-        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
-    finally:
-        c.close()
 
 
 def test_rotate_interval_by_record_time_daily_folders_and_zstd(connect: ConnectProcess, spark, tmp_path: Path) -> None:
