@@ -50,11 +50,17 @@ class EncodedBatch:
     (``SourceTask.encode_with`` / ``poll_encoded``): (topic, key, value, timestamp ms) each, bytes
     exactly as the converters would have written them. ``source_offset`` is the offset after the
     last record; it is committed once Kafka acknowledged every record of the batch (and of every
-    earlier one)."""
+    earlier one).
+
+    ``kafka_partition`` sends every record to that partition (else the key picks it, as Kafka's
+    default partitioner); ``headers``, when given, holds each record's headers in the header
+    converter's wire form, one list per record."""
 
     records: list[tuple[str, bytes | None, bytes | None, int | None]]
     source_partition: dict[str, Any]
     source_offset: dict[str, Any]
+    kafka_partition: int | None = None
+    headers: list[list[tuple[str, bytes | None]]] | None = None
 
     def __len__(self) -> int:
         return len(self.records)

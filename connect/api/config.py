@@ -9,6 +9,7 @@ map copied from Kafka's docs validates unchanged.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -92,6 +93,9 @@ def _to_str(value: Any) -> str:
     return str(value)
 
 
+_KEY = re.compile(r"^[a-z][a-z0-9_.-]*$")
+
+
 def field_errors(exc: ValidationError, model: type[BaseModel]) -> dict[str, list[str]]:
     """Pydantic errors keyed by Connect's dotted key (the field alias)."""
     aliases = {name: (f.alias or name) for name, f in model.model_fields.items()}
@@ -100,6 +104,13 @@ def field_errors(exc: ValidationError, model: type[BaseModel]) -> dict[str, list
         loc = err["loc"][0] if err["loc"] else "config"
         key = aliases.get(str(loc), str(loc))
         msg = err["msg"]
+        if not err["loc"]:
+            # a check across keys names the key it is about: "Value error, <key>: <problem>"
+            text = msg.removeprefix("Value error, ")
+            named, sep, problem = text.partition(": ")
+            if sep and _KEY.match(named):
+                out.setdefault(named, []).append(f"Invalid configuration {named}: {problem}")
+                continue
         if err["type"] == "missing":
             msg = f"Missing required configuration \"{key}\" which has no default value."
         else:

@@ -40,6 +40,9 @@ class Connector(ABC):
     version: ClassVar[str] = "1.0.0"
     #: Extra names ``connector.class`` may use, e.g. Kafka's Java class name.
     aliases: ClassVar[tuple[str, ...]] = ()
+    #: Runtime keys this connector's tasks use unless its config sets them (e.g. a mirror's
+    #: ``key.converter`` = ByteArrayConverter, so bytes are copied whatever the worker's default).
+    runtime_defaults: ClassVar[dict[str, str]] = {}
 
     context: ConnectorContext
 

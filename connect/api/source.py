@@ -73,9 +73,22 @@ class SourceTask(ABC):
         would (its tests must compare the two)."""
         return False
 
-    def poll_encoded(self) -> EncodedBatch | None | Awaitable[EncodedBatch | None]:
-        """What ``poll`` would return, already in the converters' wire form (see ``encode_with``)."""
+    def poll_encoded(self) -> EncodedBatch | list[EncodedBatch] | None | Awaitable[
+            EncodedBatch | list[EncodedBatch] | None]:
+        """What ``poll`` would return, already in the converters' wire form (see ``encode_with``): one
+        batch, or several (e.g. one per source partition)."""
         raise NotImplementedError
+
+    def commit_encoded(self, batch: EncodedBatch, placed: list[tuple[int, int]]) -> None:  # noqa: B027
+        """Every record of an encoded batch was acknowledged. ``placed`` says where they landed: for each
+        Kafka batch they went out in, (index in ``batch.records`` of its first record, that record's
+        offset); the records after it up to the next entry follow it offset by offset. Called in order,
+        before the batch's source offset is stored (a mirror writes its offset syncs from it)."""
+
+    def running_trace(self) -> str | None:
+        """Optional: text shown as this RUNNING task's trace in the connector's status (e.g. replication
+        lag); read at every offset commit, and written to the status when it changed."""
+        return None
 
     def stop(self) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """Stop: may be called while ``poll`` is waiting."""

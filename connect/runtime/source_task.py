@@ -62,6 +62,10 @@ class _Submitted:
     futures: list[asyncio.Future[Any]]
     offsets: dict[str, dict[str, Any]]
     records: list[tuple[SourceRecord, int, asyncio.Future[Any] | None]] = field(default_factory=list)
+    # encoded batches with, per run of records in one Kafka batch, (index of its first record, that record's
+    # position in the Kafka batch, the batch's ack future)
+    encoded: list[tuple[EncodedBatch, list[tuple[int, int, asyncio.Future[Any] | None]]]] = field(
+        default_factory=list)
 
 
 class WorkerSourceTask(RecordTask):
@@ -78,6 +82,8 @@ class WorkerSourceTask(RecordTask):
         self.outstanding: deque[_Submitted] = deque()
         self.partition_counts: dict[str, int] = {}
         self.wants_commit_record = type(self.task).commit_record is not SourceTask.commit_record
+        self.wants_commit_encoded = type(self.task).commit_encoded is not SourceTask.commit_encoded
+        self._rolled: dict[int, asyncio.Future[Any]] = {}  # full builders sent mid-poll, by id
         self.batched = self.uses_batches()
         self.encoded = False
         self.records_sent = 0
@@ -91,7 +97,7 @@ class WorkerSourceTask(RecordTask):
         self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector)))
         await call(self.task.start, self.task_config)
         if (type(self.task).poll_encoded is not SourceTask.poll_encoded and not self.chain
-                and not self.wants_commit_record and not self.errors.tolerate_all):
+                and (not self.wants_commit_record or self.wants_commit_encoded) and not self.errors.tolerate_all):
             self.encoded = bool(self.task.encode_with(self.key_converter, self.value_converter))
             if self.encoded:
                 log.info("task %s writes its records in the converters' wire form itself", self.id)
@@ -267,24 +273,42 @@ class WorkerSourceTask(RecordTask):
                    if batch.source_partition else {})
         await self._submit({tp: builder}, futures, offsets, len(values))
 
-    async def send_encoded(self, batch: EncodedBatch) -> None:
+    async def send_encoded(self, polled: EncodedBatch | list[EncodedBatch]) -> None:
         """The encoded path: bytes the task wrote, appended as they are."""
+        batches = polled if isinstance(polled, list) else [polled]
         builders: dict[tuple[str, int], Any] = {}
         futures: list[asyncio.Future[Any]] = []
         sticky: dict[str, int] = {}
         counts = self.partition_counts
-        last_tp: tuple[str, int] | None = None
-        builder: Any = None
-        for topic, key, value, timestamp in batch.records:
-            partition = 0 if counts.get(topic) == 1 else await self._partition_for(topic, key, sticky)
-            tp = (topic, partition)
-            if tp != last_tp:
-                builder, last_tp = self._builder(builders, tp), tp
-            if builder.append(timestamp=timestamp, key=key, value=value, headers=_NO_HEADERS) is None:
-                builder = builders[tp] = await self._roll(builder, tp, futures, timestamp, key, value, _NO_HEADERS)
-        offsets = ({offset_key(self.id.connector, batch.source_partition): batch.source_offset}
-                   if batch.source_partition else {})
-        await self._submit(builders, futures, offsets, len(batch.records))
+        offsets: dict[str, dict[str, Any]] = {}
+        placed: list[tuple[EncodedBatch, list[tuple[int, int, Any]]]] = []
+        count = 0
+        for batch in batches:
+            last_tp: tuple[str, int] | None = None
+            builder: Any = None
+            fixed = batch.kafka_partition
+            headers = batch.headers
+            starts: list[tuple[int, int, Any]] = []  # (first index, its position in the builder, builder)
+            for i, (topic, key, value, timestamp) in enumerate(batch.records):
+                partition = fixed if fixed is not None else (
+                    0 if counts.get(topic) == 1 else await self._partition_for(topic, key, sticky))
+                tp = (topic, partition)
+                hdrs = headers[i] if headers is not None else _NO_HEADERS
+                if tp != last_tp:
+                    builder, last_tp = self._builder(builders, tp), tp
+                    starts.append((i, builder.record_count(), builder))
+                if builder.append(timestamp=timestamp, key=key, value=value, headers=hdrs) is None:
+                    builder = builders[tp] = await self._roll(builder, tp, futures, timestamp, key, value, hdrs)
+                    starts.append((i, 0, builder))
+            if batch.source_partition:
+                offsets[offset_key(self.id.connector, batch.source_partition)] = batch.source_offset
+            placed.append((batch, starts))
+            count += len(batch.records)
+        sent_builders: dict[int, asyncio.Future[Any]] = {}
+        await self._submit(builders, futures, offsets, count, sent_builders)
+        if self.wants_commit_encoded:
+            self.outstanding[-1].encoded = [(batch, [(i, at, sent_builders.get(id(b))) for i, at, b in starts])
+                                            for batch, starts in placed]
 
     async def _partition_for(self, topic: str, key: bytes | None, sticky: dict[str, int]) -> int:
         """Kafka's default partitioner: murmur2 of the key, else one random partition per send."""
@@ -308,7 +332,9 @@ class WorkerSourceTask(RecordTask):
     async def _roll(self, full: Any, tp: tuple[str, int], futures: list[asyncio.Future[Any]], timestamp: int | None,
                     key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]]) -> Any:
         """Send a full builder and start the next one with the record that did not fit."""
-        await self._send_builder(full, tp[0], tp[1], futures)
+        fut = await self._send_builder(full, tp[0], tp[1], futures)
+        if fut is not None:
+            self._rolled[id(full)] = fut
         builder = self.producer.create_batch()
         if builder.append(timestamp=timestamp, key=key, value=value, headers=headers) is None:
             raise ValueError(f"record of {len(value or b'')} bytes does not fit in a batch")
@@ -331,8 +357,11 @@ class WorkerSourceTask(RecordTask):
         return fut
 
     async def _submit(self, builders: dict[tuple[str, int], Any], futures: list[asyncio.Future[Any]],
-                      offsets: dict[str, dict[str, Any]], count: int) -> dict[tuple[str, int], asyncio.Future[Any]]:
-        """Send the open builders and queue the poll's offsets behind all of its batches."""
+                      offsets: dict[str, dict[str, Any]], count: int,
+                      by_builder: dict[int, asyncio.Future[Any]] | None = None,
+                      ) -> dict[tuple[str, int], asyncio.Future[Any]]:
+        """Send the open builders and queue the poll's offsets behind all of its batches. ``by_builder``
+        (when given) gets each sent builder's ack future by ``id(builder)``, rolled ones included."""
         sent: dict[tuple[str, int], asyncio.Future[Any]] = {}
         self.topics.update(topic for topic, _ in builders)
         for topic, _ in builders:
@@ -341,6 +370,11 @@ class WorkerSourceTask(RecordTask):
             fut = await self._send_builder(builder, topic, partition, futures)
             if fut is not None:
                 sent[(topic, partition)] = fut
+                if by_builder is not None:
+                    by_builder[id(builder)] = fut
+        if by_builder is not None:
+            by_builder.update(self._rolled)
+        self._rolled.clear()
         self.outstanding.append(_Submitted(futures, offsets))
         self.records_sent += count
         return sent
@@ -362,6 +396,10 @@ class WorkerSourceTask(RecordTask):
                     md = acked.result()
                     meta = RecordMetadata(record.topic, partition, getattr(md, "offset", -1), record.timestamp)
                 await call(self.task.commit_record, record, meta)
+            for batch, starts in entry.encoded:
+                placed = [(i, fut.result().offset + at) for i, at, fut in starts
+                          if fut is not None and fut.exception() is None]
+                await call(self.task.commit_encoded, batch, placed)
         if not committable:
             return
         await self.offset_store.set(self.id.connector, committable)

@@ -235,6 +235,7 @@ class Worker:
                          target: TargetState) -> bool:
         try:
             config = self._task_config(task_id.connector, props)
+            props = {**self.connector_class(props).runtime_defaults, **props}
             task_cls = self._task_class(task_props, task_id.connector)
             task = task_cls()
             converters = (self._converter(props, "key.converter", True),

@@ -176,6 +176,7 @@ class RecordTask(WorkerTask):
         self.flush_interval = pipeline.flush_interval_ms / 1000
         self.topics = pipeline.topics
         self.commit_requested = False
+        self._trace: str | None = None
 
     async def execute(self) -> None:
         """Kafka's WorkerTask loop: one iteration at a time; offsets committed every
@@ -189,7 +190,22 @@ class RecordTask(WorkerTask):
             if self.commit_requested or time.monotonic() >= next_commit:
                 self.commit_requested = False
                 await self.commit_offsets()
+                self.refresh_trace()
                 next_commit = time.monotonic() + self.flush_interval
+
+    def refresh_trace(self) -> None:
+        """Show what the plugin task wants in its RUNNING status (``running_trace``), when it changed."""
+        running_trace = getattr(self.task, "running_trace", None)
+        if running_trace is None or self.state != State.RUNNING:
+            return
+        try:
+            trace = running_trace()
+        except Exception as exc:
+            log.warning("task %s: running_trace() failed", self.id, exc_info=exc)
+            return
+        if trace != self._trace:
+            self._trace = trace
+            self.report(State.RUNNING, trace)
 
     async def before_pause(self) -> None:
         await self.commit_offsets()  # what was delivered before the pause is committed, not held

@@ -65,9 +65,40 @@ def test_translation_follows_kafka_rules() -> None:
 def test_translation_keeps_old_syncs_thinned_for_lagging_groups() -> None:
     store = OffsetSyncStore()
     store.read_to_end = True
-    for i in range(1, 1001):
-        store.add(OffsetSync("t", 0, i * 10, i * 10 - 5))
-    assert store.translate("t", 0, 10_000) == 9_995
-    # a group far behind gets the sync it passed (10 -> 5, so 6) or none, never an offset ahead of it
-    assert store.translate("t", 0, 15) in (None, 6)
-    assert store.translate("t", 0, 9_995) == 9_986
+    for i in range(1, 1001):  # every run is broken: 10 upstream offsets become 9 downstream (a compacted gap)
+        store.add(OffsetSync("t", 0, i * 10, i * 9))
+    assert store.translate("t", 0, 10_000) == 9_000
+    # a group far behind gets the sync it passed (10 -> 9, so 10) or none, never an offset ahead of it
+    assert store.translate("t", 0, 15) in (None, 10)
+    assert store.translate("t", 0, 9_995) == 8_992
+
+
+def test_translation_is_exact_inside_a_run() -> None:
+    """Two syncs one run apart (both sides advanced by the same count): every offset between maps exactly."""
+    store = OffsetSyncStore()
+    store.read_to_end = True
+    store.add(OffsetSync("t", 0, 100, 1000))
+    store.add(OffsetSync("t", 0, 199, 1099))  # the end of the batch: 100 records, contiguous on both sides
+    assert [store.translate("t", 0, u) for u in (100, 101, 150, 199, 200)] == [1000, 1001, 1050, 1099, 1100]
+    store.add(OffsetSync("t", 0, 205, 1100))  # 200..204 compacted away upstream: a new run starts
+    assert store.translate("t", 0, 202) == 1100  # in the gap: the next record's offset, nothing skipped
+    assert store.translate("t", 0, 205) == 1100
+    store.add(OffsetSync("t", 0, 210, 1107))  # 5 records upstream, 7 downstream: re-sent records between
+    assert store.translate("t", 0, 207) == 1101  # not one run: one past the sync, never ahead
+
+
+def test_thinning_never_joins_two_runs_into_one() -> None:
+    store = OffsetSyncStore()
+    store.read_to_end = True
+    up = down = 0
+    for _ in range(200):  # alternating: a run of 10, then a jump of 5 upstream only
+        store.add(OffsetSync("t", 0, up, down))
+        store.add(OffsetSync("t", 0, up + 9, down + 9))
+        up, down = up + 15, down + 10
+    for u in range(0, up - 15):
+        got = store.translate("t", 0, u)
+        if got is None:
+            continue
+        block, within = divmod(u, 15)
+        exact = block * 10 + min(within, 10)  # the first record at or after u
+        assert got <= exact, (u, got, exact)  # never skips a record

@@ -1,0 +1,291 @@
+"""MirrorSourceConnector: records copied byte for byte from the source cluster into renamed topics.
+
+The connector keeps the target's topics in step with the source's (``topics.TopicSync``) and splits the
+topic-partitions over its tasks. A task reads its partitions with a plain consumer (no group: its
+position is the source offset ``{cluster, topic, partition}`` -> ``{offset}`` the worker stores after
+the records are acknowledged) and hands each partition's records to the worker as an encoded batch for
+the same partition number of the renamed topic: key, value, headers and timestamp as they were. Where
+each record landed becomes offset syncs (``syncs.OffsetSyncWriter``) for the checkpoint connector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, ClassVar
+
+from aiokafka import TopicPartition
+
+from headwater.connect.api import (
+    Converter,
+    EncodedBatch,
+    Header,
+    RecordMetadata,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+)
+from headwater.connect.api.data import OPTIONAL_BYTES_SCHEMA
+from headwater.connect.converters.bytearray_converter import ByteArrayConverter
+from headwater.connect.kafka.fetch import RecordFetcher
+
+from .config import BYTES, MirrorSourceConfig
+from .topics import TopicSync, decode_partitions, encode_partitions, ensure_internal_topic, reach
+
+__all__ = ["MirrorSourceConnector", "MirrorSourceTask"]
+
+log = logging.getLogger(__name__)
+
+ASSIGNED = "task.assigned.partitions"
+CLOSE_GRACE_S = 7.0  # past offset.flush.timeout.ms (5 s): the worker's last commit comes first
+_BYTES_DEFAULTS = {"key.converter": BYTES, "value.converter": BYTES, "header.converter": BYTES}
+
+
+def source_partition(cluster: str, topic: str, partition: int) -> dict[str, Any]:
+    """MM2's source partition of a mirrored topic-partition (MirrorUtils.wrapPartition)."""
+    return {"cluster": cluster, "topic": topic, "partition": partition}
+
+
+class MirrorSourceConnector(SourceConnector):
+    config_class = MirrorSourceConfig
+    aliases = ("org.apache.kafka.connect.mirror.MirrorSourceConnector",)
+    runtime_defaults: ClassVar[dict[str, str]] = _BYTES_DEFAULTS
+
+    def __init__(self) -> None:
+        self.config: MirrorSourceConfig | None = None
+        self.topics: TopicSync | None = None
+        self._loop: asyncio.Task[None] | None = None
+        self._admins: list[Any] = []
+
+    async def start(self, config: MirrorSourceConfig) -> None:
+        self.config = config
+        timeout = config.admin_timeout_ms
+        source = await reach(config.source, "source", timeout)
+        self._admins.append(source)
+        target = await reach(config.target, "target", timeout)
+        self._admins.append(target)
+        self.topics = TopicSync(config, source, target)
+        if config.emit_offset_syncs_enabled:
+            syncs_admin = source if config.offset_syncs_topic_location == "source" else target
+            await ensure_internal_topic(syncs_admin, config.policy().offset_syncs_topic(config.target_cluster_alias),
+                                        config.offset_syncs_topic_replication_factor, "offset-syncs")
+        await self.topics.refresh()
+        if config.sync_topic_configs_enabled:
+            await self.topics.sync_configs()
+        self._loop = asyncio.create_task(self._refresh_loop(), name=f"mirror-refresh-{config.name}")
+
+    async def _refresh_loop(self) -> None:
+        assert self.config is not None and self.topics is not None
+        config, topics = self.config, self.topics
+        next_configs = time.monotonic() + config.sync_topic_configs_interval_seconds
+        while True:
+            await asyncio.sleep(config.refresh_topics_interval_seconds if config.refresh_topics_enabled
+                                else config.sync_topic_configs_interval_seconds)
+            try:
+                if config.refresh_topics_enabled and await topics.refresh():
+                    log.info("connector %s: the topic-partitions to mirror changed; reconfiguring tasks", config.name)
+                    self.context.request_task_reconfiguration()
+                if config.sync_topic_configs_enabled and time.monotonic() >= next_configs:
+                    await topics.sync_configs()
+                    next_configs = time.monotonic() + config.sync_topic_configs_interval_seconds
+            except Exception as exc:  # a cluster away for a while: try again at the next interval
+                log.warning("connector %s: refreshing topics failed: %s", config.name, exc)
+
+    def task_class(self) -> type[SourceTask]:
+        return MirrorSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        assert self.config is not None and self.topics is not None
+        base = self.config.originals()
+        return [{**base, ASSIGNED: encode_partitions(tps)} for tps in self.topics.assignments(max_tasks)]
+
+    async def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+        for admin in self._admins:
+            try:
+                await admin.close()
+            except Exception:
+                log.debug("closing an admin client failed", exc_info=True)
+        self._admins.clear()
+
+
+class _Lag:
+    __slots__ = ("mirrored", "timestamp")
+
+    def __init__(self) -> None:
+        self.mirrored = -1  # upstream offset of the last acknowledged record
+        self.timestamp: int | None = None
+
+
+class MirrorSourceTask(SourceTask):
+    def __init__(self) -> None:
+        self.consumer: Any = None
+        self.fetcher: RecordFetcher | None = None
+        self.sync_producer: Any = None
+        self.syncs: Any = None
+        self.stopping = False
+        self._raw: dict[int, tuple[tuple[str, int], list[int], int | None]] = {}  # by id(batch)
+        self._closing: asyncio.Task[None] | None = None
+        self.lag: dict[tuple[str, int], _Lag] = {}
+        self.records_mirrored = 0
+
+    async def start(self, props: dict[str, str]) -> None:
+        from .syncs import OffsetSyncWriter
+
+        config = self.config = MirrorSourceConfig.model_validate(props)
+        self.cluster = config.source_cluster_alias
+        self.rename = TopicSync(config, None, None).target_topic
+        self.partitions = decode_partitions(props.get(ASSIGNED, ""))
+        self.targets = {t: self.rename(t) for t, _ in self.partitions}
+        self.poll_timeout = config.consumer_poll_timeout_ms
+        self.consumer = config.source.consumer(enable_auto_commit=False, auto_offset_reset="earliest",
+                                               group_id=None, client_id=f"mirror-{self.cluster}-source")
+        await self.consumer.start()
+        tps = [TopicPartition(t, p) for t, p in self.partitions]
+        self.consumer.assign(tps)
+        reader = self.context.offset_storage_reader
+        for tp in tps:
+            stored = reader.offset(source_partition(self.cluster, tp.topic, tp.partition))
+            if stored and isinstance(stored.get("offset"), int):
+                self.consumer.seek(tp, stored["offset"] + 1)  # the offset stored is the last record mirrored
+            else:
+                await self.consumer.seek_to_beginning(tp)
+            self.lag[(tp.topic, tp.partition)] = _Lag()
+        self.fetcher = RecordFetcher(self.consumer)
+        if config.emit_offset_syncs_enabled:
+            self.sync_producer = config.offset_syncs_cluster().producer(
+                acks="all", linger_ms=5, client_id=f"mirror-{self.cluster}-offset-syncs")
+            await self.sync_producer.start()
+            self.syncs = OffsetSyncWriter(self.sync_producer,
+                                          config.policy().offset_syncs_topic(config.target_cluster_alias))
+        log.info("mirroring %d partitions from %s: %s", len(tps), self.cluster, encode_partitions(self.partitions))
+
+    def encode_with(self, key_converter: Converter, value_converter: Converter) -> bool:
+        # Records are bytes already: copied as they are when the converters would do the same.
+        return isinstance(key_converter, ByteArrayConverter) and isinstance(value_converter, ByteArrayConverter)
+
+    async def _fetch(self) -> dict[Any, list[Any]]:
+        if self.stopping or self.fetcher is None or not self.partitions:
+            if not self.partitions:
+                await asyncio.sleep(self.poll_timeout / 1000)
+            return {}
+        return await self.fetcher.getmany(timeout_ms=self.poll_timeout, max_records=20000)
+
+    async def poll_encoded(self) -> list[EncodedBatch] | None:
+        fetched = await self._fetch()
+        if not fetched:
+            return None
+        batches = []
+        cluster = self.cluster
+        for tp, records in fetched.items():
+            target = self.targets[tp.topic]
+            rows = [(target, r.key, r.value, r.timestamp) for r in records]
+            headers = [list(r.headers) for r in records] if any(r.headers for r in records) else None
+            batch = EncodedBatch(rows, source_partition(cluster, tp.topic, tp.partition),
+                                 {"offset": records[-1].offset}, tp.partition, headers)
+            self._raw[id(batch)] = ((tp.topic, tp.partition), [r.offset for r in records], records[-1].timestamp)
+            batches.append(batch)
+        return batches
+
+    async def poll(self) -> list[SourceRecord] | None:
+        """The record path (converters other than bytes, or transforms): the same records as objects."""
+        fetched = await self._fetch()
+        out = []
+        for tp, records in fetched.items():
+            target, partition = self.targets[tp.topic], tp.partition
+            for r in records:
+                headers = [Header(k, v, OPTIONAL_BYTES_SCHEMA) for k, v in r.headers]
+                out.append(SourceRecord(target, r.value, r.key, partition, OPTIONAL_BYTES_SCHEMA,
+                                        OPTIONAL_BYTES_SCHEMA, r.timestamp, headers,
+                                        source_partition(self.cluster, tp.topic, partition), {"offset": r.offset}))
+        return out or None
+
+    async def commit_encoded(self, batch: EncodedBatch, placed: list[tuple[int, int]]) -> None:
+        tp, upstream, timestamp = self._raw.pop(id(batch))
+        count = len(upstream)
+        if self.syncs is not None:
+            for k, (start, downstream) in enumerate(placed):
+                end = placed[k + 1][0] if k + 1 < len(placed) else count
+                self.syncs.run(tp, upstream, start, end, downstream)
+            self.syncs.flush()
+            await self.syncs.send()
+        self._acked(tp, upstream[-1], timestamp, count)
+
+    async def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
+        if metadata is None:
+            return
+        upstream = record.source_offset["offset"]
+        tp = (record.source_partition["topic"], record.source_partition["partition"])
+        if self.syncs is not None:
+            self.syncs.record(tp, upstream, metadata.offset)
+        self._acked(tp, upstream, record.timestamp, 1)
+
+    async def commit(self) -> None:
+        if self.syncs is not None:
+            self.syncs.flush()
+            await self.syncs.send()
+
+    def _acked(self, tp: tuple[str, int], upstream: int, timestamp: int | None, count: int) -> None:
+        lag = self.lag.get(tp)
+        if lag is not None and upstream > lag.mirrored:
+            lag.mirrored, lag.timestamp = upstream, timestamp
+        self.records_mirrored += count
+
+    def replication_lag(self) -> dict[str, dict[str, Any]]:
+        """Per source topic-partition: records not yet mirrored (source end offset - next to mirror), and
+        at most how many seconds the oldest of them waits (now - the last mirrored record's timestamp)."""
+        now = time.time() * 1000
+        out: dict[str, dict[str, Any]] = {}
+        for (topic, partition), lag in self.lag.items():
+            end = self.consumer.highwater(TopicPartition(topic, partition)) if self.consumer is not None else None
+            if end is None:
+                continue
+            behind = max(0, end - (lag.mirrored + 1))
+            seconds = round(max(0.0, now - lag.timestamp) / 1000, 3) if behind and lag.timestamp else 0.0
+            out[f"{topic}-{partition}"] = {"target": f"{self.targets[topic]}-{partition}", "records": behind,
+                                           "seconds": seconds}
+        return out
+
+    def metrics(self) -> dict[str, Any]:
+        lag = self.replication_lag()
+        return {"records_mirrored": self.records_mirrored,
+                "offset_syncs_written": self.syncs.written if self.syncs is not None else 0,
+                "offset_syncs_failed": self.syncs.failed if self.syncs is not None else 0,
+                "replication_lag": lag,
+                "replication_lag_records": sum(v["records"] for v in lag.values()),
+                "replication_lag_seconds": max((v["seconds"] for v in lag.values()), default=0.0)}
+
+    def running_trace(self) -> str | None:
+        lag = self.replication_lag()
+        if not lag:
+            return None
+        lines = [f"replication lag from {self.cluster}: {sum(v['records'] for v in lag.values())} records, "
+                 f"at most {max(v['seconds'] for v in lag.values()):.3f} s"]
+        for name, v in sorted(lag.items())[:100]:
+            lines.append(f"  {name} -> {v['target']}: {v['records']} records, {v['seconds']:.3f} s")
+        return "\n".join(lines)
+
+    async def stop(self) -> None:
+        """Called while a poll may wait (at most ``consumer.poll.timeout.ms``) and before the worker's last
+        offset commit, whose offset syncs still need the producer: the clients close a little later."""
+        self.stopping = True
+        self._closing = asyncio.create_task(self._close_after(CLOSE_GRACE_S))
+
+    async def _close_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        consumer, self.consumer = self.consumer, None
+        producer, self.sync_producer = self.sync_producer, None
+        if self.syncs is not None and producer is not None:
+            try:
+                self.syncs.flush()
+                await self.syncs.send()
+            except Exception:
+                log.debug("sending the last offset syncs failed", exc_info=True)
+        for client in (consumer, producer):
+            if client is not None:
+                try:
+                    await client.stop()
+                except Exception:
+                    log.debug("stopping a mirror client failed", exc_info=True)

@@ -1,0 +1,180 @@
+"""What the source connector does to topics: find the ones to mirror, create them on the target with the
+source's partition count and configs, add partitions, keep configs in sync (MirrorSourceConnector's
+refresh and sync loops). Also the small admin helpers the other connectors share."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+from aiokafka.admin import NewPartitions
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from headwater.connect.api import ConnectException
+from headwater.connect.kafka.topics import create_topic
+
+from .config import Cluster, MirrorSourceConfig
+from .filters import NameFilter
+from .policy import ReplicationPolicy, is_cycle
+
+__all__ = ["TopicSync", "ensure_internal_topic", "partition_counts", "reach"]
+
+log = logging.getLogger(__name__)
+
+_DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source of a topic's own override
+
+
+async def reach(cluster: Cluster, side: str, timeout_ms: int) -> Any:
+    """A started admin client of ``cluster``; a ConnectException naming the cluster when it cannot be reached."""
+    admin = cluster.admin(request_timeout_ms=min(timeout_ms, 30000))
+    try:
+        await asyncio.wait_for(admin.start(), timeout_ms / 1000)
+        await asyncio.wait_for(admin.describe_cluster(), timeout_ms / 1000)
+    except Exception as exc:
+        await _close(admin)
+        reason = "no answer in time" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        raise ConnectException(f"could not reach the {side} cluster {cluster.alias!r} at "
+                               f"{cluster.bootstrap or '(no bootstrap.servers)'}: {reason}") from exc
+    return admin
+
+
+async def _close(admin: Any) -> None:
+    try:
+        await admin.close()
+    except Exception:
+        log.debug("closing an admin client failed", exc_info=True)
+
+
+async def partition_counts(admin: Any) -> dict[str, int]:
+    """Every topic of a cluster with its partition count."""
+    metadata = await admin._get_cluster_metadata()  # one Metadata request for all topics
+    out: dict[str, int] = {}
+    for entry in metadata.topics:
+        code, name, partitions = entry[0], entry[1], entry[-1]
+        if code == 0:
+            out[name] = len(partitions)
+    return out
+
+
+async def ensure_internal_topic(admin: Any, topic: str, replication_factor: int, what: str) -> None:
+    """A compacted single-partition topic (offset syncs, checkpoints, heartbeats), created when missing."""
+    if await create_topic(admin, topic, 1, replication_factor, {"cleanup.policy": "compact"}):
+        log.info("created the %s topic %s", what, topic)
+
+
+async def topic_configs(admin: Any, topics: list[str], keep: NameFilter | None = None) -> dict[str, dict[str, str]]:
+    """Each topic's own config overrides (not the broker's defaults), those ``keep`` accepts."""
+    if not topics:
+        return {}
+    result = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
+    out: dict[str, dict[str, str]] = {}
+    for response in result:
+        for resource in response.resources:
+            code, name, entries = resource[0], resource[3], resource[4]
+            if code:
+                continue
+            configs: dict[str, str] = {}
+            for entry in entries:
+                key, value = entry[0], entry[1]
+                source = entry[3] if len(entry) > 5 else (_DYNAMIC_TOPIC_CONFIG if entry[3] is False else 5)
+                if value is None or source != _DYNAMIC_TOPIC_CONFIG:
+                    continue
+                if keep is not None and not keep(key):
+                    continue
+                configs[key] = str(value)
+            out[name] = configs
+    return out
+
+
+class TopicSync:
+    """The source connector's view of both clusters' topics."""
+
+    def __init__(self, config: MirrorSourceConfig, source_admin: Any, target_admin: Any) -> None:
+        self.config = config
+        self.policy: ReplicationPolicy = config.policy()
+        self.filter = config.topic_filter()
+        self.config_keep = NameFilter("config.properties.exclude", ".*", "config.properties.exclude",
+                                         config.config_properties_exclude)
+        self.source_admin, self.target_admin = source_admin, target_admin
+        self.partitions: dict[str, int] = {}  # source topic -> partition count, the topics mirrored
+        self.skipped: set[str] = set()
+
+    def should_mirror(self, topic: str) -> bool:
+        """MM2's shouldReplicateTopic: the filter (heartbeats always), never internal, never a cycle."""
+        policy, target = self.policy, self.config.target_cluster_alias
+        if policy.is_internal_topic(topic):
+            return False
+        if not (self.filter(topic) or policy.is_heartbeats_topic(topic)):
+            return False
+        if is_cycle(policy, topic, target):
+            if topic not in self.skipped:
+                self.skipped.add(topic)
+                log.info("topic %s is not mirrored into %s: it came from %s (a cycle)", topic, target, target)
+            return False
+        return True
+
+    def target_topic(self, topic: str) -> str:
+        return self.policy.format_remote_topic(self.config.source_cluster_alias, topic)
+
+    async def refresh(self) -> bool:
+        """Read the source's topics, create or grow what is missing on the target; True when the set of
+        topic-partitions to mirror changed."""
+        source = await partition_counts(self.source_admin)
+        wanted = {t: n for t, n in source.items() if self.should_mirror(t)}
+        target = await partition_counts(self.target_admin)
+        new = [t for t in wanted if self.target_topic(t) not in target]
+        if new:
+            configs = (await topic_configs(self.source_admin, new, self.config_keep)
+                       if self.config.sync_topic_configs_enabled else {})
+            for topic in new:
+                created = await create_topic(self.target_admin, self.target_topic(topic), wanted[topic],
+                                             self.config.replication_factor, configs.get(topic, {}))
+                if created:
+                    log.info("created %s on %s with %d partitions, mirroring %s from %s", self.target_topic(topic),
+                             self.config.target_cluster_alias, wanted[topic], topic, self.config.source_cluster_alias)
+        grow = {self.target_topic(t): NewPartitions(total_count=n) for t, n in wanted.items()
+                if self.target_topic(t) in target and target[self.target_topic(t)] < n}
+        if grow:
+            await self.target_admin.create_partitions(grow)
+            for name, parts in grow.items():
+                log.info("grew %s on %s to %d partitions", name, self.config.target_cluster_alias, parts.total_count)
+        changed = wanted != self.partitions
+        self.partitions = wanted
+        return changed
+
+    async def sync_configs(self) -> None:
+        """Copy each mirrored topic's own configs to its target topic (MM2's sync.topic.configs)."""
+        topics = list(self.partitions)
+        source = await topic_configs(self.source_admin, topics, self.config_keep)
+        target = await topic_configs(self.target_admin, [self.target_topic(t) for t in topics], self.config_keep)
+        changes = []
+        for topic, configs in source.items():
+            remote = self.target_topic(topic)
+            if remote in target and target[remote] != configs:
+                changes.append(ConfigResource(ConfigResourceType.TOPIC, remote, configs=configs))
+        if changes:
+            await self.target_admin.alter_configs(changes)
+            log.info("synced the configs of %s", ", ".join(c.name for c in changes))
+
+    def assignments(self, max_tasks: int) -> list[list[tuple[str, int]]]:
+        """The topic-partitions split round-robin over at most ``max_tasks`` tasks (none when empty)."""
+        tps = [(t, p) for t in sorted(self.partitions) for p in range(self.partitions[t])]
+        tasks = min(max_tasks, len(tps))
+        return [tps[i::tasks] for i in range(tasks)] if tasks else []
+
+
+def encode_partitions(tps: list[tuple[str, int]]) -> str:
+    """MM2's ``task.assigned.partitions``: ``topic-partition`` entries, comma-separated."""
+    return ",".join(f"{t}-{p}" for t, p in tps)
+
+
+def decode_partitions(value: str) -> list[tuple[str, int]]:
+    out = []
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        topic, _, partition = item.rpartition("-")
+        if not topic or not re.fullmatch(r"\d+", partition):
+            raise ConnectException(f"task.assigned.partitions: {item!r} is not topic-partition")
+        out.append((topic, int(partition)))
+    return out

@@ -1,0 +1,98 @@
+"""Two real brokers and Connect workers over them, for the MirrorMaker tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+
+@dataclass(frozen=True)
+class Rec:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+
+
+def create(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(30)
+    del admin
+
+
+def grow(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, partitions)])[topic].result(30)
+
+
+def topics(bootstrap: str) -> dict[str, int]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+    return {name: len(t.partitions) for name, t in md.topics.items() if not t.error}
+
+
+def produce_keyed(bootstrap: str, topic: str, count: int, start: int = 0, headers: bool = True,
+                  base_ts: int = 1_700_000_000_000) -> None:
+    """``count`` keyed records (key k<i % 50>) with headers and a timestamp of their own each."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    for i in range(start, start + count):
+        hdrs = [("n", str(i).encode()), ("dup", b"a"), ("dup", b"b")] if headers and i % 3 else None
+        p.produce(topic, key=f"k{i % 50}".encode(), value=f"v{i}".encode() * (1 + i % 4), headers=hdrs,
+                  timestamp=base_ts + i)
+        if i % 5000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+
+def read_all(bootstrap: str, topic: str, expect: int | None = None, timeout: float = 60.0,
+             settle: float = 0.0) -> list[Rec]:
+    """Every record of ``topic`` (all partitions, from the beginning); waits for ``expect`` of them."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        parts = len(c.list_topics(topic, timeout=30).topics[topic].partitions)
+        c.assign([TopicPartition(topic, p, 0) for p in range(parts)])
+        out: list[Rec] = []
+        deadline = time.monotonic() + timeout
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            msgs = c.consume(10000, 0.2)
+            for m in msgs:
+                if m.error():
+                    continue
+                out.append(Rec(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()),
+                               m.timestamp()[1]))
+            if msgs:
+                quiet_since = time.monotonic()
+            if expect is not None and len(out) >= expect and time.monotonic() - quiet_since >= settle:
+                break
+            if expect is None and time.monotonic() - quiet_since > max(settle, 1.0):
+                break
+        return out
+    finally:
+        c.close()
+
+
+def by_partition(records: Iterable[Rec]) -> dict[int, list[tuple[Any, ...]]]:
+    """Each partition's records without their offsets, in order."""
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        out.setdefault(r.partition, []).append((r.key, r.value, r.headers, r.timestamp))
+    return out
+
+
+def mirror_config(name: str, cls: str, source: tuple[str, str], target: tuple[str, str],
+                  **extra: Any) -> dict[str, Any]:
+    """A MirrorMaker connector config from alias ``source[0]`` at ``source[1]`` into ``target``."""
+    return {"name": name, "connector.class": cls, "source.cluster.alias": source[0],
+            "target.cluster.alias": target[0], "source.cluster.bootstrap.servers": source[1],
+            "target.cluster.bootstrap.servers": target[1], "tasks.max": "2",
+            "refresh.topics.interval.seconds": "2", "refresh.groups.interval.seconds": "2",
+            "emit.checkpoints.interval.seconds": "1", "sync.group.offsets.interval.seconds": "1",
+            **{k.replace("_", "."): str(v) for k, v in extra.items()}}
