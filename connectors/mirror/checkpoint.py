@@ -17,7 +17,7 @@ import time
 from typing import Any, ClassVar
 
 from aiokafka import TopicPartition
-from aiokafka.protocol.commit import OffsetCommitRequest_v2
+from aiokafka.protocol.commit import OffsetCommitRequest
 
 from headwater.connect.api import SourceConnector, SourceRecord, SourceTask
 from headwater.connect.api.data import OPTIONAL_BYTES_SCHEMA
@@ -57,7 +57,7 @@ async def commit_group_offsets(admin: Any, group: str, offsets: dict[tuple[str, 
     by_topic: dict[str, list[tuple[int, int, str]]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
         by_topic.setdefault(topic, []).append((partition, offset, ""))
-    request = OffsetCommitRequest_v2(group, -1, "", -1, list(by_topic.items()))
+    request = OffsetCommitRequest(group, -1, "", -1, list(by_topic.items()))
     coordinator = await admin.find_coordinator(group)
     response = await admin._send_request_to_node(coordinator, request)
     failed = [(t, p, code) for t, parts in response.topics for p, code in parts if code]
@@ -145,6 +145,7 @@ class MirrorCheckpointTask(SourceTask):
         self.stopping = False
         self._clients: list[Any] = []
         self._reader: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None
         self.checkpoints_emitted = 0
         self.groups_synced = 0
 
@@ -164,6 +165,14 @@ class MirrorCheckpointTask(SourceTask):
         await self.syncs_consumer.start()
         self._clients.append(self.syncs_consumer)
         self._reader = asyncio.create_task(self._read_syncs(), name="mirror-offset-syncs-reader")
+        if config.sync_group_offsets_enabled and self.policy.format_remote_topic("x", "t") == "t":
+            log.info("replication.policy.class=IdentityReplicationPolicy: group offsets are synced into the topics "
+                     "of the same name on %s; a group there that also reads records %s's own producers write to "
+                     "those topics resumes at mirrored offsets", config.target_cluster_alias,
+                     config.target_cluster_alias)
+        if not config.sync_group_offsets_enabled:
+            log.info("sync.group.offsets.enabled=false: groups %s get checkpoints only, no offsets on %s",
+                     ", ".join(self.groups), config.target_cluster_alias)
         now = time.monotonic()
         self.next_checkpoint = now
         self.next_group_sync = now + min(config.sync_group_offsets_interval_seconds,
@@ -287,10 +296,15 @@ class MirrorCheckpointTask(SourceTask):
         self.stopping = True
         if self._reader is not None:
             self._reader.cancel()
-        asyncio.create_task(self._close_after(1.5))
+        self._closing = asyncio.create_task(self._close_after(1.5))
 
     async def _close_after(self, delay: float) -> None:
-        await asyncio.sleep(delay)  # a poll in flight returns first
+        try:
+            await asyncio.sleep(delay)  # a poll in flight returns first
+        finally:  # also when the process shuts down first (the pending task is cancelled)
+            await self._close()
+
+    async def _close(self) -> None:
         for client in self._clients:
             try:
                 await (client.close() if hasattr(client, "close") else client.stop())

@@ -274,7 +274,12 @@ class MirrorSourceTask(SourceTask):
         self._closing = asyncio.create_task(self._close_after(CLOSE_GRACE_S))
 
     async def _close_after(self, delay: float) -> None:
-        await asyncio.sleep(delay)
+        try:
+            await asyncio.sleep(delay)
+        finally:  # also when the process shuts down first (the pending task is cancelled)
+            await self._close()
+
+    async def _close(self) -> None:
         consumer, self.consumer = self.consumer, None
         producer, self.sync_producer = self.sync_producer, None
         if self.syncs is not None and producer is not None:

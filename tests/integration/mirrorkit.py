@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -96,3 +97,37 @@ def mirror_config(name: str, cls: str, source: tuple[str, str], target: tuple[st
             "refresh.topics.interval.seconds": "2", "refresh.groups.interval.seconds": "2",
             "emit.checkpoints.interval.seconds": "1", "sync.group.offsets.interval.seconds": "1",
             **{k.replace("_", "."): str(v) for k, v in extra.items()}}
+
+
+# -- MM2's internal records read with struct.unpack from the field layouts (not our decoders) -------------
+
+def _string(data: bytes, pos: int) -> tuple[str, int]:
+    (n,) = struct.unpack_from(">h", data, pos)
+    return data[pos + 2:pos + 2 + n].decode(), pos + 2 + n
+
+
+def unpack_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
+    """(topic, partition, upstream, downstream): key {topic STRING, partition INT32}, value {INT64, INT64}."""
+    topic, pos = _string(key, 0)
+    (partition,) = struct.unpack_from(">i", key, pos)
+    upstream, downstream = struct.unpack_from(">qq", value, 0)
+    return topic, partition, upstream, downstream
+
+
+def unpack_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int, str]:
+    """(group, topic, partition, upstream, downstream, metadata): value starts with version INT16 = 0."""
+    group, pos = _string(key, 0)
+    topic, pos = _string(key, pos)
+    (partition,) = struct.unpack_from(">i", key, pos)
+    version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
+    assert version == 0
+    metadata, _ = _string(value, 18)
+    return group, topic, partition, upstream, downstream, metadata
+
+
+def unpack_heartbeat(key: bytes, value: bytes) -> tuple[str, str, int]:
+    source, pos = _string(key, 0)
+    target, _ = _string(key, pos)
+    version, timestamp = struct.unpack(">hq", value)
+    assert version == 0
+    return source, target, timestamp

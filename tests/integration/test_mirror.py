@@ -6,16 +6,29 @@ the module. Records are produced with librdkafka and read back with it on the ot
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from brokerproc import BrokerProcess
+from confluent_kafka import Consumer, TopicPartition
 from connectproc import unique, wait_for
-from mirrorkit import by_partition, create, grow, mirror_config, produce_keyed, read_all, topics
+from mirrorkit import (
+    by_partition,
+    create,
+    grow,
+    mirror_config,
+    produce_keyed,
+    read_all,
+    topics,
+    unpack_checkpoint,
+    unpack_heartbeat,
+    unpack_offset_sync,
+)
 from workerproc import BROKER_OVERRIDES, Cluster, fast_settings
-
-from headwater.kafka.mirror import OffsetSync
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -70,9 +83,8 @@ def test_a_to_b_copies_every_record_byte_for_byte(brokers: tuple[BrokerProcess, 
     configs = admin.describe_configs([res])[res].result(30)
     assert configs["retention.ms"].value == "86400000"
     # offset syncs in MM2's format on the source cluster
-    syncs = [OffsetSync.decode(r.key, r.value) for r in read_all(a.bootstrap, "mm2-offset-syncs.B.internal")]
-    mine = [s for s in syncs if s.topic == topic]
-    assert {s.partition for s in mine} == set(range(6))
+    syncs = [unpack_offset_sync(r.key, r.value) for r in read_all(a.bootstrap, "mm2-offset-syncs.B.internal")]
+    assert {s[1] for s in syncs if s[0] == topic} == set(range(6))
     metrics = [worker.ok("GET", f"/connectors/{name}/tasks/{i}/metrics")["metrics"] for i in (0, 1)]
     assert sum(m["records_mirrored"] for m in metrics) == 9000
     assert all(set(m["replication_lag"]) and m["replication_lag_records"] == 0 for m in metrics)
@@ -109,3 +121,227 @@ def test_new_topics_and_partitions_show_up_on_b(brokers: tuple[BrokerProcess, Br
     wait_for(lambda: len(read_all(b.bootstrap, f"A.{first}", 500, timeout=5)) == 500, 60, 0.5, "grown topic")
     assert by_partition(read_all(b.bootstrap, f"A.{first}", 500)) == by_partition(read_all(a.bootstrap, first, 500))
     assert time.monotonic() - started < 60
+
+
+def test_internal_topics_are_mm2s_formats(brokers: tuple[BrokerProcess, BrokerProcess],
+                                          target_workers: Cluster) -> None:
+    """Offset syncs, checkpoints, heartbeats and source offsets, read with an independent reader."""
+    a, b = brokers
+    topic, group = unique("fmt"), unique("fmt-group")
+    create(a.bootstrap, topic, 2)
+    produce_keyed(a.bootstrap, topic, 1000, headers=False)
+    consumed = commit(a.bootstrap, topic, group, {0: 150, 1: 250})
+    worker = target_workers.workers[0]
+    names = {cls: unique(cls.rsplit(".", 1)[1]) for cls in (SOURCE, CHECKPOINT, HEARTBEAT)}
+    for cls, name in names.items():
+        worker.ok("PUT", f"/connectors/{name}/config", mirror_config(
+            name, cls, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, groups=group,
+            emit_heartbeats_interval_seconds=1))
+    wait_for(lambda: len(read_all(b.bootstrap, f"A.{topic}", 1000, timeout=5)) == 1000, 60, 0.5, "mirrored")
+
+    def checkpoints() -> list[tuple[str, str, int, int, int, str]]:
+        return [unpack_checkpoint(r.key, r.value) for r in read_all(b.bootstrap, "A.checkpoints.internal")
+                if r.key is not None]
+    wait_for(lambda: {c[2] for c in checkpoints() if c[0] == group} == {0, 1}, 60, 0.5, "a checkpoint per partition")
+    latest = {c[2]: c for c in checkpoints() if c[0] == group}
+    for partition, cp in latest.items():
+        assert cp[1] == f"A.{topic}" and cp[3] == consumed[partition]
+        assert cp[4] == consumed[partition]  # nothing else wrote to A.<topic>: same offsets, exactly
+    syncs = [unpack_offset_sync(r.key, r.value) for r in read_all(a.bootstrap, "mm2-offset-syncs.B.internal")]
+    assert {s[1] for s in syncs if s[0] == topic} == {0, 1}
+    assert all(s[2] == s[3] for s in syncs if s[0] == topic)  # one run each: upstream = downstream here
+    beats = [unpack_heartbeat(r.key, r.value) for r in read_all(b.bootstrap, "heartbeats")]
+    assert ("A", "B") in {(s, t) for s, t, _ in beats}
+    assert all(abs(ts - time.time() * 1000) < 300_000 for _, _, ts in beats)
+    # source offsets: Connect's JSON key [connector, {cluster, partition, topic}] -> {"offset": last mirrored}
+    offsets_topic = target_workers.settings["offset.storage.topic"]  # type: ignore[index]
+    stored = {}
+    for r in read_all(b.bootstrap, offsets_topic):
+        if r.key and r.value:
+            connector, part = json.loads(r.key)
+            if connector == names[SOURCE]:
+                stored[part["partition"]] = (part, json.loads(r.value))
+    assert set(stored) == {0, 1}
+    for partition, (part, offset) in stored.items():
+        assert part == {"cluster": "A", "topic": topic, "partition": partition}
+        assert offset["offset"] <= 999 and isinstance(offset["offset"], int)
+
+
+def commit(bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    c.close()
+    return offsets
+
+
+def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> dict[int, int]:
+    """Consume about ``count`` records in group ``group`` and commit; returns the committed offset per partition."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < count and time.monotonic() < deadline:
+        msgs = c.consume(min(500, count - seen), 1.0)
+        seen += sum(1 for m in msgs if not m.error())
+    c.commit(asynchronous=False)
+    committed = {tp.partition: tp.offset for tp in c.committed(c.assignment(), timeout=30) if tp.offset >= 0}
+    c.close()
+    return committed
+
+
+@pytest.mark.parametrize("policy", ["DefaultReplicationPolicy", "IdentityReplicationPolicy"])
+def test_consumer_fails_over_to_b_without_skipping_a_record(brokers: tuple[BrokerProcess, BrokerProcess],
+                                                           target_workers: Cluster, policy: str) -> None:
+    """A group stops half-way on A; with the same group id on B it reads exactly the rest: none skipped,
+    none twice (translation exact to the record, group offsets synced by default)."""
+    a, b = brokers
+    topic, group = unique("failover"), unique("app")
+    create(a.bootstrap, topic, 3)
+    produce_keyed(a.bootstrap, topic, 4000, headers=False)
+    worker = target_workers.workers[0]
+    for cls in (SOURCE, CHECKPOINT):
+        name = unique(cls.rsplit(".", 1)[1])
+        worker.ok("PUT", f"/connectors/{name}/config", mirror_config(
+            name, cls, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, groups=group,
+            replication_policy_class=policy))
+    produce_keyed(a.bootstrap, topic, 2000, start=4000, headers=False)  # mirrored in other batches
+    committed = consume_and_commit(a.bootstrap, topic, group, 2777)
+    read_on_a = read_group(a.bootstrap, topic, group, committed)
+    remote = topic if policy.startswith("Identity") else f"A.{topic}"
+    wait_for(lambda: len(read_all(b.bootstrap, remote, 6000, timeout=5)) == 6000, 60, 0.5, "mirrored")
+
+    def synced() -> dict[int, int]:
+        return committed_offsets(b.bootstrap, group, remote, 3)
+    wait_for(lambda: all(synced().get(p, -1) >= 0 for p in committed), 60, 0.5, "group offsets synced on B")
+    from headwater.connectors.mirror import RemoteClusterUtils
+    translated = RemoteClusterUtils.translate_offsets({"bootstrap.servers": b.bootstrap,
+                                                       "replication.policy.class": policy}, "A", group)
+    assert {tp.partition: off for tp, off in translated.items() if tp.topic == remote} == synced()
+    # the same group id on B, from the synced offsets
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([remote])
+    read_on_b: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(read_on_a) + len(read_on_b) < 6000 and time.monotonic() < deadline:
+        read_on_b.extend(m.value() for m in c.consume(1000, 0.5) if not m.error())
+    time.sleep(1.0)
+    read_on_b.extend(m.value() for m in c.consume(1000, 1.0) if not m.error())
+    c.close()
+    everything = {f"v{i}".encode() * (1 + i % 4) for i in range(6000)}
+    seen = Counter(read_on_a + read_on_b)
+    skipped = everything - set(seen)
+    duplicates = sum(n - 1 for n in seen.values())
+    assert not skipped, f"{len(skipped)} records skipped"
+    assert duplicates == 0, f"{duplicates} records read twice"
+
+
+def read_group(bootstrap: str, topic: str, group: str, committed: dict[int, int]) -> list[bytes]:
+    """The values a group consumed on a cluster: everything below its committed offsets."""
+    return [r.value for r in read_all(bootstrap, topic, sum(committed.values()) + 1, timeout=5)
+            if r.offset < committed.get(r.partition, 0)]
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return {tp.partition: tp.offset for tp in c.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=30) if tp.offset >= 0}
+    finally:
+        c.close()
+
+
+def test_a_and_b_both_ways_never_loop(brokers: tuple[BrokerProcess, BrokerProcess], tmp_path: Path) -> None:
+    a, b = brokers
+    prefix = unique("bidi")
+    create(a.bootstrap, f"{prefix}-a", 2)
+    create(b.bootstrap, f"{prefix}-b", 2)
+    produce_keyed(a.bootstrap, f"{prefix}-a", 200, headers=False)
+    produce_keyed(b.bootstrap, f"{prefix}-b", 300, headers=False)
+    tag_b, tag_a = unique("mm-b"), unique("mm-a")
+    with Cluster(tmp_path / "on-b", b.bootstrap, tag_b, worker_settings(tag_b)) as on_b, \
+            Cluster(tmp_path / "on-a", a.bootstrap, tag_a, worker_settings(tag_a)) as on_a:
+        on_b.start(1)
+        on_a.start(1)
+        pattern = f".*{prefix}.*"  # lets the remote topics through the filter: only the cycle check stops them
+        on_b.workers[0].ok("PUT", "/connectors/a-to-b/config", mirror_config(
+            "a-to-b", SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=pattern))
+        on_a.workers[0].ok("PUT", "/connectors/b-to-a/config", mirror_config(
+            "b-to-a", SOURCE, ("B", b.bootstrap), ("A", a.bootstrap), topics=pattern))
+        wait_for(lambda: len(read_all(b.bootstrap, f"A.{prefix}-a", 200, timeout=5)) == 200, 60, 0.5, "A -> B")
+        wait_for(lambda: len(read_all(a.bootstrap, f"B.{prefix}-b", 300, timeout=5)) == 300, 60, 0.5, "B -> A")
+        time.sleep(5)  # two more refreshes of each side's topics (every 2 s)
+        on_a_topics = {t for t in topics(a.bootstrap) if prefix in t}
+        on_b_topics = {t for t in topics(b.bootstrap) if prefix in t}
+        assert on_a_topics == {f"{prefix}-a", f"B.{prefix}-b"}
+        assert on_b_topics == {f"{prefix}-b", f"A.{prefix}-a"}
+        assert "topic A." in on_a.logs() or "a cycle" in on_a.logs()
+
+
+def test_mirror_worker_killed_mid_stream_loses_nothing(brokers: tuple[BrokerProcess, BrokerProcess],
+                                                      tmp_path: Path) -> None:
+    a, b = brokers
+    topic = unique("crash")
+    create(a.bootstrap, topic, 4)
+    tag = unique("mm-crash")
+    stop = threading.Event()
+    produced = [0]
+
+    def keep_producing() -> None:
+        while not stop.is_set() and produced[0] < 40_000:
+            produce_keyed(a.bootstrap, topic, 2000, start=produced[0], headers=False)
+            produced[0] += 2000
+
+    with Cluster(tmp_path, b.bootstrap, tag, worker_settings(tag)) as cluster:
+        cluster.start(1)
+        cluster.workers[0].ok("PUT", "/connectors/crash/config", mirror_config(
+            "crash", SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, tasks_max=2))
+        producer = threading.Thread(target=keep_producing)
+        producer.start()
+        try:
+            wait_for(lambda: sum(r.partition >= 0 for r in read_all(b.bootstrap, f"A.{topic}", 3000, timeout=5))
+                     >= 3000, 60, 0.5, "mirroring under way")
+            cluster.workers[0].kill()
+            time.sleep(1.0)
+            cluster.start(1)
+        finally:
+            time.sleep(2.0)
+            stop.set()
+            producer.join(60)
+        total = produced[0]
+        wait_for(lambda: len({r.value for r in read_all(b.bootstrap, f"A.{topic}", total, timeout=5)}) >= total,
+                 90, 1.0, "every record on B after the restart")
+    mirrored = read_all(b.bootstrap, f"A.{topic}", total)
+    source = read_all(a.bootstrap, topic, total)
+    assert {(r.partition, r.key, r.value) for r in source} <= {(r.partition, r.key, r.value) for r in mirrored}
+    assert len(source) == total
+
+
+def test_bad_configs_are_refused_and_create_nothing(brokers: tuple[BrokerProcess, BrokerProcess],
+                                                   target_workers: Cluster) -> None:
+    a, b = brokers
+    worker = target_workers.workers[0]
+    before = set(topics(b.bootstrap)), set(topics(a.bootstrap))
+    cases = {
+        "target.cluster.alias": {"target.cluster.alias": "A"},  # a flow into itself
+        "topics": {"topics": "orders-(["},  # does not compile
+        "source.cluster.alias": {"source.cluster.alias": "not an alias!"},
+        "replication.policy.class": {"replication.policy.class": "MyPolicy"},
+    }
+    for key, change in cases.items():
+        config = {**mirror_config("bad", SOURCE, ("A", a.bootstrap), ("B", b.bootstrap)), **change}
+        validated = worker.ok("PUT", "/connector-plugins/MirrorSourceConnector/config/validate", config)
+        errors = {c["value"]["name"]: c["value"]["errors"] for c in validated["configs"] if c["value"]["errors"]}
+        assert key in errors, (key, errors)
+        resp = worker.call("PUT", "/connectors/bad/config", config)
+        assert resp.status == 400 and key in resp.json["message"], resp
+    assert (set(topics(b.bootstrap)), set(topics(a.bootstrap))) == before
+    # an unreachable cluster: the connector fails with the reason in its trace, nothing is created
+    config = {**mirror_config("unreachable", SOURCE, ("A", "127.0.0.1:1"), ("B", b.bootstrap)),
+              "admin.timeout.ms": "5000"}
+    worker.ok("PUT", "/connectors/unreachable/config", config)
+    status = wait_for(lambda: (s := worker.status("unreachable")) and s["connector"]["state"] == "FAILED" and s,
+                      30, 0.5, "the connector FAILED")
+    assert "could not reach the source cluster 'A' at 127.0.0.1:1" in status["connector"]["trace"]
+    assert (set(topics(b.bootstrap)), set(topics(a.bootstrap))) == before
