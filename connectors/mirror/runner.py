@@ -32,7 +32,7 @@ from headwater.properties import format_validation_error, load_properties
 
 from .dedicated import CONNECTORS, Flow, MirrorConfigError, MirrorMakerConfig
 
-__all__ = ["FlowPlan", "plan_mirror", "serve_mirror"]
+__all__ = ["FlowPlan", "describe", "plan_mirror", "serve_mirror"]
 
 log = logging.getLogger("headwater.mirror")
 
@@ -136,7 +136,8 @@ async def serve_mirror(source: str | Path | Mapping[str, str] | list[FlowPlan], 
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.error("%s failed: %s", what, exc)
+                log.error("%s failed: %s", what, describe(exc))
+                log.debug("%s failed", what, exc_info=True)
                 failures.append(exc)
                 halt.set()
                 return
@@ -170,12 +171,14 @@ async def serve_mirror(source: str | Path | Mapping[str, str] | list[FlowPlan], 
                        must_run=True) for plan in plans]
     try:
         await halt.wait()
+        log.info("Headwater MirrorMaker stopping %d flows", len(plans))
         await asyncio.gather(*workers, return_exceptions=True)
     finally:
         relay_task.cancel()
         for task in list(background):
             task.cancel()
         await asyncio.gather(relay_task, *background, return_exceptions=True)
+    log.info("Headwater MirrorMaker stopped")
     if failures:
         raise failures[0]
 
@@ -204,6 +207,11 @@ async def _configure(plan: FlowPlan, herder: Herder, halt: asyncio.Event) -> Non
                 return
             except (NotLeader, NotFound):
                 pass  # leadership moved, or another leader already removed it: look again
+            except ConfigErrors:
+                raise  # the checks of plan_mirror passed, so the worker itself differs: nothing to retry
+            except Exception as exc:  # the config topic out of reach for a moment: try again
+                log.warning("flow %s: writing the connector configs failed (%s); retrying", plan.label,
+                            describe(exc))
         elif not told:
             log.info("flow %s: the leader of group %s writes the connector configs", plan.label,
                      plan.worker.group_id)
@@ -212,6 +220,12 @@ async def _configure(plan: FlowPlan, herder: Herder, halt: asyncio.Event) -> Non
             await asyncio.wait_for(halt.wait(), CONFIG_RECHECK_SECONDS)
         except TimeoutError:
             pass
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message``, once (aiokafka's messages already start with their type)."""
+    text, kind = str(exc), type(exc).__name__
+    return text if text.startswith(kind) else f"{kind}: {text}" if text else kind
 
 
 def _is_leader(herder: Herder) -> bool:

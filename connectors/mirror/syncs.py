@@ -2,11 +2,11 @@
 
 MM2 writes a sync when the downstream offset drifted ``offset.lag.max`` past the last one, so a group
 translated between two syncs may re-read up to that many records after a failover. Here a run of
-records whose upstream and downstream offsets both advance by one needs no sync inside it: a sync is
-written where a run starts (the first record, and wherever either side jumps: a compacted gap
-upstream, a re-sent record downstream) and for the last record of every acknowledged batch. Between
-two syncs the offsets then move in step exactly when no run started in between, which is what
-``OffsetSyncStore`` checks to translate to the record.
+records whose upstream and downstream offsets both advance by one needs no sync inside it: syncs are
+written for both ends of every run (a run ends where either side jumps: a compacted gap upstream, a
+re-sent or foreign record downstream) and for the last record of every acknowledged batch. Two syncs
+in a row then either lie on one run (their offsets moved in step) or are the end of one run and the
+start of the next, which is what ``OffsetSyncStore`` needs to translate to the record.
 """
 
 from __future__ import annotations
@@ -27,13 +27,15 @@ class OffsetSyncWriter:
     def __init__(self, producer: Any, topic: str) -> None:
         self.producer, self.topic = producer, topic
         self._last: dict[tuple[str, int], tuple[int, int]] = {}  # last acknowledged (upstream, downstream)
-        self._pending: dict[tuple[str, int], tuple[int, int]] = {}  # the last record, when not synced yet
+        self._pending: dict[tuple[str, int], tuple[int, int]] = {}  # the last record acknowledged, to sync
+        self._synced: dict[tuple[str, int], tuple[int, int]] = {}  # the last sync written
         self._queue: list[OffsetSync] = []
         self.written = 0
         self.failed = 0
 
     def _emit(self, tp: tuple[str, int], upstream: int, downstream: int) -> None:
         self._queue.append(OffsetSync(tp[0], tp[1], upstream, downstream))
+        self._synced[tp] = (upstream, downstream)
 
     async def send(self) -> None:
         """Hand the syncs written so far to the producer (delivery is not waited for: a lost sync makes
@@ -49,37 +51,43 @@ class OffsetSyncWriter:
             self.failed += 1
             log.warning("an offset sync to %s was not delivered: %s", self.topic, fut.exception())
 
+    def _starts_run(self, tp: tuple[str, int], before: tuple[int, int] | None, upstream: int, downstream: int) -> None:
+        """A run starts here: sync the end of the one before (when it has none) and this record."""
+        if before is not None and self._synced.get(tp) != before:
+            self._emit(tp, *before)
+        self._emit(tp, upstream, downstream)
+
     def record(self, tp: tuple[str, int], upstream: int, downstream: int) -> None:
-        """One acknowledged record: a sync when it starts a run, else it becomes the pending end."""
+        """One acknowledged record: synced when it starts a run; it is the pending end until the next one."""
         last = self._last.get(tp)
         self._last[tp] = (upstream, downstream)
         if last is None or upstream != last[0] + 1 or downstream != last[1] + 1:
-            self._emit(tp, upstream, downstream)
-            self._pending.pop(tp, None)
-        else:
-            self._pending[tp] = (upstream, downstream)
+            self._starts_run(tp, last, upstream, downstream)
+        self._pending[tp] = (upstream, downstream)
 
     def run(self, tp: tuple[str, int], upstream: list[int], start: int, end: int, downstream: int) -> None:
         """Records ``upstream[start:end]`` landed at ``downstream``, ``downstream + 1``, ... in one Kafka batch."""
         if start >= end:
             return
         self.record(tp, upstream[start], downstream)
-        if upstream[end - 1] - upstream[start] != end - 1 - start:  # a gap upstream inside the run
-            previous = upstream[start]
-            for i in range(start + 1, end - 1):
-                offset = upstream[i]
-                if offset != previous + 1:
-                    self._emit(tp, offset, downstream + i - start)
-                previous = offset
-        if end - 1 > start:
-            self.record(tp, upstream[end - 1], downstream + end - 1 - start)
+        last = end - 1
+        if last > start:
+            if upstream[last] - upstream[start] != last - start:  # a gap upstream inside the run
+                previous = upstream[start]
+                for i in range(start + 1, end):
+                    offset = upstream[i]
+                    if offset != previous + 1:
+                        self._starts_run(tp, (previous, downstream + i - 1 - start), offset, downstream + i - start)
+                    previous = offset
+            self._last[tp] = self._pending[tp] = (upstream[last], downstream + last - start)
 
     def flush(self) -> None:
-        """Write the pending end of every run: the last record of what was acknowledged."""
-        for tp, (upstream, downstream) in self._pending.items():
-            self._emit(tp, upstream, downstream)
+        """Write the pending end of every run (the last record acknowledged), unless it has its sync."""
+        for tp, end in self._pending.items():
+            if self._synced.get(tp) != end:
+                self._emit(tp, *end)
         self._pending.clear()
 
     def forget(self, tp: tuple[str, int]) -> None:
-        self._last.pop(tp, None)
-        self._pending.pop(tp, None)
+        for known in (self._last, self._pending, self._synced):
+            known.pop(tp, None)
