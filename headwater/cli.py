@@ -1,7 +1,8 @@
 """The ``headwater`` command: every subcommand of the product.
 
 ``broker`` runs a broker, ``connect standalone|distributed`` a Connect worker, ``up`` both in
-one process. Subcommands import their room lazily, so ``headwater broker`` never loads Connect.
+one process, ``mirror`` MirrorMaker 2's dedicated mode (and ``mirror translate-offsets``).
+Subcommands import their room lazily, so ``headwater broker`` never loads Connect.
 """
 
 from __future__ import annotations
@@ -95,6 +96,90 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mirror(args: argparse.Namespace) -> int:
+    if args.properties == "translate-offsets":
+        return _translate_offsets(args)
+    given = [flag for flag, value in (("--cluster", args.cluster), ("--source", args.source),
+                                      ("--group", args.group), ("--bootstrap-server", args.bootstrap_server),
+                                      ("--config", args.config), ("--json", args.json)) if value]
+    if args.properties is None or given:
+        print("headwater mirror: give the mm2.properties file (headwater mirror mm2.properties [--clusters B ...]); "
+              + (f"{', '.join(given)} belong to headwater mirror translate-offsets" if given else
+                 "with --clusters, name the file first"), file=sys.stderr)
+        return 2
+    from aiokafka.errors import KafkaError
+
+    from headwater.connect.herder.membership import MembershipFailed
+    from headwater.connect.storage.kafka_log import InternalTopicError
+    from headwater.connectors.mirror.dedicated import MirrorConfigError
+    from headwater.connectors.mirror.runner import describe, plan_mirror, serve_mirror
+
+    plans = _load("headwater mirror: invalid configuration", lambda: plan_mirror(args.properties, args.clusters),
+                  (MirrorConfigError, ConfigError, OSError))
+    if plans is None:
+        return 2
+    try:
+        run(lambda stop: serve_mirror(plans, args.clusters, stop))
+    except (InternalTopicError, MembershipFailed) as exc:
+        print(f"headwater mirror: {exc}", file=sys.stderr)
+        return 2
+    except (KafkaError, TimeoutError, OSError) as exc:  # a cluster out of reach: the log names the flow
+        print(f"headwater mirror: {describe(exc)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _translate_offsets(args: argparse.Namespace) -> int:
+    import json
+
+    from headwater.connectors.mirror.client import RemoteClusterUtils
+    from headwater.connectors.mirror.dedicated import MirrorConfigError, cluster_client_settings
+    from headwater.connectors.mirror.runner import describe
+    from headwater.properties import load_properties
+
+    me = "headwater mirror translate-offsets"
+    missing = [flag for flag, value in (("--cluster", args.cluster), ("--source", args.source),
+                                        ("--group", args.group)) if not value]
+    if missing or args.clusters:
+        print(f"{me}: " + (f"{', '.join(missing)} required" if missing else "--clusters is for running flows; "
+                           "name the cluster with --cluster"), file=sys.stderr)
+        return 2
+    props: dict[str, str] = {}
+    if args.config:
+        loaded = _load(f"{me}: invalid configuration",
+                       lambda: cluster_client_settings(load_properties(args.config), args.cluster, args.source),
+                       (MirrorConfigError, ConfigError, OSError))
+        if loaded is None:
+            return 2
+        props = loaded
+    if args.bootstrap_server:
+        props["bootstrap.servers"] = args.bootstrap_server
+    if not props.get("bootstrap.servers"):
+        print(f"{me}: no bootstrap servers for {args.cluster}: give --bootstrap-server HOST:PORT, or --config "
+              f"mm2.properties with {args.cluster}.bootstrap.servers", file=sys.stderr)
+        return 2
+    try:
+        offsets = RemoteClusterUtils.translate_offsets(props, args.source, args.group, args.timeout)
+    except Exception as exc:  # unreachable cluster, timeout, unreadable topic: say which and stop
+        print(f"{me}: could not read the checkpoints of {args.source} on {args.cluster} "
+              f"({props['bootstrap.servers']}): {describe(exc)}", file=sys.stderr)
+        return 1
+    if not offsets:
+        print(f"{me}: no checkpoints of group {args.group!r} from {args.source} on {args.cluster} "
+              f"({props['bootstrap.servers']}): is the flow {args.source}->{args.cluster} running with "
+              f"MirrorCheckpointConnector, and has the group committed offsets on {args.source}?", file=sys.stderr)
+        return 1
+    rows = sorted((tp.topic, tp.partition, offset) for tp, offset in offsets.items())
+    if args.json:
+        print(json.dumps([{"topic": t, "partition": p, "offset": o} for t, p, o in rows], indent=2))
+        return 0
+    width = max(len("TOPIC"), *(len(t) for t, _, _ in rows))
+    print(f"{'TOPIC':<{width}}  {'PARTITION':>9}  {'OFFSET':>12}")
+    for topic, partition, offset in rows:
+        print(f"{topic:<{width}}  {partition:>9}  {offset:>12}")
+    return 0
+
+
 def _add_set(parser: argparse.ArgumentParser, text: str, flag: str = "--set") -> None:
     """A repeatable ``--set KEY=VALUE`` (or ``flag``) property override."""
     parser.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", help=text)
@@ -133,6 +218,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_set(up, "override one broker property, e.g. --broker-set num.partitions=6 (repeatable)",
              "--broker-set")
     up.set_defaults(func=_up)
+
+    # One subcommand for both of MM2's commands: the first word is the mm2.properties file, or
+    # translate-offsets (a file name cannot be told from a sub-subcommand by argparse itself).
+    mirror = sub.add_parser(
+        "mirror", help="MirrorMaker 2's dedicated mode, and translate-offsets",
+        usage="headwater mirror mm2.properties [--clusters B [C ...]]\n"
+              "       headwater mirror translate-offsets --cluster B --source A --group G "
+              "[--bootstrap-server HOST:PORT] [--config mm2.properties] [--json]",
+        description="Run the flows of an mm2.properties file (as connect-mirror-maker.sh), or print the offsets a "
+                    "consumer group may resume from on a cluster, from the checkpoints mirrored into it.")
+    mirror.add_argument("properties", nargs="?", metavar="mm2.properties|translate-offsets",
+                        help="MirrorMaker 2 properties file, or translate-offsets")
+    mirror.add_argument("--clusters", nargs="+", metavar="ALIAS",
+                        help="run only the flows into these clusters (default: every enabled flow)")
+    offsets = mirror.add_argument_group("translate-offsets")
+    offsets.add_argument("--cluster", help="the cluster the group moves to (checkpoints are read there)")
+    offsets.add_argument("--source", help="the cluster the group comes from")
+    offsets.add_argument("--group", help="the consumer group")
+    offsets.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the --cluster's brokers")
+    offsets.add_argument("--config", metavar="mm2.properties",
+                         help="read the --cluster's client settings (<cluster>.bootstrap.servers, ...) from here")
+    offsets.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    offsets.add_argument("--timeout", type=float, default=30.0, help="seconds to read the checkpoints (default 30)")
+    mirror.set_defaults(func=_mirror)
     return parser
 
 

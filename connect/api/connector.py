@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ValidationError
@@ -50,8 +51,8 @@ class Connector(ABC):
         self.context = context
 
     @abstractmethod
-    def start(self, config: Any) -> None:
-        """Start with the validated config (an instance of ``config_class``)."""
+    def start(self, config: Any) -> None | Awaitable[None]:
+        """Start with the validated config (an instance of ``config_class``); may be ``async``."""
 
     @abstractmethod
     def task_class(self) -> type[SourceTask] | type[SinkTask]:
@@ -61,8 +62,8 @@ class Connector(ABC):
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         """One config map per task, at most ``max_tasks``."""
 
-    def stop(self) -> None:  # noqa: B027 - optional hook
-        """Release what ``start`` acquired."""
+    def stop(self) -> None | Awaitable[None]:  # noqa: B027 - optional hook
+        """Release what ``start`` acquired; may be ``async``."""
 
     @classmethod
     def validate(cls, props: dict[str, Any]) -> dict[str, list[str]]:

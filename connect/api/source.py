@@ -79,7 +79,8 @@ class SourceTask(ABC):
         batch, or several (e.g. one per source partition)."""
         raise NotImplementedError
 
-    def commit_encoded(self, batch: EncodedBatch, placed: list[tuple[int, int]]) -> None:  # noqa: B027
+    def commit_encoded(self, batch: EncodedBatch,  # noqa: B027 - optional hook
+                       placed: list[tuple[int, int]]) -> None | Awaitable[None]:
         """Every record of an encoded batch was acknowledged. ``placed`` says where they landed: for each
         Kafka batch they went out in, (index in ``batch.records`` of its first record, that record's
         offset); the records after it up to the next entry follow it offset by offset. Called in order,
@@ -96,7 +97,8 @@ class SourceTask(ABC):
     def commit(self) -> None | Awaitable[None]:  # noqa: B027 - optional hook
         """Offsets up to the last acknowledged records were committed."""
 
-    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:  # noqa: B027
+    def commit_record(self, record: SourceRecord,  # noqa: B027 - optional hook
+                      metadata: RecordMetadata | None) -> None | Awaitable[None]:
         """One record was acknowledged (metadata None: it was filtered or dropped under tolerance)."""
 
     def metrics(self) -> dict[str, Any]:

@@ -57,7 +57,9 @@ class OffsetSyncStore:
         """Keep the newest half, and every other sync of the older half; a removed sync's link is folded
         into its predecessor's (two runs joined are not one run)."""
         half = len(p.upstream) // 2
-        up, down, linked = [], [], []
+        up: list[int] = []
+        down: list[int] = []
+        linked: list[bool] = []
         for i in range(len(p.upstream)):
             if i < half and i % 2 == 1:
                 linked[-1] = linked[-1] and p.linked[i]

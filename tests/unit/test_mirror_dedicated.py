@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.connectors.mirror.dedicated import MirrorConfigError, MirrorMakerConfig
+from headwater.connectors.mirror.dedicated import MirrorConfigError, MirrorMakerConfig, cluster_client_settings
 
 PROPS = {
     "clusters": "A, B, C",
@@ -70,3 +70,140 @@ def test_bad_files_name_the_key(change: dict[str, str | None], words: str) -> No
 def test_unknown_target_in_clusters_flag() -> None:
     with pytest.raises(MirrorConfigError, match="--clusters"):
         MirrorMakerConfig.from_properties(PROPS, ["Z"])
+
+
+def test_the_reverse_of_a_one_way_flow_runs_for_heartbeats_alone() -> None:
+    props = {"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
+             "A->B.enabled": "true", "B->A.emit.heartbeats.interval.seconds": "5"}
+    cfg = MirrorMakerConfig.from_properties(props)
+    assert [f.name for f in cfg.flows] == ["A->B"]
+    assert [f.name for f in cfg.heartbeat_flows] == ["B->A"]
+    assert [f.name for f in cfg.herders] == ["A->B", "B->A"]
+    beats = cfg.heartbeat_flows[0]
+    assert beats.heartbeats_only and list(beats.connector_configs()) == ["MirrorHeartbeatConnector"]
+    config = beats.connector_configs()["MirrorHeartbeatConnector"]
+    assert (config["source.cluster.alias"], config["target.cluster.alias"]) == ("B", "A")
+    assert config["emit.heartbeats.interval.seconds"] == "5"
+    worker = beats.worker_settings()  # on A, with B's internal topic names, as MM2's B->A herder
+    assert (worker["bootstrap.servers"], worker["group.id"]) == ("a:9092", "mm2-B-A")
+    assert worker["config.storage.topic"] == "mm2-configs.B.internal"
+    # the reverse enabled too: no heartbeats-only flow; only the flows into the clusters asked for
+    assert MirrorMakerConfig.from_properties({**props, "B->A.enabled": "true"}).heartbeat_flows == []
+    assert [f.name for f in MirrorMakerConfig.from_properties(props, ["B"]).herders] == ["A->B"]
+    assert [f.name for f in MirrorMakerConfig.from_properties(props, ["A"]).herders] == ["B->A"]
+
+
+@pytest.mark.parametrize("off", [{"emit.heartbeats.enabled": "false"}, {"B->A.emit.heartbeats.enabled": "false"}])
+def test_heartbeats_turned_off_means_no_reverse_flow(off: dict[str, str]) -> None:
+    props = {"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
+             "A->B.enabled": "true", **off}
+    assert MirrorMakerConfig.from_properties(props).heartbeat_flows == []
+
+
+def test_worker_config_layers() -> None:
+    props = {"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
+             "B.security.protocol": "PLAINTEXT", "B.producer.linger.ms": "5",
+             "A->B.enabled": "true", "A->B.offset.flush.interval.ms": "1000", "A->B.topics": "x",
+             "offset.flush.interval.ms": "60000", "session.timeout.ms": "3000", "group.id": "shared",
+             "bootstrap.servers": "elsewhere:9092", "offset.storage.partitions": "5", "topics": ".*"}
+    flow = MirrorMakerConfig.from_properties(props).flows[0]
+    worker = flow.worker_config(frozenset({"offset.flush.interval.ms", "session.timeout.ms", "listeners"}),
+                                {"listeners": "http://127.0.0.1:0", "session.timeout.ms": "10000"})
+    assert worker["offset.flush.interval.ms"] == "1000"  # the flow's own wins over the common one
+    assert worker["session.timeout.ms"] == "3000"  # the file wins over the defaults
+    assert worker["listeners"] == "http://127.0.0.1:0"
+    assert worker["offset.storage.partitions"] == "5"  # MM2's worker prefixes
+    assert (worker["group.id"], worker["bootstrap.servers"]) == ("mm2-A-B", "b:9092")  # never shared by flows
+    assert worker["security.protocol"] == "PLAINTEXT" and "producer.linger.ms" not in worker
+    assert worker["value.converter"] == "org.apache.kafka.connect.converters.ByteArrayConverter"
+    assert "topics" not in worker
+    assert flow.origin("topics") == "A->B.topics"
+    assert flow.origin("tasks.max") == "tasks.max"
+    assert flow.origin("source.cluster.bootstrap.servers") == "A.bootstrap.servers"
+
+
+def test_cluster_client_settings_for_translate_offsets() -> None:
+    props = {"clusters": "A, B", "B.bootstrap.servers": "b:9092", "B.consumer.client.id": "reader",
+             "B.producer.linger.ms": "5", "replication.policy.separator": "_", "A->B.replication.policy.separator": "-"}
+    settings = cluster_client_settings(props, "B", "A")
+    assert settings == {"bootstrap.servers": "b:9092", "client.id": "reader", "replication.policy.separator": "-"}
+    assert cluster_client_settings(props, "B")["replication.policy.separator"] == "_"
+    with pytest.raises(MirrorConfigError, match="clusters"):
+        cluster_client_settings(props, "C")
+
+
+def _file(**extra: str) -> dict[str, str]:
+    return {"clusters": "A, B", "A.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": "127.0.0.1:2",
+            "A->B.enabled": "true", **{k.replace("__", "->").replace("_", "."): v for k, v in extra.items()}}
+
+
+def test_plan_checks_workers_and_connectors_before_anything_runs() -> None:
+    from headwater.connectors.mirror.runner import plan_mirror
+
+    plans = plan_mirror(_file(tasks_max="4"))
+    assert [p.label for p in plans] == ["A->B", "B->A (heartbeats only)"]
+    assert plans[0].worker.group_id == "mm2-A-B" and plans[0].worker.rest_host_port() == ("127.0.0.1", 0)
+    assert plans[0].connectors["MirrorSourceConnector"]["tasks.max"] == "4"
+    for props, words in [
+        (_file(**{"A->B.topics": "x["}), r"A->B\.topics: .*MirrorSourceConnector of the flow A->B"),
+        (_file(offset_flush_interval_ms="soon"), r"offset\.flush\.interval\.ms: .*the worker of the flow A->B"),
+        (_file(listeners="http://127.0.0.1:8099"), r"listeners: .*port 8099"),
+        (_file(**{"A->B.enabled": "false"}), r"no flow is enabled"),
+    ]:
+        with pytest.raises(MirrorConfigError, match=words):
+            plan_mirror(props)
+    with pytest.raises(MirrorConfigError, match="--clusters: no enabled flow goes into C"):
+        plan_mirror({**_file(), "clusters": "A, B, C", "C.bootstrap.servers": "c:1", "A->B.emit.heartbeats.enabled":
+                     "false", "B->A.emit.heartbeats.enabled": "false"}, ["C"])
+
+
+class _Herder:
+    """What the runner uses of a distributed herder: the stored configs and the leader's writes."""
+
+    def __init__(self, configs: dict[str, dict[str, str]], leader: bool) -> None:
+        self.configs = configs
+        self.membership = type("Membership", (), {"is_leader": leader})()
+        self.writes: list[str] = []
+
+    async def put_connector_config(self, name: str, config: dict[str, str], allow_replace: bool) -> bool:
+        assert allow_replace
+        self.writes.append(f"put {name}")
+        created = name not in self.configs
+        self.configs[name] = config
+        return created
+
+    async def delete_connector(self, name: str) -> None:
+        self.writes.append(f"delete {name}")
+        del self.configs[name]
+
+
+def test_the_leader_writes_what_differs_and_a_follower_waits_for_it() -> None:
+    import asyncio
+
+    from headwater.connectors.mirror import runner
+
+    plans = runner.plan_mirror(_file())
+    flow, beats = plans
+
+    async def scenario() -> None:
+        halt = asyncio.Event()
+        stored = dict(flow.connectors)
+        stored["MirrorSourceConnector"] = {**stored["MirrorSourceConnector"], "topics": "old"}
+        leader = _Herder(dict(stored), leader=True)
+        await runner._configure(flow, leader, halt)
+        assert leader.writes == ["put MirrorSourceConnector"] and leader.configs == flow.connectors
+        # a follower writes nothing, until it becomes the leader with the configs still not stored
+        follower = _Herder({}, leader=False)
+        task = asyncio.ensure_future(runner._configure(flow, follower, halt))
+        await asyncio.sleep(0.05)
+        assert follower.writes == [] and not task.done()
+        follower.membership.is_leader = True
+        await asyncio.wait_for(task, 5)
+        assert sorted(follower.writes) == sorted(f"put {name}" for name in flow.connectors)
+        # a flow now heartbeats-only: its other MirrorMaker connectors are removed
+        was_enabled = _Herder({"MirrorSourceConnector": {}, "MirrorCheckpointConnector": {},
+                               **beats.connectors}, leader=True)
+        await runner._configure(beats, was_enabled, halt)
+        assert sorted(was_enabled.writes) == ["delete MirrorCheckpointConnector", "delete MirrorSourceConnector"]
+
+    asyncio.run(scenario())
