@@ -25,7 +25,7 @@ A source connector in about 30 lines::
         return [TickConnector]
 """
 
-from .batch import EncodedBatch, EncodedSinkBatch, SinkBatch, SourceBatch
+from .batch import EncodedBatch, EncodedSinkBatch, RecordBatches, SinkBatch, SourceBatch
 from .config import ConnectorConfig, SinkConnectorConfig, SourceConnectorConfig
 from .connector import Connector, ConnectorContext, SinkConnector, SourceConnector
 from .converters import Converter, HeaderConverter, SchemaAndValue
@@ -41,7 +41,8 @@ __all__ = [
     "ConfigException", "ConnectException", "ConnectRecord", "Connector", "ConnectorConfig", "ConnectorContext",
     "Converter", "DataException", "EncodedBatch", "EncodedSinkBatch", "Field", "Header", "HeaderConverter",
     "OffsetStorageReader",
-    "Predicate", "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder", "SchemaType",
+    "Predicate", "RecordBatches", "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder",
+    "SchemaType",
     "SinkBatch", "SinkConnector", "SinkConnectorConfig", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",
     "SourceBatch", "SourceConnectorConfig", "SourceRecord", "SourceTask", "SourceTaskContext", "Struct",
     "TopicPartition",

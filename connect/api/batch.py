@@ -16,7 +16,7 @@ from typing import Any
 from .data import Schema
 from .records import SourceRecord
 
-__all__ = ["EncodedBatch", "EncodedSinkBatch", "SinkBatch", "SourceBatch"]
+__all__ = ["EncodedBatch", "EncodedSinkBatch", "RecordBatches", "SinkBatch", "SourceBatch"]
 
 
 @dataclass(slots=True)
@@ -64,6 +64,25 @@ class EncodedBatch:
 
     def __len__(self) -> int:
         return len(self.records)
+
+
+@dataclass(slots=True)
+class RecordBatches:
+    """Whole Kafka record batches (magic v2, wire bytes) for one topic-partition, sent as they are: a
+    task copying from another Kafka cluster hands these over from ``poll_encoded`` and no record is ever
+    decoded. Each batch must be as a new producer would send it (base offset 0, producer id -1, not
+    transactional, a valid CRC: ``headwater.kafka.records.copy_batch``); ``counts`` are their record
+    counts. ``source_offset`` is committed once Kafka acknowledged every batch (and every earlier one)."""
+
+    topic: str
+    kafka_partition: int
+    batches: list[bytes]
+    counts: list[int]
+    source_partition: dict[str, Any]
+    source_offset: dict[str, Any]
+
+    def __len__(self) -> int:
+        return sum(self.counts)
 
 
 class _Consumed:

@@ -6,11 +6,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable
 from typing import Any
 
-from .batch import EncodedBatch, SourceBatch
+from .batch import EncodedBatch, RecordBatches, SourceBatch
 from .converters import Converter
 from .records import SourceRecord
 
-__all__ = ["OffsetStorageReader", "RecordMetadata", "SourceTask", "SourceTaskContext"]
+Encoded = EncodedBatch | RecordBatches
+
+__all__ = ["Encoded", "OffsetStorageReader", "RecordMetadata", "SourceTask", "SourceTaskContext"]
 
 
 class OffsetStorageReader(ABC):
@@ -73,18 +75,18 @@ class SourceTask(ABC):
         would (its tests must compare the two)."""
         return False
 
-    def poll_encoded(self) -> EncodedBatch | list[EncodedBatch] | None | Awaitable[
-            EncodedBatch | list[EncodedBatch] | None]:
+    def poll_encoded(self) -> Encoded | list[Encoded] | None | Awaitable[Encoded | list[Encoded] | None]:
         """What ``poll`` would return, already in the converters' wire form (see ``encode_with``): one
-        batch, or several (e.g. one per source partition)."""
+        batch, or several (e.g. one per source partition); ``RecordBatches`` carry whole Kafka batches."""
         raise NotImplementedError
 
-    def commit_encoded(self, batch: EncodedBatch,  # noqa: B027 - optional hook
+    def commit_encoded(self, batch: Encoded,  # noqa: B027 - optional hook
                        placed: list[tuple[int, int]]) -> None | Awaitable[None]:
         """Every record of an encoded batch was acknowledged. ``placed`` says where they landed: for each
-        Kafka batch they went out in, (index in ``batch.records`` of its first record, that record's
-        offset); the records after it up to the next entry follow it offset by offset. Called in order,
-        before the batch's source offset is stored (a mirror writes its offset syncs from it)."""
+        Kafka batch they went out in, (index of its first record in the batch handed over, counting
+        ``RecordBatches`` records across its batches, that record's offset); the records after it up to
+        the next entry follow it offset by offset. Called in order, before the batch's source offset is
+        stored (a mirror writes its offset syncs from it)."""
 
     def running_trace(self) -> str | None:
         """Optional: text shown as this RUNNING task's trace in the connector's status (e.g. replication

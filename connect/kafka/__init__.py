@@ -3,9 +3,10 @@
 aiokafka's public API (``AIOKafkaProducer``, ``AIOKafkaConsumer``, ``aiokafka.admin``,
 ``aiokafka.structs``, ``aiokafka.errors``) may be used anywhere in Connect. Its internals may
 not: the sink's batch fetcher (``aiokafka.consumer.fetcher``), the producer's record builder
-(``aiokafka.producer.message_accumulator``), the low-level client with its protocol classes
-(``aiokafka.client``, ``aiokafka.protocol``) and the key partitioner (``aiokafka.partitioner``)
-are reached only from the modules here.
+(``aiokafka.producer.message_accumulator``, and ``PrebuiltBatch`` standing in for it), the low-level
+client with its protocol classes (``aiokafka.client``, ``aiokafka.protocol``: the mirror's raw batch
+fetches in ``raw_fetch``, group offset commits in ``admin``) and the key partitioner
+(``aiokafka.partitioner``) are reached only from the modules here.
 
 Written for aiokafka 0.13 and 0.14 (``SUPPORTED_AIOKAFKA``; pyproject.toml
 pins the same range). ``tests/integration/test_aiokafka_adapter.py`` exercises each private
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import aiokafka
 
-from .clients import admin_client, consumer, fill_batch, kafka_kwargs, producer
+from .clients import PrebuiltBatch, admin_client, consumer, fill_batch, kafka_kwargs, producer
 from .fetch import RecordFetcher
 from .group import GroupClient
 from .partitioner import murmur2
@@ -24,6 +25,7 @@ from .partitioner import murmur2
 __all__ = [
     "SUPPORTED_AIOKAFKA",
     "GroupClient",
+    "PrebuiltBatch",
     "RecordFetcher",
     "admin_client",
     "aiokafka_version",

@@ -8,7 +8,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-__all__ = ["admin_client", "consumer", "fill_batch", "kafka_kwargs", "producer"]
+__all__ = ["PrebuiltBatch", "admin_client", "consumer", "fill_batch", "kafka_kwargs", "producer"]
 
 _INT = int
 _BOOL = lambda v: str(v).strip().lower() == "true"  # noqa: E731
@@ -86,3 +86,39 @@ def fill_batch(builder: BatchBuilder, key: bytes | None, values: list[bytes | No
         offset += 1
     builder._relative_offset = offset
     return len(values)
+
+
+class PrebuiltBatch:
+    """A record batch already in wire form, for ``AIOKafkaProducer.send_batch`` (which takes a
+    BatchBuilder: the producer asks it only for its bytes, size and count, and for its producer state
+    to be set when idempotent). Nothing can be appended to it."""
+
+    def __init__(self, data: bytes, count: int) -> None:
+        self._buffer = data
+        self._count = count
+        self._closed = False
+
+    def append(self, *args: Any, **kwargs: Any) -> None:
+        return None  # full
+
+    def close(self) -> None:
+        self._closed = True
+
+    def closed(self) -> bool:
+        return self._closed
+
+    def size(self) -> int:
+        return len(self._buffer)
+
+    def record_count(self) -> int:
+        return self._count
+
+    def _build(self) -> bytes:
+        self._closed = True
+        return self._buffer
+
+    def _set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        from headwater.kafka.records import copy_batch, parse_header
+
+        self._buffer = copy_batch(self._buffer, 0, parse_header(self._buffer), producer_id=producer_id,
+                                  producer_epoch=producer_epoch, base_sequence=base_sequence)

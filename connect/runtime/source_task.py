@@ -22,8 +22,15 @@ from functools import partial
 from typing import Any
 
 from .. import kafka as clients
-from ..api import EncodedBatch, RetriableException, SourceBatch, SourceRecord, SourceTask, SourceTaskContext
-from ..api.source import OffsetStorageReader, RecordMetadata
+from ..api import (
+    RecordBatches,
+    RetriableException,
+    SourceBatch,
+    SourceRecord,
+    SourceTask,
+    SourceTaskContext,
+)
+from ..api.source import Encoded, OffsetStorageReader, RecordMetadata
 from ..kafka.partitioner import partition_for_key
 from ..kafka.topics import create_topic
 from ..status import TaskId
@@ -64,7 +71,7 @@ class _Submitted:
     records: list[tuple[SourceRecord, int, asyncio.Future[Any] | None]] = field(default_factory=list)
     # encoded batches with, per run of records in one Kafka batch, (index of its first record, that record's
     # position in the Kafka batch, the batch's ack future)
-    encoded: list[tuple[EncodedBatch, list[tuple[int, int, asyncio.Future[Any] | None]]]] = field(
+    encoded: list[tuple[Encoded, list[tuple[int, int, asyncio.Future[Any] | None]]]] = field(
         default_factory=list)
 
 
@@ -273,17 +280,25 @@ class WorkerSourceTask(RecordTask):
                    if batch.source_partition else {})
         await self._submit({tp: builder}, futures, offsets, len(values))
 
-    async def send_encoded(self, polled: EncodedBatch | list[EncodedBatch]) -> None:
-        """The encoded path: bytes the task wrote, appended as they are."""
+    async def send_encoded(self, polled: Encoded | list[Encoded]) -> None:
+        """The encoded path: bytes the task wrote, appended as they are (whole Kafka batches sent as they are)."""
         batches = polled if isinstance(polled, list) else [polled]
         builders: dict[tuple[str, int], Any] = {}
         futures: list[asyncio.Future[Any]] = []
         sticky: dict[str, int] = {}
         counts = self.partition_counts
         offsets: dict[str, dict[str, Any]] = {}
-        placed: list[tuple[EncodedBatch, list[tuple[int, int, Any]]]] = []
+        placed: list[tuple[Encoded, list[tuple[int, int, Any]]]] = []
         count = 0
         for batch in batches:
+            if isinstance(batch, RecordBatches):
+                sent = await self._send_whole(batch, futures)
+                if batch.source_partition:
+                    offsets[offset_key(self.id.connector, batch.source_partition)] = batch.source_offset
+                placed.append((batch, sent))
+                count += len(batch)
+                self.topics.add(batch.topic)
+                continue
             last_tp: tuple[str, int] | None = None
             builder: Any = None
             fixed = batch.kafka_partition
@@ -309,6 +324,20 @@ class WorkerSourceTask(RecordTask):
         if self.wants_commit_encoded:
             self.outstanding[-1].encoded = [(batch, [(i, at, sent_builders.get(id(b))) for i, at, b in starts])
                                             for batch, starts in placed]
+
+    async def _send_whole(self, batch: RecordBatches, futures: list[asyncio.Future[Any]]) -> list[tuple[int, int, Any]]:
+        """Send each Kafka batch as it is; returns (index of its first record, 0, its builder) per batch."""
+        await self._ensure_topic(batch.topic)
+        starts: list[tuple[int, int, Any]] = []
+        index = 0
+        for data, n in zip(batch.batches, batch.counts, strict=True):
+            builder = clients.PrebuiltBatch(data, n)
+            fut = await self._send_builder(builder, batch.topic, batch.kafka_partition, futures)
+            if fut is not None:
+                self._rolled[id(builder)] = fut
+            starts.append((index, 0, builder))
+            index += n
+        return starts
 
     async def _partition_for(self, topic: str, key: bytes | None, sticky: dict[str, int]) -> int:
         """Kafka's default partitioner: murmur2 of the key, else one random partition per send."""

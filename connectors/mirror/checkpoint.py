@@ -17,19 +17,19 @@ import time
 from typing import Any, ClassVar
 
 from aiokafka import TopicPartition
-from aiokafka.protocol.commit import OffsetCommitRequest
 
 from headwater.connect.api import SourceConnector, SourceRecord, SourceTask
 from headwater.connect.api.data import OPTIONAL_BYTES_SCHEMA
+from headwater.connect.kafka.admin import commit_group_offsets, partition_counts
 from headwater.kafka.mirror import Checkpoint, OffsetSync
 
 from .config import MirrorCheckpointConfig
 from .policy import is_cycle
 from .source import _BYTES_DEFAULTS
-from .topics import ensure_internal_topic, partition_counts, reach
+from .topics import ensure_internal_topic, reach
 from .translate import OffsetSyncStore
 
-__all__ = ["MirrorCheckpointConnector", "MirrorCheckpointTask", "commit_group_offsets", "group_state"]
+__all__ = ["MirrorCheckpointConnector", "MirrorCheckpointTask", "group_state"]
 
 log = logging.getLogger(__name__)
 
@@ -49,20 +49,6 @@ async def group_state(admin: Any, group: str) -> tuple[str, int]:
             if entry[1] == group:
                 return (entry[2] or "", len(entry[5]) if len(entry) > 5 else 0)
     return "", 0
-
-
-async def commit_group_offsets(admin: Any, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """Commit offsets for a group with no active member (Kafka's AdminClient.alterConsumerGroupOffsets:
-    an OffsetCommit outside any generation)."""
-    by_topic: dict[str, list[tuple[int, int, str]]] = {}
-    for (topic, partition), offset in sorted(offsets.items()):
-        by_topic.setdefault(topic, []).append((partition, offset, ""))
-    request = OffsetCommitRequest(group, -1, "", -1, list(by_topic.items()))
-    coordinator = await admin.find_coordinator(group)
-    response = await admin._send_request_to_node(coordinator, request)
-    failed = [(t, p, code) for t, parts in response.topics for p, code in parts if code]
-    if failed:
-        raise RuntimeError(f"committing offsets of group {group} failed: {failed}")
 
 
 class MirrorCheckpointConnector(SourceConnector):

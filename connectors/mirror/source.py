@@ -13,22 +13,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from aiokafka import TopicPartition
 
 from headwater.connect.api import (
+    ConnectException,
     Converter,
-    EncodedBatch,
     Header,
+    RecordBatches,
     RecordMetadata,
     SourceConnector,
     SourceRecord,
     SourceTask,
 )
 from headwater.connect.api.data import OPTIONAL_BYTES_SCHEMA
+from headwater.connect.api.source import Encoded
 from headwater.connect.converters.bytearray_converter import ByteArrayConverter
-from headwater.connect.kafka.fetch import RecordFetcher
+from headwater.connect.kafka.raw_fetch import BatchFetcher
+from headwater.kafka.records import (
+    ATTR_LOG_APPEND_TIME,
+    BatchHeader,
+    build_batch,
+    copy_batch,
+    decode_batch_records,
+    iter_batches,
+)
 
 from .config import BYTES, MirrorSourceConfig
 from .topics import TopicSync, decode_partitions, encode_partitions, ensure_internal_topic, reach
@@ -38,6 +49,9 @@ __all__ = ["MirrorSourceConnector", "MirrorSourceTask"]
 log = logging.getLogger(__name__)
 
 ASSIGNED = "task.assigned.partitions"
+# Batches smaller than this are merged with their neighbours (up to MERGE_MAX bytes) into one new batch.
+MERGE_BELOW = 64 << 10
+MERGE_MAX = 1 << 20
 CLOSE_GRACE_S = 7.0  # past offset.flush.timeout.ms (5 s): the worker's last commit comes first
 _BYTES_DEFAULTS = {"key.converter": BYTES, "value.converter": BYTES, "header.converter": BYTES}
 
@@ -120,16 +134,25 @@ class _Lag:
 
 
 class MirrorSourceTask(SourceTask):
+    """Copies its partitions' record batches whole: each fetched batch goes to the same partition of the
+    renamed topic as it is (compressed or not), only its producer fields and CRC rewritten. A batch that
+    cannot go whole (the fetch began inside it, compaction left gaps in its offsets, or its timestamps are
+    the broker's LogAppendTime) is decoded and written as a new batch of the same records; so are runs of
+    small batches, merged into one."""
+
     def __init__(self) -> None:
         self.consumer: Any = None
-        self.fetcher: RecordFetcher | None = None
+        self.fetcher: BatchFetcher | None = None
         self.sync_producer: Any = None
         self.syncs: Any = None
         self.stopping = False
-        self._raw: dict[int, tuple[tuple[str, int], list[int], int | None]] = {}  # by id(batch)
+        # by id(handed-over batch): (source tp, upstream offsets of each Kafka batch, last record's timestamp)
+        self._raw: dict[int, tuple[tuple[str, int], list[Sequence[int]], int | None]] = {}
         self._closing: asyncio.Task[None] | None = None
         self.lag: dict[tuple[str, int], _Lag] = {}
         self.records_mirrored = 0
+        self.batches_whole = 0
+        self.batches_rebuilt = 0
 
     async def start(self, props: dict[str, str]) -> None:
         from .syncs import OffsetSyncWriter
@@ -140,20 +163,27 @@ class MirrorSourceTask(SourceTask):
         self.partitions = decode_partitions(props.get(ASSIGNED, ""))
         self.targets = {t: self.rename(t) for t, _ in self.partitions}
         self.poll_timeout = config.consumer_poll_timeout_ms
+        # Never assigned a partition: its client carries the fetches, it answers offset lookups.
         self.consumer = config.source.consumer(enable_auto_commit=False, auto_offset_reset="earliest",
                                                group_id=None, client_id=f"mirror-{self.cluster}-source")
         await self.consumer.start()
         tps = [TopicPartition(t, p) for t, p in self.partitions]
-        self.consumer.assign(tps)
         reader = self.context.offset_storage_reader
+        positions: dict[TopicPartition, int] = {}
+        fresh = []
         for tp in tps:
             stored = reader.offset(source_partition(self.cluster, tp.topic, tp.partition))
             if stored and isinstance(stored.get("offset"), int):
-                self.consumer.seek(tp, stored["offset"] + 1)  # the offset stored is the last record mirrored
+                positions[tp] = stored["offset"] + 1  # the offset stored is the last record mirrored
             else:
-                await self.consumer.seek_to_beginning(tp)
+                fresh.append(tp)
             self.lag[(tp.topic, tp.partition)] = _Lag()
-        self.fetcher = RecordFetcher(self.consumer)
+        if fresh:
+            positions.update(await self.consumer.beginning_offsets(fresh))
+        settings = config.source.client("consumer")
+        self.fetcher = BatchFetcher(self.consumer, positions, max_wait_ms=min(self.poll_timeout, 500),
+                                    partition_max_bytes=int(settings.get("max.partition.fetch.bytes", 8 << 20)),
+                                    max_bytes=int(settings.get("fetch.max.bytes", 64 << 20)))
         if config.emit_offset_syncs_enabled:
             self.sync_producer = config.offset_syncs_cluster().producer(
                 acks="all", linger_ms=5, client_id=f"mirror-{self.cluster}-offset-syncs")
@@ -166,52 +196,126 @@ class MirrorSourceTask(SourceTask):
         # Records are bytes already: copied as they are when the converters would do the same.
         return isinstance(key_converter, ByteArrayConverter) and isinstance(value_converter, ByteArrayConverter)
 
-    async def _fetch(self) -> dict[Any, list[Any]]:
+    async def _fetch(self) -> dict[TopicPartition, bytes]:
         if self.stopping or self.fetcher is None or not self.partitions:
             if not self.partitions:
                 await asyncio.sleep(self.poll_timeout / 1000)
             return {}
-        return await self.fetcher.getmany(timeout_ms=self.poll_timeout, max_records=20000)
+        return await self.fetcher.fetch()
 
-    async def poll_encoded(self) -> list[EncodedBatch] | None:
+    def _batches(self, tp: TopicPartition, data: bytes) -> Iterator[tuple[int, BatchHeader, bool]]:
+        """(position, header, whole) of each batch at or after the fetch position; moves the position on."""
+        assert self.fetcher is not None
+        position = self.fetcher.positions[tp]
+        for pos, header in iter_batches(data):
+            if header.magic != 2:
+                raise ConnectException(f"{tp.topic}-{tp.partition} holds message format v{header.magic} at offset "
+                                       f"{header.base_offset}: only v2 record batches (Kafka 0.11+) are mirrored")
+            if header.last_offset < position:
+                continue
+            self.fetcher.advance(tp, header.last_offset + 1)
+            if header.is_control:
+                continue
+            whole = (header.base_offset >= position and header.record_count == header.last_offset_delta + 1
+                     and not header.attributes & ATTR_LOG_APPEND_TIME)
+            yield pos, header, whole
+            position = header.last_offset + 1
+
+    def _groups(self, tp: TopicPartition, data: bytes) -> list[list[tuple[int, BatchHeader, bool]]]:
+        """The fetched batches in the order they go out: a big one alone (copied whole when it can be),
+        runs of small ones together (rebuilt as one batch). A partition gets one batch per produce request,
+        so a trickle of small batches sent one by one would wait a round trip each."""
+        groups: list[list[tuple[int, BatchHeader, bool]]] = []
+        merging = False
+        size = 0
+        for item in self._batches(tp, data):
+            small = item[1].size < MERGE_BELOW
+            if small and merging and size + item[1].size <= MERGE_MAX:
+                groups[-1].append(item)
+                size += item[1].size
+            else:
+                groups.append([item])
+                merging, size = small, item[1].size
+        return groups
+
+    async def poll_encoded(self) -> list[Encoded] | None:
         fetched = await self._fetch()
         if not fetched:
             return None
-        batches = []
+        out: list[Encoded] = []
         cluster = self.cluster
-        for tp, records in fetched.items():
-            target = self.targets[tp.topic]
-            rows = [(target, r.key, r.value, r.timestamp) for r in records]
-            headers = [list(r.headers) for r in records] if any(r.headers for r in records) else None
-            batch = EncodedBatch(rows, source_partition(cluster, tp.topic, tp.partition),
-                                 {"offset": records[-1].offset}, tp.partition, headers)
-            self._raw[id(batch)] = ((tp.topic, tp.partition), [r.offset for r in records], records[-1].timestamp)
-            batches.append(batch)
-        return batches
+        for tp, data in fetched.items():
+            position = self.fetcher.positions[tp] if self.fetcher is not None else 0
+            batches: list[bytes] = []
+            counts: list[int] = []
+            upstream: list[Sequence[int]] = []
+            timestamp = None
+            for group in self._groups(tp, data):
+                if len(group) == 1 and group[0][2]:
+                    pos, header, _ = group[0]
+                    batches.append(copy_batch(data, pos, header))
+                    counts.append(header.record_count)
+                    upstream.append(range(header.base_offset, header.base_offset + header.record_count))
+                    timestamp = header.max_timestamp
+                    self.batches_whole += 1
+                    continue
+                records = [r for pos, _, _ in group for r in decode_batch_records(data, pos)[1]
+                           if r.offset >= position]
+                if not records:
+                    continue
+                upstream.append([r.offset for r in records])
+                for i, r in enumerate(records):
+                    r.offset = i
+                batches.append(build_batch(records))
+                counts.append(len(records))
+                timestamp = records[-1].timestamp
+                self.batches_rebuilt += 1
+            if not batches:
+                continue
+            last = upstream[-1][-1]
+            rb = RecordBatches(self.targets[tp.topic], tp.partition, batches, counts,
+                               source_partition(cluster, tp.topic, tp.partition), {"offset": last})
+            self._raw[id(rb)] = ((tp.topic, tp.partition), upstream, timestamp)
+            out.append(rb)
+        if self.fetcher is not None and not self.stopping:
+            self.fetcher.prefetch()
+        return out or None
 
     async def poll(self) -> list[SourceRecord] | None:
         """The record path (converters other than bytes, or transforms): the same records as objects."""
         fetched = await self._fetch()
         out = []
-        for tp, records in fetched.items():
+        for tp, data in fetched.items():
             target, partition = self.targets[tp.topic], tp.partition
-            for r in records:
-                headers = [Header(k, v, OPTIONAL_BYTES_SCHEMA) for k, v in r.headers]
-                out.append(SourceRecord(target, r.value, r.key, partition, OPTIONAL_BYTES_SCHEMA,
-                                        OPTIONAL_BYTES_SCHEMA, r.timestamp, headers,
-                                        source_partition(self.cluster, tp.topic, partition), {"offset": r.offset}))
+            position = self.fetcher.positions[tp] if self.fetcher is not None else 0
+            for pos, _, _ in self._batches(tp, data):
+                for r in decode_batch_records(data, pos)[1]:
+                    if r.offset < position:
+                        continue
+                    headers = [Header(k, v, OPTIONAL_BYTES_SCHEMA) for k, v in r.headers]
+                    out.append(SourceRecord(target, r.value, r.key, partition, OPTIONAL_BYTES_SCHEMA,
+                                            OPTIONAL_BYTES_SCHEMA, r.timestamp, headers,
+                                            source_partition(self.cluster, tp.topic, partition),
+                                            {"offset": r.offset}))
+        if self.fetcher is not None and not self.stopping and fetched:
+            self.fetcher.prefetch()
         return out or None
 
-    async def commit_encoded(self, batch: EncodedBatch, placed: list[tuple[int, int]]) -> None:
+    async def commit_encoded(self, batch: Encoded, placed: list[tuple[int, int]]) -> None:
         tp, upstream, timestamp = self._raw.pop(id(batch))
-        count = len(upstream)
+        starts: dict[int, Sequence[int]] = {}
+        index = 0
+        for offsets in upstream:
+            starts[index] = offsets
+            index += len(offsets)
         if self.syncs is not None:
-            for k, (start, downstream) in enumerate(placed):
-                end = placed[k + 1][0] if k + 1 < len(placed) else count
-                self.syncs.run(tp, upstream, start, end, downstream)
+            for first, downstream in placed:
+                run = starts.get(first)
+                if run is not None:
+                    self.syncs.run(tp, run, 0, len(run), downstream)
             self.syncs.flush()
             await self.syncs.send()
-        self._acked(tp, upstream[-1], timestamp, count)
+        self._acked(tp, upstream[-1][-1], timestamp, index)
 
     async def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         if metadata is None:
@@ -239,7 +343,7 @@ class MirrorSourceTask(SourceTask):
         now = time.time() * 1000
         out: dict[str, dict[str, Any]] = {}
         for (topic, partition), lag in self.lag.items():
-            end = self.consumer.highwater(TopicPartition(topic, partition)) if self.consumer is not None else None
+            end = self.fetcher.highwater.get(TopicPartition(topic, partition)) if self.fetcher is not None else None
             if end is None:
                 continue
             behind = max(0, end - (lag.mirrored + 1))
@@ -251,6 +355,7 @@ class MirrorSourceTask(SourceTask):
     def metrics(self) -> dict[str, Any]:
         lag = self.replication_lag()
         return {"records_mirrored": self.records_mirrored,
+                "batches_copied_whole": self.batches_whole, "batches_rebuilt": self.batches_rebuilt,
                 "offset_syncs_written": self.syncs.written if self.syncs is not None else 0,
                 "offset_syncs_failed": self.syncs.failed if self.syncs is not None else 0,
                 "replication_lag": lag,
@@ -282,6 +387,8 @@ class MirrorSourceTask(SourceTask):
     async def _close(self) -> None:
         consumer, self.consumer = self.consumer, None
         producer, self.sync_producer = self.sync_producer, None
+        if self.fetcher is not None:
+            await self.fetcher.close()
         if self.syncs is not None and producer is not None:
             try:
                 self.syncs.flush()

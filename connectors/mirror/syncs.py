@@ -12,6 +12,7 @@ start of the next, which is what ``OffsetSyncStore`` needs to translate to the r
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from headwater.kafka.mirror import OffsetSync
@@ -65,7 +66,7 @@ class OffsetSyncWriter:
             self._starts_run(tp, last, upstream, downstream)
         self._pending[tp] = (upstream, downstream)
 
-    def run(self, tp: tuple[str, int], upstream: list[int], start: int, end: int, downstream: int) -> None:
+    def run(self, tp: tuple[str, int], upstream: Sequence[int], start: int, end: int, downstream: int) -> None:
         """Records ``upstream[start:end]`` landed at ``downstream``, ``downstream + 1``, ... in one Kafka batch."""
         if start >= end:
             return

@@ -13,6 +13,7 @@ from aiokafka.admin import NewPartitions
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from headwater.connect.api import ConnectException
+from headwater.connect.kafka.admin import partition_counts
 from headwater.connect.kafka.topics import create_topic
 
 from .config import Cluster, MirrorSourceConfig
@@ -45,17 +46,6 @@ async def _close(admin: Any) -> None:
         await admin.close()
     except Exception:
         log.debug("closing an admin client failed", exc_info=True)
-
-
-async def partition_counts(admin: Any) -> dict[str, int]:
-    """Every topic of a cluster with its partition count."""
-    metadata = await admin._get_cluster_metadata()  # one Metadata request for all topics
-    out: dict[str, int] = {}
-    for entry in metadata.topics:
-        code, name, partitions = entry[0], entry[1], entry[-1]
-        if code == 0:
-            out[name] = len(partitions)
-    return out
 
 
 async def ensure_internal_topic(admin: Any, topic: str, replication_factor: int, what: str) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "HEADER_SIZE",
     "assemble_batch",
     "build_batch",
+    "copy_batch",
     "decode_batch_records",
     "iter_batches",
     "parse_header",
@@ -246,3 +247,14 @@ def assemble_batch(header: BatchHeader, payload: bytes) -> bytes:
     ) + payload
     # batchLength counts partitionLeaderEpoch + magic + crc (9 bytes) and the tail.
     return _BATCH_HEAD.pack(header.base_offset, len(tail) + 9, header.partition_leader_epoch, 2, crc32c(tail)) + tail
+
+
+def copy_batch(buf: bytes | memoryview, pos: int, header: BatchHeader, *, producer_id: int = -1,
+               producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+    """The batch at ``pos`` as a new producer would send it: records untouched (compressed or not),
+    base offset 0, no leader epoch, not transactional, the given producer state, a new CRC."""
+    payload = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
+    return assemble_batch(header._replace(base_offset=0, partition_leader_epoch=-1,
+                                          attributes=header.attributes & ~ATTR_TRANSACTIONAL,
+                                          producer_id=producer_id, producer_epoch=producer_epoch,
+                                          base_sequence=base_sequence), payload)

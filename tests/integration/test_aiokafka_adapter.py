@@ -154,3 +154,89 @@ def test_group_client_join_sync_heartbeat_leave(broker) -> None:
             await client.close()
 
     _run(go())
+
+
+def test_prebuilt_batches_and_batch_fetcher_copy_bytes_exactly(broker) -> None:
+    """BatchFetcher returns the broker's batch bytes (over the consumer's client); PrebuiltBatch sends a
+    copied batch through ``send_batch``, idempotent or not: the copy holds the same records, and the
+    fetcher resumes at its advanced position and reports the high watermark."""
+    from headwater.connect.kafka import PrebuiltBatch
+    from headwater.connect.kafka.raw_fetch import BatchFetcher
+    from headwater.kafka.records import copy_batch, decode_batch_records, iter_batches
+
+    source, target = unique("adapter-raw-src"), unique("adapter-raw-dst")
+
+    async def go() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=20)
+        await producer.start()
+        try:
+            futures = [await producer.send(source, value=f"v{i}".encode(), key=b"k", partition=0,
+                                           headers=[("h", b"x")]) for i in range(300)]
+            await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        tp = TopicPartition(source, 0)
+        fetcher = BatchFetcher(consumer, {tp: 0}, max_wait_ms=200)
+        try:
+            got: list[tuple[int, int, bytes]] = []
+            while sum(h.record_count for _, h, _ in got) < 300:
+                data = (await fetcher.fetch()).get(tp, b"")
+                for pos, header in iter_batches(data):
+                    got.append((pos, header, data))
+                    fetcher.advance(tp, header.last_offset + 1)
+            assert fetcher.highwater[tp] == 300 and fetcher.positions[tp] == 300
+            assert (await fetcher.fetch()).get(tp) is None  # nothing past the end
+        finally:
+            await fetcher.close()
+            await consumer.stop()
+        for idempotent in (False, True):
+            out = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", enable_idempotence=idempotent)
+            await out.start()
+            try:
+                for pos, header, data in got:
+                    copied = copy_batch(data, pos, header)
+                    ack = await (await out.send_batch(PrebuiltBatch(copied, header.record_count), target,
+                                                      partition=0))
+                    assert ack.offset >= 0
+            finally:
+                await out.stop()
+        reader = AIOKafkaConsumer(target, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                                  enable_auto_commit=False)
+        await reader.start()
+        copied_records = []
+        try:
+            while len(copied_records) < 600:
+                for msgs in (await reader.getmany(timeout_ms=1000)).values():
+                    copied_records += [(m.key, m.value, list(m.headers)) for m in msgs]
+        finally:
+            await reader.stop()
+        originals = [(r.key, r.value, [(k, v) for k, v in r.headers]) for pos, _, data in got
+                     for r in decode_batch_records(data, pos)[1]]
+        assert copied_records == originals * 2
+
+    _run(go())
+
+
+def test_admin_partition_counts_and_group_offset_commit(broker) -> None:
+    """partition_counts reads one Metadata response; commit_group_offsets commits for an empty group
+    outside any generation, as AdminClient.alterConsumerGroupOffsets does."""
+    from headwater.connect.kafka.admin import commit_group_offsets, partition_counts
+
+    topic, group = unique("adapter-admin"), unique("adapter-group")
+
+    async def go() -> None:
+        admin = adapter.admin_client(broker.bootstrap)
+        await admin.start()
+        try:
+            from aiokafka.admin import NewTopic
+            await admin.create_topics([NewTopic(topic, 3, 1)])
+            assert (await partition_counts(admin))[topic] == 3
+            await commit_group_offsets(admin, group, {(topic, 0): 5, (topic, 2): 7})
+            committed = await admin.list_consumer_group_offsets(group)
+            assert {tp.partition: m.offset for tp, m in committed.items() if tp.topic == topic} == {0: 5, 2: 7}
+        finally:
+            await admin.close()
+
+    _run(go())
