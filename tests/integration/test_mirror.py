@@ -346,3 +346,32 @@ def test_bad_configs_are_refused_and_create_nothing(brokers: tuple[BrokerProcess
                       30, 0.5, "the connector FAILED")
     assert "could not reach the source cluster 'A' at 127.0.0.1:1" in status["connector"]["trace"]
     assert (set(topics(b.bootstrap)), set(topics(a.bootstrap))) == before
+
+
+def test_compressed_and_log_append_time_topics_copy_exactly(brokers: tuple[BrokerProcess, BrokerProcess],
+                                                            target_workers: Cluster) -> None:
+    """zstd batches go whole; a LogAppendTime topic's records keep the time A gave them."""
+    from confluent_kafka import Producer
+
+    a, b = brokers
+    zipped, stamped = unique("zstd"), unique("appendtime")
+    create(a.bootstrap, zipped, 2)
+    create(a.bootstrap, stamped, 2, **{"message.timestamp.type": "LogAppendTime"})
+    p = Producer({"bootstrap.servers": a.bootstrap, "compression.type": "zstd", "linger.ms": 20})
+    for i in range(3000):
+        for topic in (zipped, stamped):
+            p.produce(topic, key=f"k{i % 7}".encode(), value=f"record {i} ".encode() * 20, headers=[("i", b"%d" % i)],
+                      timestamp=1_600_000_000_000 + i)
+    assert p.flush(60) == 0
+    worker = target_workers.workers[0]
+    name = unique("mirror")
+    worker.ok("PUT", f"/connectors/{name}/config", mirror_config(
+        name, SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=f"{zipped}|{stamped}"))
+    for topic in (zipped, stamped):
+        source = read_all(a.bootstrap, topic, 3000)
+        wait_for(lambda t=topic: len(read_all(b.bootstrap, f"A.{t}", 3000, timeout=5)) == 3000, 60, 0.5, topic)
+        assert by_partition(read_all(b.bootstrap, f"A.{topic}", 3000)) == by_partition(source)
+    stamps = {r.timestamp for r in read_all(a.bootstrap, stamped, 3000)}
+    assert all(ts > 1_700_000_000_000 for ts in stamps)  # the broker's append times, not the producer's
+    metrics = [worker.ok("GET", f"/connectors/{name}/tasks/{i}/metrics")["metrics"] for i in (0, 1)]
+    assert sum(m["batches_copied_whole"] + m["batches_rebuilt"] for m in metrics) > 0
