@@ -26,7 +26,7 @@ from headwater.kafka.mirror import Checkpoint, OffsetSync
 from .config import MirrorCheckpointConfig
 from .policy import is_cycle
 from .source import _BYTES_DEFAULTS
-from .topics import ensure_internal_topic, reach
+from .topics import close_clients, ensure_internal_topic, reach
 from .translate import OffsetSyncStore
 
 __all__ = ["MirrorCheckpointConnector", "MirrorCheckpointTask", "group_state"]
@@ -115,12 +115,7 @@ class MirrorCheckpointConnector(SourceConnector):
     async def stop(self) -> None:
         if self._loop is not None:
             self._loop.cancel()
-        for admin in self._admins:
-            try:
-                await admin.close()
-            except Exception:
-                log.debug("closing an admin client failed", exc_info=True)
-        self._admins.clear()
+        await close_clients(self._admins)
 
 
 class MirrorCheckpointTask(SourceTask):
@@ -291,9 +286,4 @@ class MirrorCheckpointTask(SourceTask):
             await self._close()
 
     async def _close(self) -> None:
-        for client in self._clients:
-            try:
-                await (client.close() if hasattr(client, "close") else client.stop())
-            except Exception:
-                log.debug("closing a checkpoint client failed", exc_info=True)
-        self._clients.clear()
+        await close_clients(self._clients)

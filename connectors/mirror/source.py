@@ -42,7 +42,7 @@ from headwater.kafka.records import (
 )
 
 from .config import BYTES, MirrorSourceConfig
-from .topics import TopicSync, decode_partitions, encode_partitions, ensure_internal_topic, reach
+from .topics import TopicSync, close_clients, decode_partitions, encode_partitions, ensure_internal_topic, reach
 
 __all__ = ["MirrorSourceConnector", "MirrorSourceTask"]
 
@@ -117,12 +117,7 @@ class MirrorSourceConnector(SourceConnector):
     async def stop(self) -> None:
         if self._loop is not None:
             self._loop.cancel()
-        for admin in self._admins:
-            try:
-                await admin.close()
-            except Exception:
-                log.debug("closing an admin client failed", exc_info=True)
-        self._admins.clear()
+        await close_clients(self._admins)
 
 
 class _Lag:
@@ -395,9 +390,4 @@ class MirrorSourceTask(SourceTask):
                 await self.syncs.send()
             except Exception:
                 log.debug("sending the last offset syncs failed", exc_info=True)
-        for client in (consumer, producer):
-            if client is not None:
-                try:
-                    await client.stop()
-                except Exception:
-                    log.debug("stopping a mirror client failed", exc_info=True)
+        await close_clients([consumer, producer])

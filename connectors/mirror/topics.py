@@ -20,7 +20,7 @@ from .config import Cluster, MirrorSourceConfig
 from .filters import NameFilter
 from .policy import ReplicationPolicy, is_cycle
 
-__all__ = ["TopicSync", "ensure_internal_topic", "partition_counts", "reach"]
+__all__ = ["TopicSync", "close_clients", "ensure_internal_topic", "partition_counts", "reach"]
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +34,23 @@ async def reach(cluster: Cluster, side: str, timeout_ms: int) -> Any:
         await asyncio.wait_for(admin.start(), timeout_ms / 1000)
         await asyncio.wait_for(admin.describe_cluster(), timeout_ms / 1000)
     except Exception as exc:
-        await _close(admin)
+        await close_clients([admin])
         reason = "no answer in time" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
         raise ConnectException(f"could not reach the {side} cluster {cluster.alias!r} at "
                                f"{cluster.bootstrap or '(no bootstrap.servers)'}: {reason}") from exc
     return admin
 
 
-async def _close(admin: Any) -> None:
-    try:
-        await admin.close()
-    except Exception:
-        log.debug("closing an admin client failed", exc_info=True)
+async def close_clients(clients: list[Any]) -> None:
+    """Close admin clients, stop consumers and producers; a failure only logged (and the list emptied)."""
+    for client in clients:
+        if client is None:
+            continue
+        try:
+            await (client.close() if hasattr(client, "close") else client.stop())
+        except Exception:
+            log.debug("closing a %s failed", type(client).__name__, exc_info=True)
+    clients.clear()
 
 
 async def ensure_internal_topic(admin: Any, topic: str, replication_factor: int, what: str) -> None:
