@@ -85,8 +85,9 @@ class SourceTask(ABC):
         """Every record of an encoded batch was acknowledged. ``placed`` says where they landed: for each
         Kafka batch they went out in, (index of its first record in the batch handed over, counting
         ``RecordBatches`` records across its batches, that record's offset); the records after it up to
-        the next entry follow it offset by offset. Called in order, before the batch's source offset is
-        stored (a mirror writes its offset syncs from it)."""
+        the next entry follow it offset by offset. Called in order, soon after the acknowledgement (at
+        the latest with the next poll) and before the batch's source offset is stored (a mirror writes
+        its offset syncs from it)."""
 
     def running_trace(self) -> str | None:
         """Optional: text shown as this RUNNING task's trace in the connector's status (e.g. replication

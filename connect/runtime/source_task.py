@@ -73,6 +73,7 @@ class _Submitted:
     # position in the Kafka batch, the batch's ack future)
     encoded: list[tuple[Encoded, list[tuple[int, int, asyncio.Future[Any] | None]]]] = field(
         default_factory=list)
+    notified: bool = False  # commit_record / commit_encoded called for it
 
 
 class WorkerSourceTask(RecordTask):
@@ -119,6 +120,19 @@ class WorkerSourceTask(RecordTask):
         if polled:
             await (self.send_encoded(polled) if self.encoded else self.send_batch(polled) if self.batched
                    else self.send(polled))
+        if self.wants_commit_record or self.wants_commit_encoded:
+            await self._notify_acknowledged()
+
+    async def _notify_acknowledged(self) -> None:
+        """Tell the task about acknowledged polls now (``commit_record`` / ``commit_encoded``), as Kafka
+        calls commitRecord from the producer's callback, not at the next offset commit; in order, and a
+        failed send stops here (``commit_offsets`` applies errors.tolerance to it)."""
+        for entry in self.outstanding:
+            if entry.notified:
+                continue
+            if not all(f.done() for f in entry.futures) or any(f.exception() is not None for f in entry.futures):
+                break
+            await self._notify(entry)
 
     async def before_pause(self) -> None:
         """Nothing in flight once PAUSED is reported: every sent batch acknowledged, its offsets stored."""
@@ -408,6 +422,19 @@ class WorkerSourceTask(RecordTask):
         self.records_sent += count
         return sent
 
+    async def _notify(self, entry: _Submitted) -> None:
+        entry.notified = True
+        for record, partition, acked in entry.records:
+            meta = None
+            if acked is not None and acked.exception() is None:
+                md = acked.result()
+                meta = RecordMetadata(record.topic, partition, getattr(md, "offset", -1), record.timestamp)
+            await call(self.task.commit_record, record, meta)
+        for batch, starts in entry.encoded:
+            placed = [(i, fut.result().offset + at) for i, at, fut in starts
+                      if fut is not None and fut.exception() is None]
+            await call(self.task.commit_encoded, batch, placed)
+
     async def commit_offsets(self) -> None:
         """Store the offsets of every fully acknowledged poll, in order, then tell the task."""
         committable: dict[str, dict[str, Any] | None] = {}
@@ -419,16 +446,8 @@ class WorkerSourceTask(RecordTask):
                     # none the task fails here and the poll's offsets are never stored.
                     await self.errors.recover(Stage.KAFKA_PRODUCE, self.producer, fut.exception())
             committable.update(entry.offsets)
-            for record, partition, acked in entry.records:
-                meta = None
-                if acked is not None and acked.exception() is None:
-                    md = acked.result()
-                    meta = RecordMetadata(record.topic, partition, getattr(md, "offset", -1), record.timestamp)
-                await call(self.task.commit_record, record, meta)
-            for batch, starts in entry.encoded:
-                placed = [(i, fut.result().offset + at) for i, at, fut in starts
-                          if fut is not None and fut.exception() is None]
-                await call(self.task.commit_encoded, batch, placed)
+            if not entry.notified:
+                await self._notify(entry)
         if not committable:
             return
         await self.offset_store.set(self.id.connector, committable)

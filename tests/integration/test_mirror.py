@@ -150,7 +150,7 @@ def test_internal_topics_are_mm2s_formats(brokers: tuple[BrokerProcess, BrokerPr
     syncs = [unpack_offset_sync(r.key, r.value) for r in read_all(a.bootstrap, "mm2-offset-syncs.B.internal")]
     assert {s[1] for s in syncs if s[0] == topic} == {0, 1}
     assert all(s[2] == s[3] for s in syncs if s[0] == topic)  # one run each: upstream = downstream here
-    beats = [unpack_heartbeat(r.key, r.value) for r in read_all(b.bootstrap, "heartbeats")]
+    beats = [unpack_heartbeat(r.key, r.value) for r in read_all(b.bootstrap, "heartbeats", 2, timeout=20)]
     assert ("A", "B") in {(s, t) for s, t, _ in beats}
     assert all(abs(ts - time.time() * 1000) < 300_000 for _, _, ts in beats)
     # source offsets: Connect's JSON key [connector, {cluster, partition, topic}] -> {"offset": last mirrored}
@@ -375,3 +375,26 @@ def test_compressed_and_log_append_time_topics_copy_exactly(brokers: tuple[Broke
     assert all(ts > 1_700_000_000_000 for ts in stamps)  # the broker's append times, not the producer's
     metrics = [worker.ok("GET", f"/connectors/{name}/tasks/{i}/metrics")["metrics"] for i in (0, 1)]
     assert sum(m["batches_copied_whole"] + m["batches_rebuilt"] for m in metrics) > 0
+
+
+def test_mirror_into_headwater_up(brokers: tuple[BrokerProcess, BrokerProcess], tmp_path: Path) -> None:
+    """The three connectors in a standalone worker: ``headwater up`` is the target cluster B."""
+    from connectproc import ConnectProcess
+
+    a, _ = brokers
+    topic, group = unique("up"), unique("up-group")
+    create(a.bootstrap, topic, 3)
+    produce_keyed(a.bootstrap, topic, 900)
+    commit(a.bootstrap, topic, group, {0: 100, 1: 200, 2: 0})
+    with ConnectProcess(tmp_path) as up:  # started on entry
+        for cls in (SOURCE, CHECKPOINT, HEARTBEAT):
+            name = cls.rsplit(".", 1)[1]
+            up.create(name, mirror_config(name, cls, ("A", a.bootstrap), ("B", up.bootstrap), topics=topic,
+                                          groups=group))
+            up.wait_state(name, "RUNNING", timeout=30)
+        source = read_all(a.bootstrap, topic, 900)
+        wait_for(lambda: len(read_all(up.bootstrap, f"A.{topic}", 900, timeout=5)) == 900, 60, 0.5, "mirrored")
+        assert by_partition(read_all(up.bootstrap, f"A.{topic}", 900)) == by_partition(source)
+        wait_for(lambda: committed_offsets(up.bootstrap, group, f"A.{topic}", 3) == {0: 100, 1: 200, 2: 0}, 60, 0.5,
+                 "the group's offsets on B")
+        assert any(r.key for r in read_all(up.bootstrap, "heartbeats", 1, timeout=20))
