@@ -32,8 +32,8 @@ async def _read_topic(props: dict[str, Any], topic: str, timeout: float) -> list
     """Every record (key, value) of a single-partition topic, from the beginning to the end seen at start."""
     consumer = clients.consumer(str(props["bootstrap.servers"]), {k: str(v) for k, v in props.items()},
                                 enable_auto_commit=False, group_id=None, auto_offset_reset="earliest")
-    await asyncio.wait_for(consumer.start(), timeout)
     try:
+        await asyncio.wait_for(consumer.start(), timeout)
         tp = TopicPartition(topic, 0)
         if topic not in await consumer.topics():
             return []
