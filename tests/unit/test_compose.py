@@ -17,7 +17,7 @@ def test_compose_file_is_valid_and_has_the_cluster() -> None:
     services = subprocess.run(["docker-compose", "config", "--services"], cwd=ROOT, capture_output=True, text=True,
                               timeout=60)
     assert set(services.stdout.split()) == {"broker", "worker1", "worker2", "worker3", "postgres",
-                                              "spark-master", "spark-worker"}
+                                              "spark-master", "spark-worker", "broker-b", "mirror"}
 
 
 def test_dockerfile_installs_the_project() -> None:

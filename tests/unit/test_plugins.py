@@ -36,7 +36,7 @@ def test_builtins_are_entry_points_of_the_distribution() -> None:
     ours = {ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
             if ep.dist is not None and ep.dist.name == "headwater"}
     assert ours == {"headwater.connectors.file", "headwater.connectors.postgres", "headwater.connectors.spark",
-                    "headwater.connect.builtins"}
+                    "headwater.connectors.mirror", "headwater.connect.builtins"}
 
 
 def test_registry_finds_builtins_through_their_entry_points() -> None:
@@ -111,6 +111,10 @@ CONNECTORS_BEFORE = [
      "version": "1.0.0"},
     {"class": "headwater.connectors.file.spooldir.SpoolDirSchemaLessJsonSourceConnector", "type": "source",
      "version": "1.0.0"},
+    {"class": "headwater.connectors.mirror.checkpoint.MirrorCheckpointConnector", "type": "source",
+     "version": "1.0.0"},
+    {"class": "headwater.connectors.mirror.heartbeat.MirrorHeartbeatConnector", "type": "source", "version": "1.0.0"},
+    {"class": "headwater.connectors.mirror.source.MirrorSourceConnector", "type": "source", "version": "1.0.0"},
     {"class": "headwater.connectors.postgres.source.PostgresConnector", "type": "source", "version": "1.0.0"},
 ]
 OTHERS_BEFORE = {
