@@ -242,6 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     offsets.add_argument("--json", action="store_true", help="print JSON instead of a table")
     offsets.add_argument("--timeout", type=float, default=30.0, help="seconds to read the checkpoints (default 30)")
     mirror.set_defaults(func=_mirror)
+
+    from .commands import add_commands
+
+    add_commands(sub)
     return parser
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.protocol.commit import OffsetCommitRequest
 
-__all__ = ["commit_group_offsets", "partition_counts"]
+__all__ = ["GroupDescription", "commit_group_offsets", "describe_group", "partition_counts"]
 
 
 async def partition_counts(admin: Any) -> dict[str, int]:
@@ -32,3 +33,24 @@ async def commit_group_offsets(admin: Any, group: str, offsets: dict[tuple[str, 
     failed = [(t, p, code) for t, parts in response.topics for p, code in parts if code]
     if failed:
         raise RuntimeError(f"committing offsets of group {group} failed (topic, partition, error code): {failed}")
+
+
+@dataclass
+class GroupDescription:
+    """A group as DescribeGroups tells it: state "" when the coordinator does not know the group."""
+
+    group: str
+    state: str = ""
+    protocol_type: str = ""
+    protocol: str = ""
+    # (member id, client id, host, assignment bytes) per member
+    members: list[tuple[str, str, str, bytes]] = field(default_factory=list)
+
+
+async def describe_group(admin: Any, group: str) -> GroupDescription:
+    for response in await admin.describe_consumer_groups([group]):
+        for entry in response.groups:
+            if entry[1] == group:
+                members = [(m[0], m[1], m[2], m[4] or b"") for m in entry[5]]
+                return GroupDescription(group, entry[2] or "", entry[3] or "", entry[4] or "", members)
+    return GroupDescription(group)

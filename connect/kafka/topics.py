@@ -9,6 +9,7 @@ cluster (3, or the number of brokers when fewer), the partition count from the b
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from aiokafka.admin import NewTopic
@@ -16,7 +17,9 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from headwater.kafka.errors import ErrorCode
 
-__all__ = ["TopicCreationFailed", "create_topic", "topic_config"]
+__all__ = ["TopicCreationFailed", "create_topic", "topic_config", "topic_overrides"]
+
+_DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source of a topic's own override
 
 log = logging.getLogger(__name__)
 
@@ -71,3 +74,28 @@ async def create_topic(admin: Any, topic: str, partitions: int, replication_fact
         if code != ErrorCode.NONE:
             raise TopicCreationFailed(topic, code, message)
     return True
+
+
+async def topic_overrides(admin: Any, topics: list[str],
+                          keep: Callable[[str], bool] | None = None) -> dict[str, dict[str, str]]:
+    """Each topic's own config overrides (not the broker's defaults), those ``keep`` accepts."""
+    if not topics:
+        return {}
+    result = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
+    out: dict[str, dict[str, str]] = {}
+    for response in result:
+        for resource in response.resources:
+            code, name, entries = resource[0], resource[3], resource[4]
+            if code:
+                continue
+            configs: dict[str, str] = {}
+            for entry in entries:
+                key, value = entry[0], entry[1]
+                source = entry[3] if len(entry) > 5 else (_DYNAMIC_TOPIC_CONFIG if entry[3] is False else 5)
+                if value is None or source != _DYNAMIC_TOPIC_CONFIG:
+                    continue
+                if keep is not None and not keep(key):
+                    continue
+                configs[key] = str(value)
+            out[name] = configs
+    return out

@@ -20,7 +20,7 @@ from aiokafka import TopicPartition
 
 from headwater.connect.api import SourceConnector, SourceRecord, SourceTask
 from headwater.connect.api.data import OPTIONAL_BYTES_SCHEMA
-from headwater.connect.kafka.admin import commit_group_offsets, partition_counts
+from headwater.connect.kafka.admin import commit_group_offsets, describe_group, partition_counts
 from headwater.kafka.mirror import Checkpoint, OffsetSync
 
 from .config import MirrorCheckpointConfig
@@ -29,7 +29,7 @@ from .source import _BYTES_DEFAULTS
 from .topics import close_clients, ensure_internal_topic, reach
 from .translate import OffsetSyncStore
 
-__all__ = ["MirrorCheckpointConnector", "MirrorCheckpointTask", "group_state"]
+__all__ = ["MirrorCheckpointConnector", "MirrorCheckpointTask"]
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +39,6 @@ _IDLE = {"Empty", "Dead", ""}  # states in which a group's offsets may be writte
 
 async def list_groups(admin: Any) -> list[str]:
     return sorted({g[0] for g in await admin.list_consumer_groups()})
-
-
-async def group_state(admin: Any, group: str) -> tuple[str, int]:
-    """A group's state on a cluster and its member count ("" and 0 when the cluster does not know it)."""
-    responses = await admin.describe_consumer_groups([group])
-    for response in responses:
-        for entry in response.groups:
-            if entry[1] == group:
-                return (entry[2] or "", len(entry[5]) if len(entry) > 5 else 0)
-    return "", 0
 
 
 class MirrorCheckpointConnector(SourceConnector):
@@ -246,10 +236,11 @@ class MirrorCheckpointTask(SourceTask):
         existing = await partition_counts(self.target_admin)
         for group, checkpoints in translated.items():
             try:
-                state, members = await group_state(self.target_admin, group)
-                if state not in _IDLE:
-                    self._say(group, "offsets", f"the group is active on the target ({state}, {members} members); "
-                              "offsets are only written for groups with no active member")
+                described = await describe_group(self.target_admin, group)
+                if described.state not in _IDLE:
+                    self._say(group, "offsets", f"the group is active on the target ({described.state}, "
+                              f"{len(described.members)} members); offsets are only written for groups with no "
+                              "active member")
                     continue
                 current = await self.target_admin.list_consumer_group_offsets(group)
                 now = {(tp.topic, tp.partition): m.offset for tp, m in current.items()}

@@ -14,7 +14,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from headwater.connect.api import ConnectException
 from headwater.connect.kafka.admin import partition_counts
-from headwater.connect.kafka.topics import create_topic
+from headwater.connect.kafka.topics import create_topic, topic_overrides
 
 from .config import Cluster, MirrorSourceConfig
 from .filters import NameFilter
@@ -24,7 +24,6 @@ __all__ = ["TopicSync", "close_clients", "ensure_internal_topic", "partition_cou
 
 log = logging.getLogger(__name__)
 
-_DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source of a topic's own override
 
 
 async def reach(cluster: Cluster, side: str, timeout_ms: int) -> Any:
@@ -57,30 +56,6 @@ async def ensure_internal_topic(admin: Any, topic: str, replication_factor: int,
     """A compacted single-partition topic (offset syncs, checkpoints, heartbeats), created when missing."""
     if await create_topic(admin, topic, 1, replication_factor, {"cleanup.policy": "compact"}):
         log.info("created the %s topic %s", what, topic)
-
-
-async def topic_configs(admin: Any, topics: list[str], keep: NameFilter | None = None) -> dict[str, dict[str, str]]:
-    """Each topic's own config overrides (not the broker's defaults), those ``keep`` accepts."""
-    if not topics:
-        return {}
-    result = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
-    out: dict[str, dict[str, str]] = {}
-    for response in result:
-        for resource in response.resources:
-            code, name, entries = resource[0], resource[3], resource[4]
-            if code:
-                continue
-            configs: dict[str, str] = {}
-            for entry in entries:
-                key, value = entry[0], entry[1]
-                source = entry[3] if len(entry) > 5 else (_DYNAMIC_TOPIC_CONFIG if entry[3] is False else 5)
-                if value is None or source != _DYNAMIC_TOPIC_CONFIG:
-                    continue
-                if keep is not None and not keep(key):
-                    continue
-                configs[key] = str(value)
-            out[name] = configs
-    return out
 
 
 class TopicSync:
@@ -121,7 +96,7 @@ class TopicSync:
         target = await partition_counts(self.target_admin)
         new = [t for t in wanted if self.target_topic(t) not in target]
         if new:
-            configs = (await topic_configs(self.source_admin, new, self.config_keep)
+            configs = (await topic_overrides(self.source_admin, new, self.config_keep)
                        if self.config.sync_topic_configs_enabled else {})
             for topic in new:
                 created = await create_topic(self.target_admin, self.target_topic(topic), wanted[topic],
@@ -142,8 +117,8 @@ class TopicSync:
     async def sync_configs(self) -> None:
         """Copy each mirrored topic's own configs to its target topic (MM2's sync.topic.configs)."""
         topics = list(self.partitions)
-        source = await topic_configs(self.source_admin, topics, self.config_keep)
-        target = await topic_configs(self.target_admin, [self.target_topic(t) for t in topics], self.config_keep)
+        source = await topic_overrides(self.source_admin, topics, self.config_keep)
+        target = await topic_overrides(self.target_admin, [self.target_topic(t) for t in topics], self.config_keep)
         changes = []
         for topic, configs in source.items():
             remote = self.target_topic(topic)

@@ -1,0 +1,67 @@
+"""What the Kafka-side commands share: the bootstrap option, an admin client, sync entry points."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiokafka import errors as kafka_errors
+
+from headwater.connect.kafka import clients
+
+from . import BOOTSTRAP
+from .output import fail
+
+__all__ = ["add_bootstrap", "admin", "configs", "log_offsets", "run_async"]
+
+
+def add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", "-b", default=BOOTSTRAP, metavar="HOST:PORT",
+                        help="the broker to talk to (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+@asynccontextmanager
+async def admin(bootstrap: str) -> AsyncIterator[Any]:
+    client = clients.admin_client(bootstrap, request_timeout_ms=15000)
+    await client.start()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def log_offsets(bootstrap: str, tps: list[Any]) -> tuple[dict[Any, int], dict[Any, int]]:
+    """Each partition's start and end offsets (no client at all for no partitions)."""
+    if not tps:
+        return {}, {}
+    consumer = clients.consumer(bootstrap, {}, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return await consumer.beginning_offsets(tps), await consumer.end_offsets(tps)
+    finally:
+        await consumer.stop()
+
+
+def configs(pairs: list[str], flag: str) -> dict[str, str]:
+    """``key=value`` options as a map; a ValueError naming the flag and the pair otherwise."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{flag} {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def run_async(command: str, work: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """Run a command's coroutine; a Kafka or connection error is one line on stderr and exit 1."""
+    try:
+        return asyncio.run(work())
+    except ValueError as exc:
+        return fail(f"{command}: {exc}", 2)
+    except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:
+        return fail(f"{command}: {type(exc).__name__}: {exc}")
