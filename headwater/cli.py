@@ -8,7 +8,6 @@ Subcommands import their room lazily, so ``headwater broker`` never loads Connec
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -24,9 +23,10 @@ __all__ = ["main"]
 T = TypeVar("T")
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _setup_logging(level: str, fmt: str = "text") -> None:
+    from .logs import setup
+
+    setup(level, fmt)
 
 
 def _load(invalid: str, load: Callable[[], T], errors: tuple[type[Exception], ...]) -> T | None:
@@ -189,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="headwater",
                                      description="Headwater: a Kafka-protocol broker and Connect workers")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument("--log-format", default="text", choices=("text", "json"),
+                        help="text lines, or one JSON object a line for log shippers (default text)")
     sub = parser.add_subparsers(dest="command", required=True)
     broker = sub.add_parser("broker", help="run a Kafka-protocol broker")
     broker.add_argument("--config", help="broker .properties file (e.g. configs/broker.properties)")
@@ -251,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_format)
     return args.func(args)
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from headwater.logs import log_context
+
 from ..api import ConfigException, Connector, ConnectorContext, SinkConnector, SinkTask, SourceConnector, SourceTask
 from ..api.config import field_errors
 from ..config import WorkerConfig
@@ -157,7 +159,8 @@ class Worker:
             if target == TargetState.STOPPED:
                 self.on_status(name, None, State.STOPPED, None)
                 return True
-            await call(connector.start, config)
+            with log_context(name, "worker"):  # also on what start() leaves running (copied contexts)
+                await call(connector.start, config)
         except Exception as exc:
             log.error("connector %s failed to start", name, exc_info=exc)
             self.connectors.pop(name, None)
@@ -172,7 +175,8 @@ class Worker:
             return
         if running.target != TargetState.STOPPED:
             try:
-                await call(running.connector.stop)
+                with log_context(name, "worker"):
+                    await call(running.connector.stop)
             except Exception:
                 log.exception("connector %s failed to stop cleanly", name)
         self.on_status(name, None, State.UNASSIGNED, None)

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from headwater.logs import enter_context
+
 from ..status import State, TargetState, TaskId, format_trace
 from .errors import TaskStopping
 
@@ -55,6 +57,7 @@ class WorkerTask:
         return self.runner
 
     async def run(self) -> None:
+        enter_context(self.id.connector, f"task-{self.id.task}")  # this asyncio task's log lines, and its children's
         try:
             await self.initialize()
             if self.target_state != TargetState.PAUSED:

@@ -95,6 +95,10 @@ def test_a_to_b_copies_every_record_byte_for_byte(brokers: tuple[BrokerProcess, 
         return [t.get("trace") or "" for t in status.get("tasks", [])]
     wait_for(lambda: all("replication lag from A: 0 records" in t for t in traces()), 15, 0.5, "lag in the status")
     assert all(f"{topic}-{p} -> A.{topic}-{p}: 0 records" in "".join(traces()) for p in range(6))
+    # the worker's log lines carry the connector and task, as Kafka's MDC
+    logs = target_workers.logs()
+    assert f"[{name}|task-0] headwater.connectors.mirror.source: mirroring 3 partitions" in logs
+    assert f"[{name}|worker] headwater.connectors.mirror.topics: created A.{topic} on B" in logs
 
 
 def test_new_topics_and_partitions_show_up_on_b(brokers: tuple[BrokerProcess, BrokerProcess],
