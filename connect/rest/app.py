@@ -481,8 +481,16 @@ async def set_logger(request: web.Request) -> web.Response:
     return _json(set_level(name, level))
 
 
+async def prometheus_metrics(request: web.Request) -> web.Response:
+    """Prometheus' text format (not JSON, so not in the OpenAPI document)."""
+    from .metrics import CONTENT_TYPE, scrape
+
+    return web.Response(body=scrape(_herder(request)), headers={"Content-Type": CONTENT_TYPE})
+
+
 def build_app(herder: Herder) -> web.Application:
     app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_BODY_BYTES)
     app[HERDER] = herder
     API.add_to(app)
+    app.router.add_get("/metrics", prometheus_metrics)
     return app
