@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from brokerproc import BrokerProcess, LoggedProcess
 from connectproc import unique, wait_for
-from mirrorkit import Rec, by_partition, create, produce_keyed, read_all, topics
+from mirrorkit import Rec, create, produce_keyed, read_all, topics
 from workerproc import BROKER_OVERRIDES, REPO
 
 from headwater.kafka.mirror import Checkpoint, Heartbeat
@@ -134,8 +134,11 @@ def test_two_processes_share_the_flows_and_survive_a_kill(brokers: tuple[BrokerP
 
         remote = f"A.{topic}"
         wait_for(lambda: remote in topics(b.bootstrap), 30, 0.5, f"{remote} on B", logs)
-        mirrored = read_all(b.bootstrap, remote, 2000, settle=0.5)
-        assert by_partition(mirrored) == by_partition(read_all(a.bootstrap, topic, 2000))
+        source = read_all(a.bootstrap, topic, 2000)
+        # Every record, in its partition, as it was; the second process joining moves tasks over, and a moved
+        # task may copy again what its offsets did not yet cover (at least once), so duplicates are allowed.
+        wait_for(lambda: contents(read_all(b.bootstrap, remote, 2000, timeout=5, settle=0.5)) == contents(source),
+                 60, 0.5, f"every record in {remote}", logs)
         assert topics(b.bootstrap)[remote] == 4
         on_b = topics(b.bootstrap)
         for internal in ("mm2-configs.A.internal", "mm2-offsets.A.internal", "mm2-status.A.internal"):
