@@ -46,6 +46,11 @@ class GroupDescription:
     # (member id, client id, host, assignment bytes) per member
     members: list[tuple[str, str, str, bytes]] = field(default_factory=list)
 
+    @property
+    def idle(self) -> bool:
+        """No active member: its offsets may be written from outside the group (Kafka's rule)."""
+        return self.state in ("Empty", "Dead", "")
+
 
 async def describe_group(admin: Any, group: str) -> GroupDescription:
     for response in await admin.describe_consumer_groups([group]):

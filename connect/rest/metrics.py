@@ -16,14 +16,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..runtime.sink_task import WorkerSinkTask
 from ..runtime.source_task import WorkerSourceTask
-from ..status import State
 
 __all__ = ["CONTENT_TYPE", "scrape"]
 
 # The text format every Prometheus server reads (generate_latest writes it)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-_STATES = [s.value.lower() for s in State]
 
 
 class _WorkerCollector:

@@ -13,6 +13,7 @@ JsonConverter) hands over an EncodedBatch: its bytes go straight into the batch 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import time
@@ -91,7 +92,8 @@ class WorkerSourceTask(RecordTask):
         self.partition_counts: dict[str, int] = {}
         self.wants_commit_record = type(self.task).commit_record is not SourceTask.commit_record
         self.wants_commit_encoded = type(self.task).commit_encoded is not SourceTask.commit_encoded
-        self._rolled: dict[int, asyncio.Future[Any]] = {}  # full builders sent mid-poll, by id
+        self._rolled: dict[int, asyncio.Future[Any]] = {}  # builders sent before _submit (rolled, whole), by id
+        self._notified = 0  # entries at the head of ``outstanding`` already told to the task
         self.batched = self.uses_batches()
         self.encoded = False
         self.records_sent = 0
@@ -127,12 +129,11 @@ class WorkerSourceTask(RecordTask):
         """Tell the task about acknowledged polls now (``commit_record`` / ``commit_encoded``), as Kafka
         calls commitRecord from the producer's callback, not at the next offset commit; in order, and a
         failed send stops here (``commit_offsets`` applies errors.tolerance to it)."""
-        for entry in self.outstanding:
-            if entry.notified:
-                continue
+        for entry in itertools.islice(self.outstanding, self._notified, None):
             if not all(f.done() for f in entry.futures) or any(f.exception() is not None for f in entry.futures):
                 break
             await self._notify(entry)
+            self._notified += 1
 
     async def before_pause(self) -> None:
         """Nothing in flight once PAUSED is reported: every sent batch acknowledged, its offsets stored."""
@@ -446,7 +447,9 @@ class WorkerSourceTask(RecordTask):
                     # none the task fails here and the poll's offsets are never stored.
                     await self.errors.recover(Stage.KAFKA_PRODUCE, self.producer, fut.exception())
             committable.update(entry.offsets)
-            if not entry.notified:
+            if entry.notified:
+                self._notified -= 1
+            else:
                 await self._notify(entry)
         if not committable:
             return

@@ -24,9 +24,8 @@ from headwater.connect.kafka.admin import commit_group_offsets, describe_group, 
 from headwater.kafka.mirror import Checkpoint, OffsetSync
 
 from .config import MirrorCheckpointConfig
-from .policy import is_cycle
 from .source import _BYTES_DEFAULTS
-from .topics import close_clients, ensure_internal_topic, reach
+from .topics import close_clients, ensure_internal_topic, not_mirrored, reach
 from .translate import OffsetSyncStore
 
 __all__ = ["MirrorCheckpointConnector", "MirrorCheckpointTask"]
@@ -34,7 +33,6 @@ __all__ = ["MirrorCheckpointConnector", "MirrorCheckpointTask"]
 log = logging.getLogger(__name__)
 
 ASSIGNED = "task.assigned.groups"
-_IDLE = {"Empty", "Dead", ""}  # states in which a group's offsets may be written from outside
 
 
 async def list_groups(admin: Any) -> list[str]:
@@ -210,18 +208,15 @@ class MirrorCheckpointTask(SourceTask):
             checkpoints = []
             for tp, meta in offsets.items():
                 topic = tp.topic
-                if meta.offset < 0 or self.policy.is_internal_topic(topic) or is_cycle(self.policy, topic, target):
-                    continue
-                if not (self.topic_filter(topic) or self.policy.is_heartbeats_topic(topic)):
+                if meta.offset < 0 or not_mirrored(self.policy, self.topic_filter, target, topic) is not None:
                     continue
                 downstream = self.store.translate(topic, tp.partition, meta.offset)
                 if downstream is None:
                     self._say(group, f"{topic}-{tp.partition}", "no offset sync at or below its offset "
                               f"{meta.offset} yet (its records are not mirrored yet)")
                     continue
-                checkpoints.append(Checkpoint(group, self.policy.format_remote_topic(
-                    self.config.source_cluster_alias, topic), tp.partition, meta.offset, downstream,
-                    meta.metadata or ""))
+                checkpoints.append(Checkpoint(group, self.config.remote_topic(topic), tp.partition, meta.offset,
+                                              downstream, meta.metadata or ""))
             if checkpoints:
                 out[group] = checkpoints
         return out
@@ -237,7 +232,7 @@ class MirrorCheckpointTask(SourceTask):
         for group, checkpoints in translated.items():
             try:
                 described = await describe_group(self.target_admin, group)
-                if described.state not in _IDLE:
+                if not described.idle:
                     self._say(group, "offsets", f"the group is active on the target ({described.state}, "
                               f"{len(described.members)} members); offsets are only written for groups with no "
                               "active member")

@@ -104,6 +104,10 @@ class MirrorConfig(SourceConnectorConfig):
     def policy(self) -> ReplicationPolicy:
         return replication_policy(self.replication_policy_class, self.replication_policy_separator)
 
+    def remote_topic(self, topic: str) -> str:
+        """The source topic's name in the target cluster."""
+        return self.policy().format_remote_topic(self.source_cluster_alias, topic)
+
     def cluster(self, side: str) -> Cluster:
         prefix = f"{side}.cluster."
         settings = {k[len(prefix):]: str(v) for k, v in (self.model_extra or {}).items() if k.startswith(prefix)}

@@ -154,9 +154,8 @@ class MirrorSourceTask(SourceTask):
 
         config = self.config = MirrorSourceConfig.model_validate(props)
         self.cluster = config.source_cluster_alias
-        self.rename = TopicSync(config, None, None).target_topic
         self.partitions = decode_partitions(props.get(ASSIGNED, ""))
-        self.targets = {t: self.rename(t) for t, _ in self.partitions}
+        self.targets = {t: config.remote_topic(t) for t, _ in self.partitions}
         self.poll_timeout = config.consumer_poll_timeout_ms
         # Never assigned a partition: its client carries the fetches, it answers offset lookups.
         self.consumer = config.source.consumer(enable_auto_commit=False, auto_offset_reset="earliest",

@@ -88,7 +88,3 @@ class OffsetSyncWriter:
             if self._synced.get(tp) != end:
                 self._emit(tp, *end)
         self._pending.clear()
-
-    def forget(self, tp: tuple[str, int]) -> None:
-        for known in (self._last, self._pending, self._synced):
-            known.pop(tp, None)

@@ -20,7 +20,7 @@ from .config import Cluster, MirrorSourceConfig
 from .filters import NameFilter
 from .policy import ReplicationPolicy, is_cycle
 
-__all__ = ["TopicSync", "close_clients", "ensure_internal_topic", "partition_counts", "reach"]
+__all__ = ["TopicSync", "close_clients", "not_mirrored", "ensure_internal_topic", "partition_counts", "reach"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,18 @@ async def ensure_internal_topic(admin: Any, topic: str, replication_factor: int,
         log.info("created the %s topic %s", what, topic)
 
 
+def not_mirrored(policy: ReplicationPolicy, keep: NameFilter, target_alias: str, topic: str) -> str | None:
+    """Why MM2's shouldReplicateTopic says no ("internal", "filtered" or "cycle"), or None: mirrored.
+    Heartbeats topics pass whatever the filter says."""
+    if policy.is_internal_topic(topic):
+        return "internal"
+    if not (keep(topic) or policy.is_heartbeats_topic(topic)):
+        return "filtered"
+    if is_cycle(policy, topic, target_alias):
+        return "cycle"
+    return None
+
+
 class TopicSync:
     """The source connector's view of both clusters' topics."""
 
@@ -72,21 +84,15 @@ class TopicSync:
         self.skipped: set[str] = set()
 
     def should_mirror(self, topic: str) -> bool:
-        """MM2's shouldReplicateTopic: the filter (heartbeats always), never internal, never a cycle."""
-        policy, target = self.policy, self.config.target_cluster_alias
-        if policy.is_internal_topic(topic):
-            return False
-        if not (self.filter(topic) or policy.is_heartbeats_topic(topic)):
-            return False
-        if is_cycle(policy, topic, target):
-            if topic not in self.skipped:
-                self.skipped.add(topic)
-                log.info("topic %s is not mirrored into %s: it came from %s (a cycle)", topic, target, target)
-            return False
-        return True
+        why = not_mirrored(self.policy, self.filter, self.config.target_cluster_alias, topic)
+        if why == "cycle" and topic not in self.skipped:
+            self.skipped.add(topic)
+            target = self.config.target_cluster_alias
+            log.info("topic %s is not mirrored into %s: it came from %s (a cycle)", topic, target, target)
+        return why is None
 
     def target_topic(self, topic: str) -> str:
-        return self.policy.format_remote_topic(self.config.source_cluster_alias, topic)
+        return self.config.remote_topic(topic)
 
     async def refresh(self) -> bool:
         """Read the source's topics, create or grow what is missing on the target; True when the set of

@@ -17,7 +17,6 @@ from .output import fail, print_json, progress, table
 
 __all__ = ["add_parser", "decode_assignment"]
 
-_IDLE = {"Empty", "Dead", ""}
 COMMIT_CHUNK = 100  # partitions per OffsetCommit when resetting (progress is shown between them)
 
 
@@ -125,7 +124,7 @@ def _scope(args: argparse.Namespace, committed: dict[TopicPartition, Any], parti
 async def _reset(args: argparse.Namespace) -> int:
     async with admin(args.bootstrap_server) as a:
         described = await describe_group(a, args.group)
-        if described.state not in _IDLE:
+        if not described.idle:
             return fail(f"headwater groups reset-offsets: Assignments can only be reset if the group '{args.group}' "
                         f"is inactive, but the current state is {described.state}.")
         committed = await a.list_consumer_group_offsets(args.group)
