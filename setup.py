@@ -21,4 +21,6 @@ for folder, name in ROOTS.items():
     packages.append(name)
     packages += [f"{name}.{sub}" for sub in find_packages(folder)]
 
-setup(packages=packages, package_dir=package_dir)
+# The web console's static files ship inside the package (no build step at install)
+setup(packages=packages, package_dir=package_dir,
+      package_data={"headwater.connect.console": ["static/*", "static/**/*"]})
