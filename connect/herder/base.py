@@ -76,6 +76,10 @@ class Herder(ABC):
         """Why the worker can never become ready, if it cannot."""
         return None
 
+    def rebalance_metrics(self) -> dict[str, Any] | None:
+        """Kafka's connect-worker-rebalance-metrics, for a worker in a group (None for a standalone one)."""
+        return None
+
     async def wait_ready(self, stop: asyncio.Event, timeout: float = 120.0) -> bool:
         """Wait until the worker takes requests (a distributed one has joined its group);
         False if ``stop`` was set first. Raises when startup failed for good."""
@@ -150,7 +154,9 @@ class Herder(ABC):
         if metrics is None:
             self._task_elsewhere(name, task, status)
             raise NotFound(f"Task {name}-{task} is not running")
-        return {"id": task, "state": status["state"], "worker_id": self.worker_id, "metrics": metrics}
+        runtime = self.worker.task_runtime_metrics(TaskId(name, task)) or {}
+        return {"id": task, "state": status["state"], "worker_id": self.worker_id, "metrics": metrics,
+                "runtime": runtime}
 
     def _task_elsewhere(self, name: str, task: int, status: dict[str, Any]) -> None:  # noqa: B027 - optional
         """Hook: a herder that knows which worker runs the task sends the request there."""

@@ -98,6 +98,14 @@ class DistributedHerder(Herder):
     def startup_failure(self) -> BaseException | None:
         return self.membership.failure
 
+    def rebalance_metrics(self) -> dict[str, Any] | None:
+        times = self.membership.rebalances
+        since = times.since_last_ms()
+        return {"completed-rebalances-total": times.total, "rebalancing": times.running,
+                "rebalance-avg-time-ms": round(times.avg_ms(), 3), "rebalance-max-time-ms": round(times.max_ms(), 3),
+                "time-since-last-rebalance-ms": -1 if since is None else round(since), "epoch": self.generation,
+                "leader-name": self.leader_url or ""}
+
     def _spawn(self, coro: Any, what: str) -> None:
         async def guarded() -> None:
             try:

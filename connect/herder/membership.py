@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from headwater.kafka.errors import ErrorCode
 
 from ..kafka import GroupClient
+from ..runtime.timings import Durations
 from .protocol import Assignment, MemberMetadata, decode_assignment, decode_metadata, encode_assignment
 
 __all__ = ["GroupMembership", "JoinResult", "MembershipFailed"]
@@ -70,6 +71,7 @@ class GroupMembership:
         self._stopping = False
         self.task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
+        self.rebalances = Durations()  # Kafka's connect-worker-rebalance-metrics
 
     async def start(self) -> None:
         await self.client.bootstrap()
@@ -122,6 +124,7 @@ class GroupMembership:
     async def _join_and_sync(self) -> None:
         assert self.coordinator is not None
         self._rejoin.clear()
+        self.rebalances.begin()  # until an assignment is applied (several rounds may make one rebalance)
         metadata = self.metadata()
         while True:
             resp = await self.client.join(self.coordinator, self.group_id, self.session_timeout_ms,
@@ -162,6 +165,7 @@ class GroupMembership:
                  self.group_id, self.generation, self.member_id, self.leader_id, len(assignment.connectors()),
                  len(assignment.tasks()), sum(len(t) for t in assignment.revoked.values()))
         await self.on_assignment(assignment, self.generation, self.is_leader)
+        self.rebalances.end()
         if assignment.revoked:
             self._rejoin.set()  # revoke first, then get the new work in the next round
         elif assignment.delay_ms > 0:

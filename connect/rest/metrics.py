@@ -2,7 +2,10 @@
 Kafka Connect's beans (``kafka.connect:type=connect-worker-metrics`` -> ``kafka_connect_worker_*``,
 ``type=source-task-metrics,connector=c,task=t`` attribute ``source-record-write-total`` ->
 ``kafka_connect_source_task_metrics_source_record_write_total{connector,task}``), so dashboards built
-on them mostly work. Read at scrape time from the herder and the tasks this worker runs; a task's own
+on them mostly work: connector and task counts and states, source records polled and written, sink records
+read and sent, offset commit latency (``connector-task-metrics``), dead-letter-queue records
+(``task-error-metrics``), rebalances (``connect-worker-rebalance-metrics``), and a sink's lag per partition
+as its consumer's ``records-lag``. Read at scrape time from the herder and the tasks this worker runs; a task's own
 figures (``SourceTask.metrics`` / ``SinkTask.metrics``: a CDC snapshot's progress, a mirror's lag) are
 ``headwater_task_metric{connector,task,name}`` for every number among them."""
 
@@ -13,9 +16,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-from ..runtime.sink_task import WorkerSinkTask
-from ..runtime.source_task import WorkerSourceTask
 
 __all__ = ["CONTENT_TYPE", "scrape"]
 
@@ -51,26 +51,83 @@ class _WorkerCollector:
                 status.add_metric([connector, st.state.value.lower()], 1)
         yield from (connectors, tasks, by_state, status)
 
-        written = CounterMetricFamily("kafka_connect_source_task_metrics_source_record_write",
-                                      "Records a source task wrote to Kafka", labels=["connector", "task"])
-        sent = CounterMetricFamily("kafka_connect_sink_task_metrics_sink_record_send",
-                                   "Records handed to a sink task", labels=["connector", "task"])
-        own = GaugeMetricFamily("headwater_task_metric", "A task's own figures (SourceTask/SinkTask.metrics)",
-                                labels=["connector", "task", "name"])
+        yield from _rebalances(herder.rebalance_metrics())
+
+        def family(kind: type, name: str, doc: str, labels: tuple[str, ...] = TASK) -> Any:
+            return kind(name, doc, labels=list(labels))
+
+        polled = family(CounterMetricFamily, "kafka_connect_source_task_metrics_source_record_poll",
+                        "Records a source task's poll returned")
+        written = family(CounterMetricFamily, "kafka_connect_source_task_metrics_source_record_write",
+                         "Records a source task wrote to Kafka")
+        read = family(CounterMetricFamily, "kafka_connect_sink_task_metrics_sink_record_read",
+                      "Records a sink task read from Kafka")
+        sent = family(CounterMetricFamily, "kafka_connect_sink_task_metrics_sink_record_send",
+                      "Records handed to a sink task")
+        commit_avg = family(GaugeMetricFamily, "kafka_connect_connector_task_metrics_offset_commit_avg_time_ms",
+                            "Average time of the task's recent offset commits")
+        commit_max = family(GaugeMetricFamily, "kafka_connect_connector_task_metrics_offset_commit_max_time_ms",
+                            "Longest of the task's recent offset commits")
+        commits = family(CounterMetricFamily, "kafka_connect_connector_task_metrics_offset_commit_completion",
+                         "Offset commits that wrote offsets")
+        commit_failures = family(CounterMetricFamily, "kafka_connect_connector_task_metrics_offset_commit_failure",
+                                 "Offset commits that failed")
+        dlq = family(CounterMetricFamily, "kafka_connect_task_error_metrics_deadletterqueue_produce_requests",
+                     "Records written to the dead letter queue")
+        lag = family(GaugeMetricFamily, "kafka_consumer_consumer_fetch_manager_metrics_records_lag",
+                     "Records between a sink task's position and the partition's end (as of its last fetch)",
+                     ("client_id", "topic", "partition", "connector", "task"))
+        own = family(GaugeMetricFamily, "headwater_task_metric",
+                     "A task's own figures (SourceTask/SinkTask.metrics; nested names joined with dots)",
+                     (*TASK, "name"))
         for task_id in worker.task_ids():
-            running = worker.tasks.get(task_id)
             labels = [task_id.connector, str(task_id.task)]
-            if isinstance(running, WorkerSourceTask):
-                written.add_metric(labels, running.records_sent)
-            elif isinstance(running, WorkerSinkTask):
-                sent.add_metric(labels, running.records_put)
-            figures = worker.task_metrics(task_id) or {}
-            for name, value in sorted(figures.items()):
-                if isinstance(value, bool):
-                    value = int(value)
-                if isinstance(value, int | float):
-                    own.add_metric([*labels, name], value)
-        yield from (written, sent, own)
+            runtime = worker.task_runtime_metrics(task_id) or {}
+            for metric, key in ((polled, "source-record-poll-total"), (written, "source-record-write-total"),
+                                (read, "sink-record-read-total"), (sent, "sink-record-send-total"),
+                                (commit_avg, "offset-commit-avg-time-ms"), (commit_max, "offset-commit-max-time-ms"),
+                                (commits, "offset-commit-completion-total"),
+                                (commit_failures, "offset-commit-failure-total"),
+                                (dlq, "deadletterqueue-produce-requests")):
+                if key in runtime:
+                    metric.add_metric(labels, runtime[key])
+            client = f"connector-consumer-{task_id.connector}-{task_id.task}"  # as Kafka names a sink's consumer
+            for p in runtime.get("consumer-lag", []):
+                if p["lag"] is not None:
+                    lag.add_metric([client, p["topic"], str(p["partition"]), *labels], p["lag"])
+            for name, value in _numbers(worker.task_metrics(task_id) or {}):
+                own.add_metric([*labels, name], value)
+        yield from (polled, written, read, sent, commit_avg, commit_max, commits, commit_failures, dlq, lag, own)
+
+
+TASK = ("connector", "task")
+
+
+def _numbers(figures: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
+    """Every number among a task's figures, nested ones named ``outer.inner`` (a CDC task's
+    ``streaming.retained.wal.bytes``, a mirror's ``replication_lag.<topic-partition>.records``)."""
+    for name, value in sorted(figures.items()):
+        if isinstance(value, dict):
+            yield from _numbers(value, f"{prefix}{name}.")
+        elif isinstance(value, bool):
+            yield prefix + name, int(value)
+        elif isinstance(value, int | float):
+            yield prefix + name, value
+
+
+def _rebalances(figures: dict[str, Any] | None) -> Iterator[Any]:
+    """kafka.connect:type=connect-worker-rebalance-metrics, for a worker in a group."""
+    if figures is None:
+        return
+    base = "kafka_connect_connect_worker_rebalance_metrics_"
+    yield CounterMetricFamily(base + "completed_rebalances", "Rebalances this worker completed",
+                              value=figures["completed-rebalances-total"])
+    for key, doc in (("rebalancing", "1 while this worker is in a rebalance"),
+                     ("rebalance-avg-time-ms", "Average time of recent rebalances"),
+                     ("rebalance-max-time-ms", "Longest of recent rebalances"),
+                     ("time-since-last-rebalance-ms", "Time since the last completed rebalance (-1: none yet)"),
+                     ("epoch", "The group generation of the worker's assignment")):
+        yield GaugeMetricFamily(base + key.replace("-", "_"), doc, value=float(figures[key]))
 
 
 def scrape(herder: Any) -> bytes:

@@ -121,6 +121,7 @@ class WorkerSinkTask(RecordTask):
         self.started = False
         self.commit_failed = False
         self.records_put = 0
+        self.records_read = 0
         self.max_poll_records = int(consumer_overrides.get("max.poll.records", 10000))
         self.loop: asyncio.AbstractEventLoop | None = None
         self.open_failure: BaseException | None = None
@@ -171,6 +172,7 @@ class WorkerSinkTask(RecordTask):
                         headers: list[tuple[str, bytes]], timestamp: int | None) -> None:
         fut = await self.dlq_producer.send(topic, value=value, key=key, headers=headers, timestamp_ms=timestamp)
         await fut
+        self.dlq_records += 1
 
     def on_pause(self) -> None:
         if self.consumer is not None:
@@ -184,7 +186,7 @@ class WorkerSinkTask(RecordTask):
         for tp, messages in fetched.items():  # none expected: all partitions are paused
             if messages:
                 self.consumer.seek(tp, messages[0].offset)
-        await self.commit_offsets()
+        await self.timed_commit()
 
     def on_resume(self) -> None:
         if self.consumer is not None:
@@ -199,6 +201,7 @@ class WorkerSinkTask(RecordTask):
         self._raise_open_failure()
         if not fetched:
             return
+        self.records_read += sum(len(messages) for messages in fetched.values())
         async with self.delivering:
             for tp in list(fetched):
                 where = TopicPartition(tp.topic, tp.partition)
@@ -364,14 +367,14 @@ class WorkerSinkTask(RecordTask):
                 if self.stopping:
                     raise TaskStopping(f"task {self.id} stopped while retrying put") from exc
 
-    async def commit_offsets(self, only: list[KafkaTP] | None = None) -> None:
-        """Commit what the task says is safe (pre_commit of the current offsets)."""
+    async def commit_offsets(self, only: list[KafkaTP] | None = None) -> bool:
+        """Commit what the task says is safe (pre_commit of the current offsets); whether any was committed."""
         current = dict(self.current)
         if only is not None:
             wanted = {TopicPartition(tp.topic, tp.partition) for tp in only}
             current = {tp: o for tp, o in current.items() if tp in wanted}
         if not current:
-            return
+            return False
         try:
             safe = await call(self.task.pre_commit, current)
         except Exception:
@@ -379,7 +382,7 @@ class WorkerSinkTask(RecordTask):
             raise
         to_commit = {tp: o for tp, o in (safe or {}).items() if self.committed.get(tp) != o}
         if not to_commit:
-            return
+            return False
         assigned = self.consumer.assignment()
         offsets = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(o, "") for tp, o in to_commit.items()
                    if KafkaTP(tp.topic, tp.partition) in assigned}
@@ -393,8 +396,29 @@ class WorkerSinkTask(RecordTask):
                 log.warning("task %s: offset commit of %d partitions failed because the group is "
                             "rebalancing (%s); they will be committed after the rebalance", self.id,
                             len(offsets), exc.__cause__ or exc)
-                return
+                return False
             self.committed.update(to_commit)
+            return True
+        return False
+
+    def runtime_metrics(self) -> dict[str, Any]:
+        return {"sink-record-read-total": self.records_read, "sink-record-send-total": self.records_put,
+                "consumer-lag": self.consumer_lag(), **super().runtime_metrics()}
+
+    def consumer_lag(self) -> list[dict[str, Any]]:
+        """Per assigned partition: the next offset to deliver (the last committed one before any was
+        delivered), the log end offset as of the last fetch, and the records between them."""
+        out: list[dict[str, Any]] = []
+        if self.consumer is None:
+            return out
+        for tp in sorted(self.consumer.assignment()):
+            where = TopicPartition(tp.topic, tp.partition)
+            offset = self.current.get(where, self.committed.get(where))
+            end = self.consumer.highwater(tp)
+            lag = max(end - offset, 0) if end is not None and offset is not None else None
+            out.append({"topic": tp.topic, "partition": tp.partition, "offset": offset, "end-offset": end,
+                        "lag": lag})
+        return out
 
     def signal_stop(self) -> None:
         pass

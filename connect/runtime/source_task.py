@@ -97,6 +97,7 @@ class WorkerSourceTask(RecordTask):
         self.batched = self.uses_batches()
         self.encoded = False
         self.records_sent = 0
+        self.records_polled = 0
 
     async def initialize(self) -> None:
         # linger 0: batches are built whole per poll; a linger only makes the next poll's send wait.
@@ -120,6 +121,7 @@ class WorkerSourceTask(RecordTask):
             log.warning("task %s poll failed with a retriable error: %s", self.id, exc)
             return
         if polled:
+            self.records_polled += _count(polled)
             await (self.send_encoded(polled) if self.encoded else self.send_batch(polled) if self.batched
                    else self.send(polled))
         if self.wants_commit_record or self.wants_commit_encoded:
@@ -142,7 +144,7 @@ class WorkerSourceTask(RecordTask):
         except TimeoutError:
             log.warning("task %s: sends not acknowledged within offset.flush.timeout.ms while pausing; their "
                         "offsets are stored once they are", self.id)
-        await self.commit_offsets()
+        await self.timed_commit()
 
     def uses_batches(self) -> bool:
         """Whether the task's ``poll_batch`` can stand in for ``poll``: nothing here needs a record object."""
@@ -436,7 +438,7 @@ class WorkerSourceTask(RecordTask):
                       if fut is not None and fut.exception() is None]
             await call(self.task.commit_encoded, batch, placed)
 
-    async def commit_offsets(self) -> None:
+    async def commit_offsets(self) -> bool:
         """Store the offsets of every fully acknowledged poll, in order, then tell the task."""
         committable: dict[str, dict[str, Any] | None] = {}
         while self.outstanding and all(f.done() for f in self.outstanding[0].futures):
@@ -452,6 +454,18 @@ class WorkerSourceTask(RecordTask):
             else:
                 await self._notify(entry)
         if not committable:
-            return
+            return False
         await self.offset_store.set(self.id.connector, committable)
         await call(self.task.commit)
+        return True
+
+    def runtime_metrics(self) -> dict[str, Any]:
+        return {"source-record-poll-total": self.records_polled, "source-record-write-total": self.records_sent,
+                **super().runtime_metrics()}
+
+
+def _count(polled: Any) -> int:
+    """Records in what a poll returned: records, a SourceBatch, or encoded batches (one or a list)."""
+    if isinstance(polled, list):
+        return sum(len(p) if isinstance(p, Encoded) else 1 for p in polled)
+    return len(polled)

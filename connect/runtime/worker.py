@@ -285,6 +285,11 @@ class Worker:
         task = self.tasks.get(task_id)
         return task.metrics() if isinstance(task, RecordTask) else None
 
+    def task_runtime_metrics(self, task_id: TaskId) -> dict[str, Any] | None:
+        """What the runtime measures of a running task (Kafka's task metric names), or None."""
+        task = self.tasks.get(task_id)
+        return task.runtime_metrics() if isinstance(task, RecordTask) else None
+
     def task_ids(self, connector: str | None = None) -> list[TaskId]:
         return sorted(t for t in self.tasks if connector is None or t.connector == connector)
 
