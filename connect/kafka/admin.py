@@ -7,7 +7,9 @@ from typing import Any
 
 from aiokafka.protocol.commit import OffsetCommitRequest
 
-__all__ = ["GroupDescription", "commit_group_offsets", "describe_group", "partition_counts"]
+from headwater.kafka.types import Reader
+
+__all__ = ["GroupDescription", "commit_group_offsets", "decode_assignment", "describe_group", "partition_counts"]
 
 
 async def partition_counts(admin: Any) -> dict[str, int]:
@@ -59,3 +61,16 @@ async def describe_group(admin: Any, group: str) -> GroupDescription:
                 members = [(m[0], m[1], m[2], m[4] or b"") for m in entry[5]]
                 return GroupDescription(group, entry[2] or "", entry[3] or "", entry[4] or "", members)
     return GroupDescription(group)
+
+
+def decode_assignment(data: bytes) -> list[tuple[str, int]]:
+    """The topic-partitions in a consumer-protocol member assignment (version, [topic, [partition]], user data)."""
+    if not data:
+        return []
+    r = Reader(data)
+    r.int16()
+    out = []
+    for _ in range(r.int32()):
+        topic = r.string() or ""
+        out += [(topic, r.int32()) for _ in range(r.int32())]
+    return out

@@ -20,12 +20,14 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from ..console import add_console
 from ..herder.base import BadRequest, Conflict, Herder, NotFound, NotLeader
 from ..loggers import LEVELS, set_level
 from ..loggers import levels as logger_levels
 from ..plugins import UnknownPlugin
 from ..runtime.worker import ConfigErrors
 from ..status import TargetState
+from . import admin_api
 from . import models as m
 from .openapi import Api, Query
 from .validate import config_definitions, validation_result
@@ -100,10 +102,9 @@ def _check_query(request: web.Request) -> None:
         return
     for q in API.query_of(route.method, resource.canonical):
         for value in request.query.getall(q.name, []):
-            allowed = ("true", "false") if q.boolean else q.values
-            if allowed and value not in allowed:
-                raise BadRequest(f"Invalid value {value!r} for query parameter {q.name}: use one of "
-                                 f"{', '.join(allowed)}")
+            problem = q.problem(value)
+            if problem is not None:
+                raise BadRequest(problem)
 
 
 B = TypeVar("B", bound=BaseModel)
@@ -481,6 +482,10 @@ async def set_logger(request: web.Request) -> web.Response:
     return _json(set_level(name, level))
 
 
+# Headwater's own: topics and consumer groups (/admin/topics, /admin/groups)
+API.include(admin_api.ADMIN)
+
+
 async def prometheus_metrics(request: web.Request) -> web.Response:
     """Prometheus' text format (not JSON, so not in the OpenAPI document)."""
     from .metrics import CONTENT_TYPE, scrape
@@ -492,5 +497,9 @@ def build_app(herder: Herder) -> web.Application:
     app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_BODY_BYTES)
     app[HERDER] = herder
     API.add_to(app)
+    config = herder.config
+    admin_api.install(app, config.bootstrap_servers, {config.config_storage_topic, config.offset_storage_topic,
+                                                      config.status_storage_topic})
     app.router.add_get("/metrics", prometheus_metrics)
+    add_console(app)
     return app

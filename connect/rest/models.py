@@ -17,6 +17,7 @@ __all__ = [
     "ConnectorOffsets", "ConnectorState", "ConnectorStatus", "CreateConnector", "ErrorMessage", "Health",
     "LoggerLevel", "LoggerLevels", "LoggerNames", "Message", "OffsetsAlter", "PluginConfigDefs", "PluginInfos",
     "ServerInfo", "TaskConfigs", "TaskInfos", "TaskState", "ConnectorNames", "ConnectorsExpanded",
+    "GroupDetail", "GroupSummaries", "TopicDetail", "TopicRecords", "TopicSummaries",
 ]
 
 # A connector name: not blank, no ``/`` (it is a path segment) and no control characters (Java's
@@ -147,6 +148,8 @@ class TaskMetrics(_Open):
     state: str
     worker_id: str
     metrics: dict[str, Any]
+    #: What the runtime measures of the task, under Kafka's task metric names
+    runtime: dict[str, Any] = {}
 
 
 class ConnectorStatus(_Open):
@@ -217,6 +220,111 @@ class LoggerNames(RootModel[list[str]]):
 class LoggerState(_Open):
     level: str
     last_modified: int | None = None
+
+
+# -- Headwater's /admin extensions: topics and groups ----------------------------------------------
+
+
+class TopicSummary(_Open):
+    topic: str
+    internal: bool = Field(description="Kafka's own (__consumer_offsets) or the workers' config, offset and "
+                                       "status topics")
+    partitions: int
+    start_offset: int = Field(description="The partitions' start offsets, summed")
+    end_offset: int = Field(description="The partitions' end offsets, summed")
+    records: int = Field(description="Records held: end minus start offsets, summed")
+
+
+class TopicSummaries(RootModel[list[TopicSummary]]):
+    pass
+
+
+class PartitionInfo(_Open):
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    start_offset: int
+    end_offset: int
+    records: int
+
+
+class TopicDetail(_Open):
+    topic: str
+    internal: bool
+    partitions: list[PartitionInfo]
+    configs: dict[str, str] = Field(description="The topic's own config overrides")
+
+
+class Base64Data(BaseModel):
+    base64: str
+
+
+#: A key, value or header value: UTF-8 text as a string, other bytes as {"base64": ...}, or null.
+RecordData = str | Base64Data | None
+
+
+class RecordHeader(_Open):
+    key: str
+    value: RecordData
+
+
+class TopicRecord(_Open):
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: Literal["CreateTime", "LogAppendTime"]
+    key: RecordData
+    value: RecordData
+    headers: list[RecordHeader]
+    truncated: bool = Field(description="A key, value or header was cut to its first bytes")
+
+
+class TopicRecords(_Open):
+    topic: str
+    records: list[TopicRecord] = Field(description="Newest first")
+
+
+class GroupSummary(_Open):
+    group: str
+    state: str
+    protocol_type: str
+    members: int
+
+
+class GroupSummaries(RootModel[list[GroupSummary]]):
+    pass
+
+
+class GroupPartition(_Open):
+    topic: str
+    partition: int
+
+
+class GroupMember(_Open):
+    member_id: str
+    client_id: str
+    host: str
+    assignment: list[GroupPartition]
+
+
+class GroupLag(_Open):
+    topic: str
+    partition: int
+    committed_offset: int | None
+    end_offset: int | None
+    lag: int | None
+    member_id: str | None
+
+
+class GroupDetail(_Open):
+    group: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[GroupMember]
+    offsets: list[GroupLag]
+    lag: int = Field(description="The partitions' lags, summed")
 
 
 def _text(value: ConfigValue) -> str:

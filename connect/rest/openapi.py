@@ -31,28 +31,59 @@ _PATH_SCHEMAS: dict[str, dict[str, Any]] = {
     "task": {"type": "integer", "minimum": 0},
     "plugin": {"type": "string", "minLength": 1},
     "logger": {"type": "string", "minLength": 1},
+    "topic": {"type": "string", "minLength": 1},
+    "group": {"type": "string", "minLength": 1},
 }
 _REASONS = {400: "Bad request: malformed JSON, a body that is not UTF-8, or an invalid value (named)",
             404: "Not found", 409: "Conflict: the name exists, or the cluster is rebalancing",
             413: "Request body too large", 415: "Unsupported media type: send application/json in UTF-8",
-            500: "Internal server error", 503: "The worker is still starting"}
+            500: "Internal server error", 503: "The worker is still starting, or Kafka cannot be reached"}
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
 
 
 @dataclass(frozen=True)
 class Query:
-    """A query parameter: a boolean (``true``/``false``), one of ``values``, or a free string."""
+    """A query parameter: a boolean (``true``/``false``), one of ``values``, an integer in
+    [``minimum``, ``maximum``] (``integer``), or a free string."""
 
     name: str
     description: str
     values: tuple[str, ...] = ()
     boolean: bool = False
     repeated: bool = False
+    integer: bool = False
+    minimum: int | None = None
+    maximum: int | None = None
 
     def schema(self) -> dict[str, Any]:
-        one: dict[str, Any] = ({"type": "string", "enum": ["true", "false"]} if self.boolean
-                               else {"type": "string", "enum": list(self.values)} if self.values
-                               else {"type": "string"})
+        one: dict[str, Any]
+        if self.integer:
+            one = {"type": "integer"}
+            if self.minimum is not None:
+                one["minimum"] = self.minimum
+            if self.maximum is not None:
+                one["maximum"] = self.maximum
+        else:
+            one = ({"type": "string", "enum": ["true", "false"]} if self.boolean
+                   else {"type": "string", "enum": list(self.values)} if self.values
+                   else {"type": "string"})
         return {"type": "array", "items": one} if self.repeated else one
+
+    def problem(self, value: str) -> str | None:
+        """Why ``value`` is not what the document says this parameter holds (None when it is)."""
+        if self.integer:
+            low, high = self.minimum, self.maximum
+            if not _INTEGER.fullmatch(value) or (low is not None and int(value) < low) or (
+                    high is not None and int(value) > high):
+                return (f"Invalid value {value!r} for query parameter {self.name}: use an integer"
+                        f"{f' from {low}' if low is not None else ''}{f' to {high}' if high is not None else ''}")
+            return None
+        allowed = ("true", "false") if self.boolean else self.values
+        if allowed and value not in allowed:
+            return f"Invalid value {value!r} for query parameter {self.name}: use one of {', '.join(allowed)}"
+        return None
 
 
 @dataclass
@@ -97,6 +128,10 @@ class Api:
             return handler
 
         return register
+
+    def include(self, other: Api) -> None:
+        """Add the operations another module declared in a table of its own (after those here)."""
+        self.operations.extend(other.operations)
 
     def allowed(self, path: str) -> list[str]:
         """The methods declared for the route pattern ``path`` (the ``Allow`` header of a 405)."""
