@@ -22,6 +22,7 @@ from .config import BrokerConfig, ConfigError, Listener, TopicConfig
 from .log import PartitionLog
 from .log.flusher import PartitionFlusher
 from .producer_state import PartitionProducerState, replay
+from .stats import BrokerStats, TopicCounters
 from .topic import Topic, validate_topic_name
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]
@@ -44,6 +45,7 @@ class Cluster:
         self.node_id = config.node_id
         self.cluster_id = config.cluster_id
         self._data_waiters: set[asyncio.Future[None]] = set()
+        self.stats = BrokerStats()  # all-topics and per-API counters (per-topic ones are on each Topic)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -198,6 +200,12 @@ class Cluster:
         if topic is None or not 0 <= index < len(topic.partitions):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return topic.partitions[index]
+
+    def counters(self, name: str) -> tuple[TopicCounters, ...]:
+        """What a Produce or Fetch on topic ``name`` adds to: the all-topics counters, and the topic's own
+        when it exists (an unknown name gets none, so clients cannot grow them)."""
+        topic = self.topics.get(name)
+        return (self.stats.all_topics,) if topic is None else (self.stats.all_topics, topic.stats)
 
     def flusher(self, name: str, index: int) -> PartitionFlusher:
         return self.topics[name].flushers[index]

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
 
-__all__ = ["BrokerConfig", "ConfigError", "Listener", "TopicConfig", "load_broker_config", "parse_listener"]
+__all__ = ["BrokerConfig", "ConfigError", "Listener", "TopicConfig", "load_broker_config", "parse_listener",
+           "parse_metrics_listener"]
 
 
 class Listener(BaseModel):
@@ -33,6 +34,20 @@ def parse_listener(value: str) -> Listener:
     if parts.port is None:
         raise ValueError(f"missing port in {value!r}")
     return Listener(name=name.upper(), host=parts.hostname or "", port=parts.port)
+
+
+def parse_metrics_listener(value: str) -> tuple[str, int]:
+    """``http://host:port`` (``metrics.listener``) -> (host, port); an empty host means all interfaces,
+    port 0 any free port. Metrics are always at ``/metrics``, so a path may only be that."""
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("the port must be a number from 0 to 65535") from None
+    if parts.scheme != "http" or port is None or parts.path not in ("", "/", "/metrics") \
+            or parts.query or parts.fragment or parts.username is not None:
+        raise ValueError("expected http://HOST:PORT, e.g. http://127.0.0.1:9404 (empty: no metrics)")
+    return parts.hostname or "", port
 
 
 def _split_listeners(value: str) -> list[str]:
@@ -160,6 +175,8 @@ class BrokerConfig(_KafkaModel):
     group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", ge=1)
     group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", ge=1)
     offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
+    # Prometheus metrics over HTTP (metrics.py); None or empty: not served
+    metrics_listener: str | None = Field(None, alias="metrics.listener")
 
     @field_validator("listeners", "advertised_listeners")
     @classmethod
@@ -172,6 +189,14 @@ class BrokerConfig(_KafkaModel):
         for item in items:
             parse_listener(item)
         return v
+
+    @field_validator("metrics_listener")
+    @classmethod
+    def _metrics_listener(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        parse_metrics_listener(v.strip())
+        return v.strip()
 
     def listener_list(self) -> list[Listener]:
         return [parse_listener(item) for item in _split_listeners(self.listeners)]

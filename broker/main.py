@@ -19,6 +19,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     await server.start()
     log.info("Headwater broker listening on %s (node.id=%d, log.dirs=%s)", ", ".join(server.listener_urls()),
              config.node_id, config.log_dirs)
+    if server.metrics_url:
+        log.info("Prometheus metrics at %s", server.metrics_url)
     try:
         await stop.wait()
         log.info("shutting down")

@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import logging
 import struct
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from . import apis
 from .cluster import Cluster
@@ -31,6 +32,9 @@ from .protocol.codec import (
     parse_request_header,
     request_class,
 )
+
+if TYPE_CHECKING:
+    from .metrics import MetricsEndpoint
 
 __all__ = ["BrokerServer"]
 
@@ -56,6 +60,8 @@ class BrokerServer:
         self._background: list[asyncio.Task[None]] = []
         self._closing = False
         self.bound: list[Listener] = []
+        self._metrics: MetricsEndpoint | None = None
+        self.metrics_url: str | None = None  # where Prometheus scrapes, once served
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -82,6 +88,18 @@ class BrokerServer:
             asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention())),
             asyncio.create_task(self._supervise("log cleaner", self.housekeeping.run_cleaner())),
         ]
+        if self.config.metrics_listener:
+            await self.serve_metrics(self.config.metrics_listener)
+
+    async def serve_metrics(self, listener: str) -> str:
+        """Serve Prometheus metrics on ``listener`` (``http://HOST:PORT``) until ``stop``; returns the
+        scrape URL. OSError naming ``metrics.listener`` when the address cannot be bound."""
+        from .metrics import MetricsEndpoint  # prometheus-client and aiohttp load only when metrics are served
+
+        endpoint = MetricsEndpoint(self)
+        self.metrics_url = await endpoint.start(listener)
+        self._metrics = endpoint
+        return self.metrics_url
 
     async def _supervise(self, name: str, coro: Any) -> None:
         try:
@@ -95,6 +113,8 @@ class BrokerServer:
     async def stop(self) -> None:
         """Stop accepting, end connections, flush and close every log."""
         self._closing = True
+        if self._metrics is not None:
+            await self._metrics.stop()
         for server in self._servers:
             server.close()
         for task in self._background:
@@ -165,6 +185,7 @@ class BrokerServer:
             await pending.put(task)
 
     def _start_request(self, frame: memoryview, peer: str) -> asyncio.Task[bytes | bytearray | None]:
+        received = time.perf_counter()  # Kafka's TotalTimeMs starts once the request is read
         try:
             header = parse_request_header(frame)
         except MalformedRequest as exc:
@@ -189,15 +210,15 @@ class BrokerServer:
         except MalformedRequest as exc:
             log.warning("closing connection from %s: %s", peer, exc)
             raise _Close from None
-        return asyncio.create_task(self._handle(spec, header, request, peer))
+        return asyncio.create_task(self._handle(spec, header, request, peer, received))
 
-    async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any,
-                      peer: str) -> bytes | bytearray | None:
+    async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, peer: str,
+                      received: float) -> bytes | bytearray | None:
         ctx = apis.RequestContext(self.cluster, header, peer, self.services, lambda: self._closing)
         body = await spec.handler(ctx, request)
-        if body is None:
-            return None
-        return encode_response(ctx.response(body), header.correlation_id)
+        answer = None if body is None else encode_response(ctx.response(body), header.correlation_id)
+        self.cluster.stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
+        return answer
 
     async def _write_answers(self, pending: asyncio.Queue[Any], writer: asyncio.StreamWriter, peer: str) -> None:
         while True:

@@ -13,6 +13,7 @@ from .config import TopicConfig
 from .log import PartitionLog
 from .log.flusher import PartitionFlusher
 from .producer_state import PartitionProducerState
+from .stats import TopicCounters
 
 __all__ = ["MAX_TOPIC_LENGTH", "Topic", "validate_topic_name"]
 
@@ -44,6 +45,7 @@ class Topic:
     flushers: list[PartitionFlusher] = field(default_factory=list)
     producers: list[PartitionProducerState] = field(default_factory=list)
     internal: bool = False
+    stats: TopicCounters = field(default_factory=TopicCounters)  # BrokerTopicMetrics, bumped by Produce/Fetch
 
     def metadata(self) -> dict[str, Any]:
         return {

@@ -32,13 +32,18 @@ from headwater.kafka.records import (
     validate_batch,
 )
 
+from ..stats import TopicCounters
 from .registry import RequestContext, api
 
 log = logging.getLogger(__name__)
 
 
-def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | None) -> tuple[dict[str, Any], int]:
-    """Validate and append one partition's batch; returns its response entry and end offset."""
+def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | None,
+            counted: tuple[TopicCounters, ...]) -> tuple[dict[str, Any], int]:
+    """Validate and append one partition's batch; returns its response entry and end offset.
+
+    An appended batch adds its bytes and its header's record count to ``counted`` (records are never decoded).
+    """
     cluster = ctx.cluster
     entry: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
                              "log_start_offset": -1, "record_errors": [], "error_message": None}
@@ -93,6 +98,9 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         set_log_append_time(batch, 0, header, now)
         entry["log_append_time_ms"] = now
     entry["base_offset"] = base = plog.append(batch, header)
+    for counters in counted:
+        counters.bytes_in += size
+        counters.messages_in += header.record_count
     if state is not None:
         state.update(header, base)
     return entry, plog.log_end_offset
@@ -105,19 +113,24 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
     to_flush = []
     appended = False
     for topic in req.topic_data:
+        counted = ctx.cluster.counters(topic.name)
         partitions = []
         for pdata in topic.partition_data:
             if acks not in (-1, 0, 1):
                 partitions.append({"index": pdata.index, "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
                                    "base_offset": -1})
                 continue
-            entry, end = _append(ctx, topic.name, pdata.index, pdata.records)
+            entry, end = _append(ctx, topic.name, pdata.index, pdata.records, counted)
             partitions.append(entry)
             if end >= 0:
                 appended = True
                 flusher = ctx.cluster.flusher(topic.name, pdata.index)
                 if flusher.plog.unflushed_messages >= flusher.plog.config.flush_messages:
                     to_flush.append((flusher, end))
+        failed = sum(1 for p in partitions if p["error_code"])
+        for counters in counted:
+            counters.produce_requests += len(partitions)
+            counters.failed_produce += failed
         responses.append({"name": topic.name, "partition_responses": partitions})
     if appended:
         ctx.cluster.notify_data()

@@ -73,4 +73,17 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if total >= req.min_bytes or errors or remaining <= 0 or ctx.closing():
             break
         await ctx.cluster.wait_for_data(remaining)
+    _count(ctx, responses)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def _count(ctx: RequestContext, responses: list[dict[str, Any]]) -> None:
+    """Bytes out and fetched partitions of the answer sent (a long poll may have read several times)."""
+    for topic in responses:
+        partitions = topic["partitions"]
+        size = sum(len(p["records"]) for p in partitions)
+        failed = sum(1 for p in partitions if p["error_code"])
+        for counters in ctx.cluster.counters(topic["topic"]):
+            counters.bytes_out += size
+            counters.fetch_requests += len(partitions)
+            counters.failed_fetch += failed

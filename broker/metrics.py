@@ -1,0 +1,289 @@
+"""The broker's Prometheus metrics: ``GET /metrics`` on ``metrics.listener`` (``http://HOST:PORT``).
+
+Names are what Prometheus's JMX exporter makes of Kafka's broker MBeans with its example rules
+(prometheus/jmx_exporter, ``examples/kafka-2_0_0.yml``, lower-cased output names), so dashboards
+built on a JMX-exported Kafka mostly work; consumer lag uses kafka_exporter's names
+(danielqsj/kafka_exporter), which is where such dashboards take lag from. docs/METRICS.md has
+the labels, what each figure counts and a scrape example.
+
+From ``kafka.server:type=BrokerTopicMetrics,name=<X>PerSec[,topic=T]`` attribute ``Count``
+(rule ``kafka.(\\w+)<type=(.+), name=(.+)PerSec\\w*, (.+)=(.+)><>Count`` -> ``kafka_$1_$2_$3_total``),
+counters, with ``{topic}`` per topic and without a label for all topics, as Kafka has both beans:
+
+- ``kafka_server_brokertopicmetrics_bytesin_total``, ``..._bytesout_total``, ``..._messagesin_total``
+- ``kafka_server_brokertopicmetrics_totalproducerequests_total``, ``..._failedproducerequests_total``,
+  ``..._totalfetchrequests_total``, ``..._failedfetchrequests_total``
+
+From ``kafka.network:type=RequestMetrics,name=RequestsPerSec,request=R,version=V`` (same rule):
+``kafka_network_requestmetrics_requests_total{request,version}``. From the histogram
+``kafka.network:type=RequestMetrics,name=TotalTimeMs,request=R`` (rules ``...><>Count`` ->
+``kafka_$1_$2_$3_count`` and ``...><>(\\d+)thPercentile`` -> ``kafka_$1_$2_$3{quantile="0.$N"}``):
+the summary ``kafka_network_requestmetrics_totaltimems{request,quantile}`` with quantiles 0.50, 0.75,
+0.95, 0.98, 0.99 and 0.999, ``..._totaltimems_count{request}`` and the ``_sum`` the exporter lacks.
+Request names are Kafka's (``Produce``, ``Fetch``, ``Metadata``, ...); a Fetch counts under both
+``Fetch`` and ``FetchConsumer``, as Kafka counts a consumer's fetch (there are no followers here).
+
+From ``kafka.log:type=Log,name=<X>,topic=T,partition=P`` attribute ``Value`` (rule
+``kafka.(\\w+)<type=(.+), name=(.+), (.+)=(.+), (.+)=(.+)><>Value`` -> ``kafka_$1_$2_$3``), gauges
+``{topic,partition}``: ``kafka_log_log_logendoffset``, ``kafka_log_log_logstartoffset``,
+``kafka_log_log_size``, ``kafka_log_log_numlogsegments``. From ``kafka.server:type=ReplicaManager`` and
+``kafka.controller:type=KafkaController`` (rule ``...name=(.+)><>Value`` -> ``kafka_$1_$2_$3``):
+``kafka_server_replicamanager_partitioncount``, ``..._leadercount``,
+``..._underreplicatedpartitions`` (0: one node), ``kafka_controller_kafkacontroller_activecontrollercount``
+(1) and ``..._offlinepartitionscount`` (0).
+
+From ``kafka.coordinator.group:type=GroupMetadataManager,name=<X>`` (rule
+``kafka.coordinator.(\\w+)<type=(.+), name=(.+)><>Value`` -> ``kafka_coordinator_$1_$2_$3``):
+``kafka_coordinator_group_groupmetadatamanager_numgroups``, ``..._numgroupsstable``,
+``..._numgroupspreparingrebalance``, ``..._numgroupscompletingrebalance``, ``..._numgroupsempty``,
+``..._numgroupsdead``, ``..._numoffsets``.
+
+kafka_exporter's: ``kafka_consumergroup_current_offset{consumergroup,topic,partition}`` and
+``kafka_consumergroup_lag{...}`` (for each topic a group committed on, every partition; -1 where it
+has no committed offset), ``kafka_consumergroup_current_offset_sum{consumergroup,topic}``,
+``kafka_consumergroup_lag_sum{consumergroup,topic}``, ``kafka_consumergroup_members{consumergroup}``,
+``kafka_topic_partitions{topic}``, ``kafka_topic_partition_current_offset{topic,partition}`` and
+``kafka_topic_partition_oldest_offset{topic,partition}``.
+
+Counters come from ``stats.py`` (plain ints the request path adds to); gauges are read from the
+topics, logs and groups when scraped. Both happen on the broker's event loop, which owns that state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from . import apis
+from .cluster import Cluster
+from .config import parse_metrics_listener
+from .group.group import Group, GroupState
+from .protocol.codec import request_class
+from .stats import BrokerStats, TopicCounters
+
+if TYPE_CHECKING:
+    from .group.coordinator import GroupCoordinator
+    from .server import BrokerServer
+
+__all__ = ["CONTENT_TYPE", "BrokerCollector", "MetricsEndpoint"]
+
+# The text format every Prometheus server reads (what generate_latest writes)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# TopicCounters attribute -> the BrokerTopicMetrics meter it stands for, and what it counts
+_TOPIC_METERS = (
+    ("bytes_in", "BytesInPerSec", "Record-batch bytes appended by Produce"),
+    ("bytes_out", "BytesOutPerSec", "Record-batch bytes returned by Fetch"),
+    ("messages_in", "MessagesInPerSec", "Records appended by Produce (each batch header's record count)"),
+    ("produce_requests", "TotalProduceRequestsPerSec", "Partitions in Produce requests"),
+    ("failed_produce", "FailedProduceRequestsPerSec", "Partitions in Produce requests answered with an error"),
+    ("fetch_requests", "TotalFetchRequestsPerSec", "Partitions in Fetch answers"),
+    ("failed_fetch", "FailedFetchRequestsPerSec", "Partitions in Fetch answers with an error"),
+)
+# Yammer's percentile attributes (50thPercentile, ...) as the exporter's quantile label reads them
+_QUANTILES = (("0.50", 0.5), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99), ("0.999", 0.999))
+# GroupMetadataManager gauge suffix per state
+_GROUP_STATES = (("stable", GroupState.STABLE), ("preparingrebalance", GroupState.PREPARING_REBALANCE),
+                 ("completingrebalance", GroupState.COMPLETING_REBALANCE), ("empty", GroupState.EMPTY),
+                 ("dead", GroupState.DEAD))
+FETCH = 1
+
+
+class BrokerCollector:
+    """A prometheus-client collector over one broker's state; every figure is read at scrape time."""
+
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        cluster = self.server.cluster
+        yield from topic_metrics(cluster)
+        yield from request_metrics(cluster.stats)
+        yield from log_metrics(cluster)
+        groups = self.server.services.get("groups")
+        if groups is not None:
+            yield from group_metrics(groups, cluster)
+
+
+def topic_metrics(cluster: Cluster) -> Iterator[Metric]:
+    topics = sorted(cluster.topics.items())
+    for attr, bean, doc in _TOPIC_METERS:
+        name = "kafka_server_brokertopicmetrics_" + bean.removesuffix("PerSec").lower()
+        family = Metric(name, f"{doc} (kafka.server:type=BrokerTopicMetrics,name={bean}; no topic label: all topics)",
+                        "counter")
+        _add_counts(family, name + "_total", attr, cluster.stats.all_topics, ((t, topic.stats) for t, topic in topics))
+        yield family
+
+
+def _add_counts(family: Metric, sample: str, attr: str, everywhere: TopicCounters,
+                per_topic: Iterable[tuple[str, TopicCounters]]) -> None:
+    family.add_sample(sample, {}, getattr(everywhere, attr))
+    for topic, counters in per_topic:
+        family.add_sample(sample, {"topic": topic}, getattr(counters, attr))
+
+
+def request_names(api_key: int) -> list[str]:
+    """Kafka's RequestMetrics names of an API (a consumer's Fetch counts as FetchConsumer too)."""
+    cls = request_class(api_key)
+    name = cls.name.removesuffix("Request") if cls is not None else f"Api{api_key}"
+    return ["FetchConsumer", name] if api_key == FETCH else [name]
+
+
+def request_metrics(stats: BrokerStats) -> Iterator[Metric]:
+    requests = Metric("kafka_network_requestmetrics_requests",
+                      "Requests answered (kafka.network:type=RequestMetrics,name=RequestsPerSec)", "counter")
+    total = Metric("kafka_network_requestmetrics_totaltimems",
+                   "Milliseconds from a request read to its answer, quantiles over the API's last 1024 requests "
+                   "(kafka.network:type=RequestMetrics,name=TotalTimeMs)", "summary")
+    for key in sorted(apis.REGISTRY):  # every API served, so each series exists before its first request
+        counters = stats.requests.get(key)
+        times = sorted(counters.recent_times()) if counters is not None else []
+        for name in request_names(key):
+            if counters is not None:
+                for version, n in sorted(counters.by_version.items()):
+                    requests.add_sample(requests.name + "_total", {"request": name, "version": str(version)}, n)
+            for label, q in _QUANTILES:
+                total.add_sample(total.name, {"request": name, "quantile": label}, _quantile(times, q))
+            total.add_sample(total.name + "_count", {"request": name}, counters.count if counters else 0)
+            total.add_sample(total.name + "_sum", {"request": name}, counters.time_ms if counters else 0.0)
+    yield requests
+    yield total
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """Yammer's snapshot quantile (linear between neighbours); 0 with no samples, as its histograms say."""
+    if not ordered:
+        return 0.0
+    pos = q * (len(ordered) + 1)
+    if pos < 1:
+        return ordered[0]
+    if pos >= len(ordered):
+        return ordered[-1]
+    lower = ordered[int(pos) - 1]
+    return lower + (pos - int(pos)) * (ordered[int(pos)] - lower)
+
+
+def log_metrics(cluster: Cluster) -> Iterator[Metric]:
+    def gauge(name: str, doc: str, labels: tuple[str, ...] = ("topic", "partition")) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=list(labels))
+
+    end = gauge("kafka_log_log_logendoffset", "Offset the next record will get (kafka.log:type=Log,name=LogEndOffset)")
+    start = gauge("kafka_log_log_logstartoffset", "First offset kept (kafka.log:type=Log,name=LogStartOffset)")
+    size = gauge("kafka_log_log_size", "Bytes in the partition's segments (kafka.log:type=Log,name=Size)")
+    segments = gauge("kafka_log_log_numlogsegments", "Segments of the log (kafka.log:type=Log,name=NumLogSegments)")
+    current = gauge("kafka_topic_partition_current_offset", "Log end offset (kafka_exporter)")
+    oldest = gauge("kafka_topic_partition_oldest_offset", "Log start offset (kafka_exporter)")
+    partitions = gauge("kafka_topic_partitions", "Partitions of the topic (kafka_exporter)", ("topic",))
+    count = 0
+    for name, topic in sorted(cluster.topics.items()):
+        partitions.add_metric([name], len(topic.partitions))
+        for index, plog in enumerate(topic.partitions):
+            labels = [name, str(index)]
+            end.add_metric(labels, plog.log_end_offset)
+            start.add_metric(labels, plog.log_start_offset)
+            size.add_metric(labels, plog.size_bytes)
+            segments.add_metric(labels, len(plog.segments))
+            current.add_metric(labels, plog.log_end_offset)
+            oldest.add_metric(labels, plog.log_start_offset)
+            count += 1
+    yield from (end, start, size, segments, current, oldest, partitions)
+    # One node leads every partition and has no replicas to wait for.
+    for name, doc, value in (
+        ("kafka_server_replicamanager_partitioncount", "Partitions on this broker", count),
+        ("kafka_server_replicamanager_leadercount", "Partitions this broker leads", count),
+        ("kafka_server_replicamanager_underreplicatedpartitions", "Under-replicated partitions (none: one node)", 0),
+        ("kafka_controller_kafkacontroller_activecontrollercount", "1: this node is the controller", 1),
+        ("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader (none)", 0),
+    ):
+        yield GaugeMetricFamily(name, doc, value=value)
+
+
+def group_metrics(coordinator: GroupCoordinator, cluster: Cluster) -> Iterator[Metric]:
+    groups = sorted(coordinator.groups.items())
+    prefix = "kafka_coordinator_group_groupmetadatamanager_"
+    bean = "(kafka.coordinator.group:type=GroupMetadataManager,name={})"
+    yield GaugeMetricFamily(prefix + "numgroups", "Groups " + bean.format("NumGroups"), value=len(groups))
+    states = Counter(group.state for _, group in groups)
+    for suffix, state in _GROUP_STATES:
+        name = "NumGroups" + state.value
+        yield GaugeMetricFamily(prefix + "numgroups" + suffix, f"Groups in state {state.value} " + bean.format(name),
+                                value=states[state])
+    yield GaugeMetricFamily(prefix + "numoffsets", "Committed offsets " + bean.format("NumOffsets"),
+                            value=sum(len(group.offsets) for _, group in groups))
+    yield from _lag_metrics(groups, cluster)
+
+
+def _lag_metrics(groups: list[tuple[str, Group]], cluster: Cluster) -> Iterator[Metric]:
+    """kafka_exporter's figures: for each topic a group committed on, every partition's committed offset
+    (-1: none) and lag (log end offset - committed offset; -1 without a committed offset)."""
+    by_partition = ["consumergroup", "topic", "partition"]
+    current = GaugeMetricFamily("kafka_consumergroup_current_offset",
+                                "Committed offset of the group (-1: none)", labels=by_partition)
+    lag = GaugeMetricFamily("kafka_consumergroup_lag", "Log end offset minus the group's committed offset "
+                            "(-1: no committed offset)", labels=by_partition)
+    current_sum = GaugeMetricFamily("kafka_consumergroup_current_offset_sum",
+                                    "Committed offsets of the group on the topic, summed", labels=by_partition[:2])
+    lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag of the group on the topic, summed over the "
+                                "partitions with a committed offset", labels=by_partition[:2])
+    members = GaugeMetricFamily("kafka_consumergroup_members", "Members of the group", labels=["consumergroup"])
+    for group_id, group in groups:
+        members.add_metric([group_id], len(group.members))
+        for topic_name in sorted({t for t, _ in group.offsets}):
+            topic = cluster.topics.get(topic_name)
+            if topic is None:  # offsets of a deleted topic
+                continue
+            offsets_sum = lags_sum = 0
+            for index, plog in enumerate(topic.partitions):
+                committed = group.offsets.get((topic_name, index))
+                labels = [group_id, topic_name, str(index)]
+                if committed is None:
+                    current.add_metric(labels, -1)
+                    lag.add_metric(labels, -1)
+                    continue
+                behind = plog.log_end_offset - committed.offset
+                current.add_metric(labels, committed.offset)
+                lag.add_metric(labels, behind)
+                offsets_sum += committed.offset
+                lags_sum += behind
+            current_sum.add_metric([group_id, topic_name], offsets_sum)
+            lag_sum.add_metric([group_id, topic_name], lags_sum)
+    yield from (current, lag, current_sum, lag_sum, members)
+
+
+class MetricsEndpoint:
+    """The HTTP listener Prometheus scrapes, on the broker's own event loop."""
+
+    def __init__(self, server: BrokerServer) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BrokerCollector(server))
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, listener: str) -> str:
+        """Bind ``listener`` (``http://HOST:PORT``); returns the scrape URL (with the port bound)."""
+        host, port = parse_metrics_listener(listener)
+        app = web.Application()
+        app.router.add_get("/metrics", self._scrape)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host or None, port, reuse_address=True).start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise OSError(exc.errno, f"metrics.listener {listener}: cannot listen ({exc.strerror})") from None
+        self._runner = runner
+        bound = runner.addresses[0][1]
+        shown = host or "0.0.0.0"
+        return f"http://{f'[{shown}]' if ':' in shown else shown}:{bound}/metrics"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _scrape(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE})
