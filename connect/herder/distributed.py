@@ -158,8 +158,24 @@ class DistributedHerder(Herder):
             self.assignment = assignment
             for name in sorted(wanted_connectors - set(self.worker.connectors)):
                 await self._start_connector(name)
-            for tid in sorted(wanted_tasks - set(self.worker.tasks)):
+            starting = sorted(wanted_tasks - set(self.worker.tasks))
+            if starting:
+                await self._read_offsets_to_end()
+            for tid in starting:
                 await self._start_task(tid)
+
+    async def _read_offsets_to_end(self) -> None:
+        """A task given to this worker starts from the offsets its previous owner stored last (it committed
+        them when it stopped, before the revocation), not from this worker's older view of the offsets
+        topic: Kafka's KafkaOffsetBackingStore reads to the end before answering too."""
+        offsets_log = getattr(self.offsets, "log", None)
+        if offsets_log is None:
+            return
+        try:
+            await offsets_log.read_to_end(timeout=30)
+        except Exception as exc:
+            log.warning("could not read %s to its end before starting tasks (%s); they start from the "
+                        "offsets read so far", offsets_log.topic, exc)
 
     async def _start_connector(self, name: str) -> None:
         config = self.configs.get(name)
