@@ -51,6 +51,7 @@ topics, logs and groups when scraped. Both happen on the broker's event loop, wh
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -274,7 +275,8 @@ class MetricsEndpoint:
             await web.TCPSite(runner, host or None, port, reuse_address=True).start()
         except OSError as exc:
             await runner.cleanup()
-            raise OSError(exc.errno, f"metrics.listener {listener}: cannot listen ({exc.strerror})") from None
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise OSError(exc.errno, f"metrics.listener {listener}: cannot listen ({reason})") from None
         self._runner = runner
         bound = runner.addresses[0][1]
         shown = host or "0.0.0.0"

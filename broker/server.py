@@ -89,7 +89,11 @@ class BrokerServer:
             asyncio.create_task(self._supervise("log cleaner", self.housekeeping.run_cleaner())),
         ]
         if self.config.metrics_listener:
-            await self.serve_metrics(self.config.metrics_listener)
+            try:
+                await self.serve_metrics(self.config.metrics_listener)
+            except OSError:
+                await self.stop()  # leave nothing half started: the caller gets only the error
+                raise
 
     async def serve_metrics(self, listener: str) -> str:
         """Serve Prometheus metrics on ``listener`` (``http://HOST:PORT``) until ``stop``; returns the

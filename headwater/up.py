@@ -4,6 +4,12 @@ The worker is a one-member distributed herder on the embedded broker, so connect
 configs, source offsets and statuses live in compacted topics and survive a restart;
 more workers can join it later with ``headwater connect distributed`` and the same
 ``group.id``.
+
+The broker serves Prometheus metrics at ``http://127.0.0.1:9404/metrics`` (the JMX exporter's
+usual port) unless ``--broker-set metrics.listener=...`` says otherwise (empty: none). That
+default is taken only when free: when another process holds the port (a second ``headwater up``
+on the same machine), a warning says so and everything else starts as usual. A listener given
+explicitly must bind, or the command fails.
 """
 
 from __future__ import annotations
@@ -19,25 +25,31 @@ from headwater.connect.config import WorkerConfig
 from headwater.connect.herder import Herder, NotLeader
 from headwater.connect.main import load_connector_file, serve_distributed
 
-from .properties import parse_overrides
+from .properties import parse_overrides, validate_model
 
 __all__ = ["serve_up"]
 
 log = logging.getLogger("headwater")
+
+DEFAULT_METRICS_LISTENER = "http://127.0.0.1:9404"
 
 
 async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, connector_files: list[str],
                    stop: asyncio.Event, plugin_path: str = "plugins", worker_overrides: list[str] | None = None,
                    broker_overrides: list[str] | None = None) -> None:
     data = Path(data_dir)
-    broker_config = BrokerConfig.model_validate({
+    overrides = parse_overrides(broker_overrides or [])
+    broker_config = validate_model(BrokerConfig, {
         "listeners": f"PLAINTEXT://{kafka_listener}", "log.dirs": str(data / "broker"),
-        "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
-        **parse_overrides(broker_overrides or [])})
+        "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000", **overrides})
     broker = BrokerServer(broker_config)
     await broker.start()
     bootstrap = broker.listener_urls()[0].split("://", 1)[1]
     log.info("broker listening on %s (data in %s)", bootstrap, data / "broker")
+    if "metrics.listener" not in overrides:
+        await _default_metrics(broker)
+    if broker.metrics_url:
+        log.info("broker metrics for Prometheus at %s", broker.metrics_url)
     worker_config = WorkerConfig.model_validate({
         "bootstrap.servers": bootstrap, "listeners": f"http://{rest_listener}", "group.id": "headwater-up",
         "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
@@ -57,6 +69,15 @@ async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, conne
         await serve_distributed(worker_config, stop, ready)
     finally:
         await broker.stop()
+
+
+async def _default_metrics(broker: BrokerServer) -> None:
+    """Serve the broker's metrics on the default listener, or warn (and carry on) when it is taken."""
+    try:
+        await broker.serve_metrics(DEFAULT_METRICS_LISTENER)
+    except OSError as exc:
+        log.warning("broker metrics are off: %s; choose another address with --broker-set metrics.listener="
+                    "http://HOST:PORT", exc.strerror)
 
 
 async def _create(herder: Herder, connectors: list[tuple[str, dict[str, Any]]]) -> None:
