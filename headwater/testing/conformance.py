@@ -1,0 +1,431 @@
+"""The connector conformance suite: checks any source or sink connector must pass, run against the real
+broker and worker of the kit's fixtures. A plugin author subclasses one of the two suites::
+
+    class TestMyConnector(SourceConnectorConformance):
+        connector_class = "my_plugin.MyConnector"
+        config = {"topic": "{topic}", "rate": "100"}
+
+Each check is a test method, ``test_<check>``; a check that does not apply is skipped by naming it in
+``skip_checks`` with the reason. Checks watch the connector from inside the worker through the probe
+(``headwater.testing.probe``): what the runtime asked of the tasks and what they answered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from pydantic import ValidationError
+
+from headwater.connect.api import ConnectorConfig, SinkConnectorConfig, SourceConnectorConfig
+
+from .broker import EmbeddedBroker, unique
+from .probe import Polled, TaskJournal, json_key
+from .rest import ConnectClient
+from .waiting import wait_until
+from .worker import EmbeddedWorker
+
+__all__ = ["CHECKS", "SinkConnectorConformance", "SourceConnectorConformance"]
+
+#: Every check, by the name ``skip_checks`` takes (its test method is ``test_<name>``).
+CHECKS = ("config_errors_per_field", "lifecycle", "no_poll_after_stop", "offsets_round_trip", "version_reported",
+          "tasks_max", "nothing_lost_on_task_restart")
+
+_COMMON_KEYS = {f.alias or n for model in (ConnectorConfig, SourceConnectorConfig, SinkConnectorConfig)
+                for n, f in model.model_fields.items()}
+# Values tried, in order, to find one a declared field rejects (unless ``invalid_values`` names one).
+_BAD_VALUES = ("not-a-number", "-1", "-99999999", "", "maybe", "[]")
+
+
+class _Conformance:
+    """What the source and sink suites share: settings, fixtures and the checks that apply to both."""
+
+    #: The connector under test: any name ``connector.class`` accepts.
+    connector_class: ClassVar[str] = ""
+    #: A working config of it (without ``name`` and ``connector.class``). In string values ``{topic}`` is
+    #: replaced by a topic made for each check, ``{name}`` by the connector's name and ``{tmp_path}`` by a
+    #: folder of the check's own.
+    config: ClassVar[dict[str, str]] = {}
+    #: Checks that do not apply, with why: ``{"offsets_round_trip": "reads no offsets: ..."}``.
+    skip_checks: ClassVar[dict[str, str]] = {}
+    #: Bad values for declared keys, checked on top of those found from the config model.
+    invalid_values: ClassVar[dict[str, str]] = {}
+    #: The ``tasks.max`` values the tasks check creates the connector with.
+    tasks_max_values: ClassVar[tuple[int, ...]] = (1, 2, 3)
+    #: Partitions of the topic made for each check.
+    partitions: ClassVar[int] = 1
+    #: Seconds any one wait may take.
+    timeout: ClassVar[float] = 30.0
+    #: Seconds to keep watching a stopped task for calls it should not get.
+    quiet_period: ClassVar[float] = 1.0
+
+    broker: EmbeddedBroker
+    worker: EmbeddedWorker
+    connect: ConnectClient
+    tmp_path: Path
+    topic: str
+
+    @pytest.fixture(autouse=True)
+    def _headwater_conformance(self, request: pytest.FixtureRequest, headwater_broker: EmbeddedBroker,
+                               headwater_worker: EmbeddedWorker, headwater_connect: ConnectClient,
+                               tmp_path: Path) -> Iterator[None]:
+        check = request.node.originalname.removeprefix("test_")
+        if check in self.skip_checks:
+            pytest.skip(f"{check} skipped: {self.skip_checks[check]}")
+        assert self.connector_class, f"{type(self).__name__} must set connector_class"
+        self.broker, self.worker, self.connect, self.tmp_path = (headwater_broker, headwater_worker,
+                                                                 headwater_connect, tmp_path)
+        self.cls = headwater_worker.probe(self.connector_class)
+        self.topic = headwater_broker.create_topic(unique(f"conformance-{check.replace('_', '-')}"),
+                                                   self.partitions)
+        yield
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def connector_config(self, name: str, **overrides: str) -> dict[str, str]:
+        """The config the suite creates connector ``name`` with: ``config`` with its placeholders filled."""
+        fill = {"{topic}": self.topic, "{name}": name, "{tmp_path}": str(self.tmp_path)}
+        config = {**self.base_config(), **self.config, **overrides}
+        for key, value in config.items():
+            for placeholder, actual in fill.items():
+                value = value.replace(placeholder, actual)
+            config[key] = value
+        return {"connector.class": self.connector_class, "name": name, **config}
+
+    def base_config(self) -> dict[str, str]:
+        """Keys the suite sets unless ``config`` does."""
+        return {}
+
+    def start(self, check: str, **overrides: str) -> tuple[str, dict[str, Any]]:
+        """Create a connector for ``check`` and wait until it and its tasks run; (name, status)."""
+        name = unique(check.replace("_", "-"))
+        self.connect.create(name, self.connector_config(name, **overrides))
+        return name, self.connect.wait_for_state(name, "RUNNING", timeout=self.timeout)
+
+    def instances(self, name: str) -> list[TaskJournal]:
+        return self.worker.journal.tasks(name)
+
+    def wait_for_instances(self, name: str, count: int, what: str) -> list[TaskJournal]:
+        """Wait until ``count`` task instances of ``name`` have started."""
+        wait_until(lambda: len(self.instances(name)) >= count, what, self.timeout,
+                   seen=lambda: [t.describe() for t in self.instances(name)])
+        return self.instances(name)
+
+    def wait_quiet(self, name: str, instances: list[TaskJournal] | None = None) -> None:
+        """Wait until every task instance of ``name`` was stopped and no poll or put is under way in it."""
+        def quiet() -> bool:
+            found = instances if instances is not None else self.instances(name)
+            return all(t.stopped and t.in_call_since is None for t in found)
+
+        wait_until(quiet, f"every task of {name} to be stopped, with no {self.call_name} under way",
+                   self.timeout, seen=lambda: [t.describe() for t in (instances or self.instances(name))])
+
+    def wait_for_calls(self, name: str, instances: list[TaskJournal]) -> None:
+        """Make the tasks work (a sink is sent records) and wait until each was called at least once."""
+        self.feed(name)
+        wait_until(lambda: all(t.calls for t in instances), f"every task of {name} to be called ({self.call_name})",
+                   self.timeout, seen=lambda: [t.describe() for t in instances])
+
+    call_name = "poll"
+
+    def feed(self, name: str) -> None:
+        """Give the connector's tasks something to do (a sink suite sends records)."""
+
+    # -- the checks both kinds share ----------------------------------------------------------------
+
+    def test_config_errors_per_field(self) -> None:
+        """A bad value in a declared key is reported by ``config/validate`` under that key, and a create
+        with it is refused with 400 naming the key (and creates nothing)."""
+        name = unique("config-errors")
+        good = self.connector_config(name)
+        answer = self.connect.validate(self.connector_class, good)
+        assert answer["error_count"] == 0, (
+            f"the suite's config of {self.connector_class} must be valid, but validate reported "
+            f"{self.connect.errors_by_key(answer)}")
+        cases = self.invalid_cases(good)
+        assert cases, f"no declared key of {self.connector_class} could be given a bad value; set invalid_values"
+        problems = []
+        for key, config in cases:
+            shown = config.get(key, "<missing>")
+            errors = self.connect.errors_by_key(self.connect.validate(self.connector_class, config))
+            if not errors.get(key):
+                problems.append(f"validate with {key}={shown!r}: no error under {key!r}; errors were under "
+                                f"{sorted(errors)} ({errors})")
+            created = self.connect.call("POST", "/connectors", {"name": name, "config": config})
+            if created.status != 400:
+                problems.append(f"create with {key}={shown!r} answered {created.status}, not 400: "
+                                f"{created.body[:300]!r}")
+                self.connect.call("DELETE", f"/connectors/{name}")
+            elif key not in str((created.json or {}).get("message", "")):
+                problems.append(f"create with {key}={shown!r} was refused, but its message does not name {key!r}: "
+                                f"{created.json}")
+        assert not problems, "config errors are not reported per key:\n  " + "\n  ".join(problems)
+
+    def invalid_cases(self, good: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
+        """(key, config) pairs that must fail on ``key``: each required key of the connector's own left out,
+        a value its config model rejects for each key of its own, ``tasks.max=0`` and ``invalid_values``."""
+        model = self.cls.config_class  # type: ignore[attr-defined]
+        cases: list[tuple[str, dict[str, str]]] = [("tasks.max", {**good, "tasks.max": "0"})]
+        for attr, f in model.model_fields.items():
+            key = f.alias or attr
+            if key in _COMMON_KEYS or key in self.invalid_values:
+                continue
+            if f.is_required():
+                cases.append((key, {k: v for k, v in good.items() if k != key}))
+            bad = next((v for v in _BAD_VALUES if _rejects(model, {**good, key: v}, attr)), None)
+            if bad is not None:
+                cases.append((key, {**good, key: bad}))
+        cases += [(key, {**good, key: value}) for key, value in self.invalid_values.items()]
+        return cases
+
+    def test_lifecycle(self) -> None:
+        """Create, pause, resume, restart with tasks, stop and delete each reach their state; restarted tasks
+        are new instances; stop and delete leave no task running."""
+        name, status = self.start("lifecycle")
+        count = len(status["tasks"])
+        self.connect.pause(name)
+        self.connect.wait_for_state(name, "PAUSED", timeout=self.timeout)
+        self.connect.resume(name)
+        self.connect.wait_for_state(name, "RUNNING", timeout=self.timeout)
+        before = len(self.instances(name))
+        self.connect.restart(name, include_tasks=True)
+        self.wait_for_instances(name, before + count, f"{count} new task instances of {name} after a restart "
+                                                      f"with includeTasks")
+        self.connect.wait_for_state(name, "RUNNING", tasks=count, timeout=self.timeout)
+        self.connect.stop(name)
+        stopped = self.connect.wait_for_state(name, "STOPPED", tasks=0, timeout=self.timeout)
+        assert stopped["tasks"] == [], f"a STOPPED connector still lists tasks: {stopped}"
+        self.wait_quiet(name)
+        self.connect.resume(name)
+        self.connect.wait_for_state(name, "RUNNING", tasks=count, timeout=self.timeout)
+        self.connect.delete(name)
+        self.connect.wait_gone(name, self.timeout)
+        self.wait_quiet(name)
+        journal = self.worker.journal.connector(name)
+        wait_until(lambda: journal.stops >= journal.starts, f"connector {name} to be stopped as often as started",
+                   self.timeout, seen=lambda: f"{journal.starts} starts, {journal.stops} stops")
+
+    def test_no_poll_after_stop(self) -> None:
+        """Once a task's ``stop`` was called, its ``poll`` (a sink's ``put``) is never called again, and a call
+        under way returns: through a task restart and a delete."""
+        name, status = self.start("no_poll_after_stop")
+        count = len(status["tasks"])
+        first = self.wait_for_instances(name, count, f"{count} task instances of {name}")
+        self.wait_for_calls(name, first)
+        self.connect.restart_task(name, 0)
+        self.wait_for_instances(name, count + 1, f"a new instance of task 0 of {name} after its restart")
+        self.connect.wait_for_state(name, "RUNNING", tasks=count, timeout=self.timeout)
+        self.connect.delete(name)
+        self.connect.wait_gone(name, self.timeout)
+        self.wait_quiet(name)
+        time.sleep(self.quiet_period)  # calls that come late
+        late = [t.describe() for t in self.instances(name) if t.calls_after_stop]
+        assert not late, f"{self.call_name} was called after stop:\n  " + "\n  ".join(late)
+
+    def test_version_reported(self) -> None:
+        """``GET /connector-plugins`` lists the connector's class with a version."""
+        wanted = f"{self.cls.__module__}.{self.cls.__qualname__}"
+        plugins = self.connect.plugins()
+        found = [p for p in plugins if p["class"] == wanted]
+        assert found, f"GET /connector-plugins does not list {wanted}: {[p['class'] for p in plugins]}"
+        assert all(str(p.get("version") or "").strip() for p in found), f"{wanted} reports no version: {found}"
+
+    def test_tasks_max(self) -> None:
+        """With each of ``tasks_max_values``, ``task_configs`` returns at most ``tasks.max`` configs and
+        ``GET /connectors/{name}/tasks`` lists at least one and at most ``tasks.max`` tasks, all RUNNING."""
+        names = {}
+        for value in self.tasks_max_values:
+            name = unique(f"tasks-max-{value}")
+            self.connect.create(name, self.connector_config(name, **{"tasks.max": str(value)}))
+            names[name] = value
+        problems = []
+        for name, value in names.items():
+            calls = self.wait_for_task_configs(name)
+            too_many = [(asked, made) for asked, made in calls if made > asked]
+            if too_many:
+                problems.append(f"tasks.max={value}: task_configs(max_tasks) returned more configs than asked "
+                                f"(max_tasks, configs): {too_many}")
+                continue
+            try:
+                status = self.connect.wait_for_state(name, "RUNNING", timeout=self.timeout)
+            except AssertionError as exc:
+                problems.append(f"tasks.max={value}: {exc}")
+                continue
+            tasks = self.connect.tasks(name)
+            if not 1 <= len(tasks) <= value or len(status["tasks"]) != len(tasks):
+                problems.append(f"tasks.max={value}: GET /connectors/{name}/tasks lists {len(tasks)} tasks "
+                                f"(status: {status['tasks']})")
+        for name in names:
+            self.connect.delete(name)
+        assert not problems, "tasks.max is not honoured:\n  " + "\n  ".join(problems)
+
+
+    def wait_for_task_configs(self, name: str) -> list[tuple[int, int]]:
+        """The (max_tasks, configs returned) of each ``task_configs`` call of connector ``name``, once there is one."""
+        journal = self.worker.journal.connector(name)
+        return wait_until(lambda: list(journal.task_configs_calls), f"task_configs to be called for {name}",
+                          self.timeout, seen=lambda: self.connect.describe(name))
+
+
+class SourceConnectorConformance(_Conformance):
+    """The conformance suite of a source connector. Its ``config`` must make it write records soon after
+    it starts (to ``{topic}`` or topics of its own)."""
+
+    def test_offsets_round_trip(self) -> None:
+        """After a stop and a resume, the new tasks are handed the offsets committed before (as the
+        worker's offsets endpoint reports them), and do not send again records those offsets covered."""
+        name, _ = self.start("offsets_round_trip")
+        self.connect.wait_for_offsets(name, self.timeout)
+        self.connect.stop(name)
+        self.connect.wait_for_state(name, "STOPPED", tasks=0, timeout=self.timeout)
+        self.wait_quiet(name)
+        first = self.instances(name)
+        committed = {json_key(e["partition"]): e["offset"] for e in self.connect.offsets(name)}
+        assert committed, f"connector {name} has no committed offsets after it stopped"
+        covered = _covered(first, committed)
+        self.connect.resume(name)
+        self.connect.wait_for_state(name, "RUNNING", timeout=self.timeout)
+        later = self.wait_for_instances(name, len(first) + 1, f"new task instances of {name} after the resume")
+        later = later[len(first):]
+        try:  # a source may have nothing more to send; what it sends first is what matters
+            wait_until(lambda: any(t.polled for t in later), f"records from the resumed tasks of {name}",
+                       self.quiet_period * 3)
+        except AssertionError:
+            pass
+        reads = {p: found for t in later for p, found in t.offsets_read}
+        problems = []
+        for partition, offset in committed.items():
+            if partition not in reads:
+                problems.append(f"the resumed task never asked for the offset of source partition {partition} "
+                                f"(committed: {offset}); it asked for {sorted(reads) or 'none'}")
+            elif reads[partition] != offset:
+                problems.append(f"source partition {partition}: the task was handed {reads[partition]}, but "
+                                f"{offset} was committed")
+        resent = [(p.partition, p.offset) for t in later for p in t.polled
+                  if p.offset is not None and p.offset in covered.get(p.partition, set())]
+        if resent:
+            problems.append(f"the resumed task sent again {len(resent)} records its committed offsets covered "
+                            f"(it does not resume from them): first (partition, offset): {resent[0]}; "
+                            f"committed: {committed}")
+        self.connect.delete(name)
+        assert not problems, "offsets do not round-trip:\n  " + "\n  ".join(problems)
+
+    def test_nothing_lost_on_task_restart(self) -> None:
+        """Every record the tasks returned from ``poll``, before and after ``POST .../tasks/0/restart``,
+        reaches its topic (at least once)."""
+        name, status = self.start("nothing_lost")
+        count = len(status["tasks"])
+        first = self.wait_for_instances(name, count, f"{count} task instances of {name}")
+        self.wait_for_polled(name, first)
+        self.connect.restart_task(name, 0)
+        fresh = self.wait_for_instances(name, count + 1, f"a new instance of task 0 of {name}")[count:]
+        self.connect.wait_for_state(name, "RUNNING", tasks=count, timeout=self.timeout)
+        self.wait_for_polled(name, fresh)
+        self.connect.stop(name)  # everything polled is flushed before the tasks end
+        self.connect.wait_for_state(name, "STOPPED", tasks=0, timeout=self.timeout)
+        self.wait_quiet(name)
+        config = self.connect.config(name)
+        polled = [p for t in self.instances(name) for p in t.polled]
+        expected = {_encoded(p, self.worker.converters(config)) for p in polled}
+        topics = sorted({topic for topic, _, _ in expected})
+        written = {(r.topic, r.key, r.value) for topic in topics for r in self.broker.consume(topic)}
+        missing = [e for e in expected if e not in written]
+        self.connect.delete(name)
+        assert not missing, (f"{len(missing)} of {len(expected)} distinct records the tasks polled never reached "
+                             f"{topics}; e.g. (topic, key, value) {sorted(missing, key=str)[:3]}")
+
+    def wait_for_polled(self, name: str, instances: list[TaskJournal]) -> None:
+        wait_until(lambda: all(t.polled for t in instances), f"records polled by every task of {name}",
+                   self.timeout, seen=lambda: [t.describe() for t in instances])
+
+
+class SinkConnectorConformance(_Conformance):
+    """The conformance suite of a sink connector: it reads the topic made for each check (``topics`` is
+    set to it unless ``config`` says otherwise) and must take the records ``record`` makes."""
+
+    call_name = "put"
+    #: Records sent before and again after a task restart.
+    records_per_batch: ClassVar[int] = 20
+
+    def base_config(self) -> dict[str, str]:
+        return {"topics": "{topic}"}
+
+    def record(self, i: int) -> tuple[Any, Any]:
+        """The key and value of the i-th record the suite sends (bytes, text, or JSON-able)."""
+        return str(i), {"id": i, "text": f"record {i}"}
+
+    def send(self, start: int, count: int) -> None:
+        pairs = [self.record(i) for i in range(start, start + count)]
+        self.broker.produce(self.topic, [v for _, v in pairs], keys=[k for k, _ in pairs])
+
+    def feed(self, name: str) -> None:
+        self.send(0, self.records_per_batch)
+
+    def test_nothing_lost_on_task_restart(self) -> None:
+        """Every record sent to the topic, before and after ``POST .../tasks/0/restart``, is handed to
+        ``put`` (at least once)."""
+        n = self.records_per_batch
+        self.send(0, n)
+        name, status = self.start("nothing_lost")
+        count = len(status["tasks"])
+        self.wait_for_delivered(name)
+        self.connect.restart_task(name, 0)
+        self.wait_for_instances(name, count + 1, f"a new instance of task 0 of {name}")
+        self.connect.wait_for_state(name, "RUNNING", tasks=count, timeout=self.timeout)
+        self.send(n, n)
+        self.wait_for_delivered(name)
+        self.connect.delete(name)
+
+    def wait_for_delivered(self, name: str) -> None:
+        """Wait until every offset now in the topic was handed to a task of ``name``."""
+        ends = self.broker.end_offsets(self.topic)
+
+        def missing() -> dict[int, list[int]]:
+            seen: dict[int, set[int]] = {}
+            for t in self.instances(name):
+                for (topic, partition), offsets in list(t.delivered.items()):
+                    if topic == self.topic:
+                        seen.setdefault(partition, set()).update(offsets)
+            return {p: [o for o in range(end) if o not in seen.get(p, set())] for p, end in ends.items()
+                    if any(o not in seen.get(p, set()) for o in range(end))}
+
+        wait_until(lambda: not missing(), f"every record of {self.topic} ({ends}) to be handed to put",
+                   self.timeout, 0.1, seen=lambda: f"offsets never put, by partition: {missing()}")
+
+
+def _rejects(model: Any, config: dict[str, str], attr: str) -> bool:
+    """Whether the config model rejects ``config`` because of field ``attr``."""
+    try:
+        model.model_validate(config)
+    except ValidationError as exc:
+        return any(err["loc"] and err["loc"][0] in (attr, model.model_fields[attr].alias) for err in exc.errors())
+    return False
+
+
+def _covered(instances: list[TaskJournal], committed: dict[str, Any]) -> dict[str, set[str]]:
+    """Per source partition, the offsets polled up to the committed one (the records it covers)."""
+    order: dict[str, list[str]] = {}
+    for task in instances:
+        for p in task.polled:
+            if p.offset is not None:
+                order.setdefault(p.partition, []).append(p.offset)
+    out = {}
+    for partition, offset in committed.items():
+        seen = order.get(partition, [])
+        wanted = json_key(offset)
+        if wanted in seen:
+            last = len(seen) - 1 - seen[::-1].index(wanted)
+            out[partition] = set(seen[: last + 1])
+    return out
+
+
+def _encoded(p: Polled, converters: tuple[Any, Any]) -> tuple[str, bytes | None, bytes | None]:
+    """A polled record as the worker writes it (no transforms): (topic, key bytes, value bytes)."""
+    if p.encoded:
+        return p.topic, p.key, p.value
+    key_converter, value_converter = converters
+    return (p.topic, key_converter.from_connect_data(p.topic, p.key_schema, p.key),
+            value_converter.from_connect_data(p.topic, p.value_schema, p.value))
