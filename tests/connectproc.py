@@ -228,6 +228,20 @@ class ConnectProcess(LoggedProcess):
         return self.ok("GET", "/connectors", expect=200)
 
 
+def scrape_metrics(rest_url: str) -> tuple[str, dict[str, float]]:
+    """A worker's ``GET /metrics``: its content type, and each sample (``name{labels}`` as written, the
+    labels in prometheus-client's sorted order) with its value."""
+    with urllib.request.urlopen(rest_url.rstrip("/") + "/metrics", timeout=10) as resp:
+        kind = resp.headers["Content-Type"]
+        text = resp.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return kind, samples
+
+
 # -- Kafka helpers -----------------------------------------------------------------------------------
 
 

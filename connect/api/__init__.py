@@ -32,6 +32,7 @@ from .converters import Converter, HeaderConverter, SchemaAndValue
 from .data import Field, Schema, SchemaBuilder, SchemaType, Struct
 from .errors import ConfigException, ConnectException, DataException, RetriableException
 from .hookspecs import hookimpl
+from .metrics import MetricSample
 from .records import ConnectRecord, Header, SinkRecord, SourceRecord, TopicPartition
 from .sink import SinkTask, SinkTaskContext
 from .source import OffsetStorageReader, RecordMetadata, SourceTask, SourceTaskContext
@@ -40,7 +41,7 @@ from .transforms import Predicate, Transformation, TransformConfig
 __all__ = [
     "ConfigException", "ConnectException", "ConnectRecord", "Connector", "ConnectorConfig", "ConnectorContext",
     "Converter", "DataException", "EncodedBatch", "EncodedSinkBatch", "Field", "Header", "HeaderConverter",
-    "OffsetStorageReader",
+    "MetricSample", "OffsetStorageReader",
     "Predicate", "RecordBatches", "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder",
     "SchemaType",
     "SinkBatch", "SinkConnector", "SinkConnectorConfig", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .batch import EncodedSinkBatch, SinkBatch
+from .metrics import MetricSample
 from .records import SinkRecord, TopicPartition
 
 __all__ = ["OffsetAndMetadata", "SinkTask", "SinkTaskContext"]
@@ -108,6 +109,11 @@ class SinkTask(ABC):
         """Optional: what the task wants operators to see while it runs, as JSON-able values;
         served at ``GET /connectors/{name}/tasks/{id}/metrics``."""
         return {}
+
+    def exported_metrics(self) -> list[MetricSample]:
+        """Optional: samples for the worker's ``GET /metrics`` under names of the task's own (every sample of
+        one name must carry the same label names); the worker adds ``connector`` and ``task`` labels."""
+        return []
 
 
 async def _after(awaitable: Any, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from .batch import EncodedBatch, RecordBatches, SourceBatch
 from .converters import Converter
+from .metrics import MetricSample
 from .records import SourceRecord
 
 Encoded = EncodedBatch | RecordBatches
@@ -108,3 +109,8 @@ class SourceTask(ABC):
         """Optional: what the task wants operators to see while it runs (progress, lag), as
         JSON-able values; served at ``GET /connectors/{name}/tasks/{id}/metrics``."""
         return {}
+
+    def exported_metrics(self) -> list[MetricSample]:
+        """Optional: samples for the worker's ``GET /metrics`` under names of the task's own (every sample of
+        one name must carry the same label names); the worker adds ``connector`` and ``task`` labels."""
+        return []

@@ -11,6 +11,7 @@ figures (``SourceTask.metrics`` / ``SinkTask.metrics``: a CDC snapshot's progres
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 __all__ = ["CONTENT_TYPE", "scrape"]
+
+log = logging.getLogger(__name__)
 
 # The text format every Prometheus server reads (generate_latest writes it)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -98,6 +101,7 @@ class _WorkerCollector:
             for name, value in _numbers(worker.task_metrics(task_id) or {}):
                 own.add_metric([*labels, name], value)
         yield from (polled, written, read, sent, commit_avg, commit_max, commits, commit_failures, dlq, lag, own)
+        yield from _exported(worker)
 
 
 TASK = ("connector", "task")
@@ -113,6 +117,27 @@ def _numbers(figures: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, f
             yield prefix + name, int(value)
         elif isinstance(value, int | float):
             yield prefix + name, value
+
+
+def _exported(worker: Any) -> Iterator[Any]:
+    """The tasks' samples under names of their own, one family per name (``MetricSample``)."""
+    families: dict[str, Any] = {}
+    label_names: dict[str, list[str]] = {}
+    for task_id in worker.task_ids():
+        for sample in worker.task_exported_metrics(task_id):
+            labels = {**sample.labels, "connector": task_id.connector, "task": str(task_id.task)}
+            names = sorted(labels)
+            family = families.get(sample.name)
+            if family is None:
+                kind = CounterMetricFamily if sample.counter else GaugeMetricFamily
+                family = families[sample.name] = kind(sample.name, sample.help or sample.name, labels=names)
+                label_names[sample.name] = names
+            elif label_names[sample.name] != names:
+                log.warning("task %s: metric %s with labels %s, not %s as before; skipped", task_id, sample.name,
+                            names, label_names[sample.name])
+                continue
+            family.add_metric([labels[n] for n in names], sample.value)
+    yield from families.values()
 
 
 def _rebalances(figures: dict[str, Any] | None) -> Iterator[Any]:

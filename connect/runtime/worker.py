@@ -290,6 +290,11 @@ class Worker:
         task = self.tasks.get(task_id)
         return task.runtime_metrics() if isinstance(task, RecordTask) else None
 
+    def task_exported_metrics(self, task_id: TaskId) -> list[Any]:
+        """A running task's samples under names of its own (``exported_metrics``)."""
+        task = self.tasks.get(task_id)
+        return task.exported_metrics() if isinstance(task, RecordTask) else []
+
     def task_ids(self, connector: str | None = None) -> list[TaskId]:
         return sorted(t for t in self.tasks if connector is None or t.connector == connector)
 

@@ -245,6 +245,14 @@ class RecordTask(WorkerTask):
             log.warning("task %s: metrics() failed", self.id, exc_info=exc)
             return {"error": f"{type(exc).__name__}: {exc}"}
 
+    def exported_metrics(self) -> list[Any]:
+        """The plugin task's samples under names of its own (``exported_metrics``); none if the hook fails."""
+        try:
+            return list(self.task.exported_metrics())
+        except Exception as exc:
+            log.warning("task %s: exported_metrics() failed", self.id, exc_info=exc)
+            return []
+
     async def iteration(self) -> None:
         """Move one poll's (or one fetch's) worth of records."""
         raise NotImplementedError

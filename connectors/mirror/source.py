@@ -22,6 +22,7 @@ from headwater.connect.api import (
     ConnectException,
     Converter,
     Header,
+    MetricSample,
     RecordBatches,
     RecordMetadata,
     SourceConnector,
@@ -121,11 +122,13 @@ class MirrorSourceConnector(SourceConnector):
 
 
 class _Lag:
-    __slots__ = ("mirrored", "timestamp")
+    __slots__ = ("mirrored", "timestamp", "count", "latency_ms")
 
     def __init__(self) -> None:
         self.mirrored = -1  # upstream offset of the last acknowledged record
         self.timestamp: int | None = None
+        self.count = 0  # records acknowledged by the target (MM2's record-count)
+        self.latency_ms = -1  # record timestamp to acknowledgement, of the last (MM2's replication-latency-ms)
 
 
 class MirrorSourceTask(SourceTask):
@@ -327,8 +330,12 @@ class MirrorSourceTask(SourceTask):
 
     def _acked(self, tp: tuple[str, int], upstream: int, timestamp: int | None, count: int) -> None:
         lag = self.lag.get(tp)
-        if lag is not None and upstream > lag.mirrored:
-            lag.mirrored, lag.timestamp = upstream, timestamp
+        if lag is not None:
+            lag.count += count
+            if timestamp is not None:
+                lag.latency_ms = max(0, int(time.time() * 1000) - timestamp)
+            if upstream > lag.mirrored:
+                lag.mirrored, lag.timestamp = upstream, timestamp
         self.records_mirrored += count
 
     def replication_lag(self) -> dict[str, dict[str, Any]]:
@@ -355,6 +362,28 @@ class MirrorSourceTask(SourceTask):
                 "replication_lag": lag,
                 "replication_lag_records": sum(v["records"] for v in lag.values()),
                 "replication_lag_seconds": max((v["seconds"] for v in lag.values()), default=0.0)}
+
+    def exported_metrics(self) -> list[MetricSample]:
+        """MM2's MirrorSourceConnector metrics under the names the common JMX-exporter rules give them
+        (``kafka.connect.mirror:type=MirrorSourceConnector,target=B,topic=A.x,partition=0`` ->
+        ``kafka_connect_mirror_source_connector_<attribute>{target,topic,partition}``, the topic being the
+        remote one), and the lag behind the source, which MM2 does not have."""
+        target = self.config.target_cluster_alias
+        behind = self.replication_lag()
+        out: list[MetricSample] = []
+        for (topic, partition), lag in sorted(self.lag.items()):
+            labels = {"target": target, "topic": self.targets[topic], "partition": str(partition)}
+            out += [MetricSample("kafka_connect_mirror_source_connector_record_count", lag.count, labels,
+                                 "Records mirrored", counter=True),
+                    MetricSample("kafka_connect_mirror_source_connector_replication_latency_ms", lag.latency_ms,
+                                 labels, "Record timestamp to acknowledgement by the target, of the last record")]
+            now = behind.get(f"{topic}-{partition}")
+            if now is not None:
+                out += [MetricSample("headwater_mirror_replication_lag_records", now["records"], labels,
+                                     "Records on the source not yet mirrored"),
+                        MetricSample("headwater_mirror_replication_lag_seconds", now["seconds"], labels,
+                                     "At most how long the oldest unmirrored record waits")]
+        return out
 
     def running_trace(self) -> str | None:
         lag = self.replication_lag()

@@ -25,6 +25,7 @@ from headwater.connect.api import (
     ConnectException,
     Converter,
     EncodedBatch,
+    MetricSample,
     SourceConnector,
     SourceConnectorConfig,
     SourceRecord,
@@ -120,6 +121,7 @@ class PostgresSourceTask(SourceTask):
         self.retained_wal_checked: float | None = None  # epoch seconds of the last reading
         self.snapshot_progress: dict[str, int] = {}
         self.events = 0  # change events streamed by this task (not the snapshot's)
+        self.behind_ms = -1  # Debezium's MilliSecondsBehindSource: commit to processing, of the last change
         try:
             slot = self._slot()
             if slot is not None and slot["active"]:
@@ -224,6 +226,7 @@ class PostgresSourceTask(SourceTask):
         self.snapshot_tx = conn.execute("SELECT txid_current_if_assigned()").fetchone()
         estimate = conn.execute("SELECT coalesce(sum(greatest(reltuples, 0)), 0)::bigint FROM pg_class WHERE oid = "
                                 "ANY(%s)", ([oid for _, _, oid in self.snapshot_tables],)).fetchone()
+        self.rows_scanned: dict[str, int] = {}  # per table, as Debezium's RowsScanned
         self.snapshot_progress = {"tables": len(self.snapshot_tables), "done": 0, "rows": 0,
                                   "estimated": int(estimate[0]) if estimate else 0}
         self.next_progress_log = time.monotonic() + PROGRESS_SECONDS
@@ -305,6 +308,8 @@ class PostgresSourceTask(SourceTask):
             current = self.snapshot_table
             assert current is not None
             self.snapshot_progress["rows"] += len(rows)
+            scanned = f"{current.schema}.{current.table}"
+            self.rows_scanned[scanned] = self.rows_scanned.get(scanned, 0) + len(rows)
             if time.monotonic() >= self.next_lag_check:  # a long snapshot holds the slot back too
                 self.next_lag_check = time.monotonic() + LAG_CHECK_SECONDS
                 self._check_retained_wal()
@@ -460,6 +465,7 @@ class PostgresSourceTask(SourceTask):
             self.tx_last_lsn = lsn
             self.emitted = offset
             self.events += len(records)
+            self.behind_ms = max(0, time.time_ns() // 1_000_000 - tx.commit_ts_us // 1000)
 
     # -- transaction metadata (provide.transaction.metadata) --------------------------------------------
 
@@ -567,6 +573,34 @@ class PostgresSourceTask(SourceTask):
             "retained.wal.checked.ms": (int(self.retained_wal_checked * 1000)
                                         if self.retained_wal_checked is not None else None),
             "slot.max.retained.wal.bytes": self.config.slot_max_retained_wal_bytes}
+        return out
+
+    def exported_metrics(self) -> list[MetricSample]:
+        """Debezium's snapshot and streaming metrics under the names its JMX-exporter rules give them
+        (``debezium.postgres:type=connector-metrics,context=snapshot|streaming,server=<topic.prefix>`` ->
+        ``debezium_metrics_<Attribute>{plugin,name,context}``), and the slot's retained WAL."""
+        if "events" not in vars(self):
+            return []
+        snapshot = {"plugin": "postgres", "name": self.config.topic_prefix, "context": "snapshot"}
+        streaming = {**snapshot, "context": "streaming"}
+        out: list[MetricSample] = []
+        p = self.snapshot_progress
+        if p:
+            running = self.snapshot_conn is not None
+            out += [MetricSample("debezium_metrics_TotalTableCount", p["tables"], snapshot),
+                    MetricSample("debezium_metrics_RemainingTableCount", p["tables"] - p["done"], snapshot),
+                    MetricSample("debezium_metrics_SnapshotRunning", int(running), snapshot),
+                    MetricSample("debezium_metrics_SnapshotCompleted", int(not running and p["done"] == p["tables"]),
+                                 snapshot)]
+            out += [MetricSample("debezium_metrics_RowsScanned", rows, {**snapshot, "table": table})
+                    for table, rows in sorted(self.rows_scanned.items())]
+        out += [MetricSample("debezium_metrics_TotalNumberOfEventsSeen", self.events, streaming),
+                MetricSample("debezium_metrics_MilliSecondsBehindSource", self.behind_ms, streaming),
+                MetricSample("debezium_metrics_Connected", int(bool(self.stream.streaming)), streaming)]
+        if self.retained_wal_checked is not None:
+            out.append(MetricSample("headwater_postgres_slot_retained_wal_bytes", self.retained_wal,
+                                    {"slot": self.config.slot_name},
+                                    "WAL the replication slot holds back on the server (pg_replication_slots)"))
         return out
 
     # -- confirming LSNs -------------------------------------------------------------------------------

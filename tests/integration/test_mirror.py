@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
-from connectproc import unique, wait_for
+from connectproc import scrape_metrics, unique, wait_for
 from mirrorkit import (
     by_partition,
     create,
@@ -88,6 +88,18 @@ def test_a_to_b_copies_every_record_byte_for_byte(brokers: tuple[BrokerProcess, 
     metrics = [worker.ok("GET", f"/connectors/{name}/tasks/{i}/metrics")["metrics"] for i in (0, 1)]
     assert sum(m["records_mirrored"] for m in metrics) == 9000
     assert all(set(m["replication_lag"]) and m["replication_lag_records"] == 0 for m in metrics)
+    # MM2's metric names on the worker's /metrics, as the JMX-exporter rules give them (topic: the remote one)
+    exported = scrape_metrics(worker.rest)[1]
+    record_count = "kafka_connect_mirror_source_connector_record_count_total{"
+    counts = {p: sum(v for k, v in exported.items() if k.startswith(record_count)
+                     and f'partition="{p}"' in k and f'topic="{remote}"' in k and 'target="B"' in k)
+              for p in range(6)}
+    assert sum(counts.values()) == 9000 and all(counts.values()), counts
+    latency = [v for k, v in exported.items()
+               if k.startswith("kafka_connect_mirror_source_connector_replication_latency_ms{") and remote in k]
+    assert len(latency) == 6 and all(v >= 0 for v in latency), latency  # the records carry timestamps of their own
+    assert sum(v for k, v in exported.items() if k.startswith("headwater_mirror_replication_lag_records{")
+               and remote in k) == 0
     # the lag per topic-partition is the RUNNING tasks' trace in the status (refreshed at each offset commit)
 
     def traces() -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from connectproc import ConnectProcess, TopicReader, module_connect, scrape_metrics, unique, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -305,6 +305,18 @@ def test_a_restart_mid_snapshot_snapshots_again_and_loses_nothing(postgres, data
             msgs = reader.read(at_kill + 200001, 120)
         ids = [json.loads(m.value)["after"]["id"] for m in msgs if m.value]
         after = proc.ok("GET", f"/connectors/{name}/tasks/0/metrics")
+        exported = scrape_metrics(proc.rest)[1]
+
+    def debezium(metric: str, context: str, table: str | None = None) -> float:
+        """A sample as Debezium's JMX-exporter rules name it (labels in sorted order, as scraped)."""
+        table_label = f',table="{table}"' if table else ""
+        return exported[f'debezium_metrics_{metric}{{connector="{name}",context="{context}",name="{prefix}",'
+                        f'plugin="postgres"{table_label},task="0"}}']
+
+    assert debezium("RowsScanned", "snapshot", "public.big") == 200000
+    assert debezium("SnapshotCompleted", "snapshot") == 1 and debezium("RemainingTableCount", "snapshot") == 0
+    assert debezium("TotalNumberOfEventsSeen", "streaming") == 1
+    assert 0 <= debezium("MilliSecondsBehindSource", "streaming") < 120_000
     snap = during["metrics"]["snapshot"]
     assert during["metrics"]["phase"] == "snapshot" and snap["running"] and not snap["completed"], during
     assert snap["tables.total"] == 1 and snap["tables.done"] == 0 and snap["table"] == "public.big", snap

@@ -4,25 +4,16 @@ names, figures that move with the traffic."""
 from __future__ import annotations
 
 import re
-import urllib.request
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, unique, wait_for
+from connectproc import ConnectProcess, scrape_metrics, unique, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def scrape(up: ConnectProcess) -> tuple[str, dict[str, float]]:
-    with urllib.request.urlopen(up.rest.rstrip("/") + "/metrics", timeout=10) as resp:
-        kind = resp.headers["Content-Type"]
-        text = resp.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return kind, samples
+    return scrape_metrics(up.rest)
 
 
 def test_worker_metrics_follow_a_file_pipeline(tmp_path: Path) -> None:
