@@ -225,7 +225,9 @@ class RecordTask(WorkerTask):
             self.commit_times.failures += 1
             raise
         if wrote:
-            self.commit_times.add((time.monotonic() - started) * 1000)
+            elapsed_ms = (time.monotonic() - started) * 1000
+            self.commit_times.add(elapsed_ms)
+            log.debug("task %s committed offsets in %.1f ms", self.id, elapsed_ms)
 
     def runtime_metrics(self) -> dict[str, Any]:
         """What the runtime measures of this task, under Kafka's task metric names (the ``runtime`` part of

@@ -74,6 +74,17 @@ def test_worker_metrics_follow_a_file_pipeline(tmp_path: Path) -> None:
         with source_file.open("a") as f:
             f.write("".join(f"more {i}\n" for i in range(50)))
         wait_for(lambda: written() == 150, 30, 0.2, "the counter to move with the traffic")
+        # /admin/loggers applies a level live: the commits' DEBUG lines appear, with the task in context
+        logger = "headwater.connect.runtime.worker_task"
+        debug_line = (r"DEBUG \[lines-in\|task-0\] headwater\.connect\.runtime\.worker_task: task lines-in-0 "
+                      r"committed offsets in [0-9.]+ ms")
+        assert not re.search(debug_line, up.log_text())
+        up.ok("PUT", f"/admin/loggers/{logger}", {"level": "DEBUG"}, expect=200)
+        with source_file.open("a") as f:
+            f.write("one more\n")
+        wait_for(lambda: re.search(debug_line, up.log_text()), 30, 0.2, "a DEBUG line once the level is DEBUG",
+                 up.log_text)
+        up.ok("PUT", f"/admin/loggers/{logger}", {"level": "INFO"}, expect=200)
         up.ok("PUT", "/connectors/lines-in/pause", expect=202)
         wait_for(lambda: scrape(up)[1].get('kafka_connect_connector_metrics_status{connector="lines-in",'
                                           'status="paused"}') == 1, 30, 0.2, "the paused state")
