@@ -86,14 +86,15 @@ class _WorkerCollector:
         for task_id in worker.task_ids():
             labels = [task_id.connector, str(task_id.task)]
             runtime = worker.task_runtime_metrics(task_id) or {}
-            for metric, key in ((polled, "source-record-poll-total"), (written, "source-record-write-total"),
-                                (read, "sink-record-read-total"), (sent, "sink-record-send-total"),
-                                (commit_avg, "offset-commit-avg-time-ms"), (commit_max, "offset-commit-max-time-ms"),
-                                (commits, "offset-commit-completion-total"),
-                                (commit_failures, "offset-commit-failure-total"),
-                                (dlq, "deadletterqueue-produce-requests")):
-                if key in runtime:
-                    metric.add_metric(labels, runtime[key])
+            for metric, figure in ((polled, "source-record-poll-total"), (written, "source-record-write-total"),
+                                   (read, "sink-record-read-total"), (sent, "sink-record-send-total"),
+                                   (commit_avg, "offset-commit-avg-time-ms"),
+                                   (commit_max, "offset-commit-max-time-ms"),
+                                   (commits, "offset-commit-completion-total"),
+                                   (commit_failures, "offset-commit-failure-total"),
+                                   (dlq, "deadletterqueue-produce-requests")):
+                if figure in runtime:
+                    metric.add_metric(labels, runtime[figure])
             client = f"connector-consumer-{task_id.connector}-{task_id.task}"  # as Kafka names a sink's consumer
             for p in runtime.get("consumer-lag", []):
                 if p["lag"] is not None:
