@@ -3,7 +3,9 @@ kafka_exporter's lag, figures that move with real client traffic; bad listeners 
 
 from __future__ import annotations
 
+import asyncio
 import re
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -134,3 +136,28 @@ def test_a_listener_in_use_fails_the_start(broker: BrokerProcess, tmp_path: Path
     with pytest.raises(RuntimeError, match=r"metrics\.listener .*cannot listen"):
         other.start(timeout=20)
     other.kill()
+
+
+def test_headwater_up_carries_on_without_its_default_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """``headwater up``'s default metrics address is taken only when free; when taken, a warning and no metrics."""
+    from headwater import up
+    from headwater.broker.config import BrokerConfig
+    from headwater.broker.server import BrokerServer
+
+    async def go() -> None:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            monkeypatch.setattr(up, "DEFAULT_METRICS_LISTENER", f"http://127.0.0.1:{taken.getsockname()[1]}")
+            broker = BrokerServer(BrokerConfig.model_validate({"listeners": "PLAINTEXT://127.0.0.1:0",
+                                                               "log.dirs": str(tmp_path / "data")}))
+            await broker.start()
+            try:
+                await up._default_metrics(broker)
+                assert broker.metrics_url is None
+            finally:
+                await broker.stop()
+        assert "broker metrics are off" in caplog.text and "Address already in use" in caplog.text
+
+    asyncio.run(go())
