@@ -1,0 +1,34 @@
+"""Small broker state (topic metadata, ACLs, client quotas) kept as JSON files in the log directory, each
+replaced atomically on every change: written beside, fsynced, renamed over, and the directory fsynced, so
+a crash leaves either the old file or the new one."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["read_json", "write_json"]
+
+
+def read_json(path: Path) -> Any:
+    """The file's JSON, or None when it does not exist."""
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
