@@ -1,0 +1,205 @@
+"""The web console in a real browser against a real ``headwater up``: a file pipeline created through
+the form runs, its record count follows the file and it pauses; a bad field is named next to it; the
+Topics page shows offsets and a live tail; the Groups page shows a sink's lag.
+
+Every wait is an explicit WebDriverWait on what the page shows. With ``HEADWATER_SCREENSHOTS=<dir>``
+the pages are saved there as PNGs (the ones in docs/console/ come from this module).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from connectproc import ConnectProcess, create_topic, produce, sink_config, unique, wait_for
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+pytestmark = pytest.mark.timeout(120)
+
+WAIT = 30  # seconds: generous, each wait ends as soon as the page shows what it waits for
+FILE_SOURCE = "headwater.connectors.file.source.FileStreamSourceConnector"
+SHOTS = os.environ.get("HEADWATER_SCREENSHOTS")
+
+
+def shot(driver: WebDriver, name: str) -> None:
+    """Save the whole page as ``<HEADWATER_SCREENSHOTS>/<name>.png`` (nothing without the variable)."""
+    if not SHOTS:
+        return
+    folder = Path(SHOTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    size = driver.get_window_size()
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(size["width"], max(size["height"], min(int(height) + 20, 2400)))
+    try:
+        driver.execute_script("document.activeElement && document.activeElement.blur && "
+                              "document.activeElement.blur()")
+        driver.save_screenshot(str(folder / f"{name}.png"))
+    finally:
+        driver.set_window_size(size["width"], size["height"])
+
+
+def until(driver: WebDriver, check: Callable[[WebDriver], Any], what: str, timeout: float = WAIT) -> Any:
+    """Wait for ``check`` to return something truthy (stale or missing elements count as not yet)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                         ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
+                         ).until(check, f"waiting for {what}")
+
+
+def text_of(driver: WebDriver, css: str) -> str:
+    return driver.find_element(By.CSS_SELECTOR, css).text
+
+
+def number(text: str) -> int | None:
+    digits = text.replace(",", "").strip()
+    return int(digits) if re.fullmatch(r"\d+", digits) else None
+
+
+def open_page(driver: WebDriver, up: ConnectProcess, route: str) -> None:
+    """A fresh load of the console at ``route`` (the same URL again would only be a same-page hash)."""
+    driver.get("about:blank")
+    driver.get(f"{up.rest}/ui/#{route}")
+
+
+def choose_plugin(driver: WebDriver, cls: str) -> None:
+    until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'#f-class option[value="{cls}"]'), "the plugin list")
+    Select(driver.find_element(By.ID, "f-class")).select_by_value(cls)
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, '[data-field="topic"] input'), "the plugin's fields")
+
+
+def field(driver: WebDriver, key: str) -> Any:
+    return driver.find_element(By.CSS_SELECTOR, f'[data-field="{key}"] input')
+
+
+def field_error(driver: WebDriver, key: str) -> str:
+    return driver.find_element(By.CSS_SELECTOR, f'[data-field="{key}"] .field-error').text
+
+
+def test_a_bad_field_is_named_next_to_it(up: ConnectProcess, browser: WebDriver) -> None:
+    open_page(browser, up, "/new")
+    choose_plugin(browser, FILE_SOURCE)
+    browser.find_element(By.ID, "f-name").send_keys(unique("console-bad"))
+    tasks = field(browser, "tasks.max")
+    tasks.send_keys("two")
+    error = until(browser, lambda d: field_error(d, "tasks.max"), "the tasks.max error next to the field")
+    assert "tasks.max" in error and "integer" in error
+    assert "invalid" in browser.find_element(By.CSS_SELECTOR, '[data-field="tasks.max"]').get_attribute("class")
+    assert field_error(browser, "topic") == ""  # not shown before the user got to it
+    # Creating shows the missing required field too, and creates nothing.
+    browser.find_element(By.ID, "submit").click()
+    missing = until(browser, lambda d: field_error(d, "topic"), "the missing topic named next to its field")
+    assert "topic" in missing
+    shot(browser, "new-connector-validation")
+    assert browser.current_url.endswith("#/new")
+    tasks.clear()
+    tasks.send_keys("1")
+    until(browser, lambda d: field_error(d, "tasks.max") == "", "the tasks.max error to go once it is fixed")
+
+
+def test_a_file_pipeline_created_through_the_form_runs_counts_and_pauses(up: ConnectProcess, browser: WebDriver,
+                                                                         tmp_path: Path) -> None:
+    source = tmp_path / "lines.txt"
+    source.write_text("".join(f"line {i}\n" for i in range(3)))
+    name, topic = unique("console-src"), unique("console-lines")
+    open_page(browser, up, "/new")
+    choose_plugin(browser, FILE_SOURCE)
+    browser.find_element(By.ID, "f-name").send_keys(name)
+    field(browser, "file").send_keys(str(source))
+    field(browser, "topic").send_keys(topic)
+    until(browser, lambda d: "accepts" in text_of(d, ".validity"), "the worker to accept the config")
+    browser.find_element(By.ID, "submit").click()
+
+    until(browser, lambda d: d.current_url.endswith(f"#/connectors/{name}"), "the connector's page")
+    until(browser, lambda d: text_of(d, ".page-head .state") == "RUNNING", "RUNNING")
+    until(browser, lambda d: number(text_of(d, '[data-figure="out-total"]')) == 3, "the 3 lines written")
+    written = 3
+    for burst in range(3):  # a few bursts, each seen by the page: the count follows the file
+        with source.open("a") as f:
+            f.write("".join(f"more {burst}-{i}\n" for i in range(40)))
+        written += 40
+        until(browser, lambda d, n=written: number(text_of(d, '[data-figure="out-total"]')) == n,
+              f"{written} records written")
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chart path")) >= 2, "the throughput chart")
+    assert text_of(browser, ".page-head .state") == "RUNNING"
+    shot(browser, "connector-detail")
+
+    open_page(browser, up, "/connectors")
+    row = f'tr[data-connector="{name}"]'
+    until(browser, lambda d: number(text_of(d, f"{row} .total-out")) == written, "the list's record count")
+    assert text_of(browser, f"{row} .state") == "RUNNING"
+    assert up.rest.split("//")[1] in text_of(browser, f"{row} .task-chip")  # the worker it runs on
+    shot(browser, "connectors")
+
+    browser.find_element(By.CSS_SELECTOR, f"{row} a.name").click()
+    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="pause"]').is_enabled(), "Pause")
+    browser.find_element(By.CSS_SELECTOR, '[data-action="pause"]').click()
+    until(browser, lambda d: text_of(d, ".page-head .state") == "PAUSED", "PAUSED")
+    assert up.status(name)["connector"]["state"] == "PAUSED"
+    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="resume"]').is_enabled(), "Resume")
+
+
+def test_topics_page_shows_end_offsets_and_a_live_tail(up: ConnectProcess, browser: WebDriver) -> None:
+    topic = unique("console-topic")
+    produce(up.bootstrap, topic, [(f"k{i}".encode(), f"reading {i}: 21.{i} °C".encode(), [("unit", b"celsius")])
+                                  for i in range(12)])
+    open_page(browser, up, "/topics")
+    row = f'tr[data-topic="{topic}"]'
+    until(browser, lambda d: number(text_of(d, f"{row} .end")) == 12, "the topic with end offset 12")
+    assert number(text_of(browser, f"{row} .records")) == 12
+    browser.find_element(By.CSS_SELECTOR, f"{row} a").click()
+    until(browser, lambda d: "reading 11: 21.11 °C" in text_of(d, 'tr[data-offset="11"] .value'), "the tail")
+    assert text_of(browser, 'tr[data-offset="11"] .key') == "k11"
+    assert "unit: celsius" in text_of(browser, 'tr[data-offset="11"] .headers')
+    assert number(text_of(browser, '[data-figure="end-offset"]')) == 12
+    produce(up.bootstrap, topic, [(None, b"a record that came later", [])])
+    until(browser, lambda d: "came later" in text_of(d, 'tr[data-offset="12"] .value'), "the tail to follow")
+    shot(browser, "topic-tail")
+    open_page(browser, up, "/topics")
+    until(browser, lambda d: number(text_of(d, f"{row} .end")) == 13, "the list to follow")
+    shot(browser, "topics")
+
+
+def test_groups_page_shows_a_sink_group_with_its_lag(up: ConnectProcess, browser: WebDriver, tmp_path: Path) -> None:
+    topic, name = unique("console-sink-topic"), unique("console-sink")
+    create_topic(up.bootstrap, topic)
+    produce(up.bootstrap, topic, [(None, f"r{i}".encode(), []) for i in range(10)])
+    up.create(name, sink_config(tmp_path / "out.txt", topic))
+    group = f"connect-{name}"
+
+    def committed() -> bool:
+        resp = up.get(f"/admin/groups/{group}")
+        return resp.status == 200 and any(o["committed_offset"] == 10 for o in resp.json["offsets"])
+
+    wait_for(committed, WAIT, 0.2, "the sink to commit its 10 records", up.log_text)
+    up.ok("PUT", f"/connectors/{name}/pause", expect=202)
+    up.wait_state(name, "PAUSED", tasks=1)
+    produce(up.bootstrap, topic, [(None, f"late {i}".encode(), []) for i in range(7)])
+
+    open_page(browser, up, "/groups")
+    row = f'tr[data-group="{group}"]'
+    until(browser, lambda d: number(text_of(d, f"{row} .lag")) == 7, "the sink's group with lag 7")
+    shot(browser, "groups")
+    browser.find_element(By.CSS_SELECTOR, f"{row} a").click()
+    until(browser, lambda d: number(text_of(d, f'tr[data-partition="{topic}-0"] .lag')) == 7, "lag per partition")
+    assert number(text_of(browser, '[data-figure="lag"]')) == 7
+    until(browser, lambda d: name in text_of(d, ".page-head .sub"), "the link to the sink connector")
+    shot(browser, "group-detail")
+
+    # The sink's own page has its lag per partition (its task's view: fetched position against the end).
+    open_page(browser, up, f"/connectors/{name}")
+    until(browser, lambda d: number(text_of(d, f'.lag tr[data-partition="{topic}-0"] .lag')) is not None,
+          "the connector page's lag per partition")
+    assert text_of(browser, ".page-head .state") == "PAUSED"
+
+
+def test_no_script_failed(browser: WebDriver) -> None:
+    """Nothing the pages ran threw (network answers such as a 404 for a task not running yet aside)."""
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE" and e.get("source") != "network"]
+    assert errors == []
