@@ -36,6 +36,9 @@ CHECKS = ("config_errors_per_field", "lifecycle", "no_poll_after_stop", "offsets
 
 _COMMON_KEYS = {f.alias or n for model in (ConnectorConfig, SourceConnectorConfig, SinkConnectorConfig)
                 for n, f in model.model_fields.items()}
+# ``stop`` comes from another thread than the one that polls (as in Kafka Connect), so a poll the worker
+# had already set off may begin just after it: one call that begins within this many seconds is not late.
+STOP_RACE = 0.5
 # Values tried, in order, to find one a declared field rejects (unless ``invalid_values`` names one).
 _BAD_VALUES = ("not-a-number", "-1", "-99999999", "", "maybe", "[]")
 
@@ -118,7 +121,7 @@ class _Conformance:
         """Wait until every task instance of ``name`` was stopped and no poll or put is under way in it."""
         def quiet() -> bool:
             found = instances if instances is not None else self.instances(name)
-            return all(t.stopped and t.in_call_since is None for t in found)
+            return all(t.stopped and not t.in_call for t in found)
 
         wait_until(quiet, f"every task of {name} to be stopped, with no {self.call_name} under way",
                    self.timeout, seen=lambda: [t.describe() for t in (instances or self.instances(name))])
@@ -209,8 +212,9 @@ class _Conformance:
                    self.timeout, seen=lambda: f"{journal.starts} starts, {journal.stops} stops")
 
     def test_no_poll_after_stop(self) -> None:
-        """Once a task's ``stop`` was called, its ``poll`` (a sink's ``put``) is never called again, and a call
-        under way returns: through a task restart and a delete."""
+        """Once a task's ``stop`` was called, its ``poll`` (a sink's ``put``) is not called again, and a call
+        under way returns: through a task restart and a delete. (A poll the worker set off as ``stop`` came,
+        from another thread, may begin up to STOP_RACE seconds after it; a second one may not.)"""
         name, status = self.start("no_poll_after_stop")
         count = len(status["tasks"])
         first = self.wait_for_instances(name, count, f"{count} task instances of {name}")
@@ -222,7 +226,8 @@ class _Conformance:
         self.connect.wait_gone(name, self.timeout)
         self.wait_quiet(name)
         time.sleep(self.quiet_period)  # calls that come late
-        late = [t.describe() for t in self.instances(name) if t.calls_after_stop]
+        late = [t.describe() for t in self.instances(name)
+                if t.calls_after_stop > 1 or (t.first_late_call or 0) > STOP_RACE]
         assert not late, f"{self.call_name} was called after stop:\n  " + "\n  ".join(late)
 
     def test_version_reported(self) -> None:

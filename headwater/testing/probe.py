@@ -67,9 +67,10 @@ class TaskJournal:
     stop_called_at: float | None = None
     calls: int = 0  # polls (source) or puts (sink) begun
     calls_after_stop: int = 0  # ... begun after stop() was called
-    in_call_since: float | None = None  # a poll or put under way since then
+    first_late_call: float | None = None  # seconds after stop() the first of those began
+    in_call: int = 0  # polls or puts under way
     offsets_read: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)
-    polled: list[Polled] = field(default_factory=list)
+    polled: list[Polled] = field(default_factory=list)  # from polls begun before stop
     delivered: dict[tuple[str, int], set[int]] = field(default_factory=dict)
 
     @property
@@ -77,9 +78,10 @@ class TaskJournal:
         return self.stop_called_at is not None
 
     def describe(self) -> str:
+        late = f" (the first {self.first_late_call:.3f}s after it)" if self.first_late_call is not None else ""
         return (f"task instance #{self.instance} of {self.connector}: {self.calls} calls, "
-                f"{self.calls_after_stop} after stop, stop {'called' if self.stopped else 'not called'}"
-                + (", a call still under way" if self.in_call_since is not None else ""))
+                f"{self.calls_after_stop} after stop{late}, stop {'called' if self.stopped else 'not called'}"
+                + (f", {self.in_call} still under way" if self.in_call else ""))
 
 
 @dataclass
@@ -260,26 +262,30 @@ def _probed_task(cls: Any, journal: Journal, connector: str) -> type:
         if task is not None and task.stop_called_at is None:
             task.stop_called_at = time.monotonic()
 
-    def begin(self: Any, args: tuple[Any, ...]) -> None:
+    def begin(self: Any, args: tuple[Any, ...]) -> bool:
+        """Count the call; True when it came after stop."""
         task = task_of(self)
         if task is None:
-            return
+            return False
         with journal.lock:
             task.calls += 1
-            if task.stopped:
+            if task.stop_called_at is not None:
                 task.calls_after_stop += 1
-            task.in_call_since = time.monotonic()
+                if task.first_late_call is None:
+                    task.first_late_call = time.monotonic() - task.stop_called_at
+            task.in_call += 1
             if not is_source:
                 for topic, partition, offset in _delivered(args):
                     task.delivered.setdefault((topic, partition), set()).add(offset)
+            return task.stopped
 
-    def end(self: Any, token: Any, result: Any) -> None:
+    def end(self: Any, late: bool, result: Any) -> None:
         task = task_of(self)
         if task is None:
             return
         with journal.lock:
-            task.in_call_since = None
-            if is_source and result is not None:
+            task.in_call -= 1
+            if is_source and result is not None and not late:  # what a late call returns is never sent
                 task.polled += _polled(result)
 
     members: dict[str, Any] = {"start": _around(cls.start, on_start, _noop), "stop": _around(cls.stop, on_stop, _noop)}

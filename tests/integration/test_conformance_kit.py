@@ -1,0 +1,264 @@
+"""The plugin author kit (``headwater.testing``) proves what it claims: its conformance suite, run in a
+pytest session of its own (pytester) against connectors written here, passes good connectors and fails
+each broken one on the check its fault breaks, and on no other; the fixtures leave no thread running.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+# The plugin under test: a good source and sink, and sources broken in one way each.
+CONNECTORS = '''
+import threading
+import time
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from headwater.connect.api import (SinkConnector, SinkConnectorConfig, SinkTask, SourceConnector,
+                                   SourceConnectorConfig, SourceRecord, SourceTask, hookimpl)
+
+RECEIVED: list[Any] = []
+
+
+class CountConfig(SourceConnectorConfig):
+    topic: str = Field(alias="topic", min_length=1)
+    batch: int = Field(5, alias="batch", ge=1)
+
+
+class CountTask(SourceTask):
+    reads_offsets = True
+
+    def start(self, config):
+        self.topic, self.batch, self.task = config["topic"], int(config["batch"]), config["task"]
+        self.partition = {"counter": self.task}
+        stored = self.context.offset_storage_reader.offset(self.partition) if self.reads_offsets else None
+        self.next = stored["n"] + 1 if stored else 0
+        self.stopping = threading.Event()
+
+    def poll(self):
+        if self.stopping.wait(0.05):
+            return None
+        records = [SourceRecord(self.topic, {"task": self.task, "n": n}, f"{self.task}-{n}",
+                                source_partition=self.partition, source_offset={"n": n})
+                   for n in range(self.next, self.next + self.batch)]
+        self.next += self.batch
+        return records
+
+    def stop(self):
+        self.stopping.set()
+
+
+class CountConnector(SourceConnector):
+    config_class = CountConfig
+    version = "2.0.0"
+    task = CountTask
+
+    def start(self, config):
+        self.config = config
+
+    def task_class(self):
+        return self.task
+
+    def task_configs(self, max_tasks):
+        return [{"topic": self.config.topic, "batch": str(self.config.batch), "task": str(i)}
+                for i in range(max_tasks)]
+
+
+class PollerTask(CountTask):
+    """Leaves a prefetching thread running after stop: poll is called after stop."""
+
+    def start(self, config):
+        super().start(config)
+        threading.Thread(target=self.prefetch, name="rogue-poller", daemon=True).start()
+
+    def prefetch(self):
+        self.stopping.wait()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            self.poll()
+            time.sleep(0.1)
+
+    def poll(self):
+        if self.stopping.is_set():
+            return [SourceRecord(self.topic, "late", "late")]
+        return super().poll()
+
+
+class PollsAfterStopConnector(CountConnector):
+    task = PollerTask
+
+
+class NotPerFieldConnector(CountConnector):
+    """Reports every config problem under one made-up key."""
+
+    @classmethod
+    def validate(cls, props):
+        errors = super().validate(props)
+        return {"config": [m for ms in errors.values() for m in ms]} if errors else {}
+
+
+class ForgetfulTask(CountTask):
+    """Never reads its committed offsets: starts from 0 on every start."""
+
+    reads_offsets = False
+
+
+class IgnoresOffsetsConnector(CountConnector):
+    task = ForgetfulTask
+
+
+class TooManyTasksConnector(CountConnector):
+    """One task config too many once more than one is allowed."""
+
+    def task_configs(self, max_tasks):
+        configs = super().task_configs(max_tasks)
+        return configs + configs[-1:] if max_tasks > 1 else configs
+
+
+class NoVersionConnector(CountConnector):
+    version = ""
+
+
+class CollectConfig(SinkConnectorConfig):
+    flush_size: int = Field(10, alias="flush.size", ge=1)
+
+
+class CollectTask(SinkTask):
+    def start(self, config):
+        pass
+
+    def put(self, records):
+        RECEIVED.extend(r.value for r in records)
+
+
+class CollectSinkConnector(SinkConnector):
+    config_class = CollectConfig
+    version = "0.3.0"
+
+    def start(self, config):
+        self.config = config
+
+    def task_class(self):
+        return CollectTask
+
+    def task_configs(self, max_tasks):
+        return [{} for _ in range(max_tasks)]
+
+
+@hookimpl
+def headwater_connectors():
+    return [CountConnector, PollsAfterStopConnector, NotPerFieldConnector, IgnoresOffsetsConnector,
+            TooManyTasksConnector, NoVersionConnector, CollectSinkConnector]
+'''
+
+CONFTEST = '''
+import pytest
+
+
+@pytest.fixture(scope="module")
+def headwater_plugins():
+    return ["kit_connectors"]
+'''
+
+SUITE = '''
+from headwater.testing import SinkConnectorConformance, SourceConnectorConformance
+
+COUNT = {"topic": "{topic}", "batch": "5"}
+
+
+class TestCount(SourceConnectorConformance):
+    connector_class = "kit_connectors.CountConnector"
+    config = COUNT
+
+
+class TestPollsAfterStop(SourceConnectorConformance):
+    connector_class = "PollsAfterStop"
+    config = COUNT
+
+
+class TestNotPerField(SourceConnectorConformance):
+    connector_class = "NotPerFieldConnector"
+    config = COUNT
+
+
+class TestIgnoresOffsets(SourceConnectorConformance):
+    connector_class = "IgnoresOffsets"
+    config = COUNT
+
+
+class TestTooManyTasks(SourceConnectorConformance):
+    connector_class = "TooManyTasks"
+    config = COUNT
+
+
+class TestNoVersion(SourceConnectorConformance):
+    connector_class = "NoVersion"
+    config = COUNT
+    skip_checks = {"lifecycle": "shown to be skippable", "offsets_round_trip": "shown to be skippable"}
+
+
+class TestCollect(SinkConnectorConformance):
+    connector_class = "CollectSink"
+'''
+
+# Which checks each connector must fail; every other check must pass (or be skipped, as listed).
+EXPECTED_FAILURES = {
+    "TestCount": set(),
+    "TestPollsAfterStop": {"no_poll_after_stop"},
+    "TestNotPerField": {"config_errors_per_field"},
+    "TestIgnoresOffsets": {"offsets_round_trip"},
+    "TestTooManyTasks": {"tasks_max"},
+    "TestNoVersion": {"version_reported"},
+    "TestCollect": set(),
+}
+SKIPPED = {"TestNoVersion": {"lifecycle", "offsets_round_trip"}}
+MESSAGES = {
+    "TestPollsAfterStop": "poll was called after stop",
+    "TestNotPerField": "no error under 'batch'",
+    "TestIgnoresOffsets": "never asked for the offset of source partition",
+    "TestTooManyTasks": "returned more configs than asked",
+    "TestNoVersion": "reports no version",
+}
+
+
+def _kit_threads() -> set[str]:
+    return {t.name for t in threading.enumerate() if t.name.startswith(("headwater-", "rogue-"))}
+
+
+def test_the_suite_fails_broken_connectors_on_the_right_checks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(kit_connectors=CONNECTORS, conftest=CONFTEST, test_suite=SUITE)
+    pytester.syspathinsert()
+    started = time.monotonic()
+    result = pytester.inline_run("-p", "no:cacheprovider", "-q")
+    took = time.monotonic() - started
+
+    outcomes: dict[str, dict[str, str]] = {}
+    texts: dict[str, str] = {}
+    for report in result.getreports("pytest_runtest_logreport"):
+        _, cls, test = report.nodeid.split("::")
+        check = test.removeprefix("test_")
+        if report.when == "call" or report.outcome != "passed":
+            outcomes.setdefault(cls, {})[check] = report.outcome
+        if report.failed:
+            texts[cls] = texts.get(cls, "") + str(report.longrepr)
+
+    for cls, failing in EXPECTED_FAILURES.items():
+        got = outcomes.get(cls, {})
+        assert {c for c, o in got.items() if o == "failed"} == failing, f"{cls}: {got}\n{texts.get(cls, '')[:3000]}"
+        assert {c for c, o in got.items() if o == "skipped"} == SKIPPED.get(cls, set()), f"{cls}: {got}"
+        assert got, f"{cls} ran no checks"
+    for cls, text in MESSAGES.items():
+        assert text in texts.get(cls, ""), f"{cls}: the failure does not say {text!r}:\n{texts.get(cls, '')[:3000]}"
+    assert took < 90, f"the conformance runs took {took:.0f}s"
+
+    # the fixtures stopped their threads (the rogue poller ends by itself soon after its task stopped)
+    deadline = time.monotonic() + 5
+    while _kit_threads() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _kit_threads(), f"threads left running: {_kit_threads()}"
