@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -65,7 +65,7 @@ from .cluster import Cluster
 from .config import parse_metrics_listener
 from .group.group import Group, GroupState
 from .protocol.codec import request_class
-from .stats import BrokerStats, TopicCounters
+from .stats import BrokerStats
 
 if TYPE_CHECKING:
     from .group.coordinator import GroupCoordinator
@@ -92,7 +92,7 @@ _QUANTILES = (("0.50", 0.5), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0
 _GROUP_STATES = (("stable", GroupState.STABLE), ("preparingrebalance", GroupState.PREPARING_REBALANCE),
                  ("completingrebalance", GroupState.COMPLETING_REBALANCE), ("empty", GroupState.EMPTY),
                  ("dead", GroupState.DEAD))
-FETCH = 1
+_FETCH = 1  # API key
 
 
 class BrokerCollector:
@@ -117,22 +117,17 @@ def topic_metrics(cluster: Cluster) -> Iterator[Metric]:
         name = "kafka_server_brokertopicmetrics_" + bean.removesuffix("PerSec").lower()
         family = Metric(name, f"{doc} (kafka.server:type=BrokerTopicMetrics,name={bean}; no topic label: all topics)",
                         "counter")
-        _add_counts(family, name + "_total", attr, cluster.stats.all_topics, ((t, topic.stats) for t, topic in topics))
+        family.add_sample(name + "_total", {}, getattr(cluster.stats.all_topics, attr))
+        for topic_name, topic in topics:
+            family.add_sample(name + "_total", {"topic": topic_name}, getattr(topic.stats, attr))
         yield family
-
-
-def _add_counts(family: Metric, sample: str, attr: str, everywhere: TopicCounters,
-                per_topic: Iterable[tuple[str, TopicCounters]]) -> None:
-    family.add_sample(sample, {}, getattr(everywhere, attr))
-    for topic, counters in per_topic:
-        family.add_sample(sample, {"topic": topic}, getattr(counters, attr))
 
 
 def request_names(api_key: int) -> list[str]:
     """Kafka's RequestMetrics names of an API (a consumer's Fetch counts as FetchConsumer too)."""
     cls = request_class(api_key)
     name = cls.name.removesuffix("Request") if cls is not None else f"Api{api_key}"
-    return ["FetchConsumer", name] if api_key == FETCH else [name]
+    return ["FetchConsumer", name] if api_key == _FETCH else [name]
 
 
 def request_metrics(stats: BrokerStats) -> Iterator[Metric]:
