@@ -15,6 +15,7 @@ import logging
 from dataclasses import asdict, dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 from .state_file import read_json, write_json
 
@@ -106,7 +107,7 @@ class AclBinding:
         return {k: (int(v) if isinstance(v, IntEnum) else v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> AclBinding:
+    def from_json(cls, data: dict[str, Any]) -> AclBinding:
         return cls(ResourceType(data["resource_type"]), str(data["resource_name"]),
                    PatternType(data["pattern_type"]), str(data["principal"]), str(data["host"]),
                    AclOperation(data["operation"]), AclPermission(data["permission"]))
