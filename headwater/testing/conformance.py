@@ -126,16 +126,12 @@ class _Conformance:
         wait_until(quiet, f"every task of {name} to be stopped, with no {self.call_name} under way",
                    self.timeout, seen=lambda: [t.describe() for t in (instances or self.instances(name))])
 
-    def wait_for_calls(self, name: str, instances: list[TaskJournal]) -> None:
-        """Make the tasks work (a sink is sent records) and wait until each was called at least once."""
-        self.feed(name)
-        wait_until(lambda: all(t.calls for t in instances), f"every task of {name} to be called ({self.call_name})",
-                   self.timeout, seen=lambda: [t.describe() for t in instances])
-
     call_name = "poll"
 
-    def feed(self, name: str) -> None:
-        """Give the connector's tasks something to do (a sink suite sends records)."""
+    def wait_for_calls(self, name: str, instances: list[TaskJournal]) -> None:
+        """Wait until every task was polled at least once."""
+        wait_until(lambda: all(t.calls for t in instances), f"every task of {name} to be called ({self.call_name})",
+                   self.timeout, seen=lambda: [t.describe() for t in instances])
 
     # -- the checks both kinds share ----------------------------------------------------------------
 
@@ -366,8 +362,11 @@ class SinkConnectorConformance(_Conformance):
         pairs = [self.record(i) for i in range(start, start + count)]
         self.broker.produce(self.topic, [v for _, v in pairs], keys=[k for k, _ in pairs])
 
-    def feed(self, name: str) -> None:
+    def wait_for_calls(self, name: str, instances: list[TaskJournal]) -> None:
+        """Send records and wait until a task was handed some (tasks without a partition get none)."""
         self.send(0, self.records_per_batch)
+        wait_until(lambda: any(t.calls for t in instances), f"a task of {name} to be called ({self.call_name})",
+                   self.timeout, seen=lambda: [t.describe() for t in instances])
 
     def test_nothing_lost_on_task_restart(self) -> None:
         """Every record sent to the topic, before and after ``POST .../tasks/0/restart``, is handed to

@@ -2,8 +2,9 @@
 
 ``headwater.kafka`` and ``headwater.properties`` are the floor; ``broker`` and ``connect``
 stand on it and never import each other; ``connectors`` stand on ``connect``; only the front
-door (``headwater.cli``, ``headwater.up``) composes them all. Relative imports are resolved,
-so ``from ..broker import x`` is caught as well as ``import headwater.broker``.
+door (``headwater.cli``, ``headwater.up``) composes them all, and so may the plugin authors' test
+kit (``headwater.testing``), which nothing else imports. Relative imports are resolved, so
+``from ..broker import x`` is caught as well as ``import headwater.broker``.
 """
 
 from __future__ import annotations
@@ -79,6 +80,13 @@ def test_the_module_map_sees_every_room() -> None:
 ])
 def test_floors(importer: str, forbidden: tuple[str, ...]) -> None:
     assert _offenders(importer, forbidden) == []
+
+
+def test_only_tests_use_the_test_kit() -> None:
+    # headwater.testing composes a broker and workers as headwater.up does; the product never needs it
+    importers = {name: imported for name, imported in IMPORTS.items() if not name.startswith("headwater.testing")}
+    assert [f"{name} imports {target}" for name, imported in importers.items() for target in sorted(imported)
+            if target == "headwater.testing" or target.startswith("headwater.testing.")] == []
 
 
 def test_the_floor_check_catches_a_relative_import(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""DataGen driven directly: no broker, a fake offset reader standing in for the runtime."""
+"""DataGen on a real broker and worker (the kit's fixtures), plus what only a task driven directly shows:
+its pace."""
 
 from __future__ import annotations
 
@@ -11,51 +12,95 @@ import headwater_datagen
 from headwater_datagen import DataGenSourceConnector, DataGenSourceTask
 
 from headwater.connect.api import OffsetStorageReader, SourceRecord, SourceTaskContext
+from headwater.testing import ConnectClient, EmbeddedBroker, unique, wait_until
 
 PLUGIN = Path(__file__).resolve().parents[1]
 
 
-class Offsets(OffsetStorageReader):
-    def __init__(self, stored: dict[int, int] | None = None) -> None:
-        self.stored = stored or {}
+def generate(connect: ConnectClient, broker: EmbeddedBroker, count: int, **settings: Any) -> list[Any]:
+    """Run DataGen until it wrote ``max.records`` = ``count`` numbers; the records of its topic."""
+    topic = broker.create_topic(unique("seq"))
+    name = unique("gen")
+    connect.create(name, {"connector.class": "DataGen", "topic": topic, "max.records": str(count),
+                          "rate.per.sec": "0", **settings})
+    connect.wait_for_state(name, "RUNNING")
+    return broker.wait_for_records(topic, count)
 
+
+def test_hook_and_per_key_validation(headwater_connect: ConnectClient) -> None:
+    assert headwater_datagen.headwater_connectors() == [DataGenSourceConnector]
+    answer = headwater_connect.validate("DataGen", {"name": "g", "rate.per.sec": "-1", "max.records": "-2"})
+    assert set(headwater_connect.errors_by_key(answer)) == {"topic", "rate.per.sec", "max.records"}
+
+
+def test_found_on_plugin_path() -> None:
+    from headwater.connect.plugins import PluginRegistry
+
+    registry = PluginRegistry([str(PLUGIN.parent)])
+    assert registry.connector("DataGen").__name__ == "DataGenSourceConnector"
+
+
+def test_record_shape(headwater_connect: ConnectClient, headwater_broker: EmbeddedBroker) -> None:
+    records = generate(headwater_connect, headwater_broker, 3)
+    assert [r.key for r in records] == [b"0", b"1", b"2"]
+    value = records[1].json()
+    assert value["seq"] == 1 and value["task"] == 0 and abs(value["ts"] - time.time() * 1000) < 10000
+    assert records[1].timestamp == value["ts"]
+
+
+def test_tasks_split_the_sequence_space(headwater_connect: ConnectClient, headwater_broker: EmbeddedBroker) -> None:
+    records = generate(headwater_connect, headwater_broker, 100, **{"tasks.max": "3"})
+    values = [r.json() for r in records]
+    assert sorted(v["seq"] for v in values) == list(range(100))  # no gap, no repeat
+    assert all(v["seq"] % 3 == v["task"] for v in values)
+
+
+def test_resume_after_last_committed_seq(headwater_connect: ConnectClient, headwater_broker: EmbeddedBroker) -> None:
+    topic = headwater_broker.create_topic(unique("seq"))
+    name = unique("gen")
+    config = {"connector.class": "DataGen", "topic": topic, "tasks.max": "3", "max.records": "31", "rate.per.sec": "0"}
+    headwater_connect.ok("POST", "/connectors", {"name": name, "config": config, "initial_state": "STOPPED"})
+    headwater_connect.created.append(name)
+    # as if task 1 had committed 13 before: it goes on with 16, and the others start from scratch
+    headwater_connect.ok("PATCH", f"/connectors/{name}/offsets",
+                         {"offsets": [{"partition": {"task": 1}, "offset": {"seq": 13}}]})
+    headwater_connect.resume(name)
+    values = [r.json() for r in headwater_broker.wait_for_records(topic, 11 + 5 + 10)]
+    assert [v["seq"] for v in values if v["task"] == 1] == [16, 19, 22, 25, 28]
+    assert [v["seq"] for v in values if v["task"] == 0][:2] == [0, 3]
+
+
+def test_task_metrics(headwater_connect: ConnectClient, headwater_broker: EmbeddedBroker) -> None:
+    generate(headwater_connect, headwater_broker, 50)
+    name = headwater_connect.created[-1]
+    figures = wait_until(lambda: headwater_connect.task_metrics(name)["metrics"].get("records.generated") == 50,
+                         "records.generated to reach 50", seen=lambda: headwater_connect.task_metrics(name))
+    assert figures
+
+
+# -- the pace, which only a task driven directly shows exactly -----------------------------------------
+
+class _NoOffsets(OffsetStorageReader):
     def offset(self, partition: dict[str, Any]) -> dict[str, Any] | None:
-        seq = self.stored.get(partition["task"])
-        return None if seq is None else {"seq": seq}
+        return None
 
 
-class Context(SourceTaskContext):
-    def __init__(self, reader: OffsetStorageReader) -> None:
-        self.configs: dict[str, str] = {}
-        self.reader = reader
+class _Context(SourceTaskContext):
+    configs: dict[str, str] = {}
 
     @property
     def offset_storage_reader(self) -> OffsetStorageReader:
-        return self.reader
+        return _NoOffsets()
 
 
-def props(**extra: str) -> dict[str, str]:
-    return {"name": "gen", "connector.class": "DataGen", "topic": "seq", **{k.replace("_", "."): v
-                                                                            for k, v in extra.items()}}
-
-
-def tasks(max_tasks: int, stored: dict[int, int] | None = None, **extra: str) -> list[DataGenSourceTask]:
+def started_task(**settings: str) -> DataGenSourceTask:
+    props = {"name": "gen", "connector.class": "DataGen", "topic": "seq", **settings}
     connector = DataGenSourceConnector()
-    assert DataGenSourceConnector.validate(props(**extra)) == {}
-    connector.start(DataGenSourceConnector.config_class.model_validate(props(**extra)))
-    out = []
-    for config in connector.task_configs(max_tasks):
-        task = connector.task_class()()
-        task.initialize(Context(Offsets(stored)))
-        task.start(config)
-        out.append(task)
-    return out
-
-
-def poll_once(task: DataGenSourceTask) -> list[SourceRecord]:
-    records = asyncio.run(task.poll())
-    assert records is not None
-    return records
+    connector.start(DataGenSourceConnector.config_class.model_validate(props))
+    task = DataGenSourceTask()
+    task.initialize(_Context())
+    task.start(connector.task_configs(1)[0])
+    return task
 
 
 async def poll_for(task: DataGenSourceTask, seconds: float) -> list[SourceRecord]:
@@ -66,57 +111,11 @@ async def poll_for(task: DataGenSourceTask, seconds: float) -> list[SourceRecord
     return records
 
 
-def test_hook_and_validation() -> None:
-    assert headwater_datagen.headwater_connectors() == [DataGenSourceConnector]
-    errors = DataGenSourceConnector.validate({"name": "g", "connector.class": "DataGen", "rate.per.sec": "-1",
-                                              "max.records": "-2"})
-    assert set(errors) == {"topic", "rate.per.sec", "max.records"}
-
-
-def test_found_on_plugin_path() -> None:
-    from headwater.connect.plugins import PluginRegistry
-
-    registry = PluginRegistry([str(PLUGIN.parent)])
-    assert registry.connector("DataGen").__name__ == "DataGenSourceConnector"
-
-
-def test_record_shape() -> None:
-    (task,) = tasks(1, rate_per_sec="0", max_records="3")
-    records = poll_once(task)
-    assert [r.key for r in records] == ["0", "1", "2"]
-    r = records[1]
-    assert r.topic == "seq" and r.value_schema is None and r.key_schema is None
-    assert r.value["seq"] == 1 and r.value["task"] == 0 and abs(r.value["ts"] - time.time() * 1000) < 5000
-    assert r.source_partition == {"task": 0} and r.source_offset == {"seq": 1}
-
-
 def test_rate_per_task() -> None:
-    (task,) = tasks(1, rate_per_sec="50")
-    records = asyncio.run(poll_for(task, 1.0))
+    records = asyncio.run(poll_for(started_task(**{"rate.per.sec": "50"}), 1.0))
     assert 35 <= len(records) <= 60
     assert [r.value["seq"] for r in records] == list(range(len(records)))
 
 
 def test_as_fast_as_possible() -> None:
-    (task,) = tasks(1, rate_per_sec="0")
-    assert len(poll_once(task)) == 1000
-
-
-def test_tasks_split_the_sequence_space() -> None:
-    gens = tasks(3, rate_per_sec="0", max_records="100")
-    seen: list[int] = []
-    for i, task in enumerate(gens):
-        records = poll_once(task)
-        seqs = [r.value["seq"] for r in records]
-        assert seqs == list(range(i, 100, 3))
-        assert {r.source_partition["task"] for r in records} == {i}
-        assert asyncio.run(task.poll()) is None  # max.records reached
-        seen += seqs
-    assert sorted(seen) == list(range(100))
-
-
-def test_resume_after_last_committed_seq() -> None:
-    gens = tasks(3, stored={1: 13}, rate_per_sec="0", max_records="31")
-    seqs = [r.value["seq"] for r in poll_once(gens[1])]
-    assert seqs == [16, 19, 22, 25, 28]  # 13 was the last committed number of task 1: no gap, no repeat
-    assert [r.value["seq"] for r in poll_once(gens[0])][:2] == [0, 3]  # no offset: from the start
+    assert len(asyncio.run(started_task(**{"rate.per.sec": "0"}).poll()) or []) == 1000
