@@ -11,9 +11,7 @@ in the log directory, replaced atomically on every change.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import uuid
 
 from headwater.kafka.errors import ErrorCode, KafkaError
@@ -22,6 +20,7 @@ from .config import BrokerConfig, ConfigError, Listener, TopicConfig
 from .log import PartitionLog
 from .log.flusher import PartitionFlusher
 from .producer_state import PartitionProducerState, replay
+from .state_file import read_json, write_json
 from .stats import BrokerStats, TopicCounters
 from .topic import Topic, validate_topic_name
 
@@ -52,10 +51,9 @@ class Cluster:
     def load(self) -> None:
         """Open every persisted topic, recovering each partition log."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        path = self.log_dir / TOPICS_FILE
-        if not path.exists():
+        saved = read_json(self.log_dir / TOPICS_FILE)
+        if saved is None:
             return
-        saved = json.loads(path.read_text())
         for name, meta in saved.get("topics", {}).items():
             config = self.defaults.with_overrides(meta.get("config", {}))
             topic = Topic(name, uuid.UUID(meta["id"]), dict(meta.get("config", {})), config,
@@ -99,19 +97,7 @@ class Cluster:
         self.topics_by_id[topic.topic_id] = topic
 
     def _save(self) -> None:
-        data = {"topics": {name: t.metadata() for name, t in self.topics.items()}}
-        path = self.log_dir / TOPICS_FILE
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(self.log_dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_json(self.log_dir / TOPICS_FILE, {"topics": {name: t.metadata() for name, t in self.topics.items()}})
 
     # -- topics -------------------------------------------------------------------------
 
