@@ -63,7 +63,7 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         config = BrokerConfig.model_validate({"listeners": "PLAINTEXT://127.0.0.1:0",
                                               "log.dirs": str(self.data_dir), **self.settings})
-        self._thread = LoopThread("headwater-broker")
+        self._thread = LoopThread(unique("headwater-broker"))
         self._server = BrokerServer(config)
         self._thread.run(self._server.start())
         self.bootstrap = self._server.listener_urls()[0].split("://", 1)[1]

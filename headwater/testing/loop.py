@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -45,31 +46,35 @@ class LoopThread:
             raise TimeoutError(f"{self.name}: no result within {timeout}s") from None
 
     def close(self, timeout: float = 10.0) -> list[str]:
-        """Cancel the loop's remaining tasks, stop it and join its thread; returns the names of
-        threads that would not end (empty when everything stopped)."""
+        """Cancel the loop's remaining tasks, stop it and join its thread. Returns what was left behind:
+        asyncio tasks still pending (cancelled now) and threads that would not end; empty when the
+        servers on the loop had stopped everything they started."""
         if self.loop.is_closed():
             return []
+        leftover: list[str] = []
         if self._thread.is_alive():
             try:
-                self.run(self._cancel_remaining(), timeout)
+                leftover += self.run(self._cancel_remaining(), timeout)
             except TimeoutError:
-                pass
+                leftover.append("asyncio tasks that would not cancel")
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout)
-        leftover = [self._thread.name] if self._thread.is_alive() else []
-        workers = list(getattr(self.executor, "_threads", ()))  # to report the ones that hang
         self.executor.shutdown(wait=False, cancel_futures=True)
-        for thread in workers:
-            thread.join(max(0.1, timeout / 4))
-        leftover += [t.name for t in workers if t.is_alive()]
+        deadline = time.monotonic() + timeout / 2
+        for thread in threading.enumerate():  # the executor's threads, some maybe stuck in plugin code
+            if thread.name.startswith(f"{self.name}-executor"):
+                thread.join(max(0.0, deadline - time.monotonic()))
+        leftover += [f"thread {t.name}" for t in threading.enumerate()
+                     if t.name == self.name or t.name.startswith(f"{self.name}-executor")]
         if not self._thread.is_alive():
             self.loop.close()
         return leftover
 
-    async def _cancel_remaining(self) -> None:
+    async def _cancel_remaining(self) -> list[str]:
         current = asyncio.current_task()
         tasks = [t for t in asyncio.all_tasks() if t is not current]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.loop.shutdown_asyncgens()
+        return [f"asyncio task {t.get_name()}: {t.get_coro()!r}" for t in tasks]

@@ -5,8 +5,10 @@ each broken one on the check its fault breaks, and on no other; the fixtures lea
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -262,3 +264,19 @@ def test_the_suite_fails_broken_connectors_on_the_right_checks(pytester: pytest.
     while _kit_threads() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _kit_threads(), f"threads left running: {_kit_threads()}"
+
+
+def test_the_embedded_broker_and_worker_stop_everything(tmp_path: Path) -> None:
+    from headwater.testing import ConnectClient, EmbeddedBroker, EmbeddedWorker
+
+    before = set(threading.enumerate())
+    broker = EmbeddedBroker(tmp_path / "broker").start()
+    worker = EmbeddedWorker(broker.bootstrap).start()
+    ports = [int(broker.bootstrap.rsplit(":", 1)[1]), int(worker.url.rsplit(":", 1)[1])]
+    assert ConnectClient(worker.url).connectors() == []
+    assert worker.stop() == [], "the worker left tasks or threads behind"
+    assert broker.stop() == [], "the broker left tasks or threads behind"
+    for port in ports:
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still accepts connections"
+    assert set(threading.enumerate()) - before == set()
