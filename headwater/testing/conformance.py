@@ -81,7 +81,11 @@ class _Conformance:
         assert self.connector_class, f"{type(self).__name__} must set connector_class"
         self.broker, self.worker, self.connect, self.tmp_path = (headwater_broker, headwater_worker,
                                                                  headwater_connect, tmp_path)
-        self.cls = headwater_worker.probe(self.connector_class)
+        try:
+            self.cls = headwater_worker.probe(self.connector_class)
+        except LookupError as exc:
+            pytest.fail(f"{exc}: install the plugin (its 'headwater' entry point) or name its module in the "
+                        f"headwater_plugins fixture or ini option", pytrace=False)
         self.topic = headwater_broker.create_topic(unique(f"conformance-{check.replace('_', '-')}"),
                                                    self.partitions)
         yield

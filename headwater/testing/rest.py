@@ -66,9 +66,13 @@ class ConnectClient:
     def connectors(self) -> list[str]:
         return list(self.ok("GET", "/connectors"))
 
-    def create(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
-        """POST /connectors; the connector is remembered for ``delete_created``."""
-        info = self.ok("POST", "/connectors", {"name": name, "config": config}, expect=(201,))
+    def create(self, name: str, config: dict[str, Any], initial_state: str | None = None) -> dict[str, Any]:
+        """POST /connectors (``initial_state``: RUNNING, PAUSED or STOPPED); the connector is remembered
+        for ``delete_created``."""
+        body: dict[str, Any] = {"name": name, "config": config}
+        if initial_state is not None:
+            body["initial_state"] = initial_state
+        info = self.ok("POST", "/connectors", body, expect=(201,))
         self.created.append(name)
         return dict(info)
 

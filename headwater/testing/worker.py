@@ -8,6 +8,7 @@ import asyncio
 import concurrent.futures
 import importlib
 import threading
+import time
 from types import ModuleType
 from typing import Any
 
@@ -84,15 +85,15 @@ class EmbeddedWorker:
             await serve_distributed(config, self._stop, on_ready)
 
         self._serving = self._thread.submit(serve())
+        deadline = time.monotonic() + timeout
         while not ready.wait(0.05):
             if self._serving.done():
                 error = self._serving.exception()
                 self.stop()
                 raise RuntimeError(f"worker {self.name} stopped before it was ready: {error!r}") from error
-            timeout -= 0.05
-            if timeout <= 0:
+            if time.monotonic() > deadline:
                 self.stop()
-                raise TimeoutError(f"worker {self.name} was not ready in time")
+                raise TimeoutError(f"worker {self.name} was not ready within {timeout}s")
         return self
 
     def stop(self, timeout: float = 60.0) -> list[str]:

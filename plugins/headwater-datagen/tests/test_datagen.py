@@ -59,8 +59,7 @@ def test_resume_after_last_committed_seq(headwater_connect: ConnectClient, headw
     topic = headwater_broker.create_topic(unique("seq"))
     name = unique("gen")
     config = {"connector.class": "DataGen", "topic": topic, "tasks.max": "3", "max.records": "31", "rate.per.sec": "0"}
-    headwater_connect.ok("POST", "/connectors", {"name": name, "config": config, "initial_state": "STOPPED"})
-    headwater_connect.created.append(name)
+    headwater_connect.create(name, config, initial_state="STOPPED")
     # as if task 1 had committed 13 before: it goes on with 16, and the others start from scratch
     headwater_connect.ok("PATCH", f"/connectors/{name}/offsets",
                          {"offsets": [{"partition": {"task": 1}, "offset": {"seq": 13}}]})
