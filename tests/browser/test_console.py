@@ -28,20 +28,21 @@ SHOTS = os.environ.get("HEADWATER_SCREENSHOTS")
 
 
 def shot(driver: WebDriver, name: str) -> None:
-    """Save the whole page as ``<HEADWATER_SCREENSHOTS>/<name>.png`` (nothing without the variable)."""
+    """Save the page, all of it, as ``<HEADWATER_SCREENSHOTS>/<name>.png`` (nothing without the variable)."""
     if not SHOTS:
         return
     folder = Path(SHOTS)
     folder.mkdir(parents=True, exist_ok=True)
-    size = driver.get_window_size()
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(size["width"], max(size["height"], min(int(height) + 20, 2400)))
+    driver.execute_script("window.scrollTo(0, 0); document.activeElement && document.activeElement.blur && "
+                          "document.activeElement.blur()")
+    bottom = driver.execute_script("return Math.ceil(document.getElementById('page').getBoundingClientRect().bottom)")
+    width = driver.execute_script("return window.innerWidth")
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": width, "height": max(560, int(bottom)),
+                                                                  "deviceScaleFactor": 1, "mobile": False})
     try:
-        driver.execute_script("document.activeElement && document.activeElement.blur && "
-                              "document.activeElement.blur()")
         driver.save_screenshot(str(folder / f"{name}.png"))
     finally:
-        driver.set_window_size(size["width"], size["height"])
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def until(driver: WebDriver, check: Callable[[WebDriver], Any], what: str, timeout: float = WAIT) -> Any:
@@ -108,6 +109,7 @@ def test_a_file_pipeline_created_through_the_form_runs_counts_and_pauses(up: Con
     source = tmp_path / "lines.txt"
     source.write_text("".join(f"line {i}\n" for i in range(3)))
     name, topic = unique("console-src"), unique("console-lines")
+    up.create(unique("console-copy"), sink_config(tmp_path / "copy.txt", topic))  # a sink beside it in the list
     open_page(browser, up, "/new")
     choose_plugin(browser, FILE_SOURCE)
     browser.find_element(By.ID, "f-name").send_keys(name)
@@ -120,19 +122,24 @@ def test_a_file_pipeline_created_through_the_form_runs_counts_and_pauses(up: Con
     until(browser, lambda d: text_of(d, ".page-head .state") == "RUNNING", "RUNNING")
     until(browser, lambda d: number(text_of(d, '[data-figure="out-total"]')) == 3, "the 3 lines written")
     written = 3
-    for burst in range(3):  # a few bursts, each seen by the page: the count follows the file
+    # Bursts of lines, each seen by the page: the count follows the file. (More of them for the
+    # screenshots, so that the chart has a shape.)
+    bursts = [40, 40, 40] + ([80, 20, 120, 60, 100, 30, 90, 50, 70] if SHOTS else [])
+    for burst, size in enumerate(bursts):
         with source.open("a") as f:
-            f.write("".join(f"more {burst}-{i}\n" for i in range(40)))
-        written += 40
+            f.write("".join(f"more {burst}-{i}\n" for i in range(size)))
+        written += size
         until(browser, lambda d, n=written: number(text_of(d, '[data-figure="out-total"]')) == n,
               f"{written} records written")
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chart path")) >= 2, "the throughput chart")
     assert text_of(browser, ".page-head .state") == "RUNNING"
     shot(browser, "connector-detail")
 
-    open_page(browser, up, "/connectors")
+    browser.find_element(By.CSS_SELECTOR, '[data-nav="connectors"]').click()  # same page: the samples are kept
     row = f'tr[data-connector="{name}"]'
     until(browser, lambda d: number(text_of(d, f"{row} .total-out")) == written, "the list's record count")
+    until(browser, lambda d: all(cell.text.endswith("/s") for cell in d.find_elements(By.CSS_SELECTOR, ".rate-out")),
+          "the list's rates")
     assert text_of(browser, f"{row} .state") == "RUNNING"
     assert up.rest.split("//")[1] in text_of(browser, f"{row} .task-chip")  # the worker it runs on
     shot(browser, "connectors")
@@ -197,6 +204,41 @@ def test_groups_page_shows_a_sink_group_with_its_lag(up: ConnectProcess, browser
     until(browser, lambda d: number(text_of(d, f'.lag tr[data-partition="{topic}-0"] .lag')) is not None,
           "the connector page's lag per partition")
     assert text_of(browser, ".page-head .state") == "PAUSED"
+
+
+def test_a_cdc_connector_shows_its_snapshot_and_the_slots_retained_wal(up: ConnectProcess, browser: WebDriver,
+                                                                         postgres: Any) -> None:
+    import uuid
+
+    import psycopg
+
+    database = f"console_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute("CREATE TABLE orders (id int PRIMARY KEY, item text NOT NULL)")
+        db.execute("INSERT INTO orders SELECT g, 'item ' || g FROM generate_series(1, 500) g")
+    name = unique("console-cdc")
+    password = postgres.password or "trust-ignores-it"  # the test server trusts loopback connections
+    up.create(name, {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                     "database.hostname": postgres.host, "database.port": str(postgres.port),
+                     "database.user": postgres.user, "database.password": password,
+                     "database.dbname": database, "topic.prefix": unique("shop"), "plugin.name": "pgoutput",
+                     "slot.name": f"slot_{uuid.uuid4().hex[:8]}", "publication.name": f"pub_{uuid.uuid4().hex[:6]}"})
+    open_page(browser, up, f"/connectors/{name}")
+    until(browser, lambda d: text_of(d, '[data-figure="cdc-phase"]') == "streaming", "the streaming phase")
+    until(browser, lambda d: "Tables 1 of 1 · completed" in text_of(d, ".cdc"), "the finished snapshot")
+    assert re.search(r"Rows 500 (of about|scanned)", text_of(browser, ".cdc"))
+    until(browser, lambda d: re.search(r"\d B|KiB|MiB", text_of(d, '[data-figure="retained-wal"]')),
+          "the slot's retained WAL")
+    assert "of 1.0 GiB" in text_of(browser, '[data-figure="retained-wal"]')  # slot.max.retained.wal.bytes
+    until(browser, lambda d: number(text_of(d, '[data-figure="out-total"]')) == 500, "the 500 snapshot records")
+    config = text_of(browser, ".config")
+    assert password not in config and "••••••" in config  # the password is not shown
+    if SHOTS:  # a few samples in the chart first
+        until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chart path")) >= 2, "the chart")
+    shot(browser, "cdc-connector")
+    up.ok("DELETE", f"/connectors/{name}", expect=204)
 
 
 def test_no_script_failed(browser: WebDriver) -> None:

@@ -3,10 +3,33 @@ import { rate, s } from "./dom.js";
 
 const COLORS = { in: "#0f5ea8", out: "#1f8a4c" };
 
+/** An SVG path through the values; an unknown value (null: the figure could not be read) leaves a gap. */
 function path(values, width, height, top, max) {
   const step = values.length > 1 ? width / (values.length - 1) : width;
-  return values.map((v, i) => `${i ? "L" : "M"}${(i * step).toFixed(1)},${(top + height - (v / max) * height).toFixed(1)}`)
-    .join(" ");
+  let out = "";
+  let pen = "M";
+  values.forEach((v, i) => {
+    if (v === null || v === undefined) {
+      pen = "M";
+      return;
+    }
+    out += `${pen}${(i * step).toFixed(1)},${(top + height - (v / max) * height).toFixed(1)} `;
+    pen = "L";
+  });
+  return out.trim();
+}
+
+const known = (values) => values.filter((v) => v !== null && v !== undefined).length >= 2;
+
+/** The area under the last unbroken run of values (a gap ends the shading, not the line). */
+function area(values, width, height, top, max) {
+  let start = values.length;
+  while (start > 0 && values[start - 1] !== null && values[start - 1] !== undefined) start -= 1;
+  if (values.length - start < 2) return null;
+  const step = values.length > 1 ? width / (values.length - 1) : width;
+  const run = values.map((v, i) => (i < start ? null : v));
+  return `${path(run, width, height, top, max)} L${((values.length - 1) * step).toFixed(1)},${top + height} ` +
+    `L${(start * step).toFixed(1)},${top + height} Z`;
 }
 
 /** A small line of the out rate (and the in rate, fainter) over the samples kept. */
@@ -18,15 +41,14 @@ export function sparkline(points, width = 120, height = 28) {
     return svg;
   }
   const max = Math.max(1, ...points.map((p) => Math.max(p.in ?? 0, p.out ?? 0)));
-  for (const key of ["in", "out"]) {
+  for (const key of ["out", "in"]) {
     const values = points.map((p) => p[key]);
-    if (values.some((v) => v === null || v === undefined)) continue;
+    if (!known(values)) continue;
     const line = path(values, width, height - 3, 2, max);
-    if (key === "out") {
-      svg.append(s("path", { d: `${line} L${width},${height} L0,${height} Z`, fill: COLORS.out, "fill-opacity": 0.12 }));
-    }
+    const shade = key === "out" ? area(values, width, height - 3, 2, max) : null;
+    if (shade) svg.append(s("path", { d: shade, fill: COLORS.out, "fill-opacity": 0.12 }));
     svg.append(s("path", { d: line, fill: "none", stroke: COLORS[key], "stroke-width": 1.5,
-                           "stroke-opacity": key === "in" ? 0.55 : 1, "stroke-linejoin": "round" }));
+                           "stroke-dasharray": key === "in" ? "3 2" : null, "stroke-linejoin": "round" }));
   }
   return svg;
 }
@@ -50,17 +72,15 @@ export function rateChart(points, seconds) {
   svg.append(s("text", { x: left, y: height - 4 }, `${Math.round(seconds)} s ago`));
   svg.append(s("text", { x: width - 8, y: height - 4, "text-anchor": "end" }, "now"));
   if (points.length >= 2) {
-    for (const key of ["in", "out"]) {
+    for (const key of ["out", "in"]) { // "in" dashed on top: equal rates still show both lines
       const values = points.map((p) => p[key]);
-      if (values.some((v) => v === null || v === undefined)) continue;
+      if (!known(values)) continue;
       const g = s("g", { transform: `translate(${left},0)` });
       const line = path(values, plotW, plotH, 10, max);
-      if (key === "out") {
-        g.append(s("path", { d: `${line} L${plotW},${10 + plotH} L0,${10 + plotH} Z`, fill: COLORS.out,
-                             "fill-opacity": 0.1 }));
-      }
+      const shade = key === "out" ? area(values, plotW, plotH, 10, max) : null;
+      if (shade) g.append(s("path", { d: shade, fill: COLORS.out, "fill-opacity": 0.1 }));
       g.append(s("path", { d: line, fill: "none", stroke: COLORS[key], "stroke-width": 2,
-                           "stroke-linejoin": "round", "vector-effect": "non-scaling-stroke" }));
+                           "stroke-dasharray": key === "in" ? "6 4" : null, "stroke-linejoin": "round" }));
       svg.append(g);
     }
   }

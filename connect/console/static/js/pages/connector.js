@@ -8,6 +8,8 @@ import { POLL_MS } from "../page.js";
 import { forget, sample, span } from "../throughput.js";
 
 const DLQ_TOPIC = "errors.deadletterqueue.topic.name";
+// Config values not shown on screen (the REST API still answers them, as Kafka Connect's does).
+const SECRET = /password|secret|jaas\.config|credentials/i;
 
 function stat(label, value, cls, figure) {
   return h("div", { class: "stat" }, h("div", { class: "label" }, label),
@@ -68,8 +70,11 @@ function cdcPanel(own) {
       h("div", { class: "small" }, `Tables ${num(snap["tables.done"])} of ${num(snap["tables.total"])}`,
         snap.completed ? " · completed" : snap.running ? ` · scanning ${snap.table || ""}` : ""),
       bar(snap["tables.done"], snap["tables.total"]),
-      h("div", { class: "small" }, `Rows ${num(snap["rows.scanned"])} of about ${num(snap["rows.estimated"])}`),
-      bar(snap["rows.scanned"], snap["rows.estimated"]));
+      // The estimate is the planner's (pg_class.reltuples): unknown (0) until the table was analyzed.
+      snap["rows.estimated"] >= snap["rows.scanned"] && snap["rows.estimated"] > 0
+        ? [h("div", { class: "small" }, `Rows ${num(snap["rows.scanned"])} of about ${num(snap["rows.estimated"])}`),
+          bar(snap["rows.scanned"], snap["rows.estimated"])]
+        : h("div", { class: "small" }, `Rows ${num(snap["rows.scanned"])} scanned`));
   }
   const retained = stream["retained.wal.bytes"];
   const limit = stream["slot.max.retained.wal.bytes"];
@@ -121,7 +126,7 @@ export function connectorDetail(page, name) {
     errors,
     h("section", { class: "panel flush" }, h("h2", {}, "Tasks"), tasks),
     extra,
-    h("section", { class: "panel flush" }, h("h2", {}, "Configuration"), config));
+    h("section", { class: "panel flush config" }, h("h2", {}, "Configuration"), config));
 
   async function act(label, method, suffix, okText) {
     try {
@@ -179,7 +184,8 @@ export function connectorDetail(page, name) {
     const { figures, summary, points, current } = await sample(name, info.type, status.tasks);
     const sink = info.type === "sink";
     const cdc = isCdc(info, summary.own);
-    const [lag, dlq] = await Promise.all([sink ? sinkLag(name, summary) : null, dlqRecords(info.config, summary)]);
+    const [lag, dlq, used] = await Promise.all([sink ? sinkLag(name, summary) : null, dlqRecords(info.config, summary),
+      get(`${path}/topics`).then((t) => (t[name] || {}).topics || []).catch(() => [])]);
     if (!page.alive) return;
 
     fill(state, badge(status.connector.state));
@@ -196,7 +202,8 @@ export function connectorDetail(page, name) {
     const totalLag = lag ? lag.reduce((a, p) => a + (p.lag || 0), 0) : null;
     const rows = [
       ["Worker(s)", [...new Set(status.tasks.map((t) => t.worker_id).concat(status.connector.worker_id))].join(", ")],
-      [sink ? "Topics" : "Topic", info.config.topics || info.config["topics.regex"] || info.config.topic || "–"],
+      ["Topics", used.length ? used.map((t) => h("a", { class: "chip", href: `#/topics/${seg(t)}` }, t))
+        : info.config.topics || info.config["topics.regex"] || info.config.topic || "–"],
       ["DLQ records", dlq.topic ? h("span", {}, h("strong", { "data-figure": "dlq" }, num(dlq.count)), " in ",
         h("a", { href: `#/topics/${seg(dlq.topic)}` }, dlq.topic)) : h("span", { "data-figure": "dlq" },
         dlq.count ? num(dlq.count) : "no dead letter queue")],
@@ -243,7 +250,8 @@ export function connectorDetail(page, name) {
     if (configText !== lastConfig) {
       lastConfig = configText;
       fill(config, h("table", { class: "kv" }, h("tbody", {}, Object.keys(info.config).sort().map((k) =>
-        h("tr", {}, h("th", {}, k), h("td", {}, info.config[k]))))));
+        h("tr", {}, h("th", {}, k), h("td", {}, SECRET.test(k) && info.config[k]
+          ? h("span", { class: "muted", title: "hidden on screen" }, "••••••") : info.config[k]))))));
     }
   };
   refresh = () => poll().catch((err) => page.error(err));

@@ -67,7 +67,7 @@ export function topicDetail(page, topic) {
     page.alert,
     h("div", { class: "grid two" },
       h("section", { class: "panel flush" }, h("h2", {}, "Partitions"), partitions),
-      h("section", { class: "panel" }, h("h2", {}, "Summary"), stats, h("h2", {}, "Config overrides"), configs)),
+      h("section", { class: "panel" }, h("h2", {}, "Summary"), stats, h("h2", { class: "spaced" }, "Config overrides"), configs)),
     h("section", { class: "panel flush tail" },
       h("div", { class: "page-head tail-head" }, h("h2", {}, "Live tail"), h("span", { class: "grow" }),
         h("div", { class: "toolbar" }, limit, pause)),
