@@ -132,6 +132,10 @@ class _Conformance:
 
     call_name = "poll"
 
+    def wait_no_running_task(self, name: str, what: str) -> None:
+        wait_until(lambda: not self.worker.running_tasks(name), f"the worker to run no task of {what} connector "
+                   f"{name}", self.timeout, seen=lambda: f"tasks {self.worker.running_tasks(name)} still run")
+
     def wait_for_calls(self, name: str, instances: list[TaskJournal]) -> None:
         """Wait until every task was polled at least once."""
         wait_until(lambda: all(t.calls for t in instances), f"every task of {name} to be called ({self.call_name})",
@@ -202,11 +206,13 @@ class _Conformance:
         stopped = self.connect.wait_for_state(name, "STOPPED", tasks=0, timeout=self.timeout)
         assert stopped["tasks"] == [], f"a STOPPED connector still lists tasks: {stopped}"
         self.wait_quiet(name)
+        self.wait_no_running_task(name, "stopped")
         self.connect.resume(name)
         self.connect.wait_for_state(name, "RUNNING", tasks=count, timeout=self.timeout)
         self.connect.delete(name)
         self.connect.wait_gone(name, self.timeout)
         self.wait_quiet(name)
+        self.wait_no_running_task(name, "deleted")
         journal = self.worker.journal.connector(name)
         wait_until(lambda: journal.stops >= journal.starts, f"connector {name} to be stopped as often as started",
                    self.timeout, seen=lambda: f"{journal.starts} starts, {journal.stops} stops")

@@ -131,6 +131,17 @@ class EmbeddedWorker:
             self._probed.add(registry.connector(connector_class))
         return original
 
+    def running_tasks(self, connector: str) -> list[int]:
+        """The numbers of the tasks of ``connector`` this worker runs now (read on the worker's loop)."""
+        if self.herder is None or self._thread is None:
+            raise RuntimeError("the worker is not running")
+        worker = self.herder.worker
+
+        async def read() -> list[int]:
+            return [t.task for t in worker.task_ids(connector)]
+
+        return self._thread.run(read())
+
     def converters(self, connector_config: dict[str, str]) -> tuple[Any, Any]:
         """The key and value converters this worker gives a connector with ``connector_config``."""
         if self.herder is None:
