@@ -7,10 +7,13 @@ client-id, user and default client-id, user, default user and client-id, default
 client-id, default user, client-id, default client-id. Clients whose quota comes from the same entity
 share one rate sensor, as they share the quota.
 
-The rate is Kafka's ``Rate``: ``quota.window.num`` samples of ``quota.window.size.seconds`` each; the
-bytes recorded over the window divided by its length, the window counting at least ``num - 1`` full
-samples. A client over its quota is throttled ``(rate - quota) / quota * window`` ms (Kafka's
-QuotaUtils.throttleTime): the response carries it and the broker mutes the connection that long.
+A client over its quota is throttled for as long as sending what it sent at exactly its quota would have
+taken beyond now: the response carries that time and the broker mutes the connection that long (Kafka's
+semantics, KIP-219). Kafka computes the time from a rate sampled over ``quota.window.num`` windows of
+``quota.window.size.seconds``, ``(rate - quota) / quota * window``; since a whole sample is forgotten at
+once, a client sending in bursts gets about ``1 / (num - 1)`` more than its quota there. Keeping the
+debt itself instead gives the quota exactly over time; a client idle for ``(num - 1)`` windows may burst
+that long's worth at once, as Kafka's window padding allows.
 Quotas persist in one JSON file in the log directory.
 """
 
@@ -19,17 +22,18 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .state_file import read_json, write_json
 
-__all__ = ["QuotaStore", "Rate", "Throttler", "QUOTA_KEYS", "Entity"]
+__all__ = ["ENTITY_TYPES", "QUOTA_KEYS", "Debt", "Entity", "QuotaStore", "Throttler", "entity"]
 
 log = logging.getLogger(__name__)
 
 QUOTAS_FILE = "headwater-quotas.json"
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
+ENTITY_TYPES = (USER, CLIENT_ID, IP)
 # The keys Kafka's DescribeClientQuotas/AlterClientQuotas take, and the entity types each applies to
 QUOTA_KEYS: dict[str, frozenset[str]] = {
     "producer_byte_rate": frozenset({USER, CLIENT_ID}),
@@ -48,42 +52,21 @@ def entity(parts: Iterable[tuple[str, str | None]]) -> Entity:
 
 
 @dataclass
-class Rate:
-    """Kafka's sampled rate: ``samples`` windows of ``window_ms``; ``record`` returns the rate after it."""
+class Debt:
+    """Where a client stands against its quota: the time by which what it sent would have been sent at
+    exactly the quota (a theoretical arrival time). Credit for idle time is capped at ``burst_ms``, so a
+    client that was quiet may send that long's worth at once, as Kafka's padded window allows."""
 
-    samples: int
-    window_ms: int
-    starts: list[float] = field(default_factory=list)  # each sample's start, oldest first
-    totals: list[float] = field(default_factory=list)
+    burst_ms: float
+    due_ms: float = -math.inf
 
-    def _purge(self, now_ms: float) -> None:
-        """Drop samples that started ``samples`` windows ago or earlier (Kafka's purgeObsoleteSamples)."""
-        horizon = now_ms - self.samples * self.window_ms
-        while self.starts and self.starts[0] <= horizon:
-            self.starts.pop(0)
-            self.totals.pop(0)
+    def record(self, value: float, quota: float, now_ms: float) -> float:
+        """Add ``value`` bytes; how long (ms) the client must now wait to be back within its quota."""
+        self.due_ms = max(self.due_ms, now_ms - self.burst_ms) + value / quota * 1000
+        return max(0.0, self.due_ms - now_ms)
 
-    def record(self, value: float, now_ms: float) -> None:
-        if not self.starts or now_ms >= self.starts[-1] + self.window_ms:
-            self.starts.append(now_ms)
-            self.totals.append(0.0)
-            if len(self.starts) > self.samples:
-                self.starts.pop(0)
-                self.totals.pop(0)
-        self.totals[-1] += value
-        self._purge(now_ms)
-
-    def window_size_ms(self, now_ms: float) -> float:
-        self._purge(now_ms)
-        elapsed = now_ms - self.starts[0] if self.starts else 0.0
-        full = int(elapsed // self.window_ms)
-        if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * self.window_ms
-        return elapsed
-
-    def per_second(self, now_ms: float) -> float:
-        size = self.window_size_ms(now_ms)
-        return sum(self.totals) / (size / 1000) if size > 0 else 0.0
+    def take_back(self, value: float, quota: float) -> None:
+        self.due_ms -= value / quota * 1000
 
 
 class QuotaStore:
@@ -133,15 +116,17 @@ class Throttler:
 
     def __init__(self, store: QuotaStore, key: str, samples: int, window_ms: int) -> None:
         self.store, self.key = store, key
-        self.samples, self.window_ms = samples, window_ms
-        self.sensors: dict[Entity, Rate] = {}
+        self.burst_ms = max(samples - 1, 1) * window_ms
+        self.sensors: dict[Entity, Debt] = {}
         self._resolved: dict[tuple[str, str], tuple[Entity, float] | None] = {}
         self._version = -1
 
-    def record(self, user: str, client_id: str, value: float, now_ms: float) -> int:
-        """Record ``value`` bytes for the client; the throttle time in ms (0 within its quota)."""
-        if self._version != self.store.version:
+    def record(self, user: str, client_id: str, value: float, now_ms: float, undo_if_throttled: bool = False) -> int:
+        """Record ``value`` bytes for the client; the throttle time in ms (0 within its quota). A throttled
+        fetch is answered empty, so its bytes are taken back out (``undo_if_throttled``), as Kafka does."""
+        if self._version != self.store.version:  # quotas changed: resolve again, start afresh
             self._resolved.clear()
+            self.sensors.clear()
             self._version = self.store.version
         who = (user, client_id)
         if who not in self._resolved:
@@ -150,11 +135,10 @@ class Throttler:
         if found is None:
             return 0
         ent, quota = found
-        rate = self.sensors.get(ent)
-        if rate is None:
-            rate = self.sensors[ent] = Rate(self.samples, self.window_ms)
-        rate.record(value, now_ms)
-        observed = rate.per_second(now_ms)
-        if observed <= quota:
-            return 0
-        return math.floor((observed - quota) / quota * rate.window_size_ms(now_ms) + 0.5)
+        debt = self.sensors.get(ent)
+        if debt is None:
+            debt = self.sensors[ent] = Debt(self.burst_ms)
+        throttle = debt.record(value, quota, now_ms)
+        if throttle > 0 and undo_if_throttled:
+            debt.take_back(value, quota)
+        return math.floor(throttle + 0.5)

@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import apis
+from .access import Access
 from .cluster import Cluster
 from .config import BrokerConfig, Listener
 from .group.coordinator import GroupCoordinator
@@ -49,6 +50,23 @@ class _Close(Exception):
     """Close this connection (the reason has been logged)."""
 
 
+class _Mute:
+    """Until when a connection's requests are not read: a client over its quota is throttled."""
+
+    __slots__ = ("until",)
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
+    def extend(self, ms: int) -> None:
+        self.until = max(self.until, time.monotonic() + ms / 1000)
+
+    async def wait(self) -> None:
+        delay = self.until - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
 class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -67,6 +85,8 @@ class BrokerServer:
 
     async def start(self) -> None:
         self.cluster.load()
+        self.access = Access(self.config, self.cluster.log_dir)
+        self.services["access"] = self.access
         self.services["producer_ids"] = ProducerIdManager(self.cluster.log_dir)
         self.groups = GroupCoordinator(self.cluster, self.config)
         self.groups.load()
@@ -155,7 +175,7 @@ class BrokerServer:
         pending: asyncio.Queue[asyncio.Task[bytes | bytearray | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
         writer_task = asyncio.create_task(self._write_answers(pending, writer, peer_str))
         try:
-            await self._read_requests(reader, pending, peer_str, writer_task)
+            await self._read_requests(reader, pending, peer_str, writer_task, _Mute())
         except (_Close, ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -175,9 +195,10 @@ class BrokerServer:
             self._connections.discard(task)
 
     async def _read_requests(self, reader: asyncio.StreamReader, pending: asyncio.Queue[Any], peer: str,
-                             writer_task: asyncio.Task[None]) -> None:
+                             writer_task: asyncio.Task[None], mute: _Mute) -> None:
         max_size = self.config.socket_request_max_bytes
         while not writer_task.done():
+            await mute.wait()  # a throttled client's next requests wait in its socket (Kafka mutes the channel)
             head = await reader.readexactly(4)
             (size,) = _SIZE.unpack(head)
             if size < 10 or size > max_size:
@@ -185,10 +206,10 @@ class BrokerServer:
                             peer, size, max_size)
                 raise _Close
             frame = memoryview(await reader.readexactly(size))
-            task = self._start_request(frame, peer)
+            task = self._start_request(frame, peer, mute)
             await pending.put(task)
 
-    def _start_request(self, frame: memoryview, peer: str) -> asyncio.Task[bytes | bytearray | None]:
+    def _start_request(self, frame: memoryview, peer: str, mute: _Mute) -> asyncio.Task[bytes | bytearray | None]:
         received = time.perf_counter()  # Kafka's TotalTimeMs starts once the request is read
         try:
             header = parse_request_header(frame)
@@ -214,11 +235,12 @@ class BrokerServer:
         except MalformedRequest as exc:
             log.warning("closing connection from %s: %s", peer, exc)
             raise _Close from None
-        return asyncio.create_task(self._handle(spec, header, request, peer, received))
+        return asyncio.create_task(self._handle(spec, header, request, peer, received, mute))
 
     async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, peer: str,
-                      received: float) -> bytes | bytearray | None:
-        ctx = apis.RequestContext(self.cluster, header, peer, self.services, lambda: self._closing)
+                      received: float, mute: _Mute) -> bytes | bytearray | None:
+        ctx = apis.RequestContext(self.cluster, header, peer, self.services, lambda: self._closing,
+                                  mute=mute.extend)
         body = await spec.handler(ctx, request)
         answer = None if body is None else encode_response(ctx.response(body), header.correlation_id)
         self.cluster.stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)

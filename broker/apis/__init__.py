@@ -19,12 +19,17 @@ from . import (  # noqa: F401 - imported for their @api registrations
     k20_delete_topics,
     k21_delete_records,
     k22_init_producer_id,
+    k29_describe_acls,
+    k30_create_acls,
+    k31_delete_acls,
     k32_describe_configs,
     k33_alter_configs,
     k37_create_partitions,
     k42_delete_groups,
     k44_incremental_alter_configs,
     k47_offset_delete,
+    k48_describe_client_quotas,
+    k49_alter_client_quotas,
     k60_describe_cluster,
 )
 from .registry import REGISTRY, ApiSpec, RequestContext, api

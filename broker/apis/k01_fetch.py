@@ -20,6 +20,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..acls import AclOperation as Op
 from ..log import OffsetOutOfRange
 from .registry import RequestContext, api
 
@@ -36,6 +37,8 @@ def _read_all(ctx: RequestContext, req: Any, max_bytes: int) -> tuple[list[dict[
                                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                                      "preferred_read_replica": -1, "records": b""}
             try:
+                if not ctx.allowed_topic(Op.READ, topic.topic):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 plog = cluster.partition(topic.topic, p.partition)
             except KafkaError as exc:
                 entry["error_code"] = exc.code
@@ -73,8 +76,16 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if total >= req.min_bytes or errors or remaining <= 0 or ctx.closing():
             break
         await ctx.cluster.wait_for_data(remaining)
+    throttle = 0
+    if ctx.access is not None and total:
+        throttle = ctx.throttle(ctx.access.fetch.record(ctx.user, ctx.header.client_id or "", total,
+                                                        time.time() * 1000, undo_if_throttled=True))
+        if throttle:  # over its consumer_byte_rate: answered empty, the client fetches again after the throttle
+            for topic in responses:
+                for entry in topic["partitions"]:
+                    entry["records"] = b""
     _count(ctx, responses)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": responses}
 
 
 def _count(ctx: RequestContext, responses: list[dict[str, Any]]) -> None:

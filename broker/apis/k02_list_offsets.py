@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import KafkaError
+from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -41,6 +42,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0, "old_style_offsets": [],
                                      "timestamp": -1, "offset": -1, "leader_epoch": 0}
             try:
+                if not ctx.allowed_topic(Op.DESCRIBE, topic.name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 plog = ctx.cluster.partition(topic.name, p.partition_index)
                 ts, offset = _lookup(plog, p.timestamp)
                 entry.update(timestamp=ts, offset=offset)

@@ -14,6 +14,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..acls import AclOperation as Op
 from ..cluster import Cluster, Topic
 from .registry import RequestContext, api
 
@@ -57,14 +58,24 @@ def error_entry(name: str, code: ErrorCode) -> dict[str, Any]:
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     cluster = ctx.cluster
     if req.topics is None or (ctx.version == 0 and not req.topics):
-        names = sorted(cluster.topics)
+        # all topics: those the client may not describe are left out, as Kafka does
+        names = [n for n in sorted(cluster.topics) if ctx.allowed_topic(Op.DESCRIBE, n)]
+        named = False
     else:
         names = [t.name for t in req.topics]
+        named = True
     allow_create = ctx.version < 4 or bool(getattr(req, "allow_auto_topic_creation", True))
     topics = []
     for name in names:
+        if named and not ctx.allowed_topic(Op.DESCRIBE, name):
+            topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         topic = cluster.topics.get(name)
         if topic is None:
+            if allow_create and cluster.config.auto_create_topics_enable and not (
+                    ctx.allowed_cluster(Op.CREATE) or ctx.allowed_topic(Op.CREATE, name)):
+                topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if not (allow_create and cluster.config.auto_create_topics_enable):
                 topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue

@@ -16,6 +16,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
+from ..acls import AclOperation as Op
 from ..group.records import OffsetAndMetadata
 from .registry import RequestContext, api
 
@@ -26,7 +27,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     generation = req.generation_id_or_member_epoch if ctx.version >= 1 else -1
     member_id = req.member_id if ctx.version >= 1 else ""
     instance_id = getattr(req, "group_instance_id", None) if ctx.version >= 7 else None
-    group_error = offsets.commit_check(req.group_id, member_id or "", generation, instance_id)
+    group_error = (ErrorCode.GROUP_AUTHORIZATION_FAILED if not ctx.allowed_group(Op.READ, req.group_id)
+                   else offsets.commit_check(req.group_id, member_id or "", generation, instance_id))
     now = int(time.time() * 1000)
     max_meta = ctx.cluster.config.offset_metadata_max_bytes
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -38,7 +40,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             if code is None:
                 metadata = p.committed_metadata or ""
                 topic = ctx.cluster.topics.get(t.name)
-                if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                if not ctx.allowed_topic(Op.READ, t.name):
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif len(metadata.encode()) > max_meta:
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE

@@ -10,6 +10,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
@@ -17,10 +18,18 @@ from .registry import RequestContext, api
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not req.group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
+    if not ctx.allowed_group(Op.DESCRIBE, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     wanted = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
     found = ctx.services["groups"].offsets.fetch(req.group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), om in found.items():
+        if not ctx.allowed_topic(Op.DESCRIBE, topic):
+            if wanted is not None:  # named: answered as denied; otherwise left out, as Kafka does
+                by_topic.setdefault(topic, []).append({
+                    "partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1,
+                    "metadata": "", "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+            continue
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": om.offset if om else -1,

@@ -10,6 +10,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
+from ..acls import AclOperation as Op
 from .k03_metadata import brokers
 from .registry import RequestContext, api
 
@@ -19,6 +20,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if getattr(req, "key_type", 0) != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "error_message": "transactions are not supported", "node_id": -1, "host": "", "port": -1}
+    if not ctx.allowed_group(Op.DESCRIBE, req.key):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                "error_message": "Group authorization failed.", "node_id": -1, "host": "", "port": -1}
     me = brokers(ctx.cluster)[0]
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "node_id": me["node_id"],
             "host": me["host"], "port": me["port"]}

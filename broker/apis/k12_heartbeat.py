@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from headwater.kafka.errors import ErrorCode
+
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
 @api(key=12, min=0, max=3)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not ctx.allowed_group(Op.READ, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     return {"throttle_time_ms": 0, "error_code": ctx.services["groups"].heartbeat(req, ctx.version)}

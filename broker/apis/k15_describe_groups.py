@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from headwater.kafka.errors import ErrorCode
+
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
 @api(key=15, min=0, max=4)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     groups = ctx.services["groups"]
-    return {"throttle_time_ms": 0, "groups": [groups.describe(g) for g in req.groups]}
+    return {"throttle_time_ms": 0, "groups": [
+        groups.describe(g) if ctx.allowed_group(Op.DESCRIBE, g) else
+        {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "", "protocol_type": "",
+         "protocol_data": "", "members": [], "authorized_operations": -(2**31)} for g in req.groups]}

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
 @api(key=16, min=0, max=4)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     states = list(getattr(req, "states_filter", None) or []) if ctx.version >= 4 else None
-    return {"throttle_time_ms": 0, "error_code": 0, "groups": ctx.services["groups"].list_groups(states, None)}
+    listed = ctx.services["groups"].list_groups(states, None)
+    if not ctx.allowed_cluster(Op.DESCRIBE):  # then only the groups the client may describe, as Kafka
+        listed = [g for g in listed if ctx.allowed_group(Op.DESCRIBE, g["group_id"])]
+    return {"throttle_time_ms": 0, "error_code": 0, "groups": listed}

@@ -11,6 +11,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
@@ -20,6 +21,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for name in req.topic_names:
         result: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
+            if not ctx.allowed_topic(Op.DELETE, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             if not ctx.cluster.config.delete_topic_enable:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             topic = ctx.cluster.get_topic(name)

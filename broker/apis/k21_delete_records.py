@@ -11,6 +11,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
@@ -22,6 +23,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         for p in topic.partitions:
             entry: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
             try:
+                if not ctx.allowed_topic(Op.DELETE, topic.name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 plog = ctx.cluster.partition(topic.name, p.partition_index)
                 offset = plog.log_end_offset if p.offset == -1 else p.offset
                 if offset < 0 or offset > plog.log_end_offset:

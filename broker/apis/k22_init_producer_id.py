@@ -11,6 +11,8 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
+from ..acls import AclOperation as Op
+from ..acls import ResourceType
 from .registry import RequestContext, api
 
 
@@ -18,5 +20,10 @@ from .registry import RequestContext, api
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if req.transactional_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "producer_id": -1, "producer_epoch": -1}
+    access = ctx.access
+    if access is not None and not (ctx.allowed_cluster(Op.IDEMPOTENT_WRITE)
+                                   or access.allowed_any(ctx.principal, ctx.host, Op.WRITE, ResourceType.TOPIC)):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
+                "producer_epoch": -1}
     producer_id = ctx.services["producer_ids"].next_id()
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0}

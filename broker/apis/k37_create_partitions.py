@@ -10,6 +10,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
@@ -19,6 +20,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for t in req.topics:
         result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
+            if not ctx.allowed_topic(Op.ALTER, t.name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             topic = ctx.cluster.get_topic(t.name)
             if t.count <= len(topic.partitions):
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from headwater.kafka.errors import ErrorCode
+
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
@@ -15,4 +18,5 @@ from .registry import RequestContext, api
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     groups = ctx.services["groups"]
     return {"throttle_time_ms": 0,
-            "results": [{"group_id": g, "error_code": groups.delete_group(g)} for g in req.groups_names]}
+            "results": [{"group_id": g, "error_code": groups.delete_group(g) if ctx.allowed_group(Op.DELETE, g)
+                         else ErrorCode.GROUP_AUTHORIZATION_FAILED} for g in req.groups_names]}

@@ -10,16 +10,22 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
 @api(key=47, min=0, max=0)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     groups = ctx.services["groups"]
+    if not ctx.allowed_group(Op.DELETE, req.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     if req.group_id not in groups.groups:
         return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
-    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    denied = {t.name for t in req.topics if not ctx.allowed_topic(Op.READ, t.name)}
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions if t.name not in denied]
     result = groups.offsets.delete(req.group_id, wanted)
+    result.update({(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                   for t in req.topics if t.name in denied for p in t.partitions})
     topics: dict[str, list[dict[str, Any]]] = {}
     for (t, p), code in result.items():
         topics.setdefault(t, []).append({"partition_index": p, "error_code": code})

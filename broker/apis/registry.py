@@ -12,9 +12,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..protocol.codec import RequestHeader, build_response
 
 if TYPE_CHECKING:
+    from ..access import Access
     from ..cluster import Cluster
 
 __all__ = ["ApiSpec", "RequestContext", "REGISTRY", "api"]
@@ -50,10 +52,45 @@ class RequestContext:
     peer: str
     services: dict[str, Any]
     closing: Callable[[], bool] = lambda: False
+    principal: str = "User:ANONYMOUS"  # no authentication yet: Kafka's principal for PLAINTEXT
+    mute: Callable[[int], None] = lambda ms: None  # stop reading this connection's requests for ms
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def host(self) -> str:
+        """The client's address, as ACLs name hosts."""
+        return self.peer.rsplit(":", 1)[0].strip("[]")
+
+    @property
+    def access(self) -> Access | None:
+        return self.services.get("access")
+
+    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        access = self.access
+        return access is None or access.allowed(self.principal, self.host, operation, resource_type, name)
+
+    def allowed_topic(self, operation: AclOperation, topic: str) -> bool:
+        return self.allowed(operation, ResourceType.TOPIC, topic)
+
+    def allowed_group(self, operation: AclOperation, group: str) -> bool:
+        return self.allowed(operation, ResourceType.GROUP, group)
+
+    def allowed_cluster(self, operation: AclOperation) -> bool:
+        return self.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    @property
+    def user(self) -> str:
+        """The principal's name, as client quotas name users."""
+        return self.principal.split(":", 1)[1]
+
+    def throttle(self, ms: int) -> int:
+        """Mute the connection for ``ms`` after this answer (KIP-219); returns ms for ``throttle_time_ms``."""
+        if ms > 0:
+            self.mute(ms)
+        return ms
 
     def response(self, values: dict[str, Any]) -> Any:
         return build_response(self.header.api_key, self.header.api_version, values)

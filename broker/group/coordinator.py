@@ -36,7 +36,7 @@ def _error(code: ErrorCode, **extra: Any) -> dict[str, Any]:
     return {"error_code": code, **extra}
 
 
-def _join_error(code: ErrorCode, member_id: str = "") -> dict[str, Any]:
+def join_error(code: ErrorCode, member_id: str = "") -> dict[str, Any]:
     return {"error_code": code, "generation_id": -1, "protocol_type": None, "protocol_name": None,
             "leader": "", "member_id": member_id, "members": []}
 
@@ -74,19 +74,19 @@ class GroupCoordinator:
         rebalance_timeout = req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms
         protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
         if not group_id:
-            return _join_error(ErrorCode.INVALID_GROUP_ID, member_id)
+            return join_error(ErrorCode.INVALID_GROUP_ID, member_id)
         config = self.config
         if not config.group_min_session_timeout_ms <= req.session_timeout_ms <= config.group_max_session_timeout_ms:
-            return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+            return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
-                return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+                return join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             group = group_of(self.groups, group_id)
         if group.state == GroupState.DEAD:
-            return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+            return join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
         if not group.supports(req.protocol_type, [name for name, _ in protocols]):
-            return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
 
         def new_member(mid: str) -> Member:
             return Member(mid, instance_id, client_id, client_host, req.session_timeout_ms, rebalance_timeout,
@@ -102,7 +102,7 @@ class GroupCoordinator:
             if version >= 4:
                 group.pending_members.add(new_id)
                 self.pending_deadlines[(group_id, new_id)] = time.monotonic() + req.session_timeout_ms / 1000
-                return _join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
+                return join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
             return await self._add_and_join(group, new_member(new_id))
 
         if member_id in group.pending_members:
@@ -111,9 +111,9 @@ class GroupCoordinator:
             return await self._add_and_join(group, new_member(member_id))
         member = group.members.get(member_id)
         if member is None:
-            return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            return join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         if instance_id and group.static_members.get(instance_id) != member_id:
-            return _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
+            return join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
         changed = member.protocols != protocols
         member.protocols = protocols
         member.session_timeout_ms = req.session_timeout_ms
@@ -138,7 +138,7 @@ class GroupCoordinator:
         """A static member came back with a new member id: fence the old one, keep its work."""
         old = group.members.pop(old_id)
         if old.awaiting_join:
-            old.join_future.set_result(_join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))  # type: ignore[union-attr]
+            old.join_future.set_result(join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))  # type: ignore[union-attr]
         if old.awaiting_sync:
             old.sync_future.set_result(_error(ErrorCode.FENCED_INSTANCE_ID, assignment=b""))  # type: ignore[union-attr]
         member.assignment = old.assignment
@@ -258,7 +258,7 @@ class GroupCoordinator:
         if member.group_instance_id and group.static_members.get(member.group_instance_id) == member_id:
             del group.static_members[member.group_instance_id]
         if member.awaiting_join:
-            member.join_future.set_result(_join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))  # type: ignore[union-attr]
+            member.join_future.set_result(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))  # type: ignore[union-attr]
         if member.awaiting_sync:
             member.sync_future.set_result(_error(ErrorCode.UNKNOWN_MEMBER_ID, assignment=b""))  # type: ignore[union-attr]
         log.info("group %s: member %s removed (%s)", group.group_id, member_id, reason)

@@ -1,34 +1,33 @@
-"""Kafka's client quota arithmetic: the sampled rate and its window, the throttle time, the eight-level
-precedence of user/client-id quotas, shared sensors, persistence; and a simulated client that waits out
-each throttle lands within a few percent of its quota."""
+"""Client quota arithmetic: the debt a client runs up and its burst credit, the throttle time, the
+eight-level precedence of user/client-id quotas, shared sensors, persistence; and a simulated client that
+waits out each throttle lands within 1% of its quota."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from headwater.broker.quotas import QuotaStore, Rate, Throttler, entity
+from headwater.broker.quotas import Debt, QuotaStore, Throttler, entity
 
 
-def test_rate_counts_at_least_samples_minus_one_windows() -> None:
-    rate = Rate(samples=11, window_ms=1000)
-    rate.record(1000, 0)
-    assert rate.window_size_ms(0) == 10_000  # 10 full windows assumed at the start
-    assert rate.per_second(0) == 100
-    for t in range(1, 30):
-        rate.record(1000, t * 1000)
-    # after 30 s only the last 11 samples count: 11,000 bytes over 10 s and a bit
-    assert 1000 <= rate.per_second(29_500) <= 1100
-    assert len(rate.totals) == 11
+def test_debt_allows_one_burst_then_the_quota() -> None:
+    debt = Debt(burst_ms=10_000)
+    assert debt.record(10_000, 1000, 0) == 0  # 10 s of credit at 1000 B/s: 10,000 bytes at once
+    assert debt.record(2000, 1000, 0) == 2000  # then 2000 more bytes are 2 s early
+    assert debt.record(500, 1000, 3000) == 0  # waited out (and 0.5 s to spare)
+    debt.take_back(500, 1000)
+    assert debt.due_ms == 2000
 
 
-def test_throttle_time_is_kafkas_formula(tmp_path: Path) -> None:
+def test_throttle_times(tmp_path: Path) -> None:
     store = QuotaStore(tmp_path)
     store.alter([(entity([("client-id", "c")]), {"producer_byte_rate": 1000.0})])
-    throttler = Throttler(store, "producer_byte_rate", 11, 1000)
-    assert throttler.record("ANONYMOUS", "c", 5000, 0) == 0  # 500 B/s over the 10 s window
-    # 25,000 bytes over 10 s = 2500 B/s: (2500 - 1000) / 1000 * 10,000 ms
-    assert throttler.record("ANONYMOUS", "c", 20000, 0) == 15_000
+    throttler = Throttler(store, "producer_byte_rate", 11, 1000)  # 10 windows of credit
+    assert throttler.record("ANONYMOUS", "c", 5000, 0) == 0
+    assert throttler.record("ANONYMOUS", "c", 20000, 0) == 15_000  # 25,000 bytes: 15 s beyond the credit
     assert throttler.record("ANONYMOUS", "other", 10**9, 0) == 0  # no quota for other clients
+    assert throttler.record("ANONYMOUS", "c", 1000, 16_000, undo_if_throttled=True) == 0
+    assert throttler.record("ANONYMOUS", "c", 5000, 16_000, undo_if_throttled=True) == 5000
+    assert throttler.record("ANONYMOUS", "c", 2000, 16_000) == 2000  # the undone 5000 bytes did not count
 
 
 def test_precedence_of_user_and_client_id_quotas(tmp_path: Path) -> None:
@@ -66,7 +65,6 @@ def test_a_client_that_waits_out_its_throttles_gets_its_quota(tmp_path: Path) ->
         throttle = throttler.record("ANONYMOUS", "fast", 65536, now)
         now += 5 + throttle
         at.setdefault(int(now // 10_000), (now, sent))
-    # the first window's worth goes through at once (as in Kafka); from then on the quota holds, a little
-    # over it: Kafka's sampled rate forgets a whole sample at once, so a bursty client gains about 10%
+    # the credit goes through at once (as Kafka's padded window lets it); from then on the quota holds
     (t0, s0), (t1, s1) = at[2], at[max(at)]
-    assert abs((s1 - s0) / ((t1 - t0) / 1000) - 1_000_000) / 1_000_000 < 0.10, (s1 - s0) / ((t1 - t0) / 1000)
+    assert abs((s1 - s0) / ((t1 - t0) / 1000) - 1_000_000) / 1_000_000 < 0.01, (s1 - s0) / ((t1 - t0) / 1000)

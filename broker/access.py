@@ -1,0 +1,51 @@
+"""Who may do what, and how fast: the broker's ACLs (``acls.py``) and client quotas (``quotas.py``) in one
+service the API handlers reach through their request context.
+
+Without authentication every client is ``User:ANONYMOUS`` (Kafka's principal for PLAINTEXT); SASL or TLS
+would set another principal on the connection and the same checks apply. ACLs are stored and answered by
+CreateAcls/DescribeAcls/DeleteAcls always; they are enforced only with ``authorizer.enabled=true``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .acls import WILDCARD, AclOperation, AclPermission, AclStore, Authorizer, ResourceType
+from .config import BrokerConfig
+from .quotas import QuotaStore, Throttler
+
+__all__ = ["ANONYMOUS", "Access"]
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class Access:
+    def __init__(self, config: BrokerConfig, log_dir: Path) -> None:
+        self.acls = AclStore(log_dir)
+        super_users = {p.strip() for p in config.super_users.split(";") if p.strip()}
+        self.authorizer = Authorizer(self.acls, config.authorizer_enabled, super_users,
+                                     config.allow_everyone_if_no_acl_found)
+        self.quotas = QuotaStore(log_dir)
+        samples, window_ms = config.quota_window_num, config.quota_window_size_seconds * 1000
+        self.produce = Throttler(self.quotas, "producer_byte_rate", samples, window_ms)
+        self.fetch = Throttler(self.quotas, "consumer_byte_rate", samples, window_ms)
+        self.window_ms, self.samples = window_ms, samples
+
+    def allowed(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+                name: str) -> bool:
+        return self.authorizer.authorize(principal, host, operation, resource_type, name)
+
+    def allowed_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether some resource of the type may be operated on (Kafka's authorizeByResourceType: an
+        idempotent producer needs WRITE on any topic): an ALLOW that names it for this principal, no DENY
+        on the wildcard."""
+        auth = self.authorizer
+        if not auth.enabled or principal in auth.super_users:
+            return True
+        mine = [b for b in self.acls.bindings if b.resource_type == resource_type and b.applies_to(principal, host)]
+        if any(b.permission == AclPermission.DENY and b.resource_name == WILDCARD
+               and b.operation in (operation, AclOperation.ALL) for b in mine):
+            return False
+        return any(b.permission == AclPermission.ALLOW and b.operation in (operation, AclOperation.ALL)
+                   for b in mine) or (auth.allow_if_no_acl and not any(
+                       b.resource_type == resource_type for b in self.acls.bindings))
