@@ -32,9 +32,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                        "(plugins installed through the 'headwater' entry point group are found anyway)")
 
 
-def _leaked(what: str, threads: list[str]) -> None:
-    if threads:
-        warnings.warn(f"{what} left threads running after it stopped: {threads}", ResourceWarning, stacklevel=2)
+class LeftRunningWarning(UserWarning):
+    """A fixture found something of its still running after it stopped (a UserWarning, so that it shows:
+    Python hides ResourceWarnings unless asked)."""
+
+
+def _leaked(what: str, leftover: list[str]) -> None:
+    if leftover:
+        warnings.warn(f"{what} left running after it stopped: {leftover}", LeftRunningWarning, stacklevel=2)
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ each broken one on the check its fault breaks, and on no other; the fixtures lea
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -280,3 +281,20 @@ def test_the_embedded_broker_and_worker_stop_everything(tmp_path: Path) -> None:
         with socket.socket() as sock:
             assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still accepts connections"
     assert set(threading.enumerate()) - before == set()
+
+
+def test_a_thread_stuck_in_plugin_code_is_reported() -> None:
+    from headwater.testing.loop import LoopThread
+
+    release = threading.Event()
+    loop = LoopThread("headwater-stuck")
+
+    async def stuck_poll() -> None:
+        await asyncio.to_thread(release.wait)  # as a sync poll that does not return runs
+
+    loop.submit(stuck_poll())
+    time.sleep(0.1)
+    leftover = loop.close(timeout=0.5)
+    release.set()
+    assert any(name.startswith("thread headwater-stuck-executor") for name in leftover), leftover
+    assert any(name.startswith("asyncio task") for name in leftover), leftover
