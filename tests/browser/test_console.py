@@ -152,6 +152,49 @@ def test_a_file_pipeline_created_through_the_form_runs_counts_and_pauses(up: Con
     until(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="resume"]').is_enabled(), "Resume")
 
 
+def test_edit_stop_resume_restart_and_delete_with_confirmation(up: ConnectProcess, browser: WebDriver,
+                                                               tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\n")
+    name = unique("console-edit")
+    up.create(name, {"connector.class": "FileStreamSource", "file": str(source), "topic": unique("console-edit"),
+                     "transforms": "stamp", "transforms.stamp.type": "InsertHeader",
+                     "transforms.stamp.header": "origin", "transforms.stamp.value.literal": "console"})
+    up.wait_state(name, "RUNNING", tasks=1)
+    open_page(browser, up, f"/connectors/{name}")
+    until(browser, lambda d: text_of(d, ".page-head .state") == "RUNNING", "RUNNING")
+
+    browser.find_element(By.CSS_SELECTOR, '[data-action="edit"]').click()
+    size = until(browser, lambda d: field(d, "batch.size"), "the edit form")
+    assert browser.find_element(By.ID, "f-name").get_attribute("value") == name
+    assert "transforms.stamp.type=InsertHeader" in browser.find_element(By.ID, "f-extras").get_attribute("value")
+    size.send_keys("25")
+    until(browser, lambda d: "accepts" in text_of(d, ".validity"), "the worker to accept the change")
+    browser.find_element(By.ID, "submit").click()
+    until(browser, lambda d: d.current_url.endswith(f"#/connectors/{name}"), "back on the connector's page")
+    config = up.ok("GET", f"/connectors/{name}/config", expect=200)
+    assert config["batch.size"] == "25" and config["transforms.stamp.value.literal"] == "console"
+
+    def press(action: str, state: str) -> None:
+        until(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'[data-action="{action}"]').is_enabled(), action)
+        browser.find_element(By.CSS_SELECTOR, f'[data-action="{action}"]').click()
+        until(browser, lambda d: text_of(d, ".page-head .state") == state, state)
+
+    press("stop", "STOPPED")
+    press("resume", "RUNNING")
+    press("restart", "RUNNING")
+
+    browser.find_element(By.CSS_SELECTOR, '[data-action="delete"]').click()
+    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, "dialog[open] .cancel"), "the confirmation").click()
+    until(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "dialog"), "the dialog to close")
+    assert name in up.connector_names()  # cancelled: nothing deleted
+    browser.find_element(By.CSS_SELECTOR, '[data-action="delete"]').click()
+    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, "dialog[open] .confirm-action"), "the dialog").click()
+    until(browser, lambda d: d.current_url.endswith("#/connectors"), "the list after the delete")
+    wait_for(lambda: name not in up.connector_names(), WAIT, 0.1, f"{name} to be deleted")
+    until(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, f'tr[data-connector="{name}"]'), "gone from the list")
+
+
 def test_topics_page_shows_end_offsets_and_a_live_tail(up: ConnectProcess, browser: WebDriver) -> None:
     topic = unique("console-topic")
     produce(up.bootstrap, topic, [(f"k{i}".encode(), f"reading {i}: 21.{i} °C".encode(), [("unit", b"celsius")])
