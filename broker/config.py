@@ -11,9 +11,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from headwater.kafka.errors import KafkaError
 from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
+
+from .topic_configs import (
+    LONG_MAX,
+    TOPIC_CONFIGS,
+    check_names,
+    parse_and_validate,
+    to_kafka_string,
+    validate_topic_values,
+)
 
 __all__ = ["BrokerConfig", "ConfigError", "Listener", "TopicConfig", "load_broker_config", "parse_listener",
            "parse_metrics_listener"]
@@ -58,87 +68,123 @@ class _KafkaModel(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
 
+def _topic_field(name: str) -> Any:
+    """A TopicConfig field: Kafka's name as the alias, Kafka's default (topic_configs.py is the one table)."""
+    return Field(TOPIC_CONFIGS[name].default_value, alias=name)
+
+
 class TopicConfig(_KafkaModel):
-    """Per-topic overrides, as stored with the topic and served by DescribeConfigs."""
+    """A topic's effective configs, every key of Kafka's LogConfig (the table and the validation that
+    speaks Kafka's error texts are in topic_configs.py; ``Cluster.topic_config`` builds this from overrides).
+    LIST values are held as their comma-joined text."""
 
-    cleanup_policy: str = Field("delete", alias="cleanup.policy")
-    segment_bytes: int = Field(1 << 30, alias="segment.bytes", ge=14)
-    segment_ms: int = Field(7 * 24 * 3600 * 1000, alias="segment.ms", ge=1)
-    retention_ms: int = Field(7 * 24 * 3600 * 1000, alias="retention.ms", ge=-1)
-    retention_bytes: int = Field(-1, alias="retention.bytes", ge=-1)
-    max_message_bytes: int = Field(1048588, alias="max.message.bytes", ge=0)
-    flush_messages: int = Field(2**63 - 1, alias="flush.messages", ge=1)
-    flush_ms: int = Field(2**63 - 1, alias="flush.ms", ge=0)
-    index_interval_bytes: int = Field(4096, alias="index.interval.bytes", ge=0)
-    delete_retention_ms: int = Field(24 * 3600 * 1000, alias="delete.retention.ms", ge=0)
-    min_cleanable_dirty_ratio: float = Field(0.5, alias="min.cleanable.dirty.ratio", ge=0, le=1)
-    min_compaction_lag_ms: int = Field(0, alias="min.compaction.lag.ms", ge=0)
-    message_timestamp_type: str = Field("CreateTime", alias="message.timestamp.type")
-    compression_type: str = Field("producer", alias="compression.type")
+    segment_bytes: int = _topic_field("segment.bytes")
+    segment_ms: int = _topic_field("segment.ms")
+    segment_jitter_ms: int = _topic_field("segment.jitter.ms")
+    segment_index_bytes: int = _topic_field("segment.index.bytes")
+    flush_messages: int = _topic_field("flush.messages")
+    flush_ms: int = _topic_field("flush.ms")
+    retention_bytes: int = _topic_field("retention.bytes")
+    retention_ms: int = _topic_field("retention.ms")
+    max_message_bytes: int = _topic_field("max.message.bytes")
+    index_interval_bytes: int = _topic_field("index.interval.bytes")
+    delete_retention_ms: int = _topic_field("delete.retention.ms")
+    min_compaction_lag_ms: int = _topic_field("min.compaction.lag.ms")
+    max_compaction_lag_ms: int = _topic_field("max.compaction.lag.ms")
+    file_delete_delay_ms: int = _topic_field("file.delete.delay.ms")
+    min_cleanable_dirty_ratio: float = _topic_field("min.cleanable.dirty.ratio")
+    cleanup_policy: str = _topic_field("cleanup.policy")
+    unclean_leader_election_enable: bool = _topic_field("unclean.leader.election.enable")
+    min_insync_replicas: int = _topic_field("min.insync.replicas")
+    compression_type: str = _topic_field("compression.type")
+    compression_gzip_level: int = _topic_field("compression.gzip.level")
+    compression_lz4_level: int = _topic_field("compression.lz4.level")
+    compression_zstd_level: int = _topic_field("compression.zstd.level")
+    preallocate: bool = _topic_field("preallocate")
+    message_format_version: str = _topic_field("message.format.version")
+    message_timestamp_type: str = _topic_field("message.timestamp.type")
+    message_timestamp_difference_max_ms: int = _topic_field("message.timestamp.difference.max.ms")
+    message_timestamp_before_max_ms: int = _topic_field("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _topic_field("message.timestamp.after.max.ms")
+    leader_replication_throttled_replicas: str = _topic_field("leader.replication.throttled.replicas")
+    follower_replication_throttled_replicas: str = _topic_field("follower.replication.throttled.replicas")
+    message_downconversion_enable: bool = _topic_field("message.downconversion.enable")
+    remote_storage_enable: bool = _topic_field("remote.storage.enable")
+    local_retention_ms: int = _topic_field("local.retention.ms")
+    local_retention_bytes: int = _topic_field("local.retention.bytes")
+    remote_log_copy_disable: bool = _topic_field("remote.log.copy.disable")
+    remote_log_delete_on_disable: bool = _topic_field("remote.log.delete.on.disable")
 
-    @field_validator("cleanup_policy")
+    @field_validator("cleanup_policy", "leader_replication_throttled_replicas",
+                     "follower_replication_throttled_replicas", mode="before")
     @classmethod
-    def _policy(cls, v: str) -> str:
-        parts = sorted(p.strip() for p in v.split(",") if p.strip())
-        if not parts or any(p not in ("compact", "delete") for p in parts):
-            raise ValueError("must be 'delete', 'compact' or 'compact,delete'")
-        return ",".join(parts)
+    def _list_text(cls, v: Any) -> Any:
+        return ",".join(v) if isinstance(v, list) else v
 
-    @field_validator("message_timestamp_type")
-    @classmethod
-    def _ts_type(cls, v: str) -> str:
-        if v not in ("CreateTime", "LogAppendTime"):
-            raise ValueError("must be CreateTime or LogAppendTime")
-        return v
-
-    @field_validator("compression_type")
-    @classmethod
-    def _compression(cls, v: str) -> str:
-        if v not in ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"):
-            raise ValueError("must be producer, uncompressed, gzip, snappy, lz4 or zstd")
-        return v
+    @property
+    def policies(self) -> list[str]:
+        return [p.strip().lower() for p in self.cleanup_policy.split(",") if p.strip()]
 
     @property
     def compact(self) -> bool:
-        return "compact" in self.cleanup_policy
+        return "compact" in self.policies
 
     @property
     def delete(self) -> bool:
-        return "delete" in self.cleanup_policy
+        return "delete" in self.policies
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """Kafka 3.x: before.max.ms, or the deprecated difference.max.ms while before is unset (Long.MAX)."""
+        before = self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms if before == LONG_MAX else before
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        after = self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms if after == LONG_MAX else after
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Kafka's LogConfig.maxSegmentMs: a compacted topic rolls by max.compaction.lag.ms too, so that
+        its records become cleanable in time."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @classmethod
     def keys(cls) -> list[str]:
         return [f.alias for f in cls.model_fields.values() if f.alias]
 
+    def value(self, key: str) -> Any:
+        """The value of Kafka property ``key``."""
+        return getattr(self, _TOPIC_ATTRS[key])
+
     def to_properties(self) -> dict[str, str]:
-        return {k: _to_str(v) for k, v in self.model_dump(by_alias=True).items()}
+        return {key: to_kafka_string(TOPIC_CONFIGS[key], self.value(key)) for key in TOPIC_CONFIGS}
 
-    def with_overrides(self, overrides: dict[str, Any]) -> TopicConfig:
-        return validate_model(TopicConfig, {**self.model_dump(by_alias=True), **overrides})
+    def with_overrides(self, overrides: dict[str, str]) -> TopicConfig:
+        """These configs with Kafka-named ``overrides`` (text, as clients send them) applied, each
+        parsed and validated as Kafka does, then the checks across keys; KafkaError(INVALID_CONFIG)
+        carries Kafka's message."""
+        check_names(overrides)
+        parsed = {_TOPIC_ATTRS[k]: parse_and_validate(k, v) for k, v in overrides.items()}
+        config = self.model_validate({**self.model_dump(), **parsed})
+        validate_topic_values({key: config.value(key) for key in TOPIC_CONFIGS})
+        return config
 
 
-def _to_str(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
+_TOPIC_ATTRS = {f.alias: attr for attr, f in TopicConfig.model_fields.items() if f.alias}
 
 
-# Broker property -> topic property it supplies the default for (Kafka's naming).
-TOPIC_DEFAULTS_FROM_BROKER = {
-    "log.cleanup.policy": "cleanup.policy",
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "message.max.bytes": "max.message.bytes",
-    "flush.messages": "flush.messages",
-    "flush.ms": "flush.ms",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "compression.type": "compression.type",
-}
+def _text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+# The broker's flush scheduler period (1 s here, Long.MAX in Kafka) supplies flush.ms only when set.
+_DEFAULT_NOT_A_TOPIC_DEFAULT = {"log.flush.scheduler.interval.ms"}
+# Broker keys of earlier releases, kept as the last fallback for the topic default of the same name.
+_LEGACY_TOPIC_DEFAULTS = {"flush.messages", "flush.ms"}
 
 
 class BrokerConfig(_KafkaModel):
@@ -151,25 +197,53 @@ class BrokerConfig(_KafkaModel):
     default_replication_factor: int = Field(1, alias="default.replication.factor", ge=1)
     auto_create_topics_enable: bool = Field(True, alias="auto.create.topics.enable")
     delete_topic_enable: bool = Field(True, alias="delete.topic.enable")
+    # Broker defaults of the topic configs: Kafka's names and defaults (topic_configs.py lists which broker
+    # properties supply which topic config, in Kafka's priority order; None: unset, the next one applies)
     log_cleanup_policy: str = Field("delete", alias="log.cleanup.policy")
     log_segment_bytes: int = Field(1 << 30, alias="log.segment.bytes", ge=14)
-    log_roll_ms: int = Field(7 * 24 * 3600 * 1000, alias="log.roll.ms", ge=1)
-    log_retention_ms: int = Field(7 * 24 * 3600 * 1000, alias="log.retention.ms", ge=-1)
-    log_retention_bytes: int = Field(-1, alias="log.retention.bytes", ge=-1)
+    log_roll_ms: int | None = Field(None, alias="log.roll.ms")
+    log_roll_hours: int = Field(168, alias="log.roll.hours", ge=1)
+    log_roll_jitter_ms: int | None = Field(None, alias="log.roll.jitter.ms")
+    log_roll_jitter_hours: int = Field(0, alias="log.roll.jitter.hours", ge=0)
+    log_retention_ms: int | None = Field(None, alias="log.retention.ms")
+    log_retention_minutes: int | None = Field(None, alias="log.retention.minutes")
+    log_retention_hours: int = Field(168, alias="log.retention.hours")
+    log_retention_bytes: int = Field(-1, alias="log.retention.bytes")
     log_retention_check_interval_ms: int = Field(300_000, alias="log.retention.check.interval.ms", ge=1)
     log_index_interval_bytes: int = Field(4096, alias="log.index.interval.bytes", ge=0)
+    log_index_size_max_bytes: int = Field(10485760, alias="log.index.size.max.bytes", ge=4)
+    log_segment_delete_delay_ms: int = Field(60000, alias="log.segment.delete.delay.ms", ge=0)
     log_cleaner_delete_retention_ms: int = Field(
         24 * 3600 * 1000, alias="log.cleaner.delete.retention.ms", ge=0
     )
     log_cleaner_min_cleanable_ratio: float = Field(0.5, alias="log.cleaner.min.cleanable.ratio", ge=0, le=1)
+    log_cleaner_min_compaction_lag_ms: int = Field(0, alias="log.cleaner.min.compaction.lag.ms", ge=0)
+    log_cleaner_max_compaction_lag_ms: int = Field(LONG_MAX, alias="log.cleaner.max.compaction.lag.ms", ge=1)
     log_cleaner_backoff_ms: int = Field(15000, alias="log.cleaner.backoff.ms", ge=1)
     log_message_timestamp_type: str = Field("CreateTime", alias="log.message.timestamp.type")
+    log_message_timestamp_difference_max_ms: int = Field(
+        LONG_MAX, alias="log.message.timestamp.difference.max.ms", ge=0)
+    log_message_timestamp_before_max_ms: int = Field(LONG_MAX, alias="log.message.timestamp.before.max.ms", ge=0)
+    log_message_timestamp_after_max_ms: int = Field(LONG_MAX, alias="log.message.timestamp.after.max.ms", ge=0)
+    log_message_format_version: str = Field("3.0-IV1", alias="log.message.format.version")
+    log_message_downconversion_enable: bool = Field(True, alias="log.message.downconversion.enable")
+    log_preallocate: bool = Field(False, alias="log.preallocate")
+    log_local_retention_ms: int = Field(-2, alias="log.local.retention.ms", ge=-2)
+    log_local_retention_bytes: int = Field(-2, alias="log.local.retention.bytes", ge=-2)
+    min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
+    unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
     compression_type: str = Field("producer", alias="compression.type")
+    compression_gzip_level: int = Field(-1, alias="compression.gzip.level")
+    compression_lz4_level: int = Field(9, alias="compression.lz4.level")
+    compression_zstd_level: int = Field(3, alias="compression.zstd.level")
     message_max_bytes: int = Field(1048588, alias="message.max.bytes", ge=0)
     socket_request_max_bytes: int = Field(104857600, alias="socket.request.max.bytes", ge=1024)
-    flush_messages: int = Field(2**63 - 1, alias="flush.messages", ge=1)
-    flush_ms: int = Field(2**63 - 1, alias="flush.ms", ge=0)
+    log_flush_interval_messages: int = Field(LONG_MAX, alias="log.flush.interval.messages", ge=1)
+    log_flush_interval_ms: int | None = Field(None, alias="log.flush.interval.ms")
     log_flush_scheduler_interval_ms: int = Field(1000, alias="log.flush.scheduler.interval.ms", ge=1)
+    # Earlier releases' names for the two above; still read, after them
+    flush_messages: int | None = Field(None, alias="flush.messages", ge=1)
+    flush_ms: int | None = Field(None, alias="flush.ms", ge=0)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
     group_initial_rebalance_delay_ms: int = Field(3000, alias="group.initial.rebalance.delay.ms", ge=0)
     group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", ge=1)
@@ -218,11 +292,57 @@ class BrokerConfig(_KafkaModel):
         # Kafka accepts a comma-separated list; one directory is all a single node needs.
         return Path(self.log_dirs.split(",")[0].strip())
 
+    @model_validator(mode="after")
+    def _check_topic_defaults(self) -> BrokerConfig:
+        self.topic_defaults()  # a bad topic default fails at load, naming the broker property
+        return self
+
+    def property_value(self, name: str) -> tuple[Any, bool] | None:
+        """``(value, set explicitly)`` of broker property ``name``, or None if this broker has no such
+        property or it is unset."""
+        attr = _BROKER_ATTRS.get(name)
+        if attr is None:
+            return None
+        value = getattr(self, attr)
+        explicit = attr in self.model_fields_set
+        if value is None or (name in _DEFAULT_NOT_A_TOPIC_DEFAULT and not explicit):
+            return None
+        return value, explicit
+
     def topic_defaults(self) -> TopicConfig:
-        dumped = self.model_dump(by_alias=True)
-        return validate_model(
-            TopicConfig, {topic_key: dumped[broker_key] for broker_key, topic_key in TOPIC_DEFAULTS_FROM_BROKER.items()}
-        )
+        """Every topic config's default on this broker: the first of its broker synonyms that is set
+        (units converted), else Kafka's default; validated as a topic override would be."""
+        overrides: dict[str, str] = {}
+        sources: dict[str, str] = {}
+        for key, definition in TOPIC_CONFIGS.items():
+            candidates = [(syn.name, syn.factor) for syn in definition.synonyms]
+            if key in _LEGACY_TOPIC_DEFAULTS:  # after the explicit Kafka names, before their defaults
+                candidates.insert(sum(1 for n, _ in candidates if self._explicit(n)), (key, 1))
+            for name, factor in candidates:
+                found = self.property_value(name)
+                if found is not None:
+                    overrides[key], sources[key] = _text(found[0] * factor if factor != 1 else found[0]), name
+                    break
+        try:
+            return TopicConfig().with_overrides(overrides)
+        except KafkaError as exc:
+            named = next((sources[k] for k in overrides if k in exc.message), "")
+            raise ConfigError(f"{named}: {exc.message}" if named else exc.message) from None
+
+    @classmethod
+    def property_default(cls, name: str) -> Any:
+        """The built-in default of broker property ``name`` as a topic default (None: it has none)."""
+        attr = _BROKER_ATTRS.get(name)
+        if attr is None or name in _DEFAULT_NOT_A_TOPIC_DEFAULT:
+            return None
+        return cls.model_fields[attr].default
+
+    def _explicit(self, name: str) -> bool:
+        return _BROKER_ATTRS.get(name, "") in self.model_fields_set
+
+
+_BROKER_ATTRS = {f.alias: attr for attr, f in BrokerConfig.model_fields.items() if f.alias}
+_BROKER_FIELDS = {attr: alias for alias, attr in _BROKER_ATTRS.items()}
 
 
 def load_broker_config(path: str | Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:

@@ -1,5 +1,5 @@
-"""Shared by the config APIs (32, 33, 44): resource types, describing a topic's configs and the
-alter loop of AlterConfigs and IncrementalAlterConfigs."""
+"""Shared by the config APIs (32, 33, 44): resource types, describing a topic's configs (with Kafka's
+sources, synonyms, types and documentation) and the alter loop of AlterConfigs and IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..cluster import Cluster
 from ..config import BrokerConfig
+from ..topic import Topic
+from ..topic_configs import TOPIC_CONFIGS, to_kafka_string
 
 TOPIC, BROKER = 2, 4
 # ConfigSource values of DescribeConfigs v1+
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-# ConfigType of DescribeConfigs v3+: BOOLEAN 1, STRING 2, INT 3, LONG 5, DOUBLE 6, LIST 7
+# ConfigType of DescribeConfigs v3+ for broker properties: BOOLEAN 1, STRING 2, LONG 5, DOUBLE 6, else by key
 _TYPES = {bool: 1, str: 2, int: 5, float: 6}
-_BY_KEY = {"cleanup.policy": 7, "segment.bytes": 3, "max.message.bytes": 3, "index.interval.bytes": 3,
-           "num.partitions": 3, "node.id": 3, "log.segment.bytes": 3, "message.max.bytes": 3,
+_BY_KEY = {"num.partitions": 3, "node.id": 3, "log.segment.bytes": 3, "message.max.bytes": 3,
            "socket.request.max.bytes": 3, "listeners": 7, "advertised.listeners": 7, "log.dirs": 7}
 
 
@@ -25,25 +26,65 @@ def _config_type(value: Any, key: str = "") -> int:
     return _BY_KEY.get(key) or _TYPES.get(type(value), 2)
 
 
-def describe_topic(cluster: Cluster, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
+def _text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _broker_synonyms(config: BrokerConfig, key: str) -> list[dict[str, Any]]:
+    """Kafka's ConfigHelper.configSynonyms: the broker properties that may supply ``key``, those set in
+    the properties file (STATIC_BROKER_CONFIG) before the built-in defaults (DEFAULT_CONFIG), then
+    everything before the first synonym's own entry dropped (so ``retention.ms`` with only the
+    default ``log.retention.hours`` has none)."""
+    group = [s.name for s in TOPIC_CONFIGS[key].synonyms]
+    if not group:
+        return []
+    entries = []
+    for name in group:
+        found = config.property_value(name)
+        if found is not None and found[1]:
+            entries.append({"name": name, "value": _text(found[0]), "source": STATIC_BROKER_CONFIG})
+    for name in group:
+        default = config.property_default(name)
+        if default is not None:
+            entries.append({"name": name, "value": _text(default), "source": DEFAULT_CONFIG})
+    while entries and entries[0]["name"] != group[0]:
+        entries.pop(0)
+    return entries
+
+
+def describe_topic_entry(cluster: Cluster, topic: Topic, key: str, include_documentation: bool) -> dict[str, Any]:
+    """One config of one topic as DescribeConfigs answers it (ConfigHelper.createTopicConfigEntry)."""
+    definition = TOPIC_CONFIGS[key]
+    value = to_kafka_string(definition, topic.config.value(key))
+    synonyms = _broker_synonyms(cluster.config, key)
+    if key in topic.overrides:
+        synonyms.insert(0, {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+    source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
+    return {"name": key, "value": value, "read_only": False, "config_source": source,
+            "is_default": source == DEFAULT_CONFIG, "is_sensitive": False, "synonyms": synonyms,
+            "config_type": definition.config_type,
+            "documentation": definition.documentation if include_documentation else None}
+
+
+def describe_topic(cluster: Cluster, name: str, keys: list[str] | None, include_synonyms: bool = True,
+                   include_documentation: bool = False) -> list[dict[str, Any]]:
+    """Every topic config (or those of ``keys`` that exist; unknown names are left out, as Kafka does)."""
     topic = cluster.get_topic(name)
-    props = topic.config.to_properties()
-    raw = topic.config.model_dump(by_alias=True)
     out = []
-    for key, value in props.items():
+    for key in TOPIC_CONFIGS:
         if keys and key not in keys:
             continue
-        override = key in topic.overrides
-        source = DYNAMIC_TOPIC_CONFIG if override else DEFAULT_CONFIG
-        out.append({"name": key, "value": value, "read_only": False, "config_source": source,
-                    "is_default": not override, "is_sensitive": False, "synonyms": [],
-                    "config_type": _config_type(raw[key], key), "documentation": None})
+        entry = describe_topic_entry(cluster, topic, key, include_documentation)
+        if not include_synonyms:
+            entry["synonyms"] = []
+        out.append(entry)
     return out
 
 
 def describe_broker(cluster: Cluster, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
     if name not in ("", str(cluster.node_id)):
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}")
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {cluster.node_id} or empty string, but received {name}")
     raw = cluster.config.model_dump(by_alias=True)
     explicit = cluster.config.model_fields_set
     fields = BrokerConfig.model_fields
@@ -53,7 +94,7 @@ def describe_broker(cluster: Cluster, name: str, keys: list[str] | None) -> list
         if keys and key not in keys:
             continue
         value = raw[key]
-        text = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+        text = None if value is None else _text(value)
         out.append({"name": key, "value": text,
                     "read_only": True, "config_source": STATIC_BROKER_CONFIG if attr in explicit else DEFAULT_CONFIG,
                     "is_default": attr not in explicit, "is_sensitive": False, "synonyms": [],

@@ -6,9 +6,16 @@ appended as received; only its base offset is rewritten, plus the timestamp and 
 when the topic uses LogAppendTime. acks=0 gets no response at all; acks=1 and -1 are
 answered after the append, and after the fsync when the partition's ``flush.messages``
 is reached.
+Per-record checks (KIP-467, log/validator.py), only for topics that need them: a null key
+on a compacted topic is INVALID_RECORD, a CreateTime timestamp outside
+``message.timestamp.before/after.max.ms`` INVALID_TIMESTAMP; the whole batch is rejected,
+``record_errors`` (v8) lists every bad record's index and message, ``error_message`` Kafka's summary.
 Errors as Kafka answers them: CORRUPT_MESSAGE (damaged bytes), INVALID_RECORD (more
 than one batch, impossible counts), MESSAGE_TOO_LARGE (> max.message.bytes),
-UNSUPPORTED_FOR_MESSAGE_FORMAT (magic 0/1), UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUIRED_ACKS.
+UNSUPPORTED_FOR_MESSAGE_FORMAT (magic 0/1), UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUIRED_ACKS;
+these carry no error_message and log_start_offset -1, as Kafka's do.
+``min.insync.replicas`` never refuses acks=-1 here: Kafka (3.7+, KAFKA-15583) caps it at the
+partition's replica count, which is 1 on one node, so the one in-sync replica always suffices.
 Idempotent producers (producer id >= 0): a batch repeating one of the producer's
 last five is acknowledged with its original offset and not stored again; a gap is
 OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
@@ -32,6 +39,7 @@ from headwater.kafka.records import (
     validate_batch,
 )
 
+from ..log.validator import needs_record_checks, validate_records
 from ..stats import TopicCounters
 from .registry import RequestContext, api
 
@@ -53,13 +61,12 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         entry["error_code"] = exc.code
         return entry, -1
     config = plog.config
-    entry["log_start_offset"] = plog.log_start_offset
     if not records:
+        entry["log_start_offset"] = plog.log_start_offset
         return entry, -1
     size = len(records)
     if size > config.max_message_bytes:
         entry["error_code"] = ErrorCode.MESSAGE_TOO_LARGE
-        entry["error_message"] = f"batch of {size} bytes exceeds max.message.bytes={config.max_message_bytes}"
         return entry, -1
     try:
         if size >= HEADER_SIZE and parse_header(records).magic in (0, 1):
@@ -76,13 +83,24 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         header = validate_batch(records)
     except InvalidBatch as exc:
         entry["error_code"] = ErrorCode.CORRUPT_MESSAGE if exc.corrupt else ErrorCode.INVALID_RECORD
-        entry["error_message"] = str(exc)
         log.warning("rejected produce to %s-%d from %s: %s", topic_name, index, ctx.peer, exc)
         return entry, -1
     except KafkaError as exc:
         entry["error_code"] = exc.code
         entry["error_message"] = exc.message
         return entry, -1
+    entry["log_start_offset"] = plog.log_start_offset
+    if needs_record_checks(config, header):
+        try:
+            rejected = validate_records(records, header, config, f"{topic_name}-{index}", int(time.time() * 1000))
+        except InvalidBatch as exc:
+            entry.update(error_code=ErrorCode.INVALID_RECORD, log_start_offset=-1)
+            log.warning("rejected produce to %s-%d from %s: %s", topic_name, index, ctx.peer, exc)
+            return entry, -1
+        if rejected is not None:
+            entry.update(error_code=rejected.code, error_message=rejected.message,
+                         record_errors=[{"batch_index": i, "batch_index_error_message": m} for i, m in rejected.errors])
+            return entry, -1
     state = cluster.producer_state(topic_name, index) if header.producer_id >= 0 else None
     if state is not None:
         code, duplicate_at = state.check(header)

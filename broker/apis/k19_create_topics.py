@@ -4,7 +4,9 @@ Behavior: validates the name, partition count, replication factor (1 on one node
 -1 for the default) and every config override before creating anything; with
 ``validate_only`` nothing is created. Manual replica assignments must name only this
 node. Errors: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
-INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, each with a message.
+INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, each with a message;
+configs are checked as Kafka checks them, in its words (topic_configs.py), and a null value is
+refused as KRaft refuses it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from .registry import RequestContext, api
 
 def _create(ctx: RequestContext, t: Any, validate_only: bool) -> None:
     cluster = ctx.cluster
+    nulls = [c.name for c in t.configs if c.value is None]
+    if nulls:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls))
     overrides = {c.name: c.value for c in t.configs}
     partitions, replication = t.num_partitions, t.replication_factor
     if t.assignments:

@@ -1,9 +1,14 @@
-"""DescribeConfigs (key 32), v0-v3.
+"""DescribeConfigs (key 32), v0-v4 (v4 flexible).
 
-Behavior: topic resources list every topic property with its effective value; those
-set on the topic are DYNAMIC_TOPIC_CONFIG, the rest DEFAULT_CONFIG. Broker resources
-list this node's properties (read-only, STATIC_BROKER_CONFIG when set in the file or
-with --set). Not implemented: synonyms (answered empty), documentation.
+Behavior: topic resources list every topic config of Kafka's LogConfig (topic_configs.py) with its
+effective value, as Kafka's ConfigHelper does: ``config_source`` DYNAMIC_TOPIC_CONFIG for an
+override, else the source of the first broker synonym left (STATIC_BROKER_CONFIG when set in the
+properties file, DEFAULT_CONFIG otherwise); ``synonyms`` (v1+, when asked) the override then the
+broker properties in Kafka's order; ``config_type`` (v3+); ``documentation`` (v3+, when asked:
+Kafka's doc text); never sensitive, never read-only. Asked-for names that are not configs are
+left out. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION. Broker resources list this node's
+properties (read-only, STATIC_BROKER_CONFIG when set in the file or with --set).
+Not implemented: broker synonyms and documentation (answered empty / null).
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from .configs import BROKER, TOPIC, describe_broker, describe_topic
 from .registry import RequestContext, api
 
 
-@api(key=32, min=0, max=3)
+@api(key=32, min=0, max=4)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    include_synonyms = bool(getattr(req, "include_synonyms", False))
+    include_documentation = bool(getattr(req, "include_documentation", False))
     results = []
     for res in req.resources:
         result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
@@ -25,7 +32,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         keys = list(res.configuration_keys) if res.configuration_keys else None
         try:
             if res.resource_type == TOPIC:
-                result["configs"] = describe_topic(ctx.cluster, res.resource_name, keys)
+                result["configs"] = describe_topic(ctx.cluster, res.resource_name, keys, include_synonyms,
+                                                   include_documentation)
             elif res.resource_type == BROKER:
                 result["configs"] = describe_broker(ctx.cluster, res.resource_name, keys)
             else:

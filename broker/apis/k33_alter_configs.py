@@ -2,7 +2,7 @@
 
 Behavior: replaces a topic's whole set of overrides (keys left out return to their
 defaults), as the legacy API does; every value is validated first and nothing changes
-on error (INVALID_CONFIG naming the key). ``validate_only`` changes nothing.
+on error (INVALID_CONFIG naming the key, in Kafka's words). ``validate_only`` changes nothing.
 Not implemented: broker resources (INVALID_REQUEST: broker properties are static).
 """
 

@@ -1,8 +1,11 @@
 """IncrementalAlterConfigs (key 44), v0-v1.
 
-Behavior: per key SET (0), DELETE (1, back to the default), APPEND (2) and SUBTRACT
-(3) for list-valued properties (``cleanup.policy``). The result is validated as a
-whole before anything changes; INVALID_CONFIG names the key.
+Behavior: per key SET (0), DELETE (1, back to the default), APPEND (2) and SUBTRACT (3) for
+LIST-typed topic configs (``cleanup.policy``, the throttled-replica lists), as Kafka's controller
+applies them: APPEND adds the values not yet listed to the topic's value (or to Kafka's default when
+the topic has none), SUBTRACT removes them, order kept. The result is validated as a whole before
+anything changes; INVALID_CONFIG carries Kafka's text (``Unknown topic config name: x``,
+``Invalid value ...``, ``Can't APPEND to key k because its type is not LIST.``).
 """
 
 from __future__ import annotations
@@ -11,14 +14,15 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..topic_configs import TOPIC_CONFIGS
 from .configs import alter_topic_configs
 from .registry import RequestContext, api
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_KEYS = {"cleanup.policy"}
+_OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
-def _apply(current: dict[str, str], effective: dict[str, str], op: int, key: str, value: str | None) -> None:
+def _apply(current: dict[str, str], op: int, key: str, value: str | None) -> None:
     if op == SET:
         if value is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"{key}: SET needs a value")
@@ -26,14 +30,17 @@ def _apply(current: dict[str, str], effective: dict[str, str], op: int, key: str
     elif op == DELETE:
         current.pop(key, None)
     elif op in (APPEND, SUBTRACT):
-        if key not in LIST_KEYS:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{key}: APPEND/SUBTRACT only apply to list properties")
-        items = [v for v in current.get(key, effective[key]).split(",") if v]
-        given = [v.strip() for v in (value or "").split(",") if v.strip()]
-        if op == APPEND:
-            items += [v for v in given if v not in items]
-        else:
-            items = [v for v in items if v not in given]
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None or definition.type != "LIST":
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.")
+        old = current[key] if key in current else definition.default
+        items = [v for v in old.split(",") if v]
+        for v in (value or "").split(","):
+            if op == APPEND and v not in items:
+                items.append(v)
+            elif op == SUBTRACT and v in items:
+                items.remove(v)
         current[key] = ",".join(items)
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"{key}: unknown operation {op}")
@@ -42,11 +49,9 @@ def _apply(current: dict[str, str], effective: dict[str, str], op: int, key: str
 @api(key=44, min=0, max=1)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     def new_overrides(res: Any) -> dict[str, str]:
-        topic = ctx.cluster.get_topic(res.resource_name)
-        overrides = dict(topic.overrides)
-        effective = topic.config.to_properties()
+        overrides = dict(ctx.cluster.get_topic(res.resource_name).overrides)
         for c in res.configs:
-            _apply(overrides, effective, c.config_operation, c.name, c.value)
+            _apply(overrides, c.config_operation, c.name, c.value)
         return overrides
 
     return alter_topic_configs(ctx.cluster, req, new_overrides)

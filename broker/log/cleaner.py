@@ -6,8 +6,9 @@ A pass over one partition:
    (the cleaner checkpoint, ``cleaner-checkpoint`` in the partition directory): segments
    below it were cleaned before. The dirty part ends at the active segment, or earlier at the
    first dirty segment holding records newer than ``min.compaction.lag.ms``. A pass runs when
-   dirty bytes / (clean + dirty bytes) >= ``min.cleanable.dirty.ratio``, or when a cleaned
-   segment holds tombstones whose ``delete.retention.ms`` has run out.
+   dirty bytes / (clean + dirty bytes) >= ``min.cleanable.dirty.ratio``, when a dirty segment's
+   first batch is older than ``max.compaction.lag.ms``, or when a cleaned segment holds tombstones
+   whose ``delete.retention.ms`` has run out.
 2. **Map and rewrite** (a worker thread, inside ``PartitionLog.cleaning()``). An offset map
    key -> latest offset is built over the dirty segments, then every closed segment from the
    log head to the end of the mapped range is rewritten, keeping a record when it has no key,
@@ -62,6 +63,7 @@ from headwater.kafka.records import (
 )
 from headwater.kafka.types import DecodeError, read_varint
 
+from ..topic_configs import LONG_MAX
 from .errors import LogClosed
 from .recovery import CLEANER_SWAP_FILE, fsync_dir
 from .segment import MAX_RELATIVE_OFFSET, LogSegment
@@ -189,6 +191,8 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, *, force: bool = False) -> _P
     plan = _Plan(plan_segments, ends, first_dirty, cleanable_end, clean_bytes, dirty_bytes, config, now_ms)
     if force or (dirty_bytes > 0 and plan.dirty_ratio >= config.min_cleanable_dirty_ratio):
         return plan
+    if dirty_bytes > 0 and _past_max_compaction_lag(plan):
+        return plan
     if checkpoint is not None and checkpoint.tombstone_segments:
         horizon = now_ms - config.delete_retention_ms
         due = set(checkpoint.tombstone_segments)
@@ -196,6 +200,21 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, *, force: bool = False) -> _P
             if seg.base_offset in due and end <= first_dirty and seg.last_modified_ms() <= horizon:
                 return plan
     return None
+
+
+def _past_max_compaction_lag(plan: _Plan) -> bool:
+    """Kafka's LogCleanerManager.maxCompactionDelay > 0: the earliest first-batch timestamp of a dirty
+    segment is older than max.compaction.lag.ms, so the partition is cleaned whatever its dirty ratio."""
+    lag = plan.config.max_compaction_lag_ms
+    if lag >= LONG_MAX:
+        return False
+    stamps = []
+    for seg, end in zip(plan.segments, plan.ends, strict=True):
+        if end > plan.first_dirty and seg.size >= HEADER_SIZE:
+            stamp = parse_header(seg.read(0, HEADER_SIZE)).max_timestamp
+            if stamp > 0:
+                stamps.append(stamp)
+    return bool(stamps) and min(stamps) < plan.now_ms - lag
 
 
 # ---------------------------------------------------------------------------------- records

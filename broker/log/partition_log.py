@@ -15,6 +15,7 @@ for it. The cleaned segments are swapped in by ``replace_segments`` on the event
 
 from __future__ import annotations
 
+import random
 import shutil
 import threading
 import time
@@ -79,6 +80,7 @@ class PartitionLog:
         self._flushed_end = -1  # log end offset covered by the last completed flush
         self._last_flush_ms = clock()
         self._closed = False
+        self._roll_jitter_ms = 0  # the active segment's share of segment.jitter.ms
         self.update_config(config)
 
     # ------------------------------------------------------------------ open / recovery
@@ -102,8 +104,16 @@ class PartitionLog:
     def update_config(self, config: TopicConfig) -> None:
         self.config = config
         self._segment_bytes = min(config.segment_bytes, _MAX_SEGMENT_BYTES)
-        self._segment_ms = config.segment_ms
+        self._segment_ms = config.max_segment_ms
         self._active.index_interval_bytes = config.index_interval_bytes
+        if config.segment_jitter_ms and not self._roll_jitter_ms:
+            self._roll_jitter_ms = self._random_jitter()
+
+    def _random_jitter(self) -> int:
+        """Kafka's LogConfig.randomSegmentJitter, drawn once per segment: segments of many partitions
+        created together then do not all roll at the same moment."""
+        jitter = self.config.segment_jitter_ms
+        return random.randrange(min(jitter, self.config.segment_ms)) if jitter > 0 else 0
 
     @property
     def log_start_offset(self) -> int:
@@ -149,7 +159,7 @@ class PartitionLog:
             seg.rolling_base_ms = now  # segment.ms counts from the first append
         elif (
             seg._size + len(batch) > self._segment_bytes
-            or now - (seg.rolling_base_ms or now) > self._segment_ms
+            or now - (seg.rolling_base_ms or now) > self._segment_ms - self._roll_jitter_ms
             or base + header.last_offset_delta - seg.base_offset > MAX_RELATIVE_OFFSET
         ):
             seg = self._roll(now)
@@ -166,6 +176,7 @@ class PartitionLog:
         old.seal()
         new = LogSegment.create(self.directory, self._log_end_offset, self.config.index_interval_bytes)
         new.rolling_base_ms = now
+        self._roll_jitter_ms = self._random_jitter()
         with self._lock:
             self._unflushed_segments.append(old)
             self._segments.append(new)

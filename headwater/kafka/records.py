@@ -16,7 +16,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from .compression import NONE, CompressionError, compress, decompress
-from .types import DecodeError, Reader, Writer, write_varint
+from .types import DecodeError, Reader, Writer, read_varint, write_varint
 
 __all__ = [
     "BatchHeader",
@@ -28,7 +28,9 @@ __all__ = [
     "copy_batch",
     "decode_batch_records",
     "iter_batches",
+    "RecordSummary",
     "parse_header",
+    "record_summaries",
     "validate_batch",
 ]
 
@@ -198,6 +200,43 @@ def decode_batch_records(buf: bytes | memoryview, pos: int = 0) -> tuple[BatchHe
     except DecodeError as exc:
         raise InvalidBatch(f"record field runs past the end of the batch: {exc}", corrupt=False) from None
     return header, records
+
+
+class RecordSummary(NamedTuple):
+    """What produce validation needs of one record (Kafka's LogValidator): no key or value copied."""
+
+    offset: int  # as the producer sent it: its batch's base offset + the record's delta
+    timestamp: int  # the record's CreateTime (base timestamp + delta)
+    key_size: int  # -1: null key
+    value_size: int  # -1: null value (a tombstone)
+
+
+def record_summaries(buf: bytes | bytearray | memoryview, header: BatchHeader) -> list[RecordSummary]:
+    """Offset, timestamp and key/value sizes of each record of the one batch in ``buf`` (decompressed
+    as needed); InvalidBatch if the records do not decode."""
+    payload = memoryview(buf)[HEADER_SIZE : header.size]
+    try:
+        data = decompress(header.codec, payload) if header.codec != NONE else payload
+    except CompressionError as exc:
+        raise InvalidBatch(str(exc)) from None
+    out = []
+    pos, end_of_data = 0, len(data)
+    base_offset, base_ts = header.base_offset, header.base_timestamp
+    try:
+        for _ in range(header.record_count):
+            length, pos = read_varint(data, pos)
+            end = pos + length
+            if length < 0 or end > end_of_data:
+                raise InvalidBatch("record length runs past the end of the batch", corrupt=False)
+            ts_delta, p = read_varint(data, pos + 1)  # after the attributes byte
+            off_delta, p = read_varint(data, p)
+            key_size, p = read_varint(data, p)
+            value_size, _ = read_varint(data, p + max(key_size, 0))
+            out.append(RecordSummary(base_offset + off_delta, base_ts + ts_delta, key_size, value_size))
+            pos = end
+    except (DecodeError, IndexError):
+        raise InvalidBatch("record field runs past the end of the batch", corrupt=False) from None
+    return out
 
 
 def build_batch(
