@@ -34,6 +34,9 @@ _PATH_SCHEMAS: dict[str, dict[str, Any]] = {
     "topic": {"type": "string", "minLength": 1},
     "group": {"type": "string", "minLength": 1},
 }
+# aiohttp's default pattern for a path parameter refuses "{" and "}", which a group name may hold (and a
+# topic name looked up may): these take any segment, so that such a name reaches the handler (and a 404).
+_ROUTE_PATTERNS = {"topic": "[^/]+", "group": "[^/]+"}
 _REASONS = {400: "Bad request: malformed JSON, a body that is not UTF-8, or an invalid value (named)",
             404: "Not found", 409: "Conflict: the name exists, or the cluster is rebalancing",
             413: "Request body too large", 415: "Unsupported media type: send application/json in UTF-8",
@@ -139,7 +142,9 @@ class Api:
 
     def add_to(self, app: web.Application) -> None:
         for op in self.operations:
-            app.router.add_route(op.method, op.path, op.handler)
+            path = _PATH_PARAM.sub(lambda m: f"{{{m[1]}:{_ROUTE_PATTERNS[m[1]]}}}" if m[1] in _ROUTE_PATTERNS
+                                   else m[0], op.path)
+            app.router.add_route(op.method, path, op.handler)
 
     def query_of(self, method: str, path: str) -> tuple[Query, ...]:
         for op in self.operations:

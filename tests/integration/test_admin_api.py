@@ -144,6 +144,8 @@ def test_unknown_topics_and_groups_are_404_and_nothing_is_created(connect: Conne
         assert resp.status == 404, resp
         assert resp.json["error_code"] == 404 and missing in resp.json["message"]
     assert missing not in topic_names(connect)  # a Metadata request naming it would have created it
+    braces = connect.get(f"/admin/groups/%7B{missing}%7D")  # a group name may hold braces: it is looked up
+    assert braces.status == 404 and f"{{{missing}}}" in braces.json["message"]
     assert missing not in {g["group"] for g in connect.ok("GET", "/admin/groups", expect=200)}
 
 
