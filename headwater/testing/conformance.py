@@ -76,6 +76,9 @@ class _Conformance:
                                headwater_worker: EmbeddedWorker, headwater_connect: ConnectClient,
                                tmp_path: Path) -> Iterator[None]:
         check = request.node.originalname.removeprefix("test_")
+        unknown = sorted(set(self.skip_checks) - set(CHECKS))
+        if unknown:
+            pytest.fail(f"skip_checks names no check: {unknown}; the checks are {list(CHECKS)}", pytrace=False)
         if check in self.skip_checks:
             pytest.skip(f"{check} skipped: {self.skip_checks[check]}")
         assert self.connector_class, f"{type(self).__name__} must set connector_class"

@@ -15,7 +15,8 @@ class WaitTimeout(AssertionError):
     """A condition did not hold in time; the message says what was awaited and what was last seen."""
 
     def __init__(self, what: str, timeout: float, last: Any) -> None:
-        super().__init__(f"timed out after {timeout:g}s waiting for {what}; last seen: {last!r}")
+        shown = last if isinstance(last, str) else repr(last)
+        super().__init__(f"timed out after {timeout:g}s waiting for {what}; last seen: {shown}")
         self.what, self.timeout, self.last = what, timeout, last
 
 

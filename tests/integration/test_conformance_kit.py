@@ -15,7 +15,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-# The plugin under test: a good source and sink, and sources broken in one way each.
+# The plugin under test: a good source and sink, and sources and a sink broken in one way each.
 CONNECTORS = '''
 import threading
 import time
@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from headwater.connect.api import (SinkConnector, SinkConnectorConfig, SinkTask, SourceConnector,
-                                   SourceConnectorConfig, SourceRecord, SourceTask, hookimpl)
+                                   SourceConnectorConfig, SourceRecord, SourceTask, TopicPartition, hookimpl)
 
 RECEIVED: list[Any] = []
 
@@ -154,10 +154,30 @@ class CollectSinkConnector(SinkConnector):
         return [{} for _ in range(max_tasks)]
 
 
+NEXT: dict[Any, int] = {}  # where SkippingTask resumes, kept "in its destination"
+
+
+class SkippingTask(CollectTask):
+    """Keeps its own position in its destination, one past where it should: a restarted task skips a record."""
+
+    def put(self, records):
+        super().put(records)
+        for r in records:
+            NEXT[TopicPartition(r.topic, r.kafka_partition)] = r.kafka_offset + 2  # the bug: + 1 is next
+
+    def open(self, partitions):
+        self.context.offset({tp: NEXT[tp] for tp in partitions if tp in NEXT})
+
+
+class SkipsRecordsSinkConnector(CollectSinkConnector):
+    def task_class(self):
+        return SkippingTask
+
+
 @hookimpl
 def headwater_connectors():
     return [CountConnector, PollsAfterStopConnector, NotPerFieldConnector, IgnoresOffsetsConnector,
-            TooManyTasksConnector, NoVersionConnector, CollectSinkConnector]
+            TooManyTasksConnector, NoVersionConnector, CollectSinkConnector, SkipsRecordsSinkConnector]
 '''
 
 CONFTEST = '''
@@ -208,6 +228,11 @@ class TestNoVersion(SourceConnectorConformance):
 
 class TestCollect(SinkConnectorConformance):
     connector_class = "CollectSink"
+
+
+class TestSkipsRecords(SinkConnectorConformance):
+    connector_class = "SkipsRecordsSink"
+    timeout = 5.0
 '''
 
 # Which checks each connector must fail; every other check must pass (or be skipped, as listed).
@@ -219,6 +244,7 @@ EXPECTED_FAILURES = {
     "TestTooManyTasks": {"tasks_max"},
     "TestNoVersion": {"version_reported"},
     "TestCollect": set(),
+    "TestSkipsRecords": {"nothing_lost_on_task_restart"},
 }
 SKIPPED = {"TestNoVersion": {"lifecycle", "offsets_round_trip"}}
 MESSAGES = {
@@ -227,6 +253,7 @@ MESSAGES = {
     "TestIgnoresOffsets": "never asked for the offset of source partition",
     "TestTooManyTasks": "returned more configs than asked",
     "TestNoVersion": "reports no version",
+    "TestSkipsRecords": "to be handed to put; last seen: offsets never put",
 }
 
 
