@@ -65,11 +65,15 @@ class _Conformance:
     #: Seconds to keep watching a stopped task for calls it should not get.
     quiet_period: ClassVar[float] = 1.0
 
+    #: What the checks call the task method they watch (a sink's is ``put``).
+    call_name: ClassVar[str] = "poll"
+
     broker: EmbeddedBroker
     worker: EmbeddedWorker
     connect: ConnectClient
     tmp_path: Path
     topic: str
+    cls: type  # the connector class (the original, not its probed subclass)
 
     @pytest.fixture(autouse=True)
     def _headwater_conformance(self, request: pytest.FixtureRequest, headwater_broker: EmbeddedBroker,
@@ -100,9 +104,10 @@ class _Conformance:
         fill = {"{topic}": self.topic, "{name}": name, "{tmp_path}": str(self.tmp_path)}
         config = {**self.base_config(), **self.config, **overrides}
         for key, value in config.items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
             for placeholder, actual in fill.items():
-                value = value.replace(placeholder, actual)
-            config[key] = value
+                text = text.replace(placeholder, actual)
+            config[key] = text
         return {"connector.class": self.connector_class, "name": name, **config}
 
     def base_config(self) -> dict[str, str]:
@@ -124,18 +129,14 @@ class _Conformance:
                    seen=lambda: [t.describe() for t in self.instances(name)])
         return self.instances(name)
 
-    def wait_quiet(self, name: str, instances: list[TaskJournal] | None = None) -> None:
+    def wait_quiet(self, name: str) -> None:
         """Wait until every task instance of ``name`` was stopped and no poll or put is under way in it."""
-        def quiet() -> bool:
-            found = instances if instances is not None else self.instances(name)
-            return all(t.stopped and not t.in_call for t in found)
-
-        wait_until(quiet, f"every task of {name} to be stopped, with no {self.call_name} under way",
-                   self.timeout, seen=lambda: [t.describe() for t in (instances or self.instances(name))])
-
-    call_name = "poll"
+        wait_until(lambda: all(t.stopped and not t.in_call for t in self.instances(name)),
+                   f"every task of {name} to be stopped, with no {self.call_name} under way", self.timeout,
+                   seen=lambda: [t.describe() for t in self.instances(name)])
 
     def wait_no_running_task(self, name: str, what: str) -> None:
+        """Wait until the worker runs no task of connector ``name`` (``what`` happened to it)."""
         wait_until(lambda: not self.worker.running_tasks(name), f"the worker to run no task of {what} connector "
                    f"{name}", self.timeout, seen=lambda: f"tasks {self.worker.running_tasks(name)} still run")
 
@@ -276,7 +277,6 @@ class _Conformance:
             self.connect.delete(name)
         assert not problems, "tasks.max is not honoured:\n  " + "\n  ".join(problems)
 
-
     def wait_for_task_configs(self, name: str) -> list[tuple[int, int]]:
         """The (max_tasks, configs returned) of each ``task_configs`` call of connector ``name``, once there is one."""
         journal = self.worker.journal.connector(name)
@@ -291,7 +291,7 @@ class SourceConnectorConformance(_Conformance):
     def test_offsets_round_trip(self) -> None:
         """After a stop and a resume, the new tasks are handed the offsets committed before (as the
         worker's offsets endpoint reports them), and do not send again records those offsets covered."""
-        name, _ = self.start("offsets_round_trip")
+        name, status = self.start("offsets_round_trip")
         self.connect.wait_for_offsets(name, self.timeout)
         self.connect.stop(name)
         self.connect.wait_for_state(name, "STOPPED", tasks=0, timeout=self.timeout)
@@ -302,8 +302,9 @@ class SourceConnectorConformance(_Conformance):
         covered = _covered(first, committed)
         self.connect.resume(name)
         self.connect.wait_for_state(name, "RUNNING", timeout=self.timeout)
-        later = self.wait_for_instances(name, len(first) + 1, f"new task instances of {name} after the resume")
-        later = later[len(first):]
+        count = len(status["tasks"])
+        later = self.wait_for_instances(name, len(first) + count, f"{count} new task instances of {name} after "
+                                                                  f"the resume")[len(first):]
         try:  # a source may have nothing more to send; what it sends first is what matters
             wait_until(lambda: any(t.polled for t in later), f"records from the resumed tasks of {name}",
                        self.quiet_period * 3)
@@ -360,7 +361,7 @@ class SinkConnectorConformance(_Conformance):
     """The conformance suite of a sink connector: it reads the topic made for each check (``topics`` is
     set to it unless ``config`` says otherwise) and must take the records ``record`` makes."""
 
-    call_name = "put"
+    call_name: ClassVar[str] = "put"
     #: Records sent before and again after a task restart.
     records_per_batch: ClassVar[int] = 20
 
