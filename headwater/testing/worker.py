@@ -118,8 +118,8 @@ class EmbeddedWorker:
         self.stop()
 
     def probe(self, connector_class: str) -> type:
-        """Run ``connector_class`` (any name the worker resolves) under the probe; returns the original
-        class. Connectors created before this call keep the class they had."""
+        """Run ``connector_class`` (any name the worker resolves) under the probe from now on; returns the
+        original class. Connectors already running keep the class they started with until they restart."""
         if self.herder is None or self._thread is None:
             raise RuntimeError("the worker is not running")
         registry = self.herder.registry
@@ -146,6 +146,6 @@ class EmbeddedWorker:
         """The key and value converters this worker gives a connector with ``connector_config``."""
         if self.herder is None:
             raise RuntimeError("the worker is not running")
-        worker = self.herder.worker
-        return (worker._converter(connector_config, "key.converter", True),  # noqa: SLF001 - the worker's own rule
-                worker._converter(connector_config, "value.converter", False))  # noqa: SLF001
+        worker = self.herder.worker  # its own rule (connector settings over the worker's), not a copy of it
+        return (worker._converter(connector_config, "key.converter", True),
+                worker._converter(connector_config, "value.converter", False))
