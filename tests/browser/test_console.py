@@ -276,10 +276,18 @@ def test_a_cdc_connector_shows_its_snapshot_and_the_slots_retained_wal(up: Conne
           "the slot's retained WAL")
     assert "of 1.0 GiB" in text_of(browser, '[data-figure="retained-wal"]')  # slot.max.retained.wal.bytes
     until(browser, lambda d: number(text_of(d, '[data-figure="out-total"]')) == 500, "the 500 snapshot records")
+    # Then changes, streamed: the page counts them. (More batches for the screenshots: a chart with a shape.)
+    total = 500
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        for size in [30, 60, 20] + ([90, 40, 120, 70, 50, 100] if SHOTS else []):
+            db.execute("INSERT INTO orders SELECT g, 'item ' || g FROM generate_series(%s::int, %s::int) g",
+                       (total + 1, total + size))
+            total += size
+            until(browser, lambda d, n=total: number(text_of(d, '[data-figure="out-total"]')) == n, f"{total} records")
+    assert number(text_of(browser, '[data-figure="cdc-events"]')) == total - 500
     config = text_of(browser, ".config")
     assert password not in config and "••••••" in config  # the password is not shown
-    if SHOTS:  # a few samples in the chart first
-        until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chart path")) >= 2, "the chart")
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chart path")) >= 2, "the throughput chart")
     shot(browser, "cdc-connector")
     up.ok("DELETE", f"/connectors/{name}", expect=204)
 

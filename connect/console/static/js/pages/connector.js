@@ -80,7 +80,7 @@ function cdcPanel(own) {
   const limit = stream["slot.max.retained.wal.bytes"];
   parts.push(h("h2", { class: "spaced" }, "Streaming"),
     table(["Figure", ["Value", "num"]], [
-      h("tr", {}, h("td", {}, "Change events"), h("td", { class: "num" }, num(stream.events))),
+      h("tr", {}, h("td", {}, "Change events"), h("td", { class: "num", "data-figure": "cdc-events" }, num(stream.events))),
       h("tr", {}, h("td", {}, "Confirmed LSN"), h("td", { class: "num mono" }, stream["confirmed.lsn"] || "–")),
       h("tr", {}, h("td", {}, "Retained WAL"), h("td", { class: "num", "data-figure": "retained-wal" },
         bytes(retained), limit ? ` of ${bytes(limit)}` : "")),
