@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -325,3 +327,11 @@ def test_a_thread_stuck_in_plugin_code_is_reported() -> None:
     release.set()
     assert any(name.startswith("thread headwater-stuck-executor") for name in leftover), leftover
     assert any(name.startswith("asyncio task") for name in leftover), leftover
+
+
+def test_the_pytest_plugin_imports_nothing_heavy() -> None:
+    # it is loaded in every pytest session of the environment: the kit's modules load on first use
+    code = ("import sys, headwater.testing.plugin, headwater.testing; "
+            "print(sorted(m for m in sys.modules if m.startswith(('headwater.', 'aiokafka', 'kafka', 'pydantic'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "['headwater.testing', 'headwater.testing.plugin']", loaded
