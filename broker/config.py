@@ -7,6 +7,7 @@ names are Python identifiers; each field's alias is the Kafka property name, so 
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -121,17 +122,25 @@ class TopicConfig(_KafkaModel):
     def _list_text(cls, v: Any) -> Any:
         return ",".join(v) if isinstance(v, list) else v
 
-    @property
+    # Cached: produce asks on every request (the model is frozen, so they never go stale).
+    @cached_property
     def policies(self) -> list[str]:
         return [p.strip().lower() for p in self.cleanup_policy.split(",") if p.strip()]
 
-    @property
+    @cached_property
     def compact(self) -> bool:
         return "compact" in self.policies
 
-    @property
+    @cached_property
     def delete(self) -> bool:
         return "delete" in self.policies
+
+    @cached_property
+    def checks_records(self) -> bool:
+        """Whether produced records must be read to be checked (log/validator.py): null keys on a
+        compacted topic, or CreateTime bounds that are not Long.MAX."""
+        return self.compact or (self.message_timestamp_type == "CreateTime" and (
+            self.timestamp_before_max_ms != LONG_MAX or self.timestamp_after_max_ms != LONG_MAX))
 
     @property
     def timestamp_before_max_ms(self) -> int:

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import ATTR_LOG_APPEND_TIME, BatchHeader, RecordSummary, record_summaries
 
-from ..topic_configs import LONG_MAX
-
 if TYPE_CHECKING:
     from ..config import TopicConfig
 
@@ -37,9 +35,7 @@ class RecordErrors:
 
 
 def needs_record_checks(config: TopicConfig, header: BatchHeader) -> bool:
-    return config.compact or bool(header.attributes & ATTR_LOG_APPEND_TIME) or (
-        config.message_timestamp_type == "CreateTime"
-        and (config.timestamp_before_max_ms != LONG_MAX or config.timestamp_after_max_ms != LONG_MAX))
+    return config.checks_records or bool(header.attributes & ATTR_LOG_APPEND_TIME)
 
 
 def _record_text(r: RecordSummary) -> str:

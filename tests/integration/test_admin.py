@@ -197,8 +197,9 @@ def test_admin_changes_persist_across_restart(fresh_broker) -> None:
     ])
     _alter_topic(admin, topic, incremental=[
         ConfigEntry("max.message.bytes", None, incremental_operation=AlterConfigOpType.DELETE)])
+    # APPEND adds to Kafka's default, in order (as Kafka's controller does).
     want = {"retention.ms": ("5000", DYN), "segment.bytes": ("1048576", DYN),
-            "cleanup.policy": ("compact,delete", DYN), "max.message.bytes": ("1048588", DEF)}
+            "cleanup.policy": ("delete,compact", DYN), "max.message.bytes": ("1048588", DEF)}
     assert _values(_describe(admin, topic), want) == want
 
     # A bad value changes nothing (the whole request is validated first).
