@@ -1,4 +1,4 @@
-"""Produce (key 0), v0-v8.
+"""Produce (key 0), v0-v11 (v9+ flexible).
 
 Behavior: each partition's records must be exactly one v2 batch (as Kafka requires
 for v3+). The batch is checked (size, magic, length, CRC-32C, record count) and
@@ -124,7 +124,7 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
     return entry, plog.log_end_offset
 
 
-@api(key=0, min=0, max=8)
+@api(key=0, min=0, max=11)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
     acks = req.acks
     responses = []

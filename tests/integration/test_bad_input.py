@@ -46,7 +46,7 @@ HEALTH = "bad-input-health"  # the after-test round trip writes here
 SENTINEL = "bad-input-sentinel"  # never written after setup
 
 # What the broker serves (the registry), as ApiVersions must report it.
-EXPECTED_APIS = {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 18: (0, 4), 19: (0, 4), 20: (0, 3)}
+EXPECTED_APIS = {0: (0, 11), 1: (0, 11), 2: (0, 5), 3: (0, 8), 18: (0, 4), 19: (0, 4), 20: (0, 3)}
 API_VERSIONS_RANGE = (0, 4)
 MAX_REQUEST = 104857600  # socket.request.max.bytes default
 
@@ -258,7 +258,6 @@ def test_known_but_unserved_api_closes_connection(broker: Any, log_mark: int) ->
     "name, req",
     [
         ("Produce v12", lambda: produce_req(DATA, batch(b"v12"), version=12)),
-        ("Produce v9", lambda: produce_req(DATA, batch(b"v9"), version=9)),
         (
             "Metadata v13",
             lambda: MetadataRequest[13](
