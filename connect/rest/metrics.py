@@ -56,43 +56,18 @@ class _WorkerCollector:
 
         yield from _rebalances(herder.rebalance_metrics())
 
-        def family(kind: type, name: str, doc: str, labels: tuple[str, ...] = TASK) -> Any:
-            return kind(name, doc, labels=list(labels))
-
-        polled = family(CounterMetricFamily, "kafka_connect_source_task_metrics_source_record_poll",
-                        "Records a source task's poll returned")
-        written = family(CounterMetricFamily, "kafka_connect_source_task_metrics_source_record_write",
-                         "Records a source task wrote to Kafka")
-        read = family(CounterMetricFamily, "kafka_connect_sink_task_metrics_sink_record_read",
-                      "Records a sink task read from Kafka")
-        sent = family(CounterMetricFamily, "kafka_connect_sink_task_metrics_sink_record_send",
-                      "Records handed to a sink task")
-        commit_avg = family(GaugeMetricFamily, "kafka_connect_connector_task_metrics_offset_commit_avg_time_ms",
-                            "Average time of the task's recent offset commits")
-        commit_max = family(GaugeMetricFamily, "kafka_connect_connector_task_metrics_offset_commit_max_time_ms",
-                            "Longest of the task's recent offset commits")
-        commits = family(CounterMetricFamily, "kafka_connect_connector_task_metrics_offset_commit_completion",
-                         "Offset commits that wrote offsets")
-        commit_failures = family(CounterMetricFamily, "kafka_connect_connector_task_metrics_offset_commit_failure",
-                                 "Offset commits that failed")
-        dlq = family(CounterMetricFamily, "kafka_connect_task_error_metrics_deadletterqueue_produce_requests",
-                     "Records written to the dead letter queue")
-        lag = family(GaugeMetricFamily, "kafka_consumer_consumer_fetch_manager_metrics_records_lag",
-                     "Records between a sink task's position and the partition's end (as of its last fetch)",
-                     ("client_id", "topic", "partition", "connector", "task"))
-        own = family(GaugeMetricFamily, "headwater_task_metric",
-                     "A task's own figures (SourceTask/SinkTask.metrics; nested names joined with dots)",
-                     (*TASK, "name"))
+        # each runtime figure of a task (WorkerTask.runtime_metrics) as the bean attribute it mirrors
+        by_figure = {figure: kind(name, doc, labels=list(TASK)) for figure, kind, name, doc in TASK_FIGURES}
+        lag = GaugeMetricFamily("kafka_consumer_consumer_fetch_manager_metrics_records_lag",
+                                "Records between a sink task's position and the partition's end (as of its last fetch)",
+                                labels=["client_id", "topic", "partition", *TASK])
+        own = GaugeMetricFamily("headwater_task_metric",
+                                "A task's own figures (SourceTask/SinkTask.metrics; nested names joined with dots)",
+                                labels=[*TASK, "name"])
         for task_id in worker.task_ids():
             labels = [task_id.connector, str(task_id.task)]
             runtime = worker.task_runtime_metrics(task_id) or {}
-            for metric, figure in ((polled, "source-record-poll-total"), (written, "source-record-write-total"),
-                                   (read, "sink-record-read-total"), (sent, "sink-record-send-total"),
-                                   (commit_avg, "offset-commit-avg-time-ms"),
-                                   (commit_max, "offset-commit-max-time-ms"),
-                                   (commits, "offset-commit-completion-total"),
-                                   (commit_failures, "offset-commit-failure-total"),
-                                   (dlq, "deadletterqueue-produce-requests")):
+            for figure, metric in by_figure.items():
                 if figure in runtime:
                     metric.add_metric(labels, runtime[figure])
             client = f"connector-consumer-{task_id.connector}-{task_id.task}"  # as Kafka names a sink's consumer
@@ -101,11 +76,31 @@ class _WorkerCollector:
                     lag.add_metric([client, p["topic"], str(p["partition"]), *labels], p["lag"])
             for name, value in _numbers(worker.task_metrics(task_id) or {}):
                 own.add_metric([*labels, name], value)
-        yield from (polled, written, read, sent, commit_avg, commit_max, commits, commit_failures, dlq, lag, own)
+        yield from (*by_figure.values(), lag, own)
         yield from _exported(worker)
 
 
 TASK = ("connector", "task")
+_C, _G = CounterMetricFamily, GaugeMetricFamily
+TASK_FIGURES = (
+    ("source-record-poll-total", _C, "kafka_connect_source_task_metrics_source_record_poll",
+     "Records a source task's poll returned"),
+    ("source-record-write-total", _C, "kafka_connect_source_task_metrics_source_record_write",
+     "Records a source task wrote to Kafka"),
+    ("sink-record-read-total", _C, "kafka_connect_sink_task_metrics_sink_record_read",
+     "Records a sink task read from Kafka"),
+    ("sink-record-send-total", _C, "kafka_connect_sink_task_metrics_sink_record_send", "Records handed to a sink task"),
+    ("offset-commit-avg-time-ms", _G, "kafka_connect_connector_task_metrics_offset_commit_avg_time_ms",
+     "Average time of the task's recent offset commits"),
+    ("offset-commit-max-time-ms", _G, "kafka_connect_connector_task_metrics_offset_commit_max_time_ms",
+     "Longest of the task's recent offset commits"),
+    ("offset-commit-completion-total", _C, "kafka_connect_connector_task_metrics_offset_commit_completion",
+     "Offset commits that wrote offsets"),
+    ("offset-commit-failure-total", _C, "kafka_connect_connector_task_metrics_offset_commit_failure",
+     "Offset commits that failed"),
+    ("deadletterqueue-produce-requests", _C, "kafka_connect_task_error_metrics_deadletterqueue_produce_requests",
+     "Records written to the dead letter queue"),
+)
 
 
 def _numbers(figures: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
