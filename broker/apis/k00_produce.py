@@ -50,7 +50,8 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
             counted: tuple[TopicCounters, ...]) -> tuple[dict[str, Any], int]:
     """Validate and append one partition's batch; returns its response entry and end offset.
 
-    An appended batch adds its bytes and its header's record count to ``counted`` (records are never decoded).
+    An appended batch adds its bytes and its header's record count to ``counted``; records are decoded only
+    for the per-record checks a topic asks for (log/validator.py).
     """
     cluster = ctx.cluster
     entry: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,

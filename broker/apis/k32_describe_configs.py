@@ -6,7 +6,7 @@ override, else the source of the first broker synonym left (STATIC_BROKER_CONFIG
 properties file, DEFAULT_CONFIG otherwise); ``synonyms`` (v1+, when asked) the override then the
 broker properties in Kafka's order; ``config_type`` (v3+); ``documentation`` (v3+, when asked:
 Kafka's doc text); never sensitive, never read-only. Asked-for names that are not configs are
-left out. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION. Broker resources list this node's
+left out. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, without a message. Broker resources list this node's
 properties (read-only, STATIC_BROKER_CONFIG when set in the file or with --set).
 Not implemented: broker synonyms and documentation (answered empty / null).
 """
@@ -38,7 +38,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 result["configs"] = describe_broker(ctx.cluster, res.resource_name, keys)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
-        except KafkaError as exc:
-            result.update(error_code=exc.code, error_message=exc.message)
+        except KafkaError as exc:  # Kafka answers an unknown topic with the code alone
+            unknown = exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            result.update(error_code=exc.code, error_message=None if unknown else exc.message)
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}

@@ -319,10 +319,13 @@ def test_broker_synonyms_sources_and_documentation(fresh_broker) -> None:
     assert got["min.insync.replicas"][:2] == ("2", "STATIC_BROKER_CONFIG")
 
     # DescribeConfigs v4 (flexible) with documentation, through kafka-python's protocol classes.
-    req = DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
-        resource_type=2, resource_name=topic, configuration_keys=["retention.ms", "no.such.config"])],
+    resource = DescribeConfigsRequest.DescribeConfigsResource
+    req = DescribeConfigsRequest[4](resources=[
+        resource(resource_type=2, resource_name=topic, configuration_keys=["retention.ms", "no.such.config"]),
+        resource(resource_type=2, resource_name="no-such-topic", configuration_keys=None)],
         include_synonyms=False, include_documentation=True)
-    [result] = request(b.port, req, DescribeConfigsResponse).results
+    result, unknown = request(b.port, req, DescribeConfigsResponse).results
+    assert (unknown.error_code, unknown.error_message, list(unknown.configs)) == (3, None, [])
     [entry] = result.configs
     assert (result.error_code, entry.name, entry.value, entry.config_source, entry.config_type) == (
         0, "retention.ms", "1000", 1, 5)
