@@ -186,7 +186,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
     _def("segment.bytes", "INT", "1073741824", at_least(14), "log.segment.bytes"),
     _def("segment.ms", "LONG", "604800000", at_least(1), "log.roll.ms", Synonym("log.roll.hours", HOURS)),
     _def("segment.jitter.ms", "LONG", "0", at_least(0), "log.roll.jitter.ms", Synonym("log.roll.jitter.hours", HOURS)),
-    _def("segment.index.bytes", "INT", "10485760", at_least(4), "log.index.size.max.bytes", honoured=False),
+    _def("segment.index.bytes", "INT", "10485760", at_least(4), "log.index.size.max.bytes"),
     _def("flush.messages", "LONG", _L, at_least(1), "log.flush.interval.messages"),
     _def("flush.ms", "LONG", _L, at_least(0), "log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
     _def("retention.bytes", "LONG", "-1", None, "log.retention.bytes"),

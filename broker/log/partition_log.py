@@ -105,6 +105,9 @@ class PartitionLog:
         self.config = config
         self._segment_bytes = min(config.segment_bytes, _MAX_SEGMENT_BYTES)
         self._segment_ms = config.max_segment_ms
+        # segment.index.bytes bounds each index (8-byte offset entries, 12-byte time entries), as in Kafka
+        self._max_offset_entries = config.segment_index_bytes // 8
+        self._max_time_entries = config.segment_index_bytes // 12
         self._active.index_interval_bytes = config.index_interval_bytes
         if config.segment_jitter_ms and not self._roll_jitter_ms:
             self._roll_jitter_ms = self._random_jitter()
@@ -161,6 +164,8 @@ class PartitionLog:
             seg._size + len(batch) > self._segment_bytes
             or now - (seg.rolling_base_ms or now) > self._segment_ms - self._roll_jitter_ms
             or base + header.last_offset_delta - seg.base_offset > MAX_RELATIVE_OFFSET
+            or len(seg.offset_index) >= self._max_offset_entries  # Kafka: an index is full
+            or len(seg.time_index) >= self._max_time_entries
         ):
             seg = self._roll(now)
         if type(batch) is not bytearray:

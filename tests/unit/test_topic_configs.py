@@ -169,3 +169,15 @@ def test_max_compaction_lag_rolls_compacted_segments() -> None:
     """Kafka's maxSegmentMs: a compacted topic's segment rolls by max.compaction.lag.ms if sooner."""
     assert TopicConfig(**{"cleanup.policy": "compact", "max.compaction.lag.ms": 5000}).max_segment_ms == 5000
     assert TopicConfig(**{"max.compaction.lag.ms": 5000}).max_segment_ms == TopicConfig().segment_ms
+
+
+def test_segment_index_bytes_rolls_a_full_index(tmp_path: Path) -> None:
+    """A segment rolls once either index holds segment.index.bytes: 48 bytes is four time-index entries."""
+    config = TopicConfig(**{"segment.index.bytes": 48, "index.interval.bytes": 0})
+    log = PartitionLog.open(tmp_path / "t-0", config, clock=Clock())
+    for i in range(11):  # every batch after a segment's first adds an entry to each index
+        batch = build_batch([Record(0, T0 + i, b"k", b"v")])
+        log.append(bytearray(batch), parse_header(batch))
+    assert [len(s.time_index) for s in log.segments] == [4, 4, 0]
+    assert [s.base_offset for s in log.segments] == [0, 5, 10]
+    log.close()
