@@ -13,11 +13,13 @@ JsonConverter) hands over an EncodedBatch: its bytes go straight into the batch 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -115,6 +117,10 @@ class WorkerSourceTask(RecordTask):
 
     async def iteration(self) -> None:
         poll = self.task.poll_encoded if self.encoded else self.task.poll_batch if self.batched else self.task.poll
+        if not inspect.iscoroutinefunction(poll):
+            # a sync poll waits for a pool thread: look at the stop flag again once it has one, so a stop
+            # that came meanwhile is not followed by a poll (a poll already under way still finishes)
+            poll = partial(_unless_stopping, self, poll)
         try:
             polled = await call(poll)
         except RetriableException as exc:
@@ -462,6 +468,10 @@ class WorkerSourceTask(RecordTask):
     def runtime_metrics(self) -> dict[str, Any]:
         return {"source-record-poll-total": self.records_polled, "source-record-write-total": self.records_sent,
                 **super().runtime_metrics()}
+
+
+def _unless_stopping(task: WorkerSourceTask, poll: Callable[[], Any]) -> Any:
+    return None if task.stopping else poll()
 
 
 def _count(polled: Any) -> int:
