@@ -58,6 +58,12 @@ def text_of(driver: WebDriver, css: str) -> str:
     return driver.find_element(By.CSS_SELECTOR, css).text
 
 
+def click(driver: WebDriver, css: str, what: str) -> None:
+    """Click what ``css`` finds, once it can be: pages redraw their tables and buttons as they poll, so an
+    element found a moment ago may have been replaced."""
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, css).click() or True, f"to click {what}")
+
+
 def number(text: str) -> int | None:
     digits = text.replace(",", "").strip()
     return int(digits) if re.fullmatch(r"\d+", digits) else None
@@ -94,7 +100,7 @@ def test_a_bad_field_is_named_next_to_it(up: ConnectProcess, browser: WebDriver)
     assert "invalid" in browser.find_element(By.CSS_SELECTOR, '[data-field="tasks.max"]').get_attribute("class")
     assert field_error(browser, "topic") == ""  # not shown before the user got to it
     # Creating shows the missing required field too, and creates nothing.
-    browser.find_element(By.ID, "submit").click()
+    click(browser, "#submit", "Create")
     missing = until(browser, lambda d: field_error(d, "topic"), "the missing topic named next to its field")
     assert "topic" in missing
     shot(browser, "new-connector-validation")
@@ -116,7 +122,7 @@ def test_a_file_pipeline_created_through_the_form_runs_counts_and_pauses(up: Con
     field(browser, "file").send_keys(str(source))
     field(browser, "topic").send_keys(topic)
     until(browser, lambda d: "accepts" in text_of(d, ".validity"), "the worker to accept the config")
-    browser.find_element(By.ID, "submit").click()
+    click(browser, "#submit", "Create")
 
     until(browser, lambda d: d.current_url.endswith(f"#/connectors/{name}"), "the connector's page")
     until(browser, lambda d: text_of(d, ".page-head .state") == "RUNNING", "RUNNING")
@@ -135,7 +141,7 @@ def test_a_file_pipeline_created_through_the_form_runs_counts_and_pauses(up: Con
     assert text_of(browser, ".page-head .state") == "RUNNING"
     shot(browser, "connector-detail")
 
-    browser.find_element(By.CSS_SELECTOR, '[data-nav="connectors"]').click()  # same page: the samples are kept
+    click(browser, '[data-nav="connectors"]', "Connectors")  # the same page: the samples are kept
     row = f'tr[data-connector="{name}"]'
     until(browser, lambda d: number(text_of(d, f"{row} .total-out")) == written, "the list's record count")
     until(browser, lambda d: all(cell.text.endswith("/s") for cell in d.find_elements(By.CSS_SELECTOR, ".rate-out")),
@@ -144,9 +150,9 @@ def test_a_file_pipeline_created_through_the_form_runs_counts_and_pauses(up: Con
     assert up.rest.split("//")[1] in text_of(browser, f"{row} .task-chip")  # the worker it runs on
     shot(browser, "connectors")
 
-    browser.find_element(By.CSS_SELECTOR, f"{row} a.name").click()
+    click(browser, f"{row} a.name", "the connector")
     until(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="pause"]').is_enabled(), "Pause")
-    browser.find_element(By.CSS_SELECTOR, '[data-action="pause"]').click()
+    click(browser, '[data-action="pause"]', "Pause")
     until(browser, lambda d: text_of(d, ".page-head .state") == "PAUSED", "PAUSED")
     assert up.status(name)["connector"]["state"] == "PAUSED"
     until(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="resume"]').is_enabled(), "Resume")
@@ -164,32 +170,32 @@ def test_edit_stop_resume_restart_and_delete_with_confirmation(up: ConnectProces
     open_page(browser, up, f"/connectors/{name}")
     until(browser, lambda d: text_of(d, ".page-head .state") == "RUNNING", "RUNNING")
 
-    browser.find_element(By.CSS_SELECTOR, '[data-action="edit"]').click()
+    click(browser, '[data-action="edit"]', "Edit")
     size = until(browser, lambda d: field(d, "batch.size"), "the edit form")
     assert browser.find_element(By.ID, "f-name").get_attribute("value") == name
     assert "transforms.stamp.type=InsertHeader" in browser.find_element(By.ID, "f-extras").get_attribute("value")
     size.send_keys("25")
     until(browser, lambda d: "accepts" in text_of(d, ".validity"), "the worker to accept the change")
-    browser.find_element(By.ID, "submit").click()
+    click(browser, "#submit", "Create")
     until(browser, lambda d: d.current_url.endswith(f"#/connectors/{name}"), "back on the connector's page")
     config = up.ok("GET", f"/connectors/{name}/config", expect=200)
     assert config["batch.size"] == "25" and config["transforms.stamp.value.literal"] == "console"
 
     def press(action: str, state: str) -> None:
         until(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'[data-action="{action}"]').is_enabled(), action)
-        browser.find_element(By.CSS_SELECTOR, f'[data-action="{action}"]').click()
+        click(browser, f'[data-action="{action}"]', action)
         until(browser, lambda d: text_of(d, ".page-head .state") == state, state)
 
     press("stop", "STOPPED")
     press("resume", "RUNNING")
     press("restart", "RUNNING")
 
-    browser.find_element(By.CSS_SELECTOR, '[data-action="delete"]').click()
-    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, "dialog[open] .cancel"), "the confirmation").click()
+    click(browser, '[data-action="delete"]', "Delete")
+    click(browser, "dialog[open] .cancel", "Cancel in the confirmation")
     until(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "dialog"), "the dialog to close")
     assert name in up.connector_names()  # cancelled: nothing deleted
-    browser.find_element(By.CSS_SELECTOR, '[data-action="delete"]').click()
-    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, "dialog[open] .confirm-action"), "the dialog").click()
+    click(browser, '[data-action="delete"]', "Delete")
+    click(browser, "dialog[open] .confirm-action", "Delete in the confirmation")
     until(browser, lambda d: d.current_url.endswith("#/connectors"), "the list after the delete")
     wait_for(lambda: name not in up.connector_names(), WAIT, 0.1, f"{name} to be deleted")
     until(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, f'tr[data-connector="{name}"]'), "gone from the list")
@@ -203,7 +209,7 @@ def test_topics_page_shows_end_offsets_and_a_live_tail(up: ConnectProcess, brows
     row = f'tr[data-topic="{topic}"]'
     until(browser, lambda d: number(text_of(d, f"{row} .end")) == 12, "the topic with end offset 12")
     assert number(text_of(browser, f"{row} .records")) == 12
-    browser.find_element(By.CSS_SELECTOR, f"{row} a").click()
+    click(browser, f"{row} a", "the row's link")
     until(browser, lambda d: "reading 11: 21.11 °C" in text_of(d, 'tr[data-offset="11"] .value'), "the tail")
     assert text_of(browser, 'tr[data-offset="11"] .key') == "k11"
     assert "unit: celsius" in text_of(browser, 'tr[data-offset="11"] .headers')
@@ -236,7 +242,7 @@ def test_groups_page_shows_a_sink_group_with_its_lag(up: ConnectProcess, browser
     row = f'tr[data-group="{group}"]'
     until(browser, lambda d: number(text_of(d, f"{row} .lag")) == 7, "the sink's group with lag 7")
     shot(browser, "groups")
-    browser.find_element(By.CSS_SELECTOR, f"{row} a").click()
+    click(browser, f"{row} a", "the row's link")
     until(browser, lambda d: number(text_of(d, f'tr[data-partition="{topic}-0"] .lag')) == 7, "lag per partition")
     assert number(text_of(browser, '[data-figure="lag"]')) == 7
     until(browser, lambda d: name in text_of(d, ".page-head .sub"), "the link to the sink connector")

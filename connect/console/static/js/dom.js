@@ -95,3 +95,9 @@ export function table(columns, rows, attrs = {}) {
 }
 
 export const empty = (text) => h("div", { class: "empty" }, text);
+
+/** A figure with its label above it; ``figure`` names it for tests (data-figure). */
+export function stat(label, value, { cls = null, figure = null } = {}) {
+  return h("div", { class: "stat" }, h("div", { class: "label" }, label),
+    h("div", { class: ["value", cls], "data-figure": figure }, value));
+}

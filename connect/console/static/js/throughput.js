@@ -81,7 +81,9 @@ function record(name, summary) {
   if (last && now - last.t < MIN_GAP) return entry;
   if (last) {
     const dt = now - last.t;
-    const delta = (key) => (summary[key] === null || last[key] === null ? null : Math.max(0, summary[key] - last[key]) / dt);
+    // A counter that went down (a task restarted) counts as no records, not as a negative rate.
+    const delta = (key) => (summary[key] === null || last[key] === null ? null
+      : Math.max(0, summary[key] - last[key]) / dt);
     entry.points.push({ t: now, in: delta("in"), out: delta("out") });
     if (entry.points.length > KEEP) entry.points.splice(0, entry.points.length - KEEP);
   }

@@ -3,18 +3,13 @@
 // task's snapshot and slot, and its config.
 import { api, ApiError, get, seg } from "../api.js";
 import { rateChart } from "../chart.js";
-import { badge, bytes, confirmDialog, empty, fill, h, num, rate, shortClass, table, toast } from "../dom.js";
+import { badge, bytes, confirmDialog, empty, fill, h, num, rate, shortClass, stat, table, toast } from "../dom.js";
 import { POLL_MS } from "../page.js";
 import { forget, sample, span } from "../throughput.js";
 
 const DLQ_TOPIC = "errors.deadletterqueue.topic.name";
 // Config values not shown on screen (the REST API still answers them, as Kafka Connect's does).
 const SECRET = /password|secret|jaas\.config|credentials/i;
-
-function stat(label, value, cls, figure) {
-  return h("div", { class: "stat" }, h("div", { class: "label" }, label),
-    h("div", { class: ["value", cls], "data-figure": figure }, value));
-}
 
 function isCdc(info, own) {
   return (info.type === "source" && /postgres/i.test(info.config["connector.class"] || "")) ||
@@ -62,8 +57,8 @@ function cdcPanel(own) {
   const snap = own.snapshot;
   const stream = own.streaming || {};
   const parts = [
-    h("div", { class: "stats" }, stat("Phase", own.phase || "–", "", "cdc-phase"),
-      stat("Slot", own["slot.name"] || "–", "", "cdc-slot")),
+    h("div", { class: "stats" }, stat("Phase", own.phase || "–", { figure: "cdc-phase" }),
+      stat("Slot", own["slot.name"] || "–", { figure: "cdc-slot" })),
   ];
   if (snap) {
     parts.push(h("h2", {}, "Snapshot"),
@@ -175,7 +170,8 @@ export function connectorDetail(page, name) {
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) {
         fill(page.main, h("div", { class: "page-head" }, h("h1", {}, name)),
-          h("div", { class: "notice" }, `There is no connector ${name}. `, h("a", { href: "#/connectors" }, "All connectors")));
+          h("div", { class: "notice" }, `There is no connector ${name}. `,
+            h("a", { href: "#/connectors" }, "All connectors")));
         page.stop();
         return;
       }
@@ -194,9 +190,10 @@ export function connectorDetail(page, name) {
     if (status.connector.state !== lastState) renderActions(status.connector.state);
     lastState = status.connector.state;
 
-    fill(stats, stat("In", rate(current.in), "in", "rate-in"), stat("Out", rate(current.out), "out", "rate-out"),
-      stat(sink ? "Records read" : "Records polled", num(summary.in), "", "in-total"),
-      stat(sink ? "Records sent" : "Records written", num(summary.out), "", "out-total"));
+    fill(stats, stat("In", rate(current.in), { cls: "in", figure: "rate-in" }),
+      stat("Out", rate(current.out), { cls: "out", figure: "rate-out" }),
+      stat(sink ? "Records read" : "Records polled", num(summary.in), { figure: "in-total" }),
+      stat(sink ? "Records sent" : "Records written", num(summary.out), { figure: "out-total" }));
     fill(chart, rateChart(points, span(points)));
 
     const totalLag = lag ? lag.reduce((a, p) => a + (p.lag || 0), 0) : null;

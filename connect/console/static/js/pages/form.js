@@ -123,7 +123,8 @@ async function connectorForm(page, existing) {
     }
     const declared = new Set([...fields.keys(), ...TOP]);
     const bad = parseExtras(extrasArea.value).bad.map((l) => `Not key=value: ${l}`);
-    const others = [...errorsOf].filter(([k, errs]) => !declared.has(k) && errs.length).map(([k, errs]) => `${k}: ${errs.join(" ")}`);
+    const others = [...errorsOf].filter(([k, errs]) => !declared.has(k) && errs.length)
+      .map(([k, errs]) => `${k}: ${errs.join(" ")}`);
     extrasError.textContent = [...bad, ...(seen("extras") ? others : [])].join("\n");
     const total = result.error_count + bad.length;
     validity.className = ["validity", total ? "bad" : "ok"].join(" ");

@@ -2,7 +2,7 @@
 // group); one group's members and its committed offset, end offset and lag per partition
 // (GET /admin/groups/{group}).
 import { ApiError, get, seg } from "../api.js";
-import { badge, empty, fill, h, num, table } from "../dom.js";
+import { badge, empty, fill, h, num, stat, table } from "../dom.js";
 import { POLL_MS } from "../page.js";
 
 async function detailOrNull(group) {
@@ -63,12 +63,10 @@ export function groupDetail(page, group) {
       offsets.replaceChildren();
       return;
     }
-    const stat = (label, value, figure) => h("div", { class: "stat" }, h("div", { class: "label" }, label),
-      h("div", { class: "value", "data-figure": figure }, value));
-    fill(stats, stat("State", badge(g.state), "state"),
-      stat("Protocol", h("span", { class: "value-text" }, `${g.protocol_type || "–"}${g.protocol ? ` · ${g.protocol}` : ""}`),
-        "protocol"),
-      stat("Members", num(g.members.length), "members"), stat("Total lag", num(g.lag), "lag"));
+    const protocol = `${g.protocol_type || "–"}${g.protocol ? ` · ${g.protocol}` : ""}`;
+    fill(stats, stat("State", badge(g.state), { figure: "state" }),
+      stat("Protocol", h("span", { class: "value-text" }, protocol), { figure: "protocol" }),
+      stat("Members", num(g.members.length), { figure: "members" }), stat("Total lag", num(g.lag), { figure: "lag" }));
     const owner = new Map(g.members.map((m) => [m.member_id, m.client_id]));
     fill(offsets, g.offsets.length ? table(["Topic", ["Partition", "num"], ["Committed", "num"], ["End offset", "num"],
       ["Lag", "num"], "Member"], g.offsets.map((o) => h("tr", { "data-partition": `${o.topic}-${o.partition}` },
@@ -79,7 +77,8 @@ export function groupDetail(page, group) {
       : empty("No committed offsets and no assigned partitions."));
     fill(members, g.members.length ? table(["Client id", "Host", "Assignment", "Member id"], g.members.map((m) =>
       h("tr", {}, h("td", { class: "mono" }, m.client_id), h("td", { class: "mono" }, m.host),
-        h("td", {}, m.assignment.length ? m.assignment.map((a) => h("span", { class: "chip mono small" }, `${a.topic}-${a.partition}`))
+        h("td", {}, m.assignment.length
+          ? m.assignment.map((a) => h("span", { class: "chip mono small" }, `${a.topic}-${a.partition}`))
           : h("span", { class: "muted" }, g.protocol_type === "consumer" ? "nothing" : "(not a consumer group)")),
         h("td", { class: "mono small wrap" }, m.member_id))))
       : empty("No members: nobody consumes in this group now."));

@@ -2,7 +2,7 @@
 // their start and end offsets (GET /admin/topics/{topic}) and a live tail of its newest records
 // (GET /admin/topics/{topic}/records?limit=N).
 import { get, seg } from "../api.js";
-import { badge, empty, fill, h, num, table, time } from "../dom.js";
+import { badge, empty, fill, h, num, stat, table, time } from "../dom.js";
 import { POLL_MS } from "../page.js";
 
 export function topicList(page) {
@@ -43,7 +43,9 @@ export function topicList(page) {
 /** A key, value or header value as the API gives it: text, {"base64": ...} or null. */
 function data(value) {
   if (value === null || value === undefined) return h("span", { class: "null" }, "null");
-  if (typeof value === "object") return h("span", { class: "b64", title: "not UTF-8 text: base64" }, `base64:${value.base64}`);
+  if (typeof value === "object") {
+    return h("span", { class: "b64", title: "not UTF-8 text: base64" }, `base64:${value.base64}`);
+  }
   return value;
 }
 
@@ -67,47 +69,50 @@ export function topicDetail(page, topic) {
     page.alert,
     h("div", { class: "grid two" },
       h("section", { class: "panel flush" }, h("h2", {}, "Partitions"), partitions),
-      h("section", { class: "panel" }, h("h2", {}, "Summary"), stats, h("h2", { class: "spaced" }, "Config overrides"), configs)),
+      h("section", { class: "panel" }, h("h2", {}, "Summary"), stats,
+        h("h2", { class: "spaced" }, "Config overrides"), configs)),
     h("section", { class: "panel flush tail" },
       h("div", { class: "page-head tail-head" }, h("h2", {}, "Live tail"), h("span", { class: "grow" }),
         h("div", { class: "toolbar" }, limit, pause)),
       tail));
 
-  const seen = new Set();
+  let seen = new Set(); // the records shown last time: the others are highlighted as new
   let first = true;
   page.every(POLL_MS, async () => {
     const [info, records] = await Promise.all([get(path),
       paused ? null : get(`${path}/records?limit=${limit.value}`)]);
     if (!page.alive) return;
     const total = (key) => info.partitions.reduce((a, p) => a + p[key], 0);
-    fill(stats, h("div", { class: "stat" }, h("div", { class: "label" }, "Partitions"),
-      h("div", { class: "value" }, num(info.partitions.length))),
-    h("div", { class: "stat" }, h("div", { class: "label" }, "Records"), h("div", { class: "value" }, num(total("records")))),
-    h("div", { class: "stat" }, h("div", { class: "label" }, "End offsets"),
-      h("div", { class: "value", "data-figure": "end-offset" }, num(total("end_offset")))));
+    fill(stats, stat("Partitions", num(info.partitions.length)), stat("Records", num(total("records"))),
+      stat("End offsets", num(total("end_offset")), { figure: "end-offset" }));
     const overrides = Object.keys(info.configs).sort();
     fill(configs, overrides.length ? h("table", { class: "kv" }, h("tbody", {}, overrides.map((k) =>
-      h("tr", {}, h("th", {}, k), h("td", {}, info.configs[k]))))) : h("p", { class: "muted" }, "None: the broker's defaults."));
+      h("tr", {}, h("th", {}, k), h("td", {}, info.configs[k])))))
+      : h("p", { class: "muted" }, "None: the broker's defaults."));
     fill(partitions, table([["Partition", "num"], ["Leader", "num"], "Replicas", "In sync", ["Start", "num"],
       ["End", "num"], ["Records", "num"]], info.partitions.map((p) => h("tr", { "data-partition": p.partition },
       h("td", { class: "num" }, p.partition), h("td", { class: "num" }, p.leader), h("td", {}, p.replicas.join(", ")),
       h("td", {}, p.isr.join(", ")), h("td", { class: "num start" }, num(p.start_offset)),
       h("td", { class: "num end" }, num(p.end_offset)), h("td", { class: "num" }, num(p.records))))));
     if (records === null) return;
+    const shown = new Set();
     const rows = records.records.map((r) => {
       const id = `${r.partition}:${r.offset}`;
       const fresh = !first && !seen.has(id);
-      seen.add(id);
+      shown.add(id);
       return h("tr", { class: fresh ? "fresh" : null, "data-offset": r.offset, "data-partition": r.partition },
         h("td", { class: "mono small nowrap", title: r.timestamp_type }, time(r.timestamp)),
         h("td", { class: "num" }, r.partition), h("td", { class: "num" }, r.offset),
         h("td", { class: "value-cell key" }, data(r.key)),
         h("td", { class: "value-cell value" }, data(r.value), r.truncated ? h("span", { class: "muted" }, " …") : null),
-        h("td", { class: "value-cell headers" }, r.headers.length ? r.headers.map((x) => h("div", {}, `${x.key}: `, data(x.value)))
+        h("td", { class: "value-cell headers" }, r.headers.length
+          ? r.headers.map((x) => h("div", {}, `${x.key}: `, data(x.value)))
           : h("span", { class: "muted" }, "–")));
     });
     first = false;
-    fill(tail, rows.length ? table([["Timestamp", "nowrap"], ["Partition", "num"], ["Offset", "num"], "Key", ["Value", "wide"], "Headers"], rows,
+    seen = shown;
+    const columns = [["Timestamp", "nowrap"], ["Partition", "num"], ["Offset", "num"], "Key", ["Value", "wide"], "Headers"];
+    fill(tail, rows.length ? table(columns, rows,
       { class: "records" }) : empty("The topic holds no records."));
   });
 }
