@@ -9,13 +9,12 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from headwater.connect.kafka import clients
-from headwater.connect.kafka.admin import GroupDescription, commit_group_offsets, describe_group
-from headwater.kafka.types import Reader
+from headwater.connect.kafka.admin import GroupDescription, commit_group_offsets, decode_assignment, describe_group
 
 from .common import add_bootstrap, admin, log_offsets, run_async
 from .output import fail, print_json, progress, table
 
-__all__ = ["add_parser", "decode_assignment"]
+__all__ = ["add_parser"]
 
 COMMIT_CHUNK = 100  # partitions per OffsetCommit when resetting (progress is shown between them)
 
@@ -43,19 +42,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         add_bootstrap(p)
     parser.set_defaults(func=lambda args: run_async(f"headwater groups {args.action}",
                                                     lambda: _ACTIONS[args.action](args)))
-
-
-def decode_assignment(data: bytes) -> list[tuple[str, int]]:
-    """The topic-partitions in a consumer-protocol member assignment (version, [topic, [partition]], user data)."""
-    if not data:
-        return []
-    r = Reader(data)
-    r.int16()
-    out = []
-    for _ in range(r.int32()):
-        topic = r.string() or ""
-        out += [(topic, r.int32()) for _ in range(r.int32())]
-    return out
 
 
 async def _list(args: argparse.Namespace) -> int:
