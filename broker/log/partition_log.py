@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from headwater.kafka.records import BatchHeader, decode_batch_records, iter_batches, set_base_offset
+from headwater.kafka.records import HEADER_SIZE, BatchHeader, decode_batch_records, iter_batches, set_base_offset
 
 from ..config import TopicConfig
 from .errors import LogClosed, OffsetOutOfRange
@@ -108,6 +108,8 @@ class PartitionLog:
         # segment.index.bytes bounds each index (8-byte offset entries, 12-byte time entries), as in Kafka
         self._max_offset_entries = config.segment_index_bytes // 8
         self._max_time_entries = config.segment_index_bytes // 12
+        # An index entry needs a batch, a batch at least a header: below this size no index can be full.
+        self._index_full_floor = min(self._max_offset_entries, self._max_time_entries) * HEADER_SIZE
         self._active.index_interval_bytes = config.index_interval_bytes
         if config.segment_jitter_ms and not self._roll_jitter_ms:
             self._roll_jitter_ms = self._random_jitter()
@@ -164,8 +166,7 @@ class PartitionLog:
             seg._size + len(batch) > self._segment_bytes
             or now - (seg.rolling_base_ms or now) > self._segment_ms - self._roll_jitter_ms
             or base + header.last_offset_delta - seg.base_offset > MAX_RELATIVE_OFFSET
-            or len(seg.offset_index) >= self._max_offset_entries  # Kafka: an index is full
-            or len(seg.time_index) >= self._max_time_entries
+            or (seg._size >= self._index_full_floor and self._index_full(seg))
         ):
             seg = self._roll(now)
         if type(batch) is not bytearray:
@@ -175,6 +176,10 @@ class PartitionLog:
         self._log_end_offset = base + header.last_offset_delta + 1
         self._appended_records += header.record_count
         return base
+
+    def _index_full(self, seg: LogSegment) -> bool:
+        """Kafka rolls a segment whose offset or time index is full (segment.index.bytes)."""
+        return len(seg.offset_index) >= self._max_offset_entries or len(seg.time_index) >= self._max_time_entries
 
     def _roll(self, now: int) -> LogSegment:
         old = self._active
