@@ -235,12 +235,12 @@ class BrokerServer:
         except MalformedRequest as exc:
             log.warning("closing connection from %s: %s", peer, exc)
             raise _Close from None
-        return asyncio.create_task(self._handle(spec, header, request, peer, received, mute))
+        return asyncio.create_task(self._handle(spec, header, request, peer, received, mute, len(frame) + 4))
 
     async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, peer: str,
-                      received: float, mute: _Mute) -> bytes | bytearray | None:
+                      received: float, mute: _Mute, size: int) -> bytes | bytearray | None:
         ctx = apis.RequestContext(self.cluster, header, peer, self.services, lambda: self._closing,
-                                  mute=mute.extend)
+                                  mute=mute.extend, request_size=size)
         body = await spec.handler(ctx, request)
         answer = None if body is None else encode_response(ctx.response(body), header.correlation_id)
         self.cluster.stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)

@@ -8,10 +8,12 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..acls import AclOperation as Op
 from ..cluster import Cluster
 from ..config import BrokerConfig
 from ..topic import Topic
 from ..topic_configs import TOPIC_CONFIGS, to_kafka_string
+from .registry import RequestContext
 
 TOPIC, BROKER = 2, 4
 # ConfigSource values of DescribeConfigs v1+
@@ -109,16 +111,27 @@ def check_topic_resource(cluster: Cluster, resource_type: int, name: str) -> Non
     cluster.get_topic(name)
 
 
-def alter_topic_configs(cluster: Cluster, req: Any,
+def check_describe_allowed(ctx: RequestContext, resource_type: int, name: str) -> None:
+    """DESCRIBE_CONFIGS on the topic, or on the cluster for a broker resource, as Kafka asks."""
+    if resource_type == TOPIC and not ctx.allowed_topic(Op.DESCRIBE_CONFIGS, name):
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    if resource_type == BROKER and not ctx.allowed_cluster(Op.DESCRIBE_CONFIGS):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+
+
+def alter_topic_configs(ctx: RequestContext, req: Any,
                         new_overrides: Callable[[Any], dict[str, str]]) -> dict[str, Any]:
     """The response of AlterConfigs/IncrementalAlterConfigs: per resource, ``new_overrides(resource)``
     gives the topic's whole new set of overrides, which is validated and (unless ``validate_only``)
     applied; a KafkaError is that resource's error."""
+    cluster = ctx.cluster
     responses = []
     for res in req.resources:
         result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                                   "resource_name": res.resource_name}
         try:
+            if res.resource_type == TOPIC and not ctx.allowed_topic(Op.ALTER_CONFIGS, res.resource_name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             check_topic_resource(cluster, res.resource_type, res.resource_name)
             overrides = new_overrides(res)
             cluster.topic_config(overrides)

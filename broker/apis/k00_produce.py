@@ -39,6 +39,7 @@ from headwater.kafka.records import (
     validate_batch,
 )
 
+from ..acls import AclOperation as Op
 from ..log.validator import needs_record_checks, validate_records
 from ..stats import TopicCounters
 from .registry import RequestContext, api
@@ -134,10 +135,12 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
     for topic in req.topic_data:
         counted = ctx.cluster.counters(topic.name)
         partitions = []
+        writable = ctx.allowed_topic(Op.WRITE, topic.name)
         for pdata in topic.partition_data:
-            if acks not in (-1, 0, 1):
-                partitions.append({"index": pdata.index, "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
-                                   "base_offset": -1})
+            if acks not in (-1, 0, 1) or not writable:
+                code = (ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1)
+                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                partitions.append({"index": pdata.index, "error_code": code, "base_offset": -1})
                 continue
             entry, end = _append(ctx, topic.name, pdata.index, pdata.records, counted)
             partitions.append(entry)
@@ -155,6 +158,10 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
         ctx.cluster.notify_data()
     for flusher, end in to_flush:
         await flusher.flush_to(end)
+    throttle = 0
+    if ctx.access is not None:  # producer_byte_rate: the request's size, as Kafka counts it
+        throttle = ctx.throttle(ctx.access.produce.record(ctx.user, ctx.header.client_id or "", ctx.request_size,
+                                                          time.time() * 1000))
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    return {"responses": responses, "throttle_time_ms": throttle}

@@ -15,6 +15,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..acls import AclOperation as Op
 from .registry import RequestContext, api
 
 
@@ -55,6 +56,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Create topics request from client contains a duplicate topic {t.name}")
             seen.add(t.name)
+            if not (ctx.allowed_cluster(Op.CREATE) or ctx.allowed_topic(Op.CREATE, t.name)):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             _create(ctx, t, validate_only)
         except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)

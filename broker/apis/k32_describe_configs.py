@@ -17,7 +17,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from .configs import BROKER, TOPIC, describe_broker, describe_topic
+from .configs import BROKER, TOPIC, check_describe_allowed, describe_broker, describe_topic
 from .registry import RequestContext, api
 
 
@@ -31,6 +31,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                   "resource_name": res.resource_name, "configs": []}
         keys = list(res.configuration_keys) if res.configuration_keys else None
         try:
+            check_describe_allowed(ctx, res.resource_type, res.resource_name)
             if res.resource_type == TOPIC:
                 result["configs"] = describe_topic(ctx.cluster, res.resource_name, keys, include_synonyms,
                                                    include_documentation)

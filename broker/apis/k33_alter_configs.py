@@ -21,4 +21,4 @@ def _new_overrides(res: Any) -> dict[str, str]:
 
 @api(key=33, min=0, max=1)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    return alter_topic_configs(ctx.cluster, req, _new_overrides)
+    return alter_topic_configs(ctx, req, _new_overrides)

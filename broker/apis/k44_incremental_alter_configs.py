@@ -54,4 +54,4 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             _apply(overrides, c.config_operation, c.name, c.value)
         return overrides
 
-    return alter_topic_configs(ctx.cluster, req, new_overrides)
+    return alter_topic_configs(ctx, req, new_overrides)

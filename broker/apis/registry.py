@@ -54,6 +54,7 @@ class RequestContext:
     closing: Callable[[], bool] = lambda: False
     principal: str = "User:ANONYMOUS"  # no authentication yet: Kafka's principal for PLAINTEXT
     mute: Callable[[int], None] = lambda ms: None  # stop reading this connection's requests for ms
+    request_size: int = 0  # bytes of the request as received (what producer quotas count)
 
     @property
     def version(self) -> int:
