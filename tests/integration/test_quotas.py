@@ -104,7 +104,7 @@ def test_a_consumer_over_its_quota_is_throttled_and_its_neighbour_is_not(tmp_pat
             producer.poll(0)
         assert producer.flush(60) == 0
         assert alter(proc.port, [([("client-id", "slow-reader")], {"consumer_byte_rate": quota})]) == [(0, None)]
-        throttles: dict[str, list[int]] = {"slow-reader": [], "free-reader": []}
+        throttles: dict[str, list[float]] = {"slow-reader": [], "free-reader": []}
         rates: dict[str, list[tuple[float, int]]] = {"slow-reader": [], "free-reader": []}
 
         def read(client_id: str, seconds: float) -> None:
@@ -134,3 +134,48 @@ def test_a_consumer_over_its_quota_is_throttled_and_its_neighbour_is_not(tmp_pat
         assert abs(slow - quota) / quota < 0.10, slow
         assert throttles["slow-reader"] and max(throttles["slow-reader"]) > 0
         assert free_total == 40_000_000 and not throttles["free-reader"]
+
+
+def test_a_producer_over_its_quota_is_throttled_and_its_neighbour_is_not(tmp_path: Path) -> None:
+    quota = 1_000_000.0
+    seconds, steady_from = 16.0, 6.0
+    with BrokerProcess(tmp_path / "data", "num.partitions=1") as proc:
+        assert alter(proc.port, [([("client-id", "slow-writer")], {"producer_byte_rate": quota})]) == [(0, None)]
+        throttles: dict[str, list[float]] = {"slow-writer": [], "free-writer": []}
+        acked: dict[str, list[tuple[float, int]]] = {"slow-writer": [], "free-writer": []}
+
+        def write(client_id: str) -> None:
+            producer = Producer({"bootstrap.servers": proc.bootstrap, "client.id": client_id, "linger.ms": 5,
+                                 "compression.type": "none", "queue.buffering.max.kbytes": 4096,
+                                 "throttle_cb": lambda event: throttles[client_id].append(event.throttle_time)})
+            sent, started = [0], time.monotonic()
+
+            def delivered(err: Any, msg: Any) -> None:
+                if err is None:
+                    sent[0] += len(msg.value())
+            payload = bytes(1000)
+            while time.monotonic() - started < seconds:
+                try:  # as fast as the client's queue takes them
+                    producer.produce(f"quota-{client_id}", payload, on_delivery=delivered)
+                except BufferError:
+                    producer.poll(0.01)
+                producer.poll(0)
+                if not acked[client_id] or time.monotonic() - started - acked[client_id][-1][0] >= 0.2:
+                    acked[client_id].append((time.monotonic() - started, sent[0]))
+            producer.purge()
+            producer.flush(5)
+
+        threads = [threading.Thread(target=write, args=(c,)) for c in acked]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        slow = _rate(acked["slow-writer"], steady_from)  # after the burst credit (10 s of quota) is spent
+        free = _rate(acked["free-writer"], steady_from)
+        longest = max(throttles["slow-writer"], default=0)
+        print(f"\nproducer quota {quota / 1e6:.1f} MB/s: acknowledged {slow / 1e6:.3f} MB/s from {steady_from:.0f} s "
+              f"on, {len(throttles['slow-writer'])} throttle events (longest {longest:.3f} s); the free writer beside "
+              f"it {free / 1e6:.1f} MB/s")
+        assert abs(slow - quota) / quota < 0.10, slow
+        assert throttles["slow-writer"] and max(throttles["slow-writer"]) > 0
+        assert not throttles["free-writer"] and free > 3 * quota
