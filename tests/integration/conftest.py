@@ -2,6 +2,8 @@
 
 import pytest
 from brokerproc import BrokerProcess
+from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient
 
 
 @pytest.fixture(scope="session")
@@ -10,3 +12,17 @@ def broker3(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("broker3")
     with BrokerProcess(base / "data", "num.partitions=3") as proc:
         yield proc
+
+
+@pytest.fixture
+def admin(broker):
+    """confluent-kafka's admin client on the session broker."""
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+@pytest.fixture
+def kadmin(broker):
+    """kafka-python's admin client on the session broker."""
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
+    yield client
+    client.close()

@@ -37,18 +37,6 @@ TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITION
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE = 3, 1
 
 
-@pytest.fixture
-def admin(broker):
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
-
-
-@pytest.fixture
-def kadmin(broker):
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
-    yield client
-    client.close()
-
-
 def _create_error(admin: AdminClient, topic: NewTopic, **kw) -> KafkaError | None:
     fs = admin.create_topics([topic], operation_timeout=10, request_timeout=15, **kw)
     try:

@@ -121,18 +121,6 @@ def _bad_message(key: str) -> str:
     return text.format(v=value, k=key)
 
 
-@pytest.fixture
-def admin(broker):
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
-
-
-@pytest.fixture
-def kadmin(broker):
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
-    yield client
-    client.close()
-
-
 def _create(admin: AdminClient, topic: str, config: dict[str, str]) -> None:
     admin.create_topics([NewTopic(topic, 1, 1, config=config)], request_timeout=15)[topic].result(timeout=TIMEOUT)
 
