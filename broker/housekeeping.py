@@ -1,5 +1,6 @@
 """The broker's log housekeeping on a schedule: flushes (``flush.ms``), producer-state
-snapshots, retention (``log.retention.*``) and the log cleaner (``cleanup.policy=compact``).
+snapshots, removed segments' files (``file.delete.delay.ms``), retention (``log.retention.*``) and the
+log cleaner (``cleanup.policy=compact``).
 
 Each ``run_*`` loop is started and supervised by the server; one round of each can also be
 run directly (``clean_logs``, ``apply_retention``), as tests do.
@@ -49,6 +50,7 @@ class LogHousekeeping:
                 for flusher in topic.flushers:
                     if flusher.plog.log_end_offset > flusher.flushed_offset and now - flusher.last_flush >= limit:
                         await flusher.flush_to(flusher.plog.log_end_offset)
+                    flusher.plog.delete_due(now)  # segments removed file.delete.delay.ms ago
 
     async def run_retention(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000

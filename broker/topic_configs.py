@@ -197,7 +197,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
     _def("delete.retention.ms", "LONG", "86400000", at_least(0), "log.cleaner.delete.retention.ms"),
     _def("min.compaction.lag.ms", "LONG", "0", at_least(0), "log.cleaner.min.compaction.lag.ms"),
     _def("max.compaction.lag.ms", "LONG", _L, at_least(1), "log.cleaner.max.compaction.lag.ms"),
-    _def("file.delete.delay.ms", "LONG", "60000", at_least(0), "log.segment.delete.delay.ms", honoured=False),
+    _def("file.delete.delay.ms", "LONG", "60000", at_least(0), "log.segment.delete.delay.ms"),
     _def("min.cleanable.dirty.ratio", "DOUBLE", "0.5", between(0, 1), "log.cleaner.min.cleanable.ratio"),
     _def("cleanup.policy", "LIST", "delete", list_of("compact", "delete"), "log.cleanup.policy"),
     _def("unclean.leader.election.enable", "BOOLEAN", "false", None, "unclean.leader.election.enable",

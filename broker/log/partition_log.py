@@ -69,6 +69,7 @@ class PartitionLog:
         self._flush_lock = threading.Lock()
         self._unflushed_segments: list[LogSegment] = []  # rolled since the last flush
         self._pending_close: list[LogSegment] = []
+        self._doomed: list[tuple[float, LogSegment]] = []  # (monotonic due time, segment renamed .deleted)
         self._flushing = False
         self._cleaning = False  # a cleaner session may be reading closed segments (any thread)
         self._clean_lock = threading.Lock()  # held for a whole cleaner session
@@ -384,10 +385,31 @@ class PartitionLog:
             if defer:
                 self._pending_close.extend(doomed)
             self._dir_dirty = True
-        for seg in doomed:
-            seg.unlink()
-            if not defer:
+        self._retire(doomed, defer)
+
+    def _retire(self, segments: list[LogSegment], defer_close: bool) -> None:
+        """Remove segments taken out of the log: at once, or (``file.delete.delay.ms``) renamed to
+        ``.deleted`` and unlinked by ``delete_due`` once the delay has passed, as Kafka does, so a reader
+        that still holds them finishes. A restart removes leftover ``.deleted`` files (recovery.py)."""
+        delay = self.config.file_delete_delay_ms
+        for seg in segments:
+            if delay > 0 and not seg.log_path.name.endswith(".deleted"):
+                seg.change_suffix(".deleted")
+                self._doomed.append((time.monotonic() + delay / 1000, seg))
+            else:
+                seg.unlink()
+            if not defer_close:
                 seg.close()
+
+    def delete_due(self, now: float | None = None) -> int:
+        """Unlink the ``.deleted`` segments whose delay has passed; how many."""
+        now = time.monotonic() if now is None else now
+        due = [seg for at, seg in self._doomed if at <= now]
+        if due:
+            self._doomed = [(at, seg) for at, seg in self._doomed if at > now]
+            for seg in due:
+                seg.unlink()
+        return len(due)
 
     def _take_pending_close(self) -> list[LogSegment]:
         """Segments whose descriptors may be closed now (no flush or cleaner reading them); under _lock."""
@@ -456,7 +478,10 @@ class PartitionLog:
             if defer:
                 self._pending_close.extend(old)
         for seg in old:
-            seg.unlink()
+            if self.config.file_delete_delay_ms > 0:
+                self._doomed.append((time.monotonic() + self.config.file_delete_delay_ms / 1000, seg))
+            else:
+                seg.unlink()
             if not defer:
                 seg.close()
         return True
@@ -480,6 +505,7 @@ class PartitionLog:
             self._active.flush()  # the sealing time-index entry, even if flush() had nothing to do
             for seg in self._segments:
                 seg.close()
+        self.delete_due(float("inf"))  # nothing reads a closed log: no need to wait out the delay
 
     def delete(self) -> None:
         """Close and remove the partition directory."""

@@ -5,6 +5,7 @@ Kafka's words when bad. The per-record effects of the timestamp bounds are in te
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import pytest
@@ -328,3 +329,24 @@ def test_min_insync_replicas_on_one_node(admin, broker) -> None:
     _create(admin, topic, {"min.insync.replicas": "3"})
     acked = produce_confluent(broker.bootstrap, topic, [Rec(0, b"k", b"v")])
     assert [a.offset for a in acked] == [0]
+
+
+def test_file_delete_delay_ms_keeps_removed_segments_that_long(admin, broker) -> None:
+    """Segments DeleteRecords removes are renamed ``.deleted`` and unlinked once file.delete.delay.ms passed."""
+    from confluent_kafka import TopicPartition
+
+    topic = unique("delay")
+    _create(admin, topic, {"segment.bytes": "1024", "file.delete.delay.ms": "2000"})
+    produce_confluent(broker.bootstrap, topic, [Rec(0, f"k{i}".encode(), bytes(200)) for i in range(60)],
+                      one_by_one=True)
+    partition_dir = broker.log_dir / f"{topic}-0"
+    live_before = sorted(partition_dir.glob("*.log"))
+    assert len(live_before) > 3
+    admin.delete_records([TopicPartition(topic, 0, 30)])[TopicPartition(topic, 0, 30)].result(10)
+    deleted = sorted(partition_dir.glob("*.log.deleted"))
+    assert deleted and len(sorted(partition_dir.glob("*.log"))) < len(live_before)
+    started = time.monotonic()
+    while list(partition_dir.glob("*.deleted")) and time.monotonic() - started < 10:
+        time.sleep(0.1)
+    waited = time.monotonic() - started
+    assert not list(partition_dir.glob("*.deleted")) and waited >= 1.0, waited  # not at once, and not kept

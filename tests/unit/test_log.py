@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -542,9 +543,37 @@ def test_retention_by_time_deletes_closed_segments_only(tmp_path: Path) -> None:
     assert log.segments == [segs[-1]]
     assert log.log_start_offset == segs[-1].base_offset
     assert int((path / LOG_START_OFFSET_FILE).read_text()) == segs[-1].base_offset
-    assert not segs[0].log_path.exists()
+    assert segs[0].log_path.name.endswith(".log.deleted")  # file.delete.delay.ms: renamed, removed later
+    assert log.delete_due(float("inf")) == len(segs) - 1 and not segs[0].log_path.exists()
     assert log.apply_retention(now_ms=100_000) == 0
     log.close()
+
+
+def test_removed_segments_wait_file_delete_delay_ms(tmp_path: Path) -> None:
+    at_once = open_log(tmp_path / "a-0", segment_bytes=400, file_delete_delay_ms=0)
+    for _ in range(6):
+        append(at_once, 3)
+    first = at_once.segments[0]
+    at_once.delete_records_before(at_once.segments[1].base_offset)
+    assert not first.log_path.exists() and not list((tmp_path / "a-0").glob("*.deleted"))
+    at_once.close()
+
+    path = tmp_path / "d-0"
+    log = open_log(path, segment_bytes=400, file_delete_delay_ms=60_000)
+    for _ in range(6):
+        append(log, 3)
+    first = log.segments[0]
+    log.delete_records_before(log.segments[1].base_offset)
+    assert first.log_path.name.endswith(".log.deleted") and first.log_path.exists()
+    assert {p.name.split(".", 1)[1] for p in path.glob(f"{first.base_offset:020d}.*")} == {
+        "log.deleted", "index.deleted", "timeindex.deleted"}
+    assert log.delete_due() == 0 and first.log_path.exists()  # not yet: 60 s
+    assert log.delete_due(time.monotonic() + 61) == 1 and not list(path.glob("*.deleted"))
+    log.delete_records_before(log.segments[1].base_offset)
+    crash(log)  # a restart before the delay passed: recovery removes the leftovers
+    reopened = open_log(path, segment_bytes=400, file_delete_delay_ms=60_000)
+    assert not list(path.glob("*.deleted"))
+    reopened.close()
 
 
 def test_retention_by_time_keeps_recent_segments(tmp_path: Path) -> None:
