@@ -9,8 +9,8 @@ with a fixed number of examples per operation, so it is the same run every time.
 
 The fuzzer is offered connectors that exist, running and STOPPED, sources and sinks, so that the
 operations on them get past 404 and "must be STOPPED" (offsets altered and reset, config changes,
-restarts, DELETE); it is not offered ``root`` or ``headwater`` as loggers, so that it cannot turn
-off the log this test reads afterwards.
+restarts, DELETE), and a topic and a group that exist for the ``/admin`` routes; it is not offered
+``root`` or ``headwater`` as loggers, so that it cannot turn off the log this test reads afterwards.
 
 One setting departs from schemathesis's defaults, for a reason of the API's own: a connector
 config is a map whose keys depend on the plugin (as in Kafka Connect), so a config of the right
@@ -60,12 +60,16 @@ doomed = {{ values = {doomed} }}
 plugins = {{ values = ["FileStreamSource", "FileStreamSinkConnector",
                        "org.apache.kafka.connect.file.FileStreamSourceConnector"] }}
 loggers = {{ values = ["headwater.fuzz", "headwater.fuzz.deeper"] }}
+topics = {{ values = {topics} }}
+groups = {{ values = {groups} }}
 
 [parameters]
 "path.name" = {{ dictionary = "names", probability = 0.5 }}
 "path.task" = {{ dictionary = "tasks", probability = 0.5 }}
 "path.plugin" = {{ dictionary = "plugins", probability = 0.5 }}
 "path.logger" = {{ dictionary = "loggers", probability = 0.5 }}
+"path.topic" = {{ dictionary = "topics", probability = 0.5 }}
+"path.group" = {{ dictionary = "groups", probability = 0.5 }}
 
 [dictionaries.tasks]
 values = [0]
@@ -98,13 +102,14 @@ PARSER_REFUSAL = "aiohttp.http_exceptions.BadHttpMessage"
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ", re.MULTILINE)  # where a record starts
 
 
-def schemathesis_config(examples: int, seed: int, names: list[str], doomed: list[str]) -> str:
+def schemathesis_config(examples: int, seed: int, names: list[str], doomed: list[str], topics: list[str],
+                        groups: list[str]) -> str:
     operations = "\n".join(
         f'[[operations]]\ninclude-method = "{method}"\ninclude-path = "{path}"\n'
         f'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "404", "409"]\n'
         for method, path in CONFIG_BEARING)
     return CONFIG.format(seed=seed, examples=examples, operations=operations, names=json.dumps(names),
-                         doomed=json.dumps(doomed))
+                         doomed=json.dumps(doomed), topics=json.dumps(topics), groups=json.dumps(groups))
 
 
 def unexpected_errors(log: str) -> list[str]:
@@ -167,7 +172,10 @@ def test_schemathesis_finds_nothing_and_the_worker_stays_healthy(connect: Connec
         connect.create(name, config, **({"initial_state": "STOPPED"} if "stopped" in name else {}))
     connect.wait_state(existing, "RUNNING", tasks=1)
 
-    (tmp_path / "schemathesis.toml").write_text(schemathesis_config(EXAMPLES, SEED, list(targets), list(doomed)))
+    # the /admin topic and group routes get names that exist half the time, as the connector routes do
+    sink_groups = [f"connect-{name}" for name in targets if "sink" in name and "stopped" not in name]
+    (tmp_path / "schemathesis.toml").write_text(schemathesis_config(EXAMPLES, SEED, list(targets), list(doomed),
+                                                                    [topic], sink_groups))
     report_path = tmp_path / "report.json"
     run = subprocess.run([*schemathesis_command(), "--config-file", str(tmp_path / "schemathesis.toml"), "run",
                           f"{connect.rest}/openapi.json", "--checks", "all", "--no-color",
