@@ -93,7 +93,8 @@ class GroupOffsets:
 
 class ClusterView:
     """One admin client and one group-less consumer, started on first use and kept for later requests
-    (the console polls every few seconds); ``close`` stops them. A client that failed to start is
+    (the console polls every few seconds); ``close`` (or leaving ``async with``) stops them. The
+    operator commands (``headwater topics|groups``) read through it too. A client that failed to start is
     dropped, so the next request tries again."""
 
     def __init__(self, bootstrap: str, request_timeout_ms: int = 15000) -> None:
@@ -129,6 +130,12 @@ class ClusterView:
                     raise
                 self._consumer = client
             return self._consumer
+
+    async def __aenter__(self) -> ClusterView:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     async def close(self) -> None:
         admin, client, self._admin, self._consumer = self._admin, self._consumer, None, None

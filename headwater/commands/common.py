@@ -15,7 +15,7 @@ from headwater.connect.kafka import clients
 from . import BOOTSTRAP
 from .output import fail
 
-__all__ = ["add_bootstrap", "admin", "configs", "log_offsets", "run_async"]
+__all__ = ["add_bootstrap", "admin", "configs", "run_async"]
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
@@ -32,18 +32,6 @@ async def admin(bootstrap: str) -> AsyncIterator[Any]:
         yield client
     finally:
         await client.close()
-
-
-async def log_offsets(bootstrap: str, tps: list[Any]) -> tuple[dict[Any, int], dict[Any, int]]:
-    """Each partition's start and end offsets (no client at all for no partitions)."""
-    if not tps:
-        return {}, {}
-    consumer = clients.consumer(bootstrap, {}, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        return await consumer.beginning_offsets(tps), await consumer.end_offsets(tps)
-    finally:
-        await consumer.stop()
 
 
 def configs(pairs: list[str], flag: str) -> dict[str, str]:

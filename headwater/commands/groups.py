@@ -9,9 +9,10 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from headwater.connect.kafka import clients
-from headwater.connect.kafka.admin import GroupDescription, commit_group_offsets, decode_assignment, describe_group
+from headwater.connect.kafka.admin import commit_group_offsets, describe_group
+from headwater.connect.kafka.cluster_view import ClusterView
 
-from .common import add_bootstrap, admin, log_offsets, run_async
+from .common import add_bootstrap, admin, run_async
 from .output import fail, print_json, progress, table
 
 __all__ = ["add_parser"]
@@ -45,9 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 async def _list(args: argparse.Namespace) -> int:
-    async with admin(args.bootstrap_server) as a:
-        names = sorted({g[0] for g in await a.list_consumer_groups()})
-        described = [await describe_group(a, g) for g in names]
+    async with ClusterView(args.bootstrap_server) as view:
+        described = await view.groups()
     rows = [(d.group, d.state or "Dead", d.protocol_type, len(d.members)) for d in described]
     if args.json:
         print_json([{"group": g, "state": s, "protocol_type": p, "members": m} for g, s, p, m in rows])
@@ -56,32 +56,25 @@ async def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _offsets(bootstrap: str, group: str) -> tuple[GroupDescription, dict[TopicPartition, Any], dict[Any, int]]:
-    async with admin(bootstrap) as a:
-        described = await describe_group(a, group)
-        committed = await a.list_consumer_group_offsets(group)
-    _, ends = await log_offsets(bootstrap, list(committed))
-    return described, committed, ends
-
-
 async def _describe(args: argparse.Namespace) -> int:
-    described, committed, ends = await _offsets(args.bootstrap_server, args.group)
-    if described.state in ("", "Dead") and not committed:
+    async with ClusterView(args.bootstrap_server) as view:
+        found = await view.group(args.group)
+    if found is None:
         return fail(f"headwater groups describe: Consumer group '{args.group}' does not exist.")
-    owner = {tp: (member, client, host) for member, client, host, assignment in described.members
-             for tp in decode_assignment(assignment) if described.protocol_type == "consumer"}
+    described = found.description
+    members = {member: (member, client, host) for member, client, host, _ in described.members}
     rows = []
-    for tp in sorted(committed, key=lambda tp: (tp.topic, tp.partition)):
-        offset = committed[tp].offset
-        end = ends.get(tp)
-        member = owner.get((tp.topic, tp.partition), ("-", "-", "-"))
-        lag = end - offset if end is not None and offset >= 0 else None
-        rows.append((tp.topic, tp.partition, offset, end, lag, *member))
+    for p in found.partitions:
+        if p.committed_offset is None:  # assigned, nothing committed: kafka-consumer-groups lists committed ones
+            continue
+        lag = p.end_offset - p.committed_offset if p.end_offset is not None else None
+        member = members.get(p.member_id or "", ("-", "-", "-"))
+        rows.append((p.topic, p.partition, p.committed_offset, p.end_offset, lag, *member))
     if args.json:
         print_json({"group": args.group, "state": described.state or "Dead", "protocol": described.protocol,
                     "members": [{"member_id": m, "client_id": c, "host": h,
-                                 "assignment": [f"{t}-{p}" for t, p in decode_assignment(a)]}
-                                for m, c, h, a in described.members],
+                                 "assignment": [f"{t}-{p}" for t, p in found.assignment(m)]}
+                                for m, c, h, _ in described.members],
                     "offsets": [{"topic": r[0], "partition": r[1], "current_offset": r[2], "log_end_offset": r[3],
                                  "lag": r[4], "consumer_id": r[5], "host": r[6], "client_id": r[7]} for r in rows]})
         return 0

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from aiokafka import TopicPartition
 from aiokafka.admin import NewPartitions
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from headwater.connect.kafka.cluster_view import ClusterView
 from headwater.connect.kafka.topics import TopicCreationFailed, create_topic, topic_overrides
 from headwater.kafka.errors import ErrorCode
 
-from .common import add_bootstrap, admin, configs, log_offsets, run_async
+from .common import add_bootstrap, admin, configs, run_async
 from .output import fail, print_json, table
 
 __all__ = ["add_parser", "describe_topics"]
@@ -58,22 +58,15 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def describe_topics(bootstrap: str, names: list[str]) -> list[dict[str, Any]]:
     """Each topic's partitions (leader, replicas, in-sync replicas, start and end offsets) and its own configs."""
-    async with admin(bootstrap) as a:
-        found = await a.describe_topics()  # all of them: a Metadata request naming a topic may create it
-        known = {t["topic"] for t in found if t["error_code"] == 0}
-        missing = [t for t in names if t not in known]
+    async with ClusterView(bootstrap) as view:
+        topics = await view.topics(names or None)
+        missing = [t for t in names if t not in {found.topic for found in topics}]
         if missing:
             raise ValueError(f"--topic: no topic {', '.join(missing)}")
-        topics = sorted((t for t in found if t["error_code"] == 0 and (not names or t["topic"] in names)),
-                        key=lambda t: t["topic"])
-        overrides = await topic_overrides(a, [t["topic"] for t in topics])
-    tps = [TopicPartition(t["topic"], p["partition"]) for t in topics for p in t["partitions"]]
-    starts, ends = await log_offsets(bootstrap, tps)
-    return [{"topic": t["topic"], "configs": overrides.get(t["topic"], {}),
-             "partitions": [{"partition": p["partition"], "leader": p["leader"], "replicas": p["replicas"],
-                             "isr": p["isr"], "start_offset": starts.get(TopicPartition(t["topic"], p["partition"])),
-                             "end_offset": ends.get(TopicPartition(t["topic"], p["partition"]))}
-                            for p in sorted(t["partitions"], key=lambda p: p["partition"])]}
+        overrides = await topic_overrides(await view.admin(), [t.topic for t in topics])
+    return [{"topic": t.topic, "configs": overrides.get(t.topic, {}),
+             "partitions": [{"partition": p.partition, "leader": p.leader, "replicas": p.replicas, "isr": p.isr,
+                             "start_offset": p.start_offset, "end_offset": p.end_offset} for p in t.partitions]}
             for t in topics]
 
 
