@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .acls import WILDCARD, AclOperation, AclPermission, AclStore, Authorizer, ResourceType
+from .acls import AclOperation, AclStore, Authorizer, ResourceType
 from .config import BrokerConfig
 from .quotas import QuotaStore, Throttler
 
@@ -36,16 +36,4 @@ class Access:
         return self.authorizer.authorize(principal, host, operation, resource_type, name)
 
     def allowed_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
-        """Whether some resource of the type may be operated on (Kafka's authorizeByResourceType: an
-        idempotent producer needs WRITE on any topic): an ALLOW that names it for this principal, no DENY
-        on the wildcard."""
-        auth = self.authorizer
-        if not auth.enabled or principal in auth.super_users:
-            return True
-        mine = [b for b in self.acls.bindings if b.resource_type == resource_type and b.applies_to(principal, host)]
-        if any(b.permission == AclPermission.DENY and b.resource_name == WILDCARD
-               and b.operation in (operation, AclOperation.ALL) for b in mine):
-            return False
-        return any(b.permission == AclPermission.ALLOW and b.operation in (operation, AclOperation.ALL)
-                   for b in mine) or (auth.allow_if_no_acl and not any(
-                       b.resource_type == resource_type for b in self.acls.bindings))
+        return self.authorizer.authorize_any(principal, host, operation, resource_type)

@@ -221,9 +221,12 @@ class Authorizer:
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
 
+    def _exempt(self, principal: str) -> bool:
+        return not self.enabled or principal in self.super_users
+
     def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
-        if not self.enabled or principal in self.super_users:
+        if self._exempt(principal):
             return True
         naming = [b for b in self.store.bindings if b.names(resource_type, name)]
         if not naming:
@@ -234,3 +237,17 @@ class Authorizer:
         allowed_by = IMPLIED_BY.get(operation, frozenset({operation}))
         return any(b.permission == AclPermission.ALLOW
                    and (b.operation == AclOperation.ALL or b.operation in allowed_by) for b in mine)
+
+    def authorize_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether some resource of the type may be operated on (Kafka's authorizeByResourceType: an
+        idempotent producer needs WRITE on any topic): an ALLOW of it for this principal, and no DENY on
+        the ``*`` wildcard; with no binding of the type at all, ``allow.everyone.if.no.acl.found``."""
+        if self._exempt(principal):
+            return True
+        of_type = [b for b in self.store.bindings if b.resource_type == resource_type]
+        if not of_type:
+            return self.allow_if_no_acl
+        mine = [b for b in of_type if b.applies_to(principal, host) and b.operation in (operation, AclOperation.ALL)]
+        if any(b.permission == AclPermission.DENY and b.resource_name == WILDCARD for b in mine):
+            return False
+        return any(b.permission == AclPermission.ALLOW for b in mine)

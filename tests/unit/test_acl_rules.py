@@ -109,3 +109,14 @@ def test_validation_names_the_problem() -> None:
     assert "empty" in invalid_binding(acl(T, "", Op.READ))
     bad = AclFilter(ResourceType.UNKNOWN, None, PatternType.ANY, None, None, Op.ANY, AclPermission.ANY)
     assert "resourceType" in invalid_filter(bad)
+
+
+def test_authorize_any_resource_of_a_type(tmp_path: Path) -> None:
+    writer = authorizer(tmp_path / "a", acl(T, "logs-", Op.WRITE, pattern=PRE))
+    assert writer.authorize_any("User:alice", "h", Op.WRITE, T)  # some topic may be written
+    assert not writer.authorize_any("User:bob", "h", Op.WRITE, T)
+    assert not writer.authorize_any("User:alice", "h", Op.READ, T)
+    denied = authorizer(tmp_path / "b", acl(T, "logs-", Op.WRITE, pattern=PRE), acl(T, "*", Op.WRITE, DENY))
+    assert not denied.authorize_any("User:alice", "h", Op.WRITE, T)  # a wildcard DENY wins
+    assert authorizer(tmp_path / "c", allow_if_no_acl=True).authorize_any("User:x", "h", Op.WRITE, T)
+    assert not authorizer(tmp_path / "d").authorize_any("User:x", "h", Op.WRITE, T)
