@@ -12,6 +12,7 @@ from typing import Any
 from headwater.broker.config import BrokerConfig
 from headwater.broker.server import BrokerServer
 from headwater.connect.kafka import clients
+from headwater.connect.kafka.cluster_view import ClusterView, TopicOffsets
 from headwater.connect.kafka.topics import create_topic
 
 from .loop import LoopThread
@@ -114,18 +115,8 @@ class EmbeddedBroker:
         return self._run(self._ends(topic))
 
     async def _ends(self, topic: str) -> dict[int, int]:
-        from aiokafka import TopicPartition
-
-        parts = await _partitions(self.bootstrap, topic)
-        if not parts:
-            return {}
-        consumer = clients.consumer(self.bootstrap, {}, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            ends = await consumer.end_offsets([TopicPartition(topic, p) for p in parts])
-            return {tp.partition: end for tp, end in ends.items()}
-        finally:
-            await consumer.stop()
+        found = await _topic(self.bootstrap, topic)
+        return {} if found is None else {p.partition: p.end_offset for p in found.partitions}
 
     # -- records -------------------------------------------------------------------------------
 
@@ -155,16 +146,16 @@ class EmbeddedBroker:
     async def _consume(self, topic: str) -> list[Record]:
         from aiokafka import TopicPartition
 
-        parts = await _partitions(self.bootstrap, topic)
-        if not parts:
+        found = await _topic(self.bootstrap, topic)
+        if found is None:
             return []
+        ends = {TopicPartition(topic, p.partition): p.end_offset for p in found.partitions}
         consumer = clients.consumer(self.bootstrap, {}, enable_auto_commit=False, auto_offset_reset="earliest")
         await consumer.start()
         try:
-            tps = [TopicPartition(topic, p) for p in parts]
+            tps = list(ends)
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
-            ends = await consumer.end_offsets(tps)
             out: list[Record] = []
             while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
                 batches = await consumer.getmany(*tps, timeout_ms=500)
@@ -189,16 +180,10 @@ class EmbeddedBroker:
         return held
 
 
-async def _partitions(bootstrap: str, topic: str) -> list[int]:
-    admin = clients.admin_client(bootstrap)
-    await admin.start()
-    try:
-        for t in await admin.describe_topics():  # all of them: a Metadata request naming a topic may create it
-            if t["topic"] == topic and t["error_code"] == 0:
-                return sorted(p["partition"] for p in t["partitions"])
-        return []
-    finally:
-        await admin.close()
+async def _topic(bootstrap: str, topic: str) -> TopicOffsets | None:
+    """The topic's partitions with their offsets, None when it does not exist (never created by looking)."""
+    async with ClusterView(bootstrap) as view:
+        return await view.topic(topic)
 
 
 def _bytes(value: Any) -> bytes | None:
