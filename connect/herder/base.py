@@ -150,13 +150,12 @@ class Herder(ABC):
     def task_metrics(self, name: str, task: int) -> dict[str, Any]:
         """A task's own figures (snapshot progress, lag, ...), from the worker that runs it."""
         status = self.task_status(name, task)
-        metrics = self.worker.task_metrics(TaskId(name, task))
-        if metrics is None:
+        running = self.worker.record_task(TaskId(name, task))
+        if running is None:
             self._task_elsewhere(name, task, status)
             raise NotFound(f"Task {name}-{task} is not running")
-        runtime = self.worker.task_runtime_metrics(TaskId(name, task)) or {}
-        return {"id": task, "state": status["state"], "worker_id": self.worker_id, "metrics": metrics,
-                "runtime": runtime}
+        return {"id": task, "state": status["state"], "worker_id": self.worker_id, "metrics": running.metrics(),
+                "runtime": running.runtime_metrics()}
 
     def _task_elsewhere(self, name: str, task: int, status: dict[str, Any]) -> None:  # noqa: B027 - optional
         """Hook: a herder that knows which worker runs the task sends the request there."""

@@ -64,9 +64,9 @@ class _WorkerCollector:
         own = GaugeMetricFamily("headwater_task_metric",
                                 "A task's own figures (SourceTask/SinkTask.metrics; nested names joined with dots)",
                                 labels=[*TASK, "name"])
-        for task_id in worker.task_ids():
+        for task_id, task in worker.record_tasks():
             labels = [task_id.connector, str(task_id.task)]
-            runtime = worker.task_runtime_metrics(task_id) or {}
+            runtime = task.runtime_metrics()
             for figure, metric in by_figure.items():
                 if figure in runtime:
                     metric.add_metric(labels, runtime[figure])
@@ -74,7 +74,7 @@ class _WorkerCollector:
             for p in runtime.get("consumer-lag", []):
                 if p["lag"] is not None:
                     lag.add_metric([client, p["topic"], str(p["partition"]), *labels], p["lag"])
-            for name, value in _numbers(worker.task_metrics(task_id) or {}):
+            for name, value in _numbers(task.metrics()):
                 own.add_metric([*labels, name], value)
         yield from (*by_figure.values(), lag, own)
         yield from _exported(worker)
@@ -119,8 +119,8 @@ def _exported(worker: Any) -> Iterator[Any]:
     """The tasks' samples under names of their own, one family per name (``MetricSample``)."""
     families: dict[str, Any] = {}
     label_names: dict[str, list[str]] = {}
-    for task_id in worker.task_ids():
-        for sample in worker.task_exported_metrics(task_id):
+    for task_id, task in worker.record_tasks():
+        for sample in task.exported_metrics():
             labels = {**sample.labels, "connector": task_id.connector, "task": str(task_id.task)}
             names = sorted(labels)
             family = families.get(sample.name)

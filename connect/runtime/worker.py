@@ -280,20 +280,15 @@ class Worker:
         timeout = self.config.task_shutdown_graceful_timeout_ms / 1000
         await asyncio.gather(*(t.stop(timeout) for t in tasks), return_exceptions=True)
 
-    def task_metrics(self, task_id: TaskId) -> dict[str, Any] | None:
-        """A running task's own figures, or None when it does not run here."""
+    def record_task(self, task_id: TaskId) -> RecordTask | None:
+        """The running task (with its figures: ``metrics``, ``runtime_metrics``, ``exported_metrics``), or
+        None when it does not run here."""
         task = self.tasks.get(task_id)
-        return task.metrics() if isinstance(task, RecordTask) else None
+        return task if isinstance(task, RecordTask) else None
 
-    def task_runtime_metrics(self, task_id: TaskId) -> dict[str, Any] | None:
-        """What the runtime measures of a running task (Kafka's task metric names), or None."""
-        task = self.tasks.get(task_id)
-        return task.runtime_metrics() if isinstance(task, RecordTask) else None
-
-    def task_exported_metrics(self, task_id: TaskId) -> list[Any]:
-        """A running task's samples under names of its own (``exported_metrics``)."""
-        task = self.tasks.get(task_id)
-        return task.exported_metrics() if isinstance(task, RecordTask) else []
+    def record_tasks(self) -> list[tuple[TaskId, RecordTask]]:
+        """Every task running here, by id."""
+        return [(i, t) for i in self.task_ids() if isinstance(t := self.tasks[i], RecordTask)]
 
     def task_ids(self, connector: str | None = None) -> list[TaskId]:
         return sorted(t for t in self.tasks if connector is None or t.connector == connector)

@@ -43,7 +43,8 @@ def test_exported_samples_make_one_family_per_name_and_skip_other_label_names() 
                                 MetricSample("x_latency_ms", 1.5, {"topic": "a"})],
                TaskId("c", 1): [MetricSample("x_count", 7, {"topic": "b"}, counter=True),
                                 MetricSample("x_count", 9, {"other": "label"}, counter=True)]}
-    worker = SimpleNamespace(task_ids=lambda: sorted(samples), task_exported_metrics=lambda t: samples[t])
+    worker = SimpleNamespace(record_tasks=lambda: [(t, SimpleNamespace(exported_metrics=lambda t=t: samples[t]))
+                                                   for t in sorted(samples)])
     families = {f.name: f for f in _exported(worker)}
     assert set(families) == {"x_count", "x_latency_ms"} and families["x_count"].type == "counter"
     got = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in families["x_count"].samples
