@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from brokerproc import BrokerProcess
 from connectproc import ConnectProcess, create_topic, end_offsets, unique, wait_for
-from test_spark_sink import JSON_PLAIN, change_stream, produce, sink, table_rows
+from test_spark_sink import JSON_PLAIN, change_stream, produce, sink, table_rows, wait_committed
 from workerproc import BROKER_OVERRIDES, Cluster
 
 pytestmark = pytest.mark.timeout(300)
@@ -211,14 +211,7 @@ def test_with_tolerance_all_conflicts_and_keyless_upserts_go_to_the_dlq(up: Conn
     wait_for(lambda: (lake / "topics" / topic).exists(), 60, 0.2, "the table")
     # read once every record's flush is published: a reader that lists the lake mid-publish may see some of a
     # flush's buckets and not others (docs/SPARK_LAKE.md)
-    [end] = end_offsets(up.bootstrap, topic, 1)
-
-    def published() -> bool:
-        resp = up.call("GET", f"/connectors/{name}/tasks/0/metrics")
-        got = resp.json["metrics"].get("committed", {}) if resp.status == 200 else {}
-        return got.get(f"{topic}-0", -1) >= end
-
-    wait_for(published, 60, 0.2, "every record's flush published")
+    wait_committed(up, name, topic, 0, end_offsets(up.bootstrap, topic, 1)[0], timeout=60)
     assert table_rows(spark, lake / "topics" / topic) == {i: {"id": i, "qty": i} for i in range(10) if i != 5}
     assert up.status(name)["tasks"][0]["state"] == "RUNNING"
     up.ok("DELETE", f"/connectors/{name}")
