@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import threading
 from typing import Any
@@ -57,6 +58,7 @@ def shared_session(master: str = "local[2]", conf: dict[str, str] | None = None,
         for key, value in {**DEFAULTS, **(conf or {})}.items():
             builder = builder.config(key, value)
         if master.startswith("spark://"):
+            _check_reachable(master)
             # A standalone master that does not answer otherwise leaves the driver waiting forever.
             builder = builder.config("spark.deploy.maxExecutorRetries", "3")
         try:
@@ -70,6 +72,24 @@ def shared_session(master: str = "local[2]", conf: dict[str, str] | None = None,
         _session, _settings = session, wanted
         log.info("started Spark %s session (master %s)", session.version, master)
         return session
+
+
+def _check_reachable(master: str, timeout: float = 5.0) -> None:
+    """Fail at once when no master of ``spark://host:port[,host:port]`` accepts a connection: Spark's
+    own client retries registration for a minute before giving up, and says less about why."""
+    problems = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            problems.append(f"{address}: not host:port")
+            continue
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return
+        except OSError as exc:
+            problems.append(f"{address}: {exc}")
+    raise SparkUnavailable(f"cannot start a Spark session with spark.master={master}: no master accepts a "
+                           f"connection ({'; '.join(problems)})")
 
 
 def _alive(session: Any) -> bool:
