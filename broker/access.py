@@ -31,6 +31,11 @@ class Access:
         self.fetch = Throttler(self.quotas, "consumer_byte_rate", samples, window_ms)
         self.window_ms, self.samples = window_ms, samples
 
+    def quota_applies(self, api_key: int, principal: str, client_id: str) -> bool:
+        """Whether a Produce (0) or Fetch (1) request of this client is subject to a byte-rate quota."""
+        throttler = self.produce if api_key == 0 else self.fetch if api_key == 1 else None
+        return throttler is not None and throttler.applies(principal.split(":", 1)[1], client_id)
+
     def allowed(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                 name: str) -> bool:
         return self.authorizer.authorize(principal, host, operation, resource_type, name)

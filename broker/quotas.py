@@ -121,9 +121,7 @@ class Throttler:
         self._resolved: dict[tuple[str, str], tuple[Entity, float] | None] = {}
         self._version = -1
 
-    def record(self, user: str, client_id: str, value: float, now_ms: float, undo_if_throttled: bool = False) -> int:
-        """Record ``value`` bytes for the client; the throttle time in ms (0 within its quota). A throttled
-        fetch is answered empty, so its bytes are taken back out (``undo_if_throttled``), as Kafka does."""
+    def _quota(self, user: str, client_id: str) -> tuple[Entity, float] | None:
         if self._version != self.store.version:  # quotas changed: resolve again, start afresh
             self._resolved.clear()
             self.sensors.clear()
@@ -131,14 +129,25 @@ class Throttler:
         who = (user, client_id)
         if who not in self._resolved:
             self._resolved[who] = self.store.resolve(self.key, user, client_id)
-        found = self._resolved[who]
+        return self._resolved[who]
+
+    def applies(self, user: str, client_id: str) -> bool:
+        """Whether the client has a quota of this key."""
+        return self._quota(user, client_id) is not None
+
+    def record(self, user: str, client_id: str, value: float, now_ms: float, undo_if_throttled: bool = False) -> int:
+        """Record ``value`` bytes for the client; the throttle time in ms (0 within its quota). A throttled
+        fetch is answered empty, so its bytes are taken back out (``undo_if_throttled``), as Kafka does."""
+        found = self._quota(user, client_id)
         if found is None:
             return 0
         ent, quota = found
         debt = self.sensors.get(ent)
         if debt is None:
             debt = self.sensors[ent] = Debt(self.burst_ms)
-        throttle = debt.record(value, quota, now_ms)
-        if throttle > 0 and undo_if_throttled:
+        # Whole milliseconds, rounded up: the fetch handler sends the records only when this is 0, so a
+        # debt of a fraction of a millisecond must not round to 0 here after its bytes were taken back.
+        throttle_ms = math.ceil(debt.record(value, quota, now_ms))
+        if throttle_ms > 0 and undo_if_throttled:
             debt.take_back(value, quota)
-        return math.floor(throttle + 0.5)
+        return throttle_ms

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import apis
-from .access import Access
+from .access import ANONYMOUS, Access
 from .cluster import Cluster
 from .config import BrokerConfig, Listener
 from .group.coordinator import GroupCoordinator
@@ -206,10 +206,15 @@ class BrokerServer:
                             peer, size, max_size)
                 raise _Close
             frame = memoryview(await reader.readexactly(size))
-            task = self._start_request(frame, peer, mute)
+            task, serial = self._start_request(frame, peer, mute)
             await pending.put(task)
+            if serial:  # its throttle mutes the connection before the next request is read, as in Kafka
+                await asyncio.wait((task,))
 
-    def _start_request(self, frame: memoryview, peer: str, mute: _Mute) -> asyncio.Task[bytes | bytearray | None]:
+    def _start_request(self, frame: memoryview, peer: str,
+                       mute: _Mute) -> tuple[asyncio.Task[bytes | bytearray | None], bool]:
+        """The request's handling, and whether it must finish before the next request is read: the produce
+        and fetch requests of a client with a byte-rate quota. Others are read ahead (pipelined)."""
         received = time.perf_counter()  # Kafka's TotalTimeMs starts once the request is read
         try:
             header = parse_request_header(frame)
@@ -224,7 +229,7 @@ class BrokerServer:
         if not spec.min_version <= header.api_version <= spec.max_version:
             if header.api_key == API_VERSIONS:
                 answer = encode_unsupported_api_versions(header.correlation_id, (spec.min_version, spec.max_version))
-                return asyncio.create_task(_ready(answer))
+                return asyncio.create_task(_ready(answer)), False
             cls = request_class(header.api_key)
             log.warning("closing connection from %s: %s v%d is not supported (served: %d-%d)", peer,
                         cls.name if cls is not None else f"API {header.api_key}", header.api_version,
@@ -235,7 +240,10 @@ class BrokerServer:
         except MalformedRequest as exc:
             log.warning("closing connection from %s: %s", peer, exc)
             raise _Close from None
-        return asyncio.create_task(self._handle(spec, header, request, peer, received, mute, len(frame) + 4))
+        task = asyncio.create_task(self._handle(spec, header, request, peer, received, mute, len(frame) + 4))
+        serial = header.api_key in (0, 1) and self.access.quota_applies(header.api_key, ANONYMOUS,
+                                                                        header.client_id or "")
+        return task, serial
 
     async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, peer: str,
                       received: float, mute: _Mute, size: int) -> bytes | bytearray | None:

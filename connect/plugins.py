@@ -40,6 +40,8 @@ ENTRY_POINT_GROUP = "headwater"
 DISTRIBUTION = "headwater"
 #: The hooks of the contract, read from the spec so a new hook needs no edit here.
 HOOKS = tuple(name for name in vars(HeadwaterSpec) if name.startswith("headwater_"))
+#: How long ``plugin.path`` must be quiet after a change before it is scanned (a plugin being copied in)
+WATCH_QUIET_SECONDS = 0.5
 CLASS_HOOKS = tuple(hook for hook in HOOKS if hook != "headwater_worker_stopped")  # the hooks that return classes
 
 
@@ -96,6 +98,8 @@ class PluginRegistry:
         self._names: dict[tuple[str, str], PluginInfo] = {}
         self._loaded_paths: set[Path] = set()
         self._observer: Any = None
+        self._timer_lock = threading.Lock()
+        self._pending_scan: threading.Timer | None = None
         self.listeners: list[Callable[[], None]] = []
         self._load_entry_points()
         self.scan_plugin_path()
@@ -130,6 +134,7 @@ class PluginRegistry:
         """Load plugins found on ``plugin.path`` that are not loaded yet; returns their names."""
         found = []
         with self._lock:
+            importlib.invalidate_caches()  # the import system caches folder listings
             for folder in self.plugin_path:
                 if not folder.is_dir():
                     continue
@@ -167,10 +172,13 @@ class PluginRegistry:
                 module = sys.modules.get(name) or importlib.import_module(name)
             except Exception:
                 log.exception("plugin %s could not be imported", entry)
+                _forget_modules(name, root)
                 continue
             if any(hasattr(module, hook) for hook in HOOKS):
                 self._register_module(module)
                 return module
+            # Perhaps imported while its files were still being copied in: import it afresh next time.
+            _forget_modules(name, root)
         return None
 
     def worker_stopped(self) -> None:
@@ -239,11 +247,8 @@ class PluginRegistry:
 
         class _Handler(FileSystemEventHandler):
             def on_any_event(self, event: Any) -> None:
-                if event.event_type in ("created", "moved", "modified", "closed"):
-                    try:
-                        registry.scan_plugin_path()
-                    except Exception:
-                        log.exception("scanning plugin.path failed")
+                if event.event_type in ("created", "moved", "modified", "closed", "deleted"):
+                    registry._scan_when_quiet()
 
         observer = Observer()
         for folder in self.plugin_path:
@@ -253,11 +258,39 @@ class PluginRegistry:
         observer.start()
         self._observer = observer
 
+    def _scan_when_quiet(self) -> None:
+        """Scan once plugin.path has been quiet for a moment: a plugin being copied in raises an event per
+        file, and most of those scans would find it half there."""
+        def scan() -> None:
+            try:
+                self.scan_plugin_path()
+            except Exception:
+                log.exception("scanning plugin.path failed")
+
+        with self._timer_lock:
+            if self._pending_scan is not None:
+                self._pending_scan.cancel()
+            self._pending_scan = threading.Timer(WATCH_QUIET_SECONDS, scan)
+            self._pending_scan.daemon = True
+            self._pending_scan.start()
+
     def close(self) -> None:
+        with self._timer_lock:
+            if self._pending_scan is not None:
+                self._pending_scan.cancel()
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout=5)
             self._observer = None
+
+
+def _forget_modules(name: str, root: Path) -> None:
+    """Drop module ``name`` and its submodules from ``sys.modules`` if they were imported from ``root``,
+    so the next import reads the files again."""
+    for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        origin = getattr(sys.modules[loaded], "__file__", None) or ""
+        if origin and Path(origin).is_relative_to(root):
+            del sys.modules[loaded]
 
 
 def _group(kind: str) -> str:

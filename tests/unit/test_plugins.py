@@ -173,6 +173,22 @@ def test_plugin_path_next_to_entry_points(tmp_path: Path) -> None:
     assert registry.scan_plugin_path() == []  # loaded once
 
 
+def test_a_plugin_scanned_while_half_copied_loads_once_complete(tmp_path: Path) -> None:
+    """A scan that runs while a plugin package is being copied in (its ``__init__.py`` there but still
+    empty, or importing a module not copied yet) finds nothing, and the scan after the copy loads it:
+    the half-imported module is not kept."""
+    registry = PluginRegistry([str(tmp_path)])
+    package = tmp_path / "half_copied_plugin" / "src" / "half_copied_plugin"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    assert registry.scan_plugin_path() == []
+    (package / "__init__.py").write_text("from .tick import *  # noqa\n")
+    assert registry.scan_plugin_path() == []  # tick.py not there yet: logged, nothing loaded
+    (package / "tick.py").write_text(TICK_PLUGIN.replace("TickConnector", "HalfCopiedTickConnector"))
+    assert registry.scan_plugin_path() == ["half_copied_plugin"]
+    assert registry.connector("HalfCopiedTick").__name__ == "HalfCopiedTickConnector"
+
+
 TICK_PLUGIN = """
 from headwater.connect.api import SourceConnector, hookimpl
 

@@ -55,6 +55,18 @@ def test_clients_of_one_entity_share_the_sensor_and_quotas_persist(tmp_path: Pat
     assert throttler.record("ANONYMOUS", "a", 6000, 0) == 0  # a change is seen at once
 
 
+def test_a_fetch_is_either_throttled_or_charged_never_free(tmp_path: Path) -> None:
+    """A fetch over its quota by less than half a millisecond: its bytes were taken back, so it must be
+    answered as throttled (1 ms), not as 0 ms with its records (which then cost nothing)."""
+    store = QuotaStore(tmp_path)
+    store.alter([(entity([("client-id", "c")]), {"consumer_byte_rate": 1_000_000.0})])
+    throttler = Throttler(store, "consumer_byte_rate", 2, 1000)  # 1 s of credit
+    assert throttler.record("ANONYMOUS", "c", 1_000_000, 0, undo_if_throttled=True) == 0  # the credit
+    assert throttler.record("ANONYMOUS", "c", 1_000_000, 999.7, undo_if_throttled=True) == 1  # 0.3 ms early
+    assert throttler.record("ANONYMOUS", "c", 1_000_000, 1000, undo_if_throttled=True) == 0  # on time: charged
+    assert throttler.record("ANONYMOUS", "c", 1_000_000, 1000, undo_if_throttled=True) == 1000
+
+
 def test_a_client_that_waits_out_its_throttles_gets_its_quota(tmp_path: Path) -> None:
     store = QuotaStore(tmp_path)
     store.alter([(entity([("client-id", "fast")]), {"producer_byte_rate": 1_000_000.0})])
