@@ -287,9 +287,10 @@ class PluginRegistry:
 def _forget_modules(name: str, root: Path) -> None:
     """Drop module ``name`` and its submodules from ``sys.modules`` if they were imported from ``root``,
     so the next import reads the files again."""
+    folder = root.resolve()  # plugin.path may be relative; a module's __file__ is not
     for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
         origin = getattr(sys.modules[loaded], "__file__", None) or ""
-        if origin and Path(origin).is_relative_to(root):
+        if origin and Path(origin).resolve().is_relative_to(folder):
             del sys.modules[loaded]
 
 

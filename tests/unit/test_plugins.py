@@ -173,12 +173,14 @@ def test_plugin_path_next_to_entry_points(tmp_path: Path) -> None:
     assert registry.scan_plugin_path() == []  # loaded once
 
 
-def test_a_plugin_scanned_while_half_copied_loads_once_complete(tmp_path: Path) -> None:
+def test_a_plugin_scanned_while_half_copied_loads_once_complete(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A scan that runs while a plugin package is being copied in (its ``__init__.py`` there but still
     empty, or importing a module not copied yet) finds nothing, and the scan after the copy loads it:
-    the half-imported module is not kept."""
-    registry = PluginRegistry([str(tmp_path)])
-    package = tmp_path / "half_copied_plugin" / "src" / "half_copied_plugin"
+    the half-imported module is not kept. plugin.path is given relative, as a worker config may."""
+    monkeypatch.chdir(tmp_path)
+    registry = PluginRegistry(["plugins"])
+    package = tmp_path / "plugins" / "half_copied_plugin" / "src" / "half_copied_plugin"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     assert registry.scan_plugin_path() == []
