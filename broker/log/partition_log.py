@@ -393,8 +393,9 @@ class PartitionLog:
         that still holds them finishes. A restart removes leftover ``.deleted`` files (recovery.py)."""
         delay = self.config.file_delete_delay_ms
         for seg in segments:
-            if delay > 0 and not seg.log_path.name.endswith(".deleted"):
-                seg.change_suffix(".deleted")
+            if delay > 0:
+                if not seg.log_path.name.endswith(".deleted"):  # the cleaner's swap renamed them already
+                    seg.change_suffix(".deleted")
                 self._doomed.append((time.monotonic() + delay / 1000, seg))
             else:
                 seg.unlink()
@@ -477,13 +478,7 @@ class PartitionLog:
             defer = self._flushing or self._cleaning
             if defer:
                 self._pending_close.extend(old)
-        for seg in old:
-            if self.config.file_delete_delay_ms > 0:
-                self._doomed.append((time.monotonic() + self.config.file_delete_delay_ms / 1000, seg))
-            else:
-                seg.unlink()
-            if not defer:
-                seg.close()
+        self._retire(old, defer)
         return True
 
     # ------------------------------------------------------------------ lifecycle
