@@ -5,6 +5,7 @@ not slowed."""
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -130,20 +131,15 @@ class Meter:
     def steady_rate(self) -> float:
         """Bytes per second: the slope of the total before each step against its time, from
         ``steady_from()`` on."""
-        steps: list[tuple[float, int, int]] = []  # (when a step began, the total before it, the total after)
+        points: list[tuple[float, int]] = []  # (when a step began, the total before it)
         last, before = -1.0, 0
         for t, b in self.samples:
-            if steps and t - last < 0.05:  # one request's bytes handed over in several calls
-                steps[-1] = (steps[-1][0], steps[-1][1], b)
-            else:
-                steps.append((t, before, b))
+            if not points or t - last >= 0.05:  # closer samples are one request's bytes handed over in several calls
+                points.append((t, before))
             last, before = t, b
-        points = [(t, b) for t, b, _ in steps if t >= self.steady_from()]
+        points = [(t, b) for t, b in points if t >= self.steady_from()]
         assert len(points) >= 4 and points[-1][0] - points[0][0] >= self.MEASURE * 0.75, points
-        mean_t = sum(t for t, _ in points) / len(points)
-        mean_b = sum(b for _, b in points) / len(points)
-        return (sum((t - mean_t) * (b - mean_b) for t, b in points)
-                / sum((t - mean_t) ** 2 for t, _ in points))
+        return statistics.linear_regression([t for t, _ in points], [b for _, b in points]).slope
 
 
 def test_a_consumer_over_its_quota_is_throttled_and_its_neighbour_is_not(tmp_path: Path) -> None:
