@@ -14,9 +14,14 @@ from .acls import AclOperation, AclStore, Authorizer, ResourceType
 from .config import BrokerConfig
 from .quotas import QuotaStore, Throttler
 
-__all__ = ["ANONYMOUS", "Access"]
+__all__ = ["ANONYMOUS", "Access", "user_of"]
 
 ANONYMOUS = "User:ANONYMOUS"
+
+
+def user_of(principal: str) -> str:
+    """The principal's name, as client quotas name users (``User:alice`` -> ``alice``)."""
+    return principal.split(":", 1)[1]
 
 
 class Access:
@@ -34,7 +39,7 @@ class Access:
     def quota_applies(self, api_key: int, principal: str, client_id: str) -> bool:
         """Whether a Produce (0) or Fetch (1) request of this client is subject to a byte-rate quota."""
         throttler = self.produce if api_key == 0 else self.fetch if api_key == 1 else None
-        return throttler is not None and throttler.applies(principal.split(":", 1)[1], client_id)
+        return throttler is not None and throttler.applies(user_of(principal), client_id)
 
     def allowed(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                 name: str) -> bool:

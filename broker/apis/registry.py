@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..access import user_of
 from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..protocol.codec import RequestHeader, build_response
 
@@ -85,7 +86,7 @@ class RequestContext:
     @property
     def user(self) -> str:
         """The principal's name, as client quotas name users."""
-        return self.principal.split(":", 1)[1]
+        return user_of(self.principal)
 
     def throttle(self, ms: int) -> int:
         """Mute the connection for ``ms`` after this answer (KIP-219); returns ms for ``throttle_time_ms``."""
