@@ -217,6 +217,11 @@ class PluginRegistry:
     def connector(self, name: str) -> type[Connector]:
         return self._find("connector", name)
 
+    def connector_names(self) -> list[str]:
+        """Every name ``connector`` resolves: each installed connector's path, class name, short name and aliases."""
+        with self._lock:
+            return sorted(name for group, name in self._names if group == "connector")
+
     def converter(self, name: str) -> type:
         return self._find("converter", name)
 

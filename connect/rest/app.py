@@ -182,6 +182,12 @@ def _flag(request: web.Request, name: str) -> bool:
 _EXPAND = Query("expand", "Add each connector's status and/or info (status, info; others are ignored)",
                 repeated=True)
 _WRITE = (409,)  # a write may meet a rebalance (or, on create, an existing name)
+# A config of the right shape whose connector.class is installed may still be refused: which keys it
+# needs, and how they combine, is the plugin's (and the transforms' and converters' it names).
+_PLUGIN_RULES = {400: "a config the plugin refuses (a key it needs, a value it cannot take, both or none of "
+                      "topics and topics.regex, a transform, predicate or converter that is not installed or "
+                      "not configured), each error naming its key"}
+_STOPPED = "the connector is not STOPPED (Kafka Connect's answer: stop it first)"
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -203,7 +209,8 @@ async def health(request: web.Request) -> web.Response:
 
 @API.route("GET", "/openapi.json", "This document")
 async def openapi(request: web.Request) -> web.Response:
-    return _json(API.document(VERSION))
+    names = _herder(request).registry.connector_names()  # as installed now: plugin.path may be watched
+    return _json(API.document(VERSION, {m.CONNECTOR_CLASS: m.connector_class_schema(names)}))
 
 
 @API.route("GET", "/connectors", "List connectors", response=(m.ConnectorNames, m.ConnectorsExpanded),
@@ -226,7 +233,7 @@ async def list_connectors(request: web.Request) -> web.Response:
 
 
 @API.route("POST", "/connectors", "Create a connector", status=201, response=m.ConnectorInfo,
-           body=m.CreateConnector, errors=_WRITE)
+           body=m.CreateConnector, errors=_WRITE, refusals=_PLUGIN_RULES)
 async def create_connector(request: web.Request) -> web.Response:
     body = await _body(request, m.CreateConnector)
     name = body.name.strip()  # as Kafka Connect trims it; the pattern makes sure something is left
@@ -256,7 +263,8 @@ async def get_config(request: web.Request) -> web.Response:
 
 
 @API.route("PUT", "/connectors/{name}/config", "Create or replace a connector's config (201 when created)",
-           response=m.ConnectorInfo, body=m.ConnectorConfig, errors=_WRITE, also={201: m.ConnectorInfo})
+           response=m.ConnectorInfo, body=m.ConnectorConfig, errors=_WRITE, also={201: m.ConnectorInfo},
+           refusals=_PLUGIN_RULES)
 async def put_config(request: web.Request) -> web.Response:
     name = _new_name(request)
     config = await _body(request, m.ConnectorConfig)
@@ -268,10 +276,10 @@ async def put_config(request: web.Request) -> web.Response:
 
 
 @API.route("PATCH", "/connectors/{name}/config", "Change some keys of a connector's config (null removes one)",
-           response=m.ConnectorInfo, body=m.ConfigPatch, errors=_WRITE)
+           response=m.ConnectorInfo, body=m.ConfigChanges, errors=_WRITE, refusals=_PLUGIN_RULES)
 async def patch_config(request: web.Request) -> web.Response:
     name = _name(request)
-    patch = await _body(request, m.ConfigPatch)
+    patch = await _body(request, m.ConfigChanges)
     herder = _herder(request)
     config = dict(herder.connector_info(name)["config"])
     for key, value in patch.root.items():
@@ -294,7 +302,8 @@ async def tasks(request: web.Request) -> web.Response:
 
 
 @API.route("POST", "/connectors/{name}/tasks", "Internal: a follower hands the task configs it made to the leader",
-           status=204, body=m.TaskConfigs, errors=_WRITE)
+           status=204, body=m.TaskConfigs, errors=_WRITE,
+           refusals={400: "more task configs than the connector's tasks.max"})
 async def put_task_configs(request: web.Request) -> web.Response:
     name = _name(request)
     configs = await _body(request, m.TaskConfigs)
@@ -391,15 +400,17 @@ async def get_offsets(request: web.Request) -> web.Response:
 
 
 @API.route("PATCH", "/connectors/{name}/offsets", "Alter offsets of a STOPPED connector", response=m.Message,
-           body=m.OffsetsAlter, errors=_WRITE)
+           body=m.OffsetsAlter, errors=_WRITE,
+           refusals={400: f"{_STOPPED}; or it is a sink connector and an entry is not in the sink form, or names "
+                          f"a topic partition that does not exist"})
 async def patch_offsets(request: web.Request) -> web.Response:
     body = await _body(request, m.OffsetsAlter)
-    await _herder(request).alter_offsets(_name(request), [e.model_dump() for e in body.offsets])
+    await _herder(request).alter_offsets(_name(request), body.entries())
     return _json({"message": "The offsets for this connector have been altered successfully"})
 
 
 @API.route("DELETE", "/connectors/{name}/offsets", "Reset the offsets of a STOPPED connector", response=m.Message,
-           errors=(400, *_WRITE))
+           errors=_WRITE, refusals={400: _STOPPED})
 async def delete_offsets(request: web.Request) -> web.Response:
     await _herder(request).alter_offsets(_name(request), None)
     return _json({"message": "The offsets for this connector have been reset successfully"})
@@ -435,7 +446,8 @@ async def plugin_config(request: web.Request) -> web.Response:
 
 
 @API.route("PUT", "/connector-plugins/{plugin}/config/validate", "Validate a config for a connector plugin",
-           response=m.ConfigInfos, body=m.ConfigPatch)
+           response=m.ConfigInfos, body=m.ConfigPatch,
+           refusals={400: "a connector.class that is not the plugin of the path"})
 async def validate(request: web.Request) -> web.Response:
     requested = _connector_class(request)
     props = {k: v for k, v in (await _body(request, m.ConfigPatch)).root.items() if v is not None}

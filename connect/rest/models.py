@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints, model_validator
-from pydantic.json_schema import JsonDict
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, RootModel, StringConstraints, model_validator
+from pydantic.json_schema import JsonDict, JsonSchemaValue
+from pydantic_core import CoreSchema
 
 __all__ = [
-    "ActiveTopics", "ConfigInfos", "ConfigPatch", "ConfigValue", "ConnectorConfig", "ConnectorInfo",
+    "ActiveTopics", "CONNECTOR_CLASS", "ConfigChanges", "ConnectorClass", "ConfigInfos", "ConfigPatch", "ConfigValue",
+    "ConnectorConfig", "ConnectorInfo",
     "ConnectorOffsets", "ConnectorState", "ConnectorStatus", "CreateConnector", "ErrorMessage", "Health",
     "LoggerLevel", "LoggerLevels", "LoggerNames", "Message", "OffsetsAlter", "PluginConfigDefs", "PluginInfos",
     "ServerInfo", "TaskConfigs", "TaskInfos", "TaskState", "ConnectorNames", "ConnectorsExpanded",
-    "GroupDetail", "GroupSummaries", "TopicDetail", "TopicRecords", "TopicSummaries",
+    "GroupDetail", "GroupSummaries", "TopicDetail", "TopicRecords", "TopicSummaries", "connector_class_schema",
 ]
 
 # A connector name: not blank, no ``/`` (it is a path segment) and no control characters (Java's
@@ -36,6 +38,42 @@ _EXAMPLE_CONFIG: JsonDict = {"connector.class": "FileStreamSinkConnector", "task
 #: Kafka Connect configs are string maps; as there, numbers and booleans are taken as their text.
 ConfigValue = str | int | float | bool
 
+_CONNECTOR_CLASS_DOC = ("An installed connector plugin: its Python path, class name, class name without the "
+                        "Connector suffix, or an alias (GET /connector-plugins lists them)")
+
+
+class ConnectorClass(RootModel[Annotated[str, Field(min_length=1)]]):
+    """The schema of ``connector.class``. Which names it takes (the installed connector plugins')
+    only the running worker knows, so the document served replaces this component with
+    ``connector_class_schema`` of them."""
+
+    model_config = ConfigDict(json_schema_extra={"description": _CONNECTOR_CLASS_DOC})
+
+
+CONNECTOR_CLASS = ConnectorClass.__name__
+
+
+def connector_class_schema(names: list[str]) -> JsonDict:
+    """``connector.class``: one of ``names``, every name an installed connector plugin answers to."""
+    if not names:  # nothing installed: no value is valid
+        return {"description": _CONNECTOR_CLASS_DOC, "not": {}}
+    return {"type": "string", "enum": list(names), "description": _CONNECTOR_CLASS_DOC}
+
+
+class _ClassKey(BaseModel):
+    """Only for its schema: ``connector.class`` as a field, so that it refers to ``ConnectorClass``."""
+
+    connector_class: ConnectorClass = Field(alias="connector.class")
+
+
+def _with_connector_class(schema: JsonSchemaValue, handler: GetJsonSchemaHandler, *, required: bool) -> JsonSchemaValue:
+    """A config map's schema whose ``connector.class`` is a ``ConnectorClass`` (by reference)."""
+    out = handler.resolve_ref_schema(schema)
+    out["properties"] = handler.resolve_ref_schema(handler(_ClassKey.__pydantic_core_schema__))["properties"]
+    if required:
+        out["required"] = ["connector.class"]
+    return schema
+
 
 class _Open(BaseModel):
     """A response body: unknown fields are allowed, as clients must ignore them."""
@@ -51,9 +89,11 @@ class ConnectorConfig(RootModel[dict[str, ConfigValue]]):
     needs depends on the plugin: a config of the right shape may still be refused (400, naming the
     key), as Kafka Connect refuses it."""
 
-    model_config = ConfigDict(json_schema_extra={
-        "required": ["connector.class"], "properties": {"connector.class": {"type": "string", "minLength": 1}},
-        "examples": [_EXAMPLE_CONFIG]})
+    model_config = ConfigDict(json_schema_extra={"examples": [_EXAMPLE_CONFIG]})
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return _with_connector_class(handler(core), handler, required=True)
 
     @model_validator(mode="after")
     def _has_class(self) -> ConnectorConfig:
@@ -68,6 +108,17 @@ class ConnectorConfig(RootModel[dict[str, ConfigValue]]):
 
 class ConfigPatch(RootModel[dict[str, ConfigValue | None]]):
     """Keys to set; a null value removes the key."""
+
+
+class ConfigChanges(ConfigPatch):
+    """Keys to set in a connector's config; a null value removes the key (``connector.class``, which
+    the connector needs, can be changed to another installed plugin but not removed)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"tasks.max": "2", "file": None}]})
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return _with_connector_class(handler(core), handler, required=False)
 
 
 class CreateConnector(BaseModel):
@@ -90,12 +141,61 @@ class LoggerLevel(BaseModel):
 
 
 class OffsetEntry(BaseModel):
+    """A source connector's offset: its own partition and offset maps (null resets the partition)."""
+
     partition: dict[str, Any]
     offset: dict[str, Any] | None
 
 
-class OffsetsAlter(BaseModel):
+class SinkPartition(BaseModel):
+    """A sink connector's partition: a topic partition of its consumer group."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    kafka_topic: Annotated[str, Field(min_length=1)]
+    kafka_partition: Annotated[int, Field(ge=0, lt=1 << 31)]
+
+
+class SinkOffset(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    kafka_offset: Annotated[int, Field(ge=0, lt=1 << 63)]
+
+
+class SinkOffsetEntry(BaseModel):
+    """A sink connector's offset: the consumer group's committed offset (null deletes it)."""
+
+    partition: SinkPartition
+    offset: SinkOffset | None
+
+
+class SinkOffsets(BaseModel):
+    """The offsets of a sink connector: every entry in the sink form (Kafka's KIP-875)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"offsets": [{"partition": {"kafka_topic": "connect-test", "kafka_partition": 0},
+                      "offset": {"kafka_offset": 5}}]}]})
+
+    offsets: Annotated[list[SinkOffsetEntry], Field(min_length=1)]
+
+
+class SourceOffsets(BaseModel):
+    """The offsets of a source connector: partition and offset maps of the connector's own keys."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"offsets": [{"partition": {"filename": "test.txt"}, "offset": {"position": 30}}]}]})
+
     offsets: Annotated[list[OffsetEntry], Field(min_length=1)]
+
+
+class OffsetsAlter(RootModel[Annotated[SourceOffsets | SinkOffsets, Field(union_mode="left_to_right")]]):
+    """The sink form for a sink connector, the source form for a source connector: which one the
+    connector takes depends on its type, so a body of the other form is refused (400, naming the
+    field). The sink form is a source form too, so the body is read as one, its maps as they were
+    sent; the herder checks a sink connector's entries."""
+
+    def entries(self) -> list[dict[str, Any]]:
+        return [e.model_dump() for e in self.root.offsets]
 
 
 # -- responses -------------------------------------------------------------------------------------

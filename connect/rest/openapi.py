@@ -5,6 +5,12 @@ model, its query parameters and the error statuses it can answer; ``Api.document
 table and the pydantic models of ``models.py`` into the OpenAPI 3.1 document served at
 ``/openapi.json``, and ``Api.add_to`` registers the same table with aiohttp. Nothing is written
 twice, so the document cannot drift from what the server does.
+
+What a schema can say, the document says; a refusal that depends on the server's state (the
+connector is not STOPPED, is a sink, has a lower ``tasks.max``) or on the plugin a config names
+(its own keys) is declared with the route (``refusals``) and documented as such: the response
+carries its reason and ``x-state-dependent: true``, so a client or a fuzzer can tell it from a
+refusal of a request the document calls invalid.
 """
 
 from __future__ import annotations
@@ -101,6 +107,7 @@ class Operation:
     query: tuple[Query, ...]
     errors: tuple[int, ...]
     also: dict[int, Model | None]
+    refusals: dict[int, str]
 
 
 @dataclass
@@ -109,13 +116,14 @@ class Api:
 
     def route(self, method: str, path: str, summary: str, *, status: int = 200,
               response: Model | tuple[Model, ...] = (), body: Model | None = None, query: tuple[Query, ...] = (),
-              errors: tuple[int, ...] = (), also: dict[int, Model | None] | None = None
-              ) -> Callable[[Handler], Handler]:
+              errors: tuple[int, ...] = (), also: dict[int, Model | None] | None = None,
+              refusals: dict[int, str] | None = None) -> Callable[[Handler], Handler]:
         """Declare an operation: its success ``status`` and ``response`` model(s), other success
-        statuses it may answer (``also``: status -> model, None for no body) and its error statuses.
-        404 is added for paths with parameters, 400 for bodies and query parameters, 413 and 415 for
-        bodies, 500 for all."""
-        implied = {500}
+        statuses it may answer (``also``: status -> model, None for no body), its error statuses, and
+        the error statuses a request the document calls valid may still get (``refusals``: status ->
+        why, naming the state or plugin rule the schema cannot say). 404 is added for paths with
+        parameters, 400 for bodies and query parameters, 413 and 415 for bodies, 500 for all."""
+        implied = {500} | set(refusals or {})
         if _PATH_PARAM.search(path):
             implied.add(404)
         if body is not None:
@@ -127,7 +135,7 @@ class Api:
 
         def register(handler: Handler) -> Handler:
             self.operations.append(Operation(method, path, handler, summary, status, models, body, query, codes,
-                                             dict(also or {})))
+                                             dict(also or {}), dict(refusals or {})))
             return handler
 
         return register
@@ -152,8 +160,10 @@ class Api:
                 return op.query
         return ()
 
-    def document(self, version: str) -> dict[str, Any]:
-        components: dict[str, Any] = {}
+    def document(self, version: str, schemas: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The OpenAPI document; ``schemas`` are components only the running server knows (the
+        installed plugins' names), which the models refer to by name."""
+        components: dict[str, Any] = dict(schemas or {})
         paths: dict[str, dict[str, Any]] = {}
         for op in self.operations:
             paths.setdefault(op.path, {})[op.method.lower()] = self._operation(op, components)
@@ -175,6 +185,9 @@ class Api:
         for code in op.errors:
             responses[str(code)] = {"description": _REASONS.get(code, "Error"),
                                     "content": {"application/json": {"schema": error}}}
+        for code, why in op.refusals.items():
+            responses[str(code)].update({"description": f"{_REASONS.get(code, 'Error')}; also {why}",
+                                         "x-state-dependent": True})
         out: dict[str, Any] = {"summary": op.summary, "operationId": op.handler.__name__, "responses": responses}
         params = [{"name": name, "in": "path", "required": True, "schema": _PATH_SCHEMAS[name]}
                   for name in _PATH_PARAM.findall(op.path)]

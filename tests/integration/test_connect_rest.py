@@ -110,6 +110,53 @@ def test_openapi_document(connect: ConnectProcess) -> None:
     assert "post" in paths["/connectors"] and "get" in paths["/connectors"]
 
 
+def test_openapi_document_says_what_the_server_enforces(connect: ConnectProcess) -> None:
+    """connector.class is one of the installed connectors' names, each of which the server takes; the
+    offsets body is the sink form or the source form; a 400 that depends on the server's state (a
+    connector not STOPPED, a sink given the source form, tasks.max) is marked as such, and only there."""
+    doc = connect.ok("GET", "/openapi.json", expect=200)
+    schemas = doc["components"]["schemas"]
+    ref = {"$ref": "#/components/schemas/ConnectorClass"}
+    assert schemas["ConnectorConfig"]["properties"]["connector.class"] == ref
+    assert "connector.class" in schemas["ConnectorConfig"]["required"]
+    assert schemas["ConfigChanges"]["properties"]["connector.class"] == ref  # may change, not be removed (null)
+    names = schemas["ConnectorClass"]["enum"]
+    plugins = connect.ok("GET", "/connector-plugins", expect=200)
+    assert {p["class"] for p in plugins} <= set(names)
+    assert {"FileStreamSource", "FileStreamSinkConnector", "org.apache.kafka.connect.file.FileStreamSourceConnector",
+            "io.debezium.connector.postgresql.PostgresConnector"} <= set(names)
+    for name in names:  # every name the document offers is one the server takes
+        result = connect.ok("PUT", f"/connector-plugins/{urllib.parse.quote(name)}/config/validate",
+                            {"connector.class": name}, expect=200)
+        errors = {c["value"]["name"]: c["value"]["errors"] for c in result["configs"]}
+        assert errors["connector.class"] == [], (name, errors)
+    # and a name it does not offer, the server refuses
+    refused = connect.call("POST", "/connectors", {"name": unique("no-such-class"),
+                                                   "config": {"connector.class": "NoSuchConnector", "topics": "t"}})
+    assert "connector.class" in assert_error(refused, 400)["message"]
+
+    forms = [s["$ref"].rsplit("/", 1)[1] for s in schemas["OffsetsAlter"]["anyOf"]]
+    assert sorted(forms) == ["SinkOffsets", "SourceOffsets"]
+    entry = schemas[schemas["SinkOffsets"]["properties"]["offsets"]["items"]["$ref"].rsplit("/", 1)[1]]
+    assert set(entry["required"]) == {"partition", "offset"}
+    partition, offset = schemas["SinkPartition"], schemas["SinkOffset"]
+    assert set(partition["required"]) == {"kafka_topic", "kafka_partition"}
+    assert partition["properties"]["kafka_partition"] == {"type": "integer", "minimum": 0, "exclusiveMaximum": 1 << 31,
+                                                          "title": "Kafka Partition"}
+    assert offset["required"] == ["kafka_offset"] and offset["properties"]["kafka_offset"]["minimum"] == 0
+
+    marked = {(method.upper(), path): code for path, ops in doc["paths"].items() for method, op in ops.items()
+              for code, response in op["responses"].items() if response.get("x-state-dependent")}
+    assert marked == {("POST", "/connectors"): "400", ("PUT", "/connectors/{name}/config"): "400",
+                      ("PATCH", "/connectors/{name}/config"): "400", ("POST", "/connectors/{name}/tasks"): "400",
+                      ("PATCH", "/connectors/{name}/offsets"): "400", ("DELETE", "/connectors/{name}/offsets"): "400",
+                      ("PUT", "/connector-plugins/{plugin}/config/validate"): "400"}
+    offsets = doc["paths"]["/connectors/{name}/offsets"]
+    assert all("STOPPED" in offsets[m]["responses"]["400"]["description"] for m in ("patch", "delete"))
+    assert "sink form" in offsets["patch"]["responses"]["400"]["description"]
+    assert "tasks.max" in doc["paths"]["/connectors/{name}/tasks"]["post"]["responses"]["400"]["description"]
+
+
 def send(connect: ConnectProcess, method: str, path: str, data: bytes | None,
          content_type: str | None = "application/json") -> Response:
     """A request with exactly these bytes and this Content-Type (none: no header)."""
