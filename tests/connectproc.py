@@ -149,7 +149,7 @@ class ConnectProcess(LoggedProcess):
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def start(self, timeout: float = 30, wait_healthy: bool = True) -> ConnectProcess:
+    def start(self, timeout: float = 60, wait_healthy: bool = True) -> ConnectProcess:
         """Start and wait for the ready line, then (``wait_healthy``) for ``GET /health`` to answer 200."""
         args = [*self.prefix, sys.executable, "-m", "headwater", "up", "--data-dir", str(self.data_dir),
                 "--kafka-listener", f"127.0.0.1:{self.kafka_port}", "--rest-listener", f"127.0.0.1:{self.rest_port}",
