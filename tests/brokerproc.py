@@ -55,7 +55,7 @@ class LoggedProcess:
         self.kill()
         raise RuntimeError(f"{self.name} did not start within {timeout}s:\n{self.log_text(True)[-6000:]}")
 
-    def start(self, timeout: float = 30) -> Self:
+    def start(self, timeout: float = 60) -> Self:
         """Start and wait until ready (the subclass's)."""
         raise NotImplementedError
 
@@ -130,7 +130,7 @@ class BrokerProcess(LoggedProcess):
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30) -> BrokerProcess:
+    def start(self, timeout: float = 60) -> BrokerProcess:
         args = [sys.executable, "-m", "headwater", "broker",
                 "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--set", f"log.dirs={self.log_dir}"]
         for o in self.overrides:

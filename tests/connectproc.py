@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 import pytest
 from brokerproc import LoggedProcess
 
+from headwater.testing.waiting import wait_until
+
 __all__ = ["JSON_CONVERTER", "NEVER_MATCHING_FILTER", "ConnectProcess", "Message", "Response", "TopicReader", "consume",
            "create_topic", "end_offset", "end_offsets", "module_connect", "produce", "sink_config", "source_config",
            "unique", "values", "wait_for"]
@@ -75,22 +77,11 @@ def sink_config(path: Path, topics: str, **extra: str) -> dict[str, str]:
 
 def wait_for(check: Callable[[], T], timeout: float = 20.0, interval: float = 0.05, what: str = "condition",
              log: Callable[[], str] | None = None) -> T:
-    """Poll ``check()`` until it returns something truthy; return it. On timeout, fail naming ``what``
-    (and the last value, and the tail of ``log()`` when given)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = check()
-        except AssertionError as exc:  # a check may assert; keep polling until the deadline
-            last = exc
-        else:
-            if last:
-                return last
-        if time.monotonic() >= deadline:
-            tail = ("\n--- log tail ---\n" + log()[-4000:]) if log is not None else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}{tail}")
-        time.sleep(interval)
+    """Poll ``check()`` until it returns something truthy; return it. A check that raises what
+    ``headwater.testing.waiting.NOT_YET`` lists (an assertion, an IndexError or KeyError, a refused
+    connection) is not there yet. On timeout, fail naming ``what``, the last value or exception, and
+    the tail of ``log()`` when given."""
+    return wait_until(check, what, timeout, interval, log=log)
 
 
 @dataclass
@@ -158,7 +149,7 @@ class ConnectProcess(LoggedProcess):
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def start(self, timeout: float = 30, wait_healthy: bool = True) -> ConnectProcess:
+    def start(self, timeout: float = 60, wait_healthy: bool = True) -> ConnectProcess:
         """Start and wait for the ready line, then (``wait_healthy``) for ``GET /health`` to answer 200."""
         args = [*self.prefix, sys.executable, "-m", "headwater", "up", "--data-dir", str(self.data_dir),
                 "--kafka-listener", f"127.0.0.1:{self.kafka_port}", "--rest-listener", f"127.0.0.1:{self.rest_port}",

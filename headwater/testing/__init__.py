@@ -14,16 +14,16 @@ if TYPE_CHECKING:
     from .broker import EmbeddedBroker, Record, unique
     from .conformance import CHECKS, SinkConnectorConformance, SourceConnectorConformance
     from .rest import ConnectClient, Response
-    from .waiting import WaitTimeout, wait_until
+    from .waiting import NOT_YET, WaitTimeout, wait_until
     from .worker import EmbeddedWorker
 
-__all__ = ["CHECKS", "ConnectClient", "EmbeddedBroker", "EmbeddedWorker", "Record", "Response",
+__all__ = ["CHECKS", "NOT_YET", "ConnectClient", "EmbeddedBroker", "EmbeddedWorker", "Record", "Response",
            "SinkConnectorConformance", "SourceConnectorConformance", "WaitTimeout", "unique", "wait_until"]
 
 _HOMES = {"EmbeddedBroker": "broker", "Record": "broker", "unique": "broker", "CHECKS": "conformance",
           "SinkConnectorConformance": "conformance", "SourceConnectorConformance": "conformance",
-          "ConnectClient": "rest", "Response": "rest", "WaitTimeout": "waiting", "wait_until": "waiting",
-          "EmbeddedWorker": "worker"}
+          "ConnectClient": "rest", "Response": "rest", "NOT_YET": "waiting", "WaitTimeout": "waiting",
+          "wait_until": "waiting", "EmbeddedWorker": "worker"}
 
 
 def __getattr__(name: str) -> Any:

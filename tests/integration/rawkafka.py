@@ -23,7 +23,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from headwater.kafka.records import decode_batch_records, iter_batches
 
 CLIENT_ID = "rawkafka"
-TIMEOUT = 5.0  # socket timeout of a connection, seconds
+TIMEOUT = 30.0  # socket timeout of a connection, seconds: an answer may be slow on a loaded machine
 TOPIC_ALREADY_EXISTS = 36
 
 
@@ -143,7 +143,7 @@ class Conn:
         assert data, "broker closed the connection"
         return False
 
-    def wait_closed(self, timeout: float = 5.0) -> tuple[bool, bytes]:
+    def wait_closed(self, timeout: float = TIMEOUT) -> tuple[bool, bytes]:
         """Read until the broker closes the connection or ``timeout`` passes.
 
         Returns (closed, whatever was received before).
@@ -163,7 +163,7 @@ class Conn:
             received += chunk
         return False, bytes(received)
 
-    def assert_closed(self, timeout: float = 5.0) -> bytes:
+    def assert_closed(self, timeout: float = TIMEOUT) -> bytes:
         """Wait for the broker to close the connection; return whatever it sent before."""
         closed, received = self.wait_closed(timeout)
         if not closed:

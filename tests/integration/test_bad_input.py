@@ -27,6 +27,7 @@ from rawkafka import fetch_req, framed, list_offsets_req, metadata_req, produce_
 
 from headwater.broker.protocol.codec import request_class
 from headwater.kafka.records import Record, build_batch
+from headwater.testing.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -110,17 +111,16 @@ def legacy_message(magic: int, value: bytes) -> bytes:
     return struct.pack(">qi", 0, len(message)) + message
 
 
-def wait_for_log(broker: Any, pattern: str, since: int, timeout: float = 5.0) -> str:
-    """Wait for a broker log line matching ``pattern`` written after offset ``since``."""
-    deadline = time.monotonic() + timeout
-    while True:
+def wait_for_log(broker: Any, pattern: str, since: int, timeout: float = 30.0) -> str:
+    """Wait for a broker log line matching ``pattern`` written after offset ``since``; return the line."""
+
+    def line() -> str | None:
         text = broker.log_text()[since:]
         m = re.search(pattern, text)
-        if m:
-            return text[text.rfind("\n", 0, m.start()) + 1 : text.find("\n", m.end())]
-        if time.monotonic() > deadline:
-            pytest.fail(f"no broker log line matching {pattern!r}; new log text:\n{text[-3000:]}")
-        time.sleep(0.05)
+        return text[text.rfind("\n", 0, m.start()) + 1 : text.find("\n", m.end())] if m else None
+
+    return wait_until(line, f"a broker log line matching {pattern!r}", timeout,
+                      seen=lambda: f"new log text:\n{broker.log_text()[since:][-3000:]}")
 
 
 # -- fixtures -------------------------------------------------------------------------------
@@ -627,7 +627,7 @@ def test_records_length_past_end_of_frame_closes_connection(broker: Any) -> None
     struct.pack_into(">i", whole, len(whole) - len(b) - 4, len(b) + 100)
     with Conn(broker.port) as c:
         c.send_raw(bytes(whole))
-        closed, received = c.wait_closed(2.0)
+        closed, received = c.wait_closed()
     assert end_offset(broker.port, topic) == before, "a batch from a malformed request was stored"
     assert closed and received == b"", f"answered instead of closing: {received[:80]!r}"
 
@@ -652,7 +652,7 @@ def test_null_for_non_nullable_array_is_a_malformed_request(
     """
     with Conn(broker.port) as c:
         c.send(req(), cid=61)
-        closed, received = c.wait_closed(2.0)
+        closed, received = c.wait_closed()
     time.sleep(0.2)  # let the log line land
     crash = re.search(r"request from \S+ failed; closing the connection", broker.log_text()[log_mark:])
     assert not crash, f"{name} with a null array crashed its handler (see the broker log)"

@@ -38,7 +38,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 def metrics_url(broker: BrokerProcess) -> str:
     """The scrape URL the broker logged (port 0 asked: the one bound)."""
-    m = wait_for(lambda: _METRICS_AT.search(broker.log_text(since_start=True)), 10, what="the metrics log line",
+    m = wait_for(lambda: _METRICS_AT.search(broker.log_text(since_start=True)), 30, what="the metrics log line",
                  log=lambda: broker.log_text(True))
     return m.group(1)
 

@@ -50,7 +50,7 @@ def test_topics_create_describe_alter_delete(up: ConnectProcess) -> None:
     assert "no topic" in hw("topics", "describe", "--topic", "nope-" + topic, *b, expect=2).stderr
     assert "expected KEY=VALUE" in hw("topics", "create", "--topic", "x", "--config", "oops", *b, expect=2).stderr
     hw("topics", "delete", "--topic", topic, *b)
-    wait_for(lambda: topic not in {t["topic"] for t in js("topics", "list", *b)}, 10, 0.2, "the topic deleted")
+    wait_for(lambda: topic not in {t["topic"] for t in js("topics", "list", *b)}, 30, 0.2, "the topic deleted")
 
 
 def test_produce_consume_groups_and_reset(up: ConnectProcess) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from headwater.testing import SinkConnectorConformance, SourceConnectorConformance
+from headwater.testing import SinkConnectorConformance, SourceConnectorConformance, wait_until
 
 pytest_plugins = ["pytester"]
 
@@ -295,13 +295,11 @@ def test_the_suite_fails_broken_connectors_on_the_right_checks(pytester: pytest.
         assert got, f"{cls} ran no checks"
     for cls, text in MESSAGES.items():
         assert text in texts.get(cls, ""), f"{cls}: the failure does not say {text!r}:\n{texts.get(cls, '')[:3000]}"
-    assert took < 90, f"the conformance runs took {took:.0f}s"
+    assert took < 180, f"the conformance runs took {took:.0f}s"  # 35 s on a busy machine; far more: a check waited out
 
     # the fixtures stopped their threads (the rogue poller ends by itself soon after its task stopped)
-    deadline = time.monotonic() + 5
-    while _kit_threads() - running_before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _kit_threads() - running_before, f"threads left running: {_kit_threads() - running_before}"
+    wait_until(lambda: not _kit_threads() - running_before, "the kit's threads to end", 30, 0.1,
+               seen=lambda: f"threads left running: {_kit_threads() - running_before}")
 
 
 def test_the_embedded_broker_and_worker_stop_everything(tmp_path: Path) -> None:
@@ -330,7 +328,8 @@ def test_a_thread_stuck_in_plugin_code_is_reported() -> None:
         await asyncio.to_thread(release.wait)  # as a sync poll that does not return runs
 
     loop.submit(stuck_poll())
-    time.sleep(0.1)
+    wait_until(lambda: any(t.name.startswith("headwater-stuck-executor") for t in threading.enumerate()),
+               "the poll to be stuck in the loop's executor", 30)
     leftover = loop.close(timeout=0.5)
     release.set()
     assert any(name.startswith("thread headwater-stuck-executor") for name in leftover), leftover

@@ -404,7 +404,7 @@ def test_config_update_right_after_create_wins(connect: ConnectProcess, tmp_path
         connect.create(name, sink_config(tmp_path, unique("t-race"), **{"tasks.max": "2"}))
         assert connect.call("PATCH", f"/connectors/{name}/config", {"tasks.max": "1"}).status == 200
     for name in names:
-        connect.wait_state(name, "RUNNING", tasks=1, timeout=10)
+        connect.wait_state(name, "RUNNING", tasks=1, timeout=30)
         wait_info_tasks(connect, name, 1)
     for name in names:
         connect.ok("DELETE", f"/connectors/{name}", expect=204)
@@ -566,7 +566,7 @@ def test_sink_offsets_get_alter_reset(connect: ConnectProcess, tmp_path: Path) -
     assert connect.call("PUT", f"/connectors/{name}/stop").status == 204
     connect.wait_state(name, "STOPPED", tasks=0)
     committed = {"offsets": [{"partition": partition, "offset": {"kafka_offset": 10}}]}
-    wait_for(lambda: connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == committed, 10,
+    wait_for(lambda: connect.ok("GET", f"/connectors/{name}/offsets", expect=200) == committed, 30,
              what="offset 10 committed by the stopped sink")
 
     for entry, field in (({"partition": {"kafka_topic": topic}, "offset": {"kafka_offset": 1}},
@@ -689,7 +689,7 @@ def test_admin_loggers_get_and_put(connect: ConnectProcess) -> None:
 
     assert connect.call("PUT", f"/admin/loggers/{name}", {"level": "INFO"}, scope="cluster").status == 204
     # cluster scope is applied through the config topic: poll
-    wait_for(lambda: connect.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "INFO", 10,
+    wait_for(lambda: connect.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "INFO", 30,
              what=f"{name} back at INFO")
     assert_error(connect.call("PUT", f"/admin/loggers/{name}", {"level": "LOUD"}), 400)
     assert_error(connect.get("/admin/loggers/no.such.logger.anywhere"), 404)

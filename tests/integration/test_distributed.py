@@ -286,8 +286,8 @@ def test_rest_writes_to_a_follower_are_forwarded_to_the_leader(cluster: Cluster)
 
     assert follower.call("DELETE", "/connectors/fwd").status == 204
     for w in workers:
-        wait_for(lambda w=w: w.call("GET", "/connectors/fwd").status == 404, 10, 0.1, f"fwd gone on {w.name}")
-        wait_for(lambda w=w: sorted(w.ok("GET", "/connectors", expect=200)) == ["fwd2", "fwd3", "fwd4"], 10, 0.1,
+        wait_for(lambda w=w: w.call("GET", "/connectors/fwd").status == 404, 30, 0.1, f"fwd gone on {w.name}")
+        wait_for(lambda w=w: sorted(w.ok("GET", "/connectors", expect=200)) == ["fwd2", "fwd3", "fwd4"], 30, 0.1,
                  f"connector list on {w.name}")
     assert follower.call("DELETE", "/connectors/fwd").status == 404
 
@@ -301,7 +301,7 @@ def test_cluster_scoped_log_level_reaches_every_worker(cluster: Cluster) -> None
         assert w.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "INFO"
     assert workers[1].call("PUT", f"/admin/loggers/{name}?scope=cluster", {"level": "DEBUG"}).status == 204
     for w in workers:
-        wait_for(lambda w=w: w.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "DEBUG", 10, 0.1,
+        wait_for(lambda w=w: w.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "DEBUG", 30, 0.1,
                  f"{name} at DEBUG on {w.name}")
     # Worker scope changes this worker only.
     assert workers[0].call("PUT", f"/admin/loggers/{name}", {"level": "ERROR"}).status == 200

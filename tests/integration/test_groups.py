@@ -67,6 +67,8 @@ from kafka.protocol.consumer import (
 )
 from rawkafka import Conn
 
+from headwater.testing.waiting import wait_until
+
 pytestmark = pytest.mark.timeout(120)
 
 FAST_GROUPS = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
@@ -120,14 +122,7 @@ def produce_values(bootstrap: str, topic: str, per_partition: dict[int, int]) ->
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    return wait_until(cond, what, timeout, interval)
 
 
 # --------------------------------------------------------------------------- consumer processes
@@ -658,7 +653,7 @@ def test_committed_offsets_survive_clean_restart_and_sigkill(fresh_broker: Broke
 
 
 def test_static_member_restart_keeps_assignment_without_rebalance(gbroker: BrokerProcess, consumer_procs) -> None:
-    session_ms = 4000
+    session_ms = 10000  # the restarted process (its start and imports: seconds on a loaded machine) joins within it
     topic, group = unique("grp-static"), unique("g-static")
     create_topic(gbroker.bootstrap, topic, 4)
     kw = {"session_ms": session_ms, "heartbeat_ms": 300}
@@ -967,7 +962,8 @@ def test_join_group_errors_raw(gbroker: BrokerProcess) -> None:
         assert c1.call(leave_req(group, j.member_id), LeaveGroupResponse).error_code == NONE
         assert c1.call(hb_req(group, 1, j.member_id), HeartbeatResponse).error_code == UNKNOWN_MEMBER_ID
         assert c1.call(leave_req(group, j.member_id), LeaveGroupResponse).error_code == UNKNOWN_MEMBER_ID
-        wait_for(lambda: describe_raw(c1, group).group_state == "Empty", 5, "the group to become Empty")
+        # within 10 s: well under the 20 s rebalance timeout a wait for the pending member would take
+        wait_for(lambda: describe_raw(c1, group).group_state == "Empty", 10, "the group to become Empty")
 
 
 def test_connect_protocol_group_two_members_raw(gbroker: BrokerProcess) -> None:
@@ -991,7 +987,7 @@ def test_connect_protocol_group_two_members_raw(gbroker: BrokerProcess) -> None:
         b_join = b.send(join_req(group, b_id, protocols=[("default", meta_b)], **kw))
         assert b.nothing_within(0.3), "B's JoinGroup answered before the leader rejoined"
         assert wait_for(lambda: a.call(hb_req(group, 1, ja.member_id), HeartbeatResponse).error_code
-                        == REBALANCE_IN_PROGRESS, 5, "REBALANCE_IN_PROGRESS", interval=0.1)
+                        == REBALANCE_IN_PROGRESS, TIMEOUT, "REBALANCE_IN_PROGRESS", interval=0.1)
         assert describe_raw(a, group).group_state == "PreparingRebalance"
         ja2 = a.call(join_req(group, ja.member_id, protocols=[("sessioned", meta_a), ("default", meta_a)], **kw),
                      JoinGroupResponse)
@@ -1082,7 +1078,7 @@ def test_commit_of_the_current_generation_is_stored_while_a_rebalance_is_prepare
                       SyncGroupResponse).error_code == NONE
         first = b.call(join_req(group, "", protocols=sub, session_ms=10000), JoinGroupResponse)
         b_join = b.send(join_req(group, first.member_id, protocols=sub, session_ms=10000))
-        wait_for(lambda: describe_raw(a, group).group_state == "PreparingRebalance", 5, "PreparingRebalance")
+        wait_for(lambda: describe_raw(a, group).group_state == "PreparingRebalance", TIMEOUT, "PreparingRebalance")
 
         assert _commit_raw(a, group, 1, ja.member_id, topic, 7) == NONE  # the revoke-time commit
         assert raw_offset_fetch(gbroker.port, group, topic, [0]) == {0: 7}

@@ -184,7 +184,7 @@ def test_a_paused_source_sends_nothing_and_resumes_where_it_stopped(connect: Con
         at_pause = end_offset(connect.bootstrap, topic)
         written_at_pause = appender.count
         time.sleep(2)  # lines keep coming into the file
-        assert appender.count > written_at_pause + 200
+        wait_for(lambda: appender.count > written_at_pause + 200, 30, 0.05, "200 more lines in the file")
         assert end_offset(connect.bootstrap, topic) == at_pause  # nothing polled or sent after PAUSED
         assert connect.call("PUT", f"/connectors/{name}/resume").status == 202
         connect.wait_state(name, "RUNNING", tasks=1)
@@ -209,7 +209,8 @@ def test_a_paused_sink_delivers_nothing_and_resumes_where_it_stopped(connect: Co
         at_pause = len(file_lines(out))
         topic_at_pause = end_offset(connect.bootstrap, topic)
         time.sleep(2)
-        assert end_offset(connect.bootstrap, topic) > topic_at_pause + 200  # records kept flowing in
+        wait_for(lambda: end_offset(connect.bootstrap, topic) > topic_at_pause + 200, 30, 0.05,
+                 "200 more records in the topic", connect.log_text)  # records kept flowing in
         assert len(file_lines(out)) == at_pause  # none delivered to put after PAUSED
         assert connect.call("PUT", f"/connectors/{sink}/resume").status == 202
         connect.wait_state(sink, "RUNNING", tasks=1)

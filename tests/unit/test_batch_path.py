@@ -383,7 +383,7 @@ def test_file_source_lines_across_read_chunks(tmp_path: Path) -> None:
 def test_file_source_reads_a_long_line_in_one_poll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    use_batches: bool) -> None:
     """A line longer than several read chunks comes out of the first poll, without idle waits between chunks."""
-    monkeypatch.setattr(file_source, "IDLE_WAIT", 2.0)
+    monkeypatch.setattr(file_source, "IDLE_WAIT", 10.0)
     long_line = b"z" * (3 * file_source.READ_CHUNK + 5)
     path = tmp_path / "long.txt"
     path.write_bytes(long_line + b"\nshort\n")
@@ -403,7 +403,7 @@ def test_file_source_reads_a_long_line_in_one_poll(tmp_path: Path, monkeypatch: 
 
     values, took = run(first_poll)
     assert values == [long_line.decode(), "short"]
-    assert took < 1.0, f"first poll took {took:.2f}s: it waited between chunks"
+    assert took < 5.0, f"first poll took {took:.2f}s: it waited between chunks"
 
 
 @pytest.mark.parametrize("use_batches", [False, True], ids=["poll", "poll_batch"])
