@@ -292,15 +292,25 @@ class GroupCoordinator:
         member.expiry = loop.call_at(member.deadline, self._on_session_expiry, group, member)
 
     def _on_session_expiry(self, group: Group, member: Member) -> None:
-        member.expiry = None
         if group.members.get(member.member_id) is not member:
             return
+        if member.expiry is not None:
+            member.expiry.cancel()  # when called before its timer (``_expire_due``)
+            member.expiry = None
         if member.awaiting_join or member.awaiting_sync:
             # Kafka keeps a member waiting on the coordinator alive; completing the join or the sync re-arms
             # its session, and so does this, should the wait end some other way.
             self._touch(group, member)
             return
         self._member_left(group, member.member_id, "session timeout expired")
+
+    def _expire_due(self, group: Group) -> None:
+        """Expire the members whose deadline has passed, in case their timers are queued behind the request
+        asking (the loop may read a socket before it runs the timers that fell due meanwhile)."""
+        now = self._now()
+        for member in list(group.members.values()):
+            if member.deadline <= now and not (member.awaiting_join or member.awaiting_sync):
+                self._on_session_expiry(group, member)
 
     def _on_pending_expiry(self, group_id: str, member_id: str) -> None:
         self._pending_timers.pop((group_id, member_id), None)
@@ -406,6 +416,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
+        self._expire_due(group)
         if group.state != GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP
         self.store.delete_group(group_id, list(group.offsets))
@@ -419,6 +430,7 @@ class GroupCoordinator:
         if group is None:
             return {"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
                     "protocol_data": "", "members": []}
+        self._expire_due(group)
         stable = group.state == GroupState.STABLE
         members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                     "client_host": m.client_host, "member_metadata": m.metadata_for(group.protocol or ""),
