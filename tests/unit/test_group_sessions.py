@@ -70,9 +70,10 @@ async def _stable_member(groups: GroupCoordinator, group: str) -> str:
     joined = await groups.join(_join_request(group, first["member_id"]), 5, "c", "/127.0.0.1")
     assert joined["error_code"] == 0 and joined["leader"] == joined["member_id"]
     member_id: str = joined["member_id"]
-    synced = await groups.sync(SimpleNamespace(group_id=group, member_id=member_id, generation_id=joined["generation_id"],
-                                               group_instance_id=None, protocol_type="consumer", protocol_name="range",
-                                               assignments=[SimpleNamespace(member_id=member_id, assignment=b"a")]), 5)
+    sync = SimpleNamespace(group_id=group, member_id=member_id, generation_id=joined["generation_id"],
+                           group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                           assignments=[SimpleNamespace(member_id=member_id, assignment=b"a")])
+    synced = await groups.sync(sync, 5)
     assert synced["error_code"] == 0
     assert groups.groups[group].state == GroupState.STABLE
     return member_id
