@@ -5,7 +5,8 @@ thread is the only writer; fsyncs run in worker threads through PartitionFlusher
 A topic's own shape is in ``topic.py``; flushing, retention and compaction on a
 schedule in ``housekeeping.py``.
 Topic metadata (partition count, id, config overrides) is persisted in one JSON file
-in the log directory, replaced atomically on every change.
+in the log directory, replaced atomically on every change; so are the dynamic broker configs
+(broker_configs.py), which ``config`` and the topic defaults carry over the properties file's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import uuid
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from .broker_configs import DynamicBrokerConfigs, honoured_values
 from .config import BrokerConfig, Listener, TopicConfig
 from .log import PartitionLog
 from .log.flusher import PartitionFlusher
@@ -35,7 +37,9 @@ class Cluster:
     """Topics and partitions of this node, plus the waiters of long-polling fetches."""
 
     def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
+        self.static_config = config  # the properties file and --set
+        self.config = config  # with the dynamic broker configs over it
+        self.dynamic = DynamicBrokerConfigs(config.log_dir, config.node_id)
         self.log_dir = config.log_dir
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
@@ -51,6 +55,12 @@ class Cluster:
     def load(self) -> None:
         """Open every persisted topic, recovering each partition log."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.dynamic.load()
+        try:
+            self._reconfigure(self.static_config.with_dynamic(honoured_values(self.dynamic.default,
+                                                                              self.dynamic.per_broker)))
+        except KafkaError as exc:  # e.g. a properties file changed since: the broker starts on the file's values
+            log.error("dynamic broker configs in %s ignored: %s", self.dynamic.path, exc.message)
         saved = read_json(self.log_dir / TOPICS_FILE)
         if saved is None:
             return
@@ -169,6 +179,44 @@ class Cluster:
         for plog in topic.partitions:
             plog.update_config(config)
         self._save()
+
+    # -- dynamic broker configs ----------------------------------------------------------------
+
+    def check_broker_configs(self, resource_name: str, values: dict[str, str]) -> BrokerConfig:
+        """This broker's properties were ``values`` the dynamic configs of level ``resource_name`` (this
+        node's id, or "" for the cluster default); KafkaError in Kafka's words when they may not be, or
+        when a topic's overrides would not fit the new defaults."""
+        self.dynamic.check(resource_name, values, self.static_config.property_names())
+        per_broker = values if resource_name else self.dynamic.per_broker
+        default = self.dynamic.default if resource_name else values
+        config = self.static_config.with_dynamic(honoured_values(default, per_broker))
+        defaults = config.topic_defaults()
+        for topic in self.topics.values():
+            try:
+                defaults.with_overrides(topic.overrides)
+            except KafkaError as exc:
+                raise KafkaError(exc.code, f"topic {topic.name}: {exc.message}") from None
+        return config
+
+    def alter_broker_configs(self, resource_name: str, values: dict[str, str]) -> None:
+        """Replace the dynamic configs of level ``resource_name`` with ``values``, kept across restarts and in
+        effect at once: every topic's configs follow the new defaults where it has no override."""
+        config = self.check_broker_configs(resource_name, values)
+        level = self.dynamic.level(resource_name)
+        level.clear()
+        level.update(values)
+        self.dynamic.save()
+        self._reconfigure(config)
+        log.info("dynamic broker configs of %s now %s", f"broker {resource_name}" if resource_name else
+                 "the cluster default", values)
+
+    def _reconfigure(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.defaults = config.topic_defaults()
+        for topic in self.topics.values():
+            topic.config = self.defaults.with_overrides(topic.overrides)
+            for plog in topic.partitions:
+                plog.update_config(topic.config)
 
     def get_topic(self, name: str) -> Topic:
         topic = self.topics.get(name)

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from headwater.kafka.errors import KafkaError
+from headwater.kafka.errors import ErrorCode, KafkaError
 from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
 
 from .topic_configs import (
@@ -348,6 +348,21 @@ class BrokerConfig(_KafkaModel):
 
     def _explicit(self, name: str) -> bool:
         return _BROKER_ATTRS.get(name, "") in self.model_fields_set
+
+    @classmethod
+    def property_names(cls) -> set[str]:
+        return set(_BROKER_ATTRS)
+
+    def with_dynamic(self, values: dict[str, str]) -> BrokerConfig:
+        """These properties with dynamic broker configs (Kafka-named text) over them, validated as a
+        properties file is; KafkaError(INVALID_CONFIG) naming the property when one does not fit."""
+        if not values:
+            return self
+        try:
+            config = validate_model(BrokerConfig, {**self.model_dump(by_alias=True, exclude_unset=True), **values})
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return config
 
 
 _BROKER_ATTRS = {f.alias: attr for attr, f in BrokerConfig.model_fields.items() if f.alias}

@@ -151,7 +151,7 @@ HOURS, MINUTES = 3_600_000, 60_000
 @dataclass(frozen=True)
 class TopicConfigDef:
     name: str
-    type: str  # ConfigDef.Type: BOOLEAN, STRING, INT, LONG, DOUBLE, LIST
+    type: str  # ConfigDef.Type: BOOLEAN, STRING, SHORT, INT, LONG, DOUBLE, LIST
     default: str  # as DescribeConfigs prints it
     validator: Validator | None
     synonyms: tuple[Synonym, ...]  # broker properties, Kafka's priority order (first set wins)
@@ -248,6 +248,8 @@ def parse_topic_value(d: TopicConfigDef, text: str) -> Any:
         if trimmed not in ("true", "false"):
             raise config_error(d.name, text, "Expected value to be either true or false")
         return trimmed == "true"
+    if d.type == "SHORT":
+        return _parse_int(d, text, -(2**15), 2**15 - 1)
     if d.type == "INT":
         return _parse_int(d, text, INT_MIN, INT_MAX)
     if d.type == "LONG":

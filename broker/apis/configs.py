@@ -1,64 +1,80 @@
-"""Shared by the config APIs (32, 33, 44): resource types, describing a topic's configs (with Kafka's
-sources, synonyms, types and documentation) and the alter loop of AlterConfigs and IncrementalAlterConfigs."""
+"""Shared by the config APIs (32, 33, 44): resource types, describing a topic's or a broker's configs (with
+Kafka's sources, synonyms, types and documentation) and the alter loop of AlterConfigs and
+IncrementalAlterConfigs over topics and broker levels."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..acls import AclOperation as Op
+from ..broker_configs import DYNAMIC_BROKER_CONFIGS, broker_synonyms
 from ..cluster import Cluster
-from ..config import BrokerConfig
 from ..topic import Topic
-from ..topic_configs import TOPIC_CONFIGS, to_kafka_string
+from ..topic_configs import TOPIC_CONFIGS, TopicConfigDef, to_kafka_string
 from .registry import RequestContext
 
 TOPIC, BROKER = 2, 4
 # ConfigSource values of DescribeConfigs v1+
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 # ConfigType of DescribeConfigs v3+ for broker properties: BOOLEAN 1, STRING 2, LONG 5, DOUBLE 6, else by key
 _TYPES = {bool: 1, str: 2, int: 5, float: 6}
 _BY_KEY = {"num.partitions": 3, "node.id": 3, "log.segment.bytes": 3, "message.max.bytes": 3,
            "socket.request.max.bytes": 3, "listeners": 7, "advertised.listeners": 7, "log.dirs": 7}
+# What AlterConfigs and IncrementalAlterConfigs compute for one resource: its new values, from the resource
+# of the request, the current values and the definitions of the keys (types, defaults for APPEND)
+NewValues = Callable[[Any, dict[str, str], Mapping[str, TopicConfigDef]], dict[str, str]]
 
 
 def _config_type(value: Any, key: str = "") -> int:
-    return _BY_KEY.get(key) or _TYPES.get(type(value), 2)
+    definition = DYNAMIC_BROKER_CONFIGS.get(key)
+    return _BY_KEY.get(key) or (definition.config_type if definition else _TYPES.get(type(value), 2))
 
 
 def _text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def _broker_synonyms(config: BrokerConfig, key: str) -> list[dict[str, Any]]:
-    """Kafka's ConfigHelper.configSynonyms: the broker properties that may supply ``key``, those set in
-    the properties file (STATIC_BROKER_CONFIG) before the built-in defaults (DEFAULT_CONFIG), then
-    everything before the first synonym's own entry dropped (so ``retention.ms`` with only the
-    default ``log.retention.hours`` has none)."""
-    group = [s.name for s in TOPIC_CONFIGS[key].synonyms]
-    if not group:
-        return []
-    entries = []
-    for name in group:
-        found = config.property_value(name)
+def _synonyms(cluster: Cluster, names: list[str], first: str) -> list[dict[str, Any]]:
+    """Kafka's ConfigHelper.configSynonyms: the properties of ``names`` (one value's synonyms, in Kafka's
+    priority order) by source: dynamic per broker, dynamic cluster default, set in the properties file
+    (STATIC_BROKER_CONFIG), built-in default; then everything before ``first``'s own entry dropped (so
+    ``retention.ms`` with only the default ``log.retention.hours`` has none)."""
+    dynamic, static = cluster.dynamic, cluster.static_config
+    entries = [{"name": n, "value": values[n], "source": source}
+               for source, values in ((DYNAMIC_BROKER_CONFIG, dynamic.per_broker),
+                                      (DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic.default))
+               for n in names if n in values]
+    for name in names:
+        found = static.property_value(name)
         if found is not None and found[1]:
             entries.append({"name": name, "value": _text(found[0]), "source": STATIC_BROKER_CONFIG})
-    for name in group:
-        default = config.property_default(name)
+    properties = static.property_names()
+    for name in names:
+        default = static.property_default(name)
+        if default is None and name not in properties and name in DYNAMIC_BROKER_CONFIGS:
+            default = DYNAMIC_BROKER_CONFIGS[name].default  # a Kafka property this broker only keeps
         if default is not None:
             entries.append({"name": name, "value": _text(default), "source": DEFAULT_CONFIG})
-    while entries and entries[0]["name"] != group[0]:
+    while entries and entries[0]["name"] != first:
         entries.pop(0)
     return entries
+
+
+def _broker_synonyms(cluster: Cluster, key: str) -> list[dict[str, Any]]:
+    """The broker properties that may supply topic config ``key``'s default."""
+    group = [s.name for s in TOPIC_CONFIGS[key].synonyms]
+    return _synonyms(cluster, group, group[0]) if group else []
 
 
 def describe_topic_entry(cluster: Cluster, topic: Topic, key: str, include_documentation: bool) -> dict[str, Any]:
     """One config of one topic as DescribeConfigs answers it (ConfigHelper.createTopicConfigEntry)."""
     definition = TOPIC_CONFIGS[key]
     value = to_kafka_string(definition, topic.config.value(key))
-    synonyms = _broker_synonyms(cluster.config, key)
+    synonyms = _broker_synonyms(cluster, key)
     if key in topic.overrides:
         synonyms.insert(0, {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
     source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
@@ -83,32 +99,37 @@ def describe_topic(cluster: Cluster, name: str, keys: list[str] | None, include_
     return out
 
 
-def describe_broker(cluster: Cluster, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
-    if name not in ("", str(cluster.node_id)):
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Unexpected broker id, expected {cluster.node_id} or empty string, but received {name}")
-    raw = cluster.config.model_dump(by_alias=True)
-    explicit = cluster.config.model_fields_set
-    fields = BrokerConfig.model_fields
+def describe_broker(cluster: Cluster, name: str, keys: list[str] | None,
+                    include_synonyms: bool = True) -> list[dict[str, Any]]:
+    """Kafka's ConfigHelper for a BROKER resource: this node ("<node id>") lists every property with its value
+    in effect and the source of the first synonym left (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG, DEFAULT_CONFIG); the cluster default ("") lists only the values set there."""
+    dynamic = cluster.dynamic
+    dynamic.level(name)  # another broker's id: INVALID_REQUEST
+    per_broker = name != ""
+    current = cluster.config.model_dump(by_alias=True)
+    if per_broker:
+        names = list(current) + [n for n in DYNAMIC_BROKER_CONFIGS if n not in current]
+    else:
+        names = list(dynamic.default)
     out: list[dict[str, Any]] = []
-    for attr, f in fields.items():
-        key = f.alias or attr
+    for key in names:
         if keys and key not in keys:
             continue
-        value = raw[key]
-        text = None if value is None else _text(value)
-        out.append({"name": key, "value": text,
-                    "read_only": True, "config_source": STATIC_BROKER_CONFIG if attr in explicit else DEFAULT_CONFIG,
-                    "is_default": attr not in explicit, "is_sensitive": False, "synonyms": [],
-                    "config_type": _config_type(value, key), "documentation": None})
+        synonyms = _synonyms(cluster, broker_synonyms(key), key)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+            value: Any = dynamic.default[key]
+        else:
+            value = current[key] if key in current else \
+                dynamic.per_broker.get(key, dynamic.default.get(key, DYNAMIC_BROKER_CONFIGS[key].default))
+        source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
+        out.append({"name": key, "value": None if value is None else _text(value),
+                    "read_only": key not in DYNAMIC_BROKER_CONFIGS, "config_source": source,
+                    "is_default": source == DEFAULT_CONFIG, "is_sensitive": False,
+                    "synonyms": synonyms if include_synonyms else [], "config_type": _config_type(value, key),
+                    "documentation": None})
     return out
-
-
-def check_topic_resource(cluster: Cluster, resource_type: int, name: str) -> None:
-    if resource_type != TOPIC:
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"altering resource type {resource_type} is not supported; only topics")
-    cluster.get_topic(name)
 
 
 def check_describe_allowed(ctx: RequestContext, resource_type: int, name: str) -> None:
@@ -119,24 +140,36 @@ def check_describe_allowed(ctx: RequestContext, resource_type: int, name: str) -
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
 
-def alter_topic_configs(ctx: RequestContext, req: Any,
-                        new_overrides: Callable[[Any], dict[str, str]]) -> dict[str, Any]:
-    """The response of AlterConfigs/IncrementalAlterConfigs: per resource, ``new_overrides(resource)``
-    gives the topic's whole new set of overrides, which is validated and (unless ``validate_only``)
-    applied; a KafkaError is that resource's error."""
+def alter_configs(ctx: RequestContext, req: Any, new_values: NewValues) -> dict[str, Any]:
+    """The response of AlterConfigs/IncrementalAlterConfigs: per resource, ``new_values`` gives a topic's whole
+    new set of overrides, or the whole new set of dynamic configs of a broker level (this node, or the
+    cluster default), which is validated and (unless ``validate_only``) applied; a KafkaError is that
+    resource's error."""
     cluster = ctx.cluster
     responses = []
     for res in req.resources:
         result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                                   "resource_name": res.resource_name}
+        name = res.resource_name
         try:
-            if res.resource_type == TOPIC and not ctx.allowed_topic(Op.ALTER_CONFIGS, res.resource_name):
-                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
-            check_topic_resource(cluster, res.resource_type, res.resource_name)
-            overrides = new_overrides(res)
-            cluster.topic_config(overrides)
-            if not req.validate_only:
-                cluster.alter_topic_config(res.resource_name, overrides)
+            if res.resource_type == TOPIC:
+                if not ctx.allowed_topic(Op.ALTER_CONFIGS, name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+                overrides = new_values(res, dict(cluster.get_topic(name).overrides), TOPIC_CONFIGS)
+                cluster.topic_config(overrides)
+                if not req.validate_only:
+                    cluster.alter_topic_config(name, overrides)
+            elif res.resource_type == BROKER:
+                if not ctx.allowed_cluster(Op.ALTER_CONFIGS):
+                    raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+                values = new_values(res, dict(cluster.dynamic.level(name)), DYNAMIC_BROKER_CONFIGS)
+                if req.validate_only:
+                    cluster.check_broker_configs(name, values)
+                else:
+                    cluster.alter_broker_configs(name, values)
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"altering resource type {res.resource_type} is not "
+                                                            "supported; only topics and brokers")
         except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         responses.append(result)

@@ -6,9 +6,12 @@ override, else the source of the first broker synonym left (STATIC_BROKER_CONFIG
 properties file, DEFAULT_CONFIG otherwise); ``synonyms`` (v1+, when asked) the override then the
 broker properties in Kafka's order; ``config_type`` (v3+); ``documentation`` (v3+, when asked:
 Kafka's doc text); never sensitive, never read-only. Asked-for names that are not configs are
-left out. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, without a message. Broker resources list this node's
-properties (read-only, STATIC_BROKER_CONFIG when set in the file or with --set).
-Not implemented: broker synonyms and documentation (answered empty / null).
+left out. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, without a message. Broker resources: this node's
+id lists its properties in effect, their source the first of DYNAMIC_BROKER_CONFIG (AlterConfigs on this
+broker), DYNAMIC_DEFAULT_BROKER_CONFIG (on the cluster default, ""), STATIC_BROKER_CONFIG (the properties
+file or --set) and DEFAULT_CONFIG, with Kafka's synonyms when asked; read-only unless Kafka marks the
+property dynamic (broker_configs.py); "" lists the cluster-wide dynamic values only.
+Not implemented: documentation of broker properties (answered null).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 result["configs"] = describe_topic(ctx.cluster, res.resource_name, keys, include_synonyms,
                                                    include_documentation)
             elif res.resource_type == BROKER:
-                result["configs"] = describe_broker(ctx.cluster, res.resource_name, keys)
+                result["configs"] = describe_broker(ctx.cluster, res.resource_name, keys, include_synonyms)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
         except KafkaError as exc:  # Kafka answers an unknown topic with the code alone

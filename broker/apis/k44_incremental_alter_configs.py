@@ -1,28 +1,32 @@
 """IncrementalAlterConfigs (key 44), v0-v1.
 
 Behavior: per key SET (0), DELETE (1, back to the default), APPEND (2) and SUBTRACT (3) for
-LIST-typed topic configs (``cleanup.policy``, the throttled-replica lists), as Kafka's controller
-applies them: APPEND adds the values not yet listed to the topic's value (or to Kafka's default when
-the topic has none), SUBTRACT removes them, order kept. The result is validated as a whole before
+LIST-typed configs (``cleanup.policy``, the throttled-replica lists; on a BROKER resource e.g.
+``log.cleanup.policy``), as Kafka's controller applies them: APPEND adds the values not yet listed to the
+topic's (or broker level's) value, or to Kafka's default when it has none, SUBTRACT removes them, order
+kept. BROKER resources (this node's id, or "" for the cluster default) change the dynamic broker
+configs, with AlterConfigs' checks (k33_alter_configs.py). The result is validated as a whole before
 anything changes; INVALID_CONFIG carries Kafka's text (``Unknown topic config name: x``,
 ``Invalid value ...``, ``Can't APPEND to key k because its type is not LIST.``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from ..topic_configs import TOPIC_CONFIGS
-from .configs import alter_topic_configs
+from ..topic_configs import TopicConfigDef
+from .configs import alter_configs
 from .registry import RequestContext, api
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
-def _apply(current: dict[str, str], op: int, key: str, value: str | None) -> None:
+def _apply(current: dict[str, str], definitions: Mapping[str, TopicConfigDef], op: int, key: str,
+           value: str | None) -> None:
     if op == SET:
         if value is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"{key}: SET needs a value")
@@ -30,7 +34,7 @@ def _apply(current: dict[str, str], op: int, key: str, value: str | None) -> Non
     elif op == DELETE:
         current.pop(key, None)
     elif op in (APPEND, SUBTRACT):
-        definition = TOPIC_CONFIGS.get(key)
+        definition = definitions.get(key)
         if definition is None or definition.type != "LIST":
             raise KafkaError(ErrorCode.INVALID_CONFIG,
                              f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.")
@@ -48,10 +52,9 @@ def _apply(current: dict[str, str], op: int, key: str, value: str | None) -> Non
 
 @api(key=44, min=0, max=1)
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    def new_overrides(res: Any) -> dict[str, str]:
-        overrides = dict(ctx.cluster.get_topic(res.resource_name).overrides)
+    def new_values(res: Any, current: dict[str, str], definitions: Mapping[str, TopicConfigDef]) -> dict[str, str]:
         for c in res.configs:
-            _apply(overrides, c.config_operation, c.name, c.value)
-        return overrides
+            _apply(current, definitions, c.config_operation, c.name, c.value)
+        return current
 
-    return alter_topic_configs(ctx, req, new_overrides)
+    return alter_configs(ctx, req, new_values)

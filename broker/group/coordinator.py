@@ -5,15 +5,16 @@ Generic over the protocol type: consumers (``consumer``) and Connect workers
 OffsetDelete looks inside consumer subscriptions. Committed offsets are ``offsets.py``'s
 job and persistence in the compacted ``__consumer_offsets`` topic ``store.py``'s.
 
-Everything runs on the event loop; JoinGroup and SyncGroup answers are futures that
-a rebalance completes.
+Everything runs on the event loop, on its clock (``loop.time()``); JoinGroup and SyncGroup
+answers are futures that a rebalance completes. Each member's session expires on a timer of its
+own, re-armed at every heartbeat (Kafka's heartbeat purgatory), so a member is out of its group
+at its deadline, not at the next tick of a sweep.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from typing import Any
 
@@ -28,8 +29,6 @@ from .store import OFFSETS_TOPIC, GroupStore, group_of
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
 
 log = logging.getLogger(__name__)
-
-EXPIRY_TICK = 0.1
 
 
 def _error(code: ErrorCode, **extra: Any) -> dict[str, Any]:
@@ -47,9 +46,9 @@ class GroupCoordinator:
         self.config = config
         self.groups: dict[str, Group] = {}
         self.store = GroupStore(cluster, config)
-        self.offsets = CommittedOffsets(self.groups, self.store, self._check_member)
-        self.pending_deadlines: dict[tuple[str, str], float] = {}
-        self._expiry_task: asyncio.Task[None] | None = None
+        self.offsets = CommittedOffsets(self.groups, self.store, self._check_member, self._touch)
+        # ids handed out with MEMBER_ID_REQUIRED: forgotten unless they join within the session timeout
+        self._pending_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -58,12 +57,23 @@ class GroupCoordinator:
         self.store.load(self.groups)
 
     def start(self) -> None:
-        self._expiry_task = asyncio.create_task(self._expire_loop())
+        """Arm the session timers of the members restored from ``__consumer_offsets``."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._touch(group, member)
 
     async def stop(self) -> None:
-        if self._expiry_task:
-            self._expiry_task.cancel()
-            await asyncio.gather(self._expiry_task, return_exceptions=True)
+        for group in self.groups.values():
+            for member in group.members.values():
+                if member.expiry is not None:
+                    member.expiry.cancel()
+        for timer in self._pending_timers.values():
+            timer.cancel()
+        self._pending_timers.clear()
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
 
     # -- JoinGroup ------------------------------------------------------------------------
 
@@ -101,13 +111,13 @@ class GroupCoordinator:
                 return await self._add_and_join(group, new_member(new_id))
             if version >= 4:
                 group.pending_members.add(new_id)
-                self.pending_deadlines[(group_id, new_id)] = time.monotonic() + req.session_timeout_ms / 1000
+                self._pending_timers[(group_id, new_id)] = asyncio.get_running_loop().call_later(
+                    req.session_timeout_ms / 1000, self._on_pending_expiry, group_id, new_id)
                 return join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
             return await self._add_and_join(group, new_member(new_id))
 
         if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            self.pending_deadlines.pop((group_id, member_id), None)
+            self._forget_pending(group, member_id)
             return await self._add_and_join(group, new_member(member_id))
         member = group.members.get(member_id)
         if member is None:
@@ -118,7 +128,7 @@ class GroupCoordinator:
         member.protocols = protocols
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout
-        member.touch()
+        self._touch(group, member)
         if group.state == GroupState.STABLE and not changed and member_id != group.leader:
             return self._join_result(group, member)
         if group.state == GroupState.COMPLETING_REBALANCE and not changed:
@@ -131,12 +141,14 @@ class GroupCoordinator:
             group.static_members[member.group_instance_id] = member.member_id
         if group.protocol_type is None or len(group.members) == 1:
             group.protocol_type = member.protocol_type
-        member.touch()
+        self._touch(group, member)
         return await self._await_join(group, member)
 
     async def _replace_static(self, group: Group, old_id: str, member: Member) -> dict[str, Any]:
         """A static member came back with a new member id: fence the old one, keep its work."""
         old = group.members.pop(old_id)
+        if old.expiry is not None:
+            old.expiry.cancel()
         if old.awaiting_join:
             old.join_future.set_result(join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))  # type: ignore[union-attr]
         if old.awaiting_sync:
@@ -146,7 +158,7 @@ class GroupCoordinator:
         group.static_members[member.group_instance_id] = member.member_id  # type: ignore[index]
         if group.leader == old_id:
             group.leader = member.member_id
-        member.touch()
+        self._touch(group, member)
         if group.state == GroupState.STABLE and old.protocols == member.protocols:
             self.store.write_group(group)
             return self._join_result(group, member)
@@ -160,7 +172,7 @@ class GroupCoordinator:
         elif group.initial_delay_until:
             # Kafka's initial delayed join: each new member extends the wait a little.
             delay = self.config.group_initial_rebalance_delay_ms / 1000
-            group.initial_delay_until = min(time.monotonic() + delay, group.rebalance_deadline)
+            group.initial_delay_until = min(self._now() + delay, group.rebalance_deadline)
             self._schedule_check(group, group.initial_delay_until)
         self._maybe_complete_join(group)
         return await member.join_future
@@ -180,7 +192,8 @@ class GroupCoordinator:
                 m.assignment = b""
                 if m.awaiting_sync:
                     m.sync_future.set_result(_error(ErrorCode.REBALANCE_IN_PROGRESS, assignment=b""))  # type: ignore[union-attr]
-        now = time.monotonic()
+                    self._touch(group, m)  # its session runs again from the answer, as Kafka's does
+        now = self._now()
         initial = group.state == GroupState.EMPTY
         group.transition(GroupState.PREPARING_REBALANCE)
         group.rebalance_deadline = now + group.rebalance_timeout_ms() / 1000
@@ -193,20 +206,18 @@ class GroupCoordinator:
         log.info("group %s preparing to rebalance (generation %d): %s", group.group_id, group.generation, reason)
 
     def _schedule_check(self, group: Group, at: float) -> None:
-        loop = asyncio.get_running_loop()
-        loop.call_later(max(at - time.monotonic(), 0) + 0.001, self._on_rebalance_timer, group)
+        asyncio.get_running_loop().call_at(at + 0.001, self._on_rebalance_timer, group)
 
     def _on_rebalance_timer(self, group: Group) -> None:
         if group.state != GroupState.PREPARING_REBALANCE:
             return
-        now = time.monotonic()
-        if now >= group.rebalance_deadline:
+        if self._now() >= group.rebalance_deadline:
             # Members that did not rejoin in time are out of the group.
             for mid, m in list(group.members.items()):
                 if not m.awaiting_join:
                     self._remove_member(group, mid, "did not rejoin within the rebalance timeout")
             for mid in list(group.pending_members):
-                group.pending_members.discard(mid)
+                self._forget_pending(group, mid)
             self._complete_join(group)
         else:
             self._maybe_complete_join(group)
@@ -214,7 +225,7 @@ class GroupCoordinator:
     def _maybe_complete_join(self, group: Group) -> None:
         if group.state != GroupState.PREPARING_REBALANCE:
             return
-        if group.initial_delay_until and time.monotonic() < group.initial_delay_until:
+        if group.initial_delay_until and self._now() < group.initial_delay_until:
             return
         if group.all_joined():
             self._complete_join(group)
@@ -234,7 +245,7 @@ class GroupCoordinator:
             group.leader = next(iter(group.members))
         group.transition(GroupState.COMPLETING_REBALANCE)
         for m in group.members.values():
-            m.touch()
+            self._touch(group, m)
             if m.awaiting_join:
                 m.join_future.set_result(self._join_result(group, m))  # type: ignore[union-attr]
         generation = group.generation
@@ -255,6 +266,8 @@ class GroupCoordinator:
         member = group.members.pop(member_id, None)
         if member is None:
             return
+        if member.expiry is not None:
+            member.expiry.cancel()
         if member.group_instance_id and group.static_members.get(member.group_instance_id) == member_id:
             del group.static_members[member.group_instance_id]
         if member.awaiting_join:
@@ -269,21 +282,48 @@ class GroupCoordinator:
             self._prepare_rebalance(group, reason)
         self._maybe_complete_join(group)
 
-    async def _expire_loop(self) -> None:
-        while True:
-            await asyncio.sleep(EXPIRY_TICK)
-            now = time.monotonic()
-            for (group_id, member_id), deadline in list(self.pending_deadlines.items()):
-                if now > deadline:
-                    del self.pending_deadlines[(group_id, member_id)]
-                    group = self.groups.get(group_id)
-                    if group is not None:
-                        group.pending_members.discard(member_id)
-                        self._maybe_complete_join(group)
-            for group in list(self.groups.values()):
-                for mid, m in list(group.members.items()):
-                    if now > m.deadline and not m.awaiting_join and not m.awaiting_sync:
-                        self._member_left(group, mid, "session timeout expired")
+    def _touch(self, group: Group, member: Member) -> None:
+        """A sign of life from ``member``: its session expires ``session.timeout.ms`` from now, on a timer of
+        its own (the previous one cancelled)."""
+        loop = asyncio.get_running_loop()
+        if member.expiry is not None:
+            member.expiry.cancel()
+        member.deadline = loop.time() + member.session_timeout_ms / 1000
+        member.expiry = loop.call_at(member.deadline, self._on_session_expiry, group, member)
+
+    def _on_session_expiry(self, group: Group, member: Member) -> None:
+        if group.members.get(member.member_id) is not member:
+            return
+        if member.expiry is not None:
+            member.expiry.cancel()  # when called before its timer (``_expire_due``)
+            member.expiry = None
+        if member.awaiting_join or member.awaiting_sync:
+            # Kafka keeps a member waiting on the coordinator alive; completing the join or the sync re-arms
+            # its session, and so does this, should the wait end some other way.
+            self._touch(group, member)
+            return
+        self._member_left(group, member.member_id, "session timeout expired")
+
+    def _expire_due(self, group: Group) -> None:
+        """Expire the members whose deadline has passed, in case their timers are queued behind the request
+        asking (the loop may read a socket before it runs the timers that fell due meanwhile)."""
+        now = self._now()
+        for member in list(group.members.values()):
+            if member.deadline <= now and not (member.awaiting_join or member.awaiting_sync):
+                self._on_session_expiry(group, member)
+
+    def _on_pending_expiry(self, group_id: str, member_id: str) -> None:
+        self._pending_timers.pop((group_id, member_id), None)
+        group = self.groups.get(group_id)
+        if group is not None and member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._maybe_complete_join(group)
+
+    def _forget_pending(self, group: Group, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        timer = self._pending_timers.pop((group.group_id, member_id), None)
+        if timer is not None:
+            timer.cancel()
 
     # -- SyncGroup / Heartbeat / LeaveGroup ------------------------------------------------------
 
@@ -309,7 +349,7 @@ class GroupCoordinator:
                              or (req.protocol_name and req.protocol_name != group.protocol)):
             return _error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
         member = group.members[req.member_id]
-        member.touch()
+        self._touch(group, member)
         base = {"protocol_type": group.protocol_type, "protocol_name": group.protocol}
         if group.state == GroupState.PREPARING_REBALANCE:
             return _error(ErrorCode.REBALANCE_IN_PROGRESS, assignment=b"", **base)
@@ -325,6 +365,7 @@ class GroupCoordinator:
             group.transition(GroupState.STABLE)
             self.store.write_group(group)
             for m in group.members.values():
+                self._touch(group, m)  # Kafka's propagateAssignment: every session runs from the assignment
                 if m.awaiting_sync:
                     m.sync_future.set_result({"error_code": 0, "assignment": m.assignment, **base})  # type: ignore[union-attr]
         return await member.sync_future
@@ -341,7 +382,7 @@ class GroupCoordinator:
         member = group.members[req.member_id]
         if req.generation_id != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
-        member.touch()
+        self._touch(group, member)
         if group.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
@@ -360,7 +401,7 @@ class GroupCoordinator:
                     continue
                 member_id = found
             if member_id in group.pending_members:
-                group.pending_members.discard(member_id)
+                self._forget_pending(group, member_id)
                 self._maybe_complete_join(group)
             elif member_id in group.members:
                 self._member_left(group, member_id, "left the group")
@@ -375,6 +416,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
+        self._expire_due(group)
         if group.state != GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP
         self.store.delete_group(group_id, list(group.offsets))
@@ -388,6 +430,7 @@ class GroupCoordinator:
         if group is None:
             return {"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
                     "protocol_data": "", "members": []}
+        self._expire_due(group)
         stable = group.state == GroupState.STABLE
         members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                     "client_host": m.client_host, "member_metadata": m.metadata_for(group.protocol or ""),

@@ -38,12 +38,10 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    deadline: float = 0.0
+    deadline: float = 0.0  # on the event loop's clock; the coordinator arms ``expiry`` for it
+    expiry: asyncio.TimerHandle | None = None
     join_future: asyncio.Future[dict] | None = None
     sync_future: asyncio.Future[dict] | None = None
-
-    def touch(self) -> None:
-        self.deadline = time.monotonic() + self.session_timeout_ms / 1000
 
     def metadata_for(self, protocol: str) -> bytes:
         for name, metadata in self.protocols:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from headwater.kafka.errors import ErrorCode
 
-from .group import Group, GroupState
+from .group import Group, GroupState, Member
 from .records import OffsetAndMetadata
 from .store import GroupStore, group_of
 
@@ -18,13 +18,16 @@ __all__ = ["CommittedOffsets"]
 
 TP = tuple[str, int]
 CheckMember = Callable[[Group | None, str, str | None], ErrorCode | None]
+Touch = Callable[[Group, Member], None]  # a sign of life: the member's session runs again from now
 
 
 class CommittedOffsets:
-    def __init__(self, groups: dict[str, Group], store: GroupStore, check_member: CheckMember) -> None:
+    def __init__(self, groups: dict[str, Group], store: GroupStore, check_member: CheckMember,
+                 touch: Touch) -> None:
         self.groups = groups
         self.store = store
         self.check_member = check_member
+        self.touch = touch
 
     def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode | None:
         """Whether this member may commit now; creates a group for simple (generation -1) commits."""
@@ -47,7 +50,7 @@ class CommittedOffsets:
         assert group is not None  # check_member answers UNKNOWN_MEMBER_ID for a missing group
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
-        group.members[member_id].touch()
+        self.touch(group, group.members[member_id])
         return None
 
     def commit(self, group_id: str, offsets: dict[TP, OffsetAndMetadata]) -> None:

@@ -127,8 +127,7 @@ def _restore(group: Group, meta: GroupMetadata) -> None:
     for m in meta.members:
         member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
                         m.rebalance_timeout_ms, meta.protocol_type, [(meta.protocol or "", m.subscription)],
-                        assignment=m.assignment)
-        member.touch()
+                        assignment=m.assignment)  # its session timer is armed by the coordinator's start
         group.members[m.member_id] = member
         if m.group_instance_id:
             group.static_members[m.group_instance_id] = m.member_id

@@ -913,6 +913,33 @@ def test_list_delete_groups_and_offset_delete(gbroker: BrokerProcess) -> None:
         assert raw_offset_fetch(gbroker.port, active, topic, [0]) == {0: -1}
 
 
+def test_delete_groups_just_after_the_session_timeout_of_a_vanished_member(gbroker: BrokerProcess) -> None:
+    """A member gone without LeaveGroup (librdkafka's static members on close, a killed process) is out at its
+    own session deadline: DeleteGroups 20 ms after it finds the group empty (with a 100 ms sweep it was "not
+    empty" most of the time). The broker's deadline lies between the last heartbeat's sending and its answer,
+    so the test's instants hold whatever the load; the unit test tests/unit/test_group_sessions.py pins the
+    timer to the millisecond on a virtual clock."""
+    group = unique("g-vanished")
+    session_ms = 6000
+    with RawConn(gbroker.port) as conn:
+        j = join_two_step(conn, group, session_ms=session_ms, rebalance_ms=session_ms)
+        assert j.error_code == NONE
+        s = conn.call(sync_req(group, j.generation_id, j.member_id, {j.member_id: b"work"}), SyncGroupResponse)
+        assert s.error_code == NONE
+        sent = time.monotonic()
+        assert conn.call(hb_req(group, j.generation_id, j.member_id), HeartbeatResponse).error_code == NONE
+        answered = time.monotonic()
+    # the connection is closed without a LeaveGroup; the member stays until its session runs out
+    with RawConn(gbroker.port) as admin:
+        time.sleep(max(0.0, sent + session_ms / 2000 - time.monotonic()))
+        dg = admin.call(DeleteGroupsRequest[1](groups_names=[group]), DeleteGroupsResponse)
+        assert [r.error_code for r in dg.results] == [NON_EMPTY_GROUP]
+        time.sleep(max(0.0, answered + session_ms / 1000 + 0.02 - time.monotonic()))
+        dg = admin.call(DeleteGroupsRequest[1](groups_names=[group]), DeleteGroupsResponse)
+        assert [r.error_code for r in dg.results] == [NONE]
+        assert describe_raw(admin, group).group_state == "Dead"
+
+
 def offset_delete_req(group: str, topic: str, partitions: list[int]) -> Any:
     T = OffsetDeleteRequest.OffsetDeleteRequestTopic
     P = T.OffsetDeleteRequestPartition
