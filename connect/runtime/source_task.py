@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from headwater.kafka.records import RecordTooLarge, parse_header, split_batch
+
 from .. import kafka as clients
 from ..api import (
     RecordBatches,
@@ -35,7 +37,7 @@ from ..api import (
 )
 from ..api.source import Encoded, OffsetStorageReader, RecordMetadata
 from ..kafka.partitioner import partition_for_key
-from ..kafka.topics import create_topic
+from ..kafka.topics import create_topic, topic_config
 from ..status import TaskId
 from ..storage.offsets import OffsetStore, offset_key
 from .errors import Stage
@@ -47,6 +49,7 @@ __all__ = ["WorkerSourceTask"]
 log = logging.getLogger(__name__)
 
 _NO_HEADERS: list[tuple[str, bytes | None]] = []  # shared and never mutated (aiokafka wants a list)
+MAX_REQUEST_SIZE = 8 << 20  # the producer's max.request.size unless producer.override.max.request.size says
 
 
 class _OffsetReader(OffsetStorageReader):
@@ -95,6 +98,8 @@ class WorkerSourceTask(RecordTask):
         self.wants_commit_record = type(self.task).commit_record is not SourceTask.commit_record
         self.wants_commit_encoded = type(self.task).commit_encoded is not SourceTask.commit_encoded
         self._rolled: dict[int, asyncio.Future[Any]] = {}  # builders sent before _submit (rolled, whole), by id
+        self._batch_limits: dict[str, int] = {}  # by topic: the largest batch it takes, see _batch_limit
+        self.max_request_size = int(self.producer_overrides.get("max.request.size", MAX_REQUEST_SIZE))
         self._notified = 0  # entries at the head of ``outstanding`` already told to the task
         self.batched = self.uses_batches()
         self.encoded = False
@@ -105,7 +110,7 @@ class WorkerSourceTask(RecordTask):
         # linger 0: batches are built whole per poll; a linger only makes the next poll's send wait.
         self.producer = clients.producer(
             self.bootstrap, self.producer_overrides, acks="all", linger_ms=0, max_batch_size=1 << 20,
-            max_request_size=8 << 20, client_id=f"connector-producer-{self.id}")
+            max_request_size=MAX_REQUEST_SIZE, client_id=f"connector-producer-{self.id}")
         await self.producer.start()
         self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector)))
         await call(self.task.start, self.task_config)
@@ -349,18 +354,60 @@ class WorkerSourceTask(RecordTask):
                                             for batch, starts in placed]
 
     async def _send_whole(self, batch: RecordBatches, futures: list[asyncio.Future[Any]]) -> list[tuple[int, int, Any]]:
-        """Send each Kafka batch as it is; returns (index of its first record, 0, its builder) per batch."""
-        await self._ensure_topic(batch.topic)
+        """Send each Kafka batch as it is, or split into batches the target takes when it is bigger (see
+        ``_batch_limit``); returns (index of its first record, 0, its builder) per batch sent."""
+        topic, partition = batch.topic, batch.kafka_partition
+        await self._ensure_topic(topic)
+        limit = await self._batch_limit(topic)
         starts: list[tuple[int, int, Any]] = []
         index = 0
         for data, n in zip(batch.batches, batch.counts, strict=True):
-            builder = clients.PrebuiltBatch(data, n)
-            fut = await self._send_builder(builder, batch.topic, batch.kafka_partition, futures)
-            if fut is not None:
-                self._rolled[id(builder)] = fut
-            starts.append((index, 0, builder))
+            pieces = [(data, n)] if len(data) <= limit else await self._split(data, n, topic, partition, limit)
+            at = index
+            for piece, count in pieces:
+                builder = clients.PrebuiltBatch(piece, count)
+                fut = await self._send_builder(builder, topic, partition, futures)
+                if fut is not None:
+                    self._rolled[id(builder)] = fut
+                starts.append((at, 0, builder))
+                at += count
             index += n
         return starts
+
+    async def _batch_limit(self, topic: str) -> int:
+        """The largest record batch ``topic`` takes: the producer's max.request.size, or the topic's
+        max.message.bytes on the target when smaller (read once per topic; the broker's
+        message.max.bytes when the topic has no override)."""
+        limit = self._batch_limits.get(topic)
+        if limit is None:
+            admin = clients.admin_client(self.bootstrap)
+            await admin.start()
+            try:
+                value = await topic_config(admin, topic, "max.message.bytes")
+            finally:
+                await admin.close()
+            limit = self.max_request_size
+            if value is not None and value.isdigit():
+                limit = min(limit, int(value))
+            self._batch_limits[topic] = limit
+        return limit
+
+    async def _split(self, data: bytes, count: int, topic: str, partition: int, limit: int) -> list[tuple[bytes, int]]:
+        """A batch bigger than the target takes, as batches that fit; none when one record alone is too big
+        and errors.tolerance=all skips the batch (with none the task fails)."""
+        try:
+            pieces = split_batch(data, 0, parse_header(data), limit)
+        except RecordTooLarge as exc:
+            error = RecordTooLarge(f"a batch of {count} records ({len(data)} bytes) for {topic}-{partition} cannot "
+                                   f"be split to fit the target's limit of {limit} bytes (max.request.size "
+                                   f"{self.max_request_size}, the topic's max.message.bytes): {exc}")
+            await self.errors.recover(Stage.KAFKA_PRODUCE, self.producer, error)
+            log.warning("task %s skipped %d records for %s-%d (errors.tolerance=all): %s", self.id, count, topic,
+                        partition, error)
+            return []
+        log.info("task %s split a batch of %d records (%d bytes) for %s-%d into %d batches of at most %d bytes",
+                 self.id, count, len(data), topic, partition, len(pieces), limit)
+        return pieces
 
     async def _partition_for(self, topic: str, key: bytes | None, sticky: dict[str, int]) -> int:
         """Kafka's default partitioner: murmur2 of the key, else one random partition per send."""
