@@ -222,19 +222,18 @@ class MirrorSourceTask(SourceTask):
 
     def _groups(self, tp: TopicPartition, data: bytes) -> list[list[tuple[int, BatchHeader, bool]]]:
         """The fetched batches in the order they go out: a big one alone (copied whole when it can be),
-        runs of small ones together (rebuilt as one batch). A partition gets one batch per produce request,
-        so a trickle of small batches sent one by one would wait a round trip each."""
+        runs of small ones together (rebuilt as batches of up to MERGE_MAX bytes). A partition gets one
+        batch per produce request, so a trickle of small batches sent one by one would wait a round trip
+        each."""
         groups: list[list[tuple[int, BatchHeader, bool]]] = []
         merging = False
-        size = 0
         for item in self._batches(tp, data):
             small = item[1].size < MERGE_BELOW
-            if small and merging and size + item[1].size <= MERGE_MAX:
+            if small and merging:
                 groups[-1].append(item)
-                size += item[1].size
             else:
                 groups.append([item])
-                merging, size = small, item[1].size
+                merging = small
         return groups
 
     async def poll_encoded(self) -> list[Encoded] | None:
