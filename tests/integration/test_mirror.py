@@ -298,6 +298,20 @@ def test_a_and_b_both_ways_never_loop(brokers: tuple[BrokerProcess, BrokerProces
         assert "topic A." in on_a.logs() or "a cycle" in on_a.logs()
 
 
+def mirrored_or_failed(cluster: Cluster, name: str, bootstrap: str, topic: str,
+                       count: int) -> tuple[str, Any] | None:
+    """("failed", the FAILED tasks) as soon as one is; ("mirrored", the records) once ``topic`` holds
+    ``count`` different values; None meanwhile (a condition to wait for)."""
+    status = cluster.status(name)
+    failed = [t for t in (status or {}).get("tasks", []) if t["state"] == "FAILED"]
+    if failed:
+        return "failed", failed
+    on_b = read_all(bootstrap, topic, timeout=5)
+    if len({r.value for r in on_b}) >= count:
+        return "mirrored", on_b
+    return None
+
+
 def first_copies(records: Iterable[Rec]) -> dict[int, list[bytes | None]]:
     """Each partition's values in order, a value seen before (a re-sent record) left out."""
     out: dict[int, list[bytes | None]] = {}
@@ -327,16 +341,6 @@ def test_mirror_worker_killed_mid_stream_loses_nothing(brokers: tuple[BrokerProc
             produce_keyed(a.bootstrap, topic, chunk, start=produced[0], pad=80, **{"batch.size": 8192})
             produced[0] += chunk
 
-    def mirrored_or_failed() -> tuple[str, Any] | None:
-        status = cluster.status(name)
-        failed = [t for t in (status or {}).get("tasks", []) if t["state"] == "FAILED"]
-        if failed:
-            return "failed", failed
-        on_b = read_all(b.bootstrap, f"A.{topic}", timeout=5)
-        if len({r.value for r in on_b}) >= total:
-            return "mirrored", on_b
-        return None
-
     with Cluster(tmp_path, b.bootstrap, tag, worker_settings(tag)) as cluster:
         cluster.start(1)
         cluster.workers[0].ok("PUT", f"/connectors/{name}/config", mirror_config(
@@ -351,12 +355,48 @@ def test_mirror_worker_killed_mid_stream_loses_nothing(brokers: tuple[BrokerProc
             producer.join(60)  # the rest is produced while the worker is down: a backlog of over 1 MiB a partition
         assert produced[0] == total
         cluster.start(1)
-        outcome, detail = wait_for(mirrored_or_failed, 90, 1.0, "every record on B after the restart", cluster.logs)
+        outcome, detail = wait_for(lambda: mirrored_or_failed(cluster, name, b.bootstrap, f"A.{topic}", total), 90,
+                                   1.0, "every record on B after the restart", cluster.logs)
         assert outcome == "mirrored", detail
         cluster.wait_running(name, 2)
     source = read_all(a.bootstrap, topic, total)
     assert len(source) == total
     assert first_copies(detail) == {p: [r[1] for r in recs] for p, recs in by_partition(source).items()}
+
+
+
+def test_batches_bigger_than_the_target_takes_are_split(brokers: tuple[BrokerProcess, BrokerProcess],
+                                                        target_workers: Cluster) -> None:
+    """A's batches of about 900 kB go whole unless B's topic takes less (max.message.bytes 200000 there):
+    the worker splits them into batches B takes, the records in order. A record alone bigger than B takes
+    fails the task (errors.tolerance=none) with a message naming the limit."""
+    from confluent_kafka import Producer
+
+    a, b = brokers
+    topic = unique("bigbatches")
+    create(a.bootstrap, topic, 2)
+    create(b.bootstrap, f"A.{topic}", 2, **{"max.message.bytes": "200000"})
+    p = Producer({"bootstrap.servers": a.bootstrap, "batch.size": 1_000_000, "linger.ms": 200})
+    for i in range(12_000):
+        p.produce(topic, key=b"k%d" % (i % 2), value=b"%d:" % i + b"x" * 300, timestamp=1_650_000_000_000 + i)
+    assert p.flush(60) == 0
+    worker = target_workers.workers[0]
+    name = unique("mirror")
+    worker.ok("PUT", f"/connectors/{name}/config", mirror_config(
+        name, SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, sync_topic_configs_enabled="false"))
+    source = read_all(a.bootstrap, topic, 12_000)
+    outcome, detail = wait_for(lambda: mirrored_or_failed(target_workers, name, b.bootstrap, f"A.{topic}", 12_000),
+                               60, 0.5, "every record on B", target_workers.logs)
+    assert outcome == "mirrored", detail
+    assert by_partition(read_all(b.bootstrap, f"A.{topic}", 12_000, settle=1.0)) == by_partition(source)
+    assert "into 5 batches of at most 200000 bytes" in target_workers.logs(100_000)  # ~900 kB each, split
+    target_workers.wait_running(name, 2)
+    p.produce(topic, key=b"k0", value=b"y" * 300_000)
+    assert p.flush(60) == 0
+    status = wait_for(lambda: (s := worker.status(name)) and any(t["state"] == "FAILED" for t in s["tasks"]) and s,
+                      60, 0.5, "the task FAILED", target_workers.logs)
+    trace = next(t["trace"] for t in status["tasks"] if t["state"] == "FAILED")
+    assert "cannot be split to fit the target's limit of 200000 bytes" in trace, trace
 
 
 def test_bad_configs_are_refused_and_create_nothing(brokers: tuple[BrokerProcess, BrokerProcess],
