@@ -240,3 +240,39 @@ def test_admin_partition_counts_and_group_offset_commit(broker) -> None:
             await admin.close()
 
     _run(go())
+
+
+def test_delivery_timeout_outlasts_request_timeout_and_stop_producer_aborts(fresh_broker) -> None:
+    """``delivery.timeout.ms`` sets the accumulator's batch TTL: a batch is retried (aiokafka re-queues it at the
+    head of its partition) through a broker outage longer than request.timeout.ms, where aiokafka alone gives
+    up after request.timeout.ms; ``stop_producer`` fails what is still undelivered at its timeout instead of
+    waiting for the TTL."""
+    fresh_broker.start()
+    topic = unique("adapter-delivery")
+
+    async def go() -> None:
+        settings = {"request.timeout.ms": "1500", "retry.backoff.ms": "100", "metadata.max.age.ms": "1000"}
+        patient = adapter.producer(fresh_broker.bootstrap, {**settings, "delivery.timeout.ms": "60000"}, acks="all")
+        hasty = adapter.producer(fresh_broker.bootstrap, settings, acks="all")
+        for p in (patient, hasty):
+            await p.start()
+            await (await p.send(topic, b"before", partition=0))
+        try:
+            await asyncio.to_thread(fresh_broker.stop)
+            acks = [await p.send(topic, b"during", partition=0) for p in (patient, hasty)]
+            await asyncio.sleep(4)  # past request.timeout.ms
+            await asyncio.to_thread(fresh_broker.start)
+            assert (await asyncio.wait_for(acks[0], 30)).offset >= 1  # delivered after the outage
+            await asyncio.wait([acks[1]], timeout=30)
+            assert acks[1].done() and acks[1].exception() is not None  # given up after request.timeout.ms
+            await asyncio.to_thread(fresh_broker.stop)
+            late = await patient.send(topic, b"never", partition=0)
+            started = asyncio.get_running_loop().time()
+            await adapter.stop_producer(patient, 1.0)  # returns: the batch failed rather than retried for 60 s
+            assert asyncio.get_running_loop().time() - started < 10
+            assert late.done() and late.exception() is not None
+        finally:
+            await hasty.stop()
+            await patient.stop()
+
+    _run(go())

@@ -118,7 +118,8 @@ def test_garbage_payload_raises_compression_error() -> None:
 
 
 _record = st.builds(Record, offset=st.just(0), timestamp=st.integers(1_600_000_000_000, 1_700_000_000_000),
-                    key=st.one_of(st.none(), st.binary(max_size=40)), value=st.one_of(st.none(), st.binary(max_size=400)),
+                    key=st.one_of(st.none(), st.binary(max_size=40)),
+                    value=st.one_of(st.none(), st.binary(max_size=400)),
                     headers=st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=20))),
                                      max_size=2))
 
@@ -152,7 +153,7 @@ def test_pack_records_fills_each_batch_and_refuses_a_record_too_big() -> None:
     sizes = [len(data) for data, _ in packed]
     assert max(sizes) <= 100_000 and sum(n for _, n in packed) == 3000
     start = 0
-    for data, n in packed[:-1]:
+    for _, n in packed[:-1]:
         bigger = [Record(i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(records[start:start + n + 1])]
         assert len(build_batch(bigger)) > 100_000
         start += n
