@@ -68,7 +68,31 @@ def producer(bootstrap: str, overrides: dict[str, str], **defaults: Any) -> AIOK
     out = AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
     if delivery_timeout_ms is not None:
         out._message_accumulator._batch_ttl = delivery_timeout_ms / 1000
+    _bound_requests(out._message_accumulator, out._max_request_size)
     return out
+
+
+def _bound_requests(accumulator: Any, max_request_size: int) -> None:
+    """Produce requests of at most ``max_request_size`` bytes of batches (one batch alone may be bigger), as
+    Kafka's RecordAccumulator.drain stops filling a request: aiokafka puts the next batch of every
+    partition led by a node into one request, whatever their sum. The batches left out go back to the head
+    of their partition's queue for the next request."""
+    drain = accumulator.drain_by_nodes
+
+    def drain_by_nodes(ignore_nodes: Any, muted_partitions: Any = frozenset()) -> Any:
+        nodes, unknown_leaders = drain(ignore_nodes, muted_partitions)
+        for batches in nodes.values():
+            size = 0
+            for tp, batch in list(batches.items()):
+                batch_size = batch._builder.size()
+                if size and size + batch_size > max_request_size:
+                    del batches[tp]
+                    accumulator.reenqueue(batch)
+                else:
+                    size += batch_size
+        return nodes, unknown_leaders
+
+    accumulator.drain_by_nodes = drain_by_nodes
 
 
 async def stop_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:

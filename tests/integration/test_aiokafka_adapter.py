@@ -276,3 +276,40 @@ def test_delivery_timeout_outlasts_request_timeout_and_stop_producer_aborts(fres
             await patient.stop()
 
     _run(go())
+
+
+def test_produce_requests_stay_within_max_request_size(tmp_path) -> None:
+    """Batches for four partitions queued at once, 200 kB each: aiokafka alone sends them in one request of
+    800 kB, which a broker with socket.request.max.bytes=500000 answers by closing the connection (again
+    at every retry); the adapter's producer (max.request.size 300000) sends them a request each."""
+    from brokerproc import BrokerProcess
+
+    from headwater.connect.kafka import PrebuiltBatch
+    from headwater.kafka.records import Record, build_batch
+
+    topic = unique("adapter-request-size")
+    batches = [build_batch([Record(i, 1_700_000_000_000, b"k", bytes([p]) * 2000, []) for i in range(100)])
+               for p in range(4)]
+    assert all(180_000 < len(b) < 300_000 for b in batches)
+
+    async def go(bootstrap: str) -> None:
+        admin = adapter.admin_client(bootstrap)
+        await admin.start()
+        try:
+            from aiokafka.admin import NewTopic
+            await admin.create_topics([NewTopic(topic, 4, 1)])
+        finally:
+            await admin.close()
+        producer = adapter.producer(bootstrap, {"max.request.size": "300000", "delivery.timeout.ms": "20000",
+                                                "request.timeout.ms": "5000"}, acks="all")
+        await producer.start()
+        try:
+            await producer.partitions_for(topic)
+            acks = [await producer.send_batch(PrebuiltBatch(b, 100), topic, partition=p) for p, b in enumerate(batches)]
+            results = await asyncio.wait_for(asyncio.gather(*acks), 30)
+            assert [r.offset for r in results] == [0, 0, 0, 0]
+        finally:
+            await adapter.stop_producer(producer, 5)
+
+    with BrokerProcess(tmp_path / "data", "socket.request.max.bytes=500000") as broker:
+        _run(go(broker.bootstrap))
