@@ -3,7 +3,8 @@
 aiokafka's public API (``AIOKafkaProducer``, ``AIOKafkaConsumer``, ``aiokafka.admin``,
 ``aiokafka.structs``, ``aiokafka.errors``) may be used anywhere in Connect. Its internals may
 not: the sink's batch fetcher (``aiokafka.consumer.fetcher``), the producer's record builder
-(``aiokafka.producer.message_accumulator``, and ``PrebuiltBatch`` standing in for it), the low-level
+(``aiokafka.producer.message_accumulator``, and ``PrebuiltBatch`` standing in for it), the producer's
+batch expiry and abort (``delivery.timeout.ms`` and ``stop_producer`` in ``clients``), the low-level
 client with its protocol classes (``aiokafka.client``, ``aiokafka.protocol``: the mirror's raw batch
 fetches in ``raw_fetch``, group offset commits in ``admin``) and the key partitioner
 (``aiokafka.partitioner``) are reached only from the modules here.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import aiokafka
 
-from .clients import PrebuiltBatch, admin_client, consumer, fill_batch, kafka_kwargs, producer
+from .clients import PrebuiltBatch, admin_client, consumer, fill_batch, kafka_kwargs, producer, stop_producer
 from .fetch import RecordFetcher
 from .group import GroupClient
 from .partitioner import murmur2
@@ -34,6 +35,7 @@ __all__ = [
     "kafka_kwargs",
     "murmur2",
     "producer",
+    "stop_producer",
     "supported",
 ]
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-__all__ = ["PrebuiltBatch", "admin_client", "consumer", "fill_batch", "kafka_kwargs", "producer"]
+__all__ = ["PrebuiltBatch", "admin_client", "consumer", "fill_batch", "kafka_kwargs", "producer", "stop_producer"]
+
+log = logging.getLogger(__name__)
 
 _INT = int
 _BOOL = lambda v: str(v).strip().lower() == "true"  # noqa: E731
@@ -25,6 +29,7 @@ _PRODUCER: dict[str, tuple[str, Any]] = {
     "client.id": ("client_id", str),
     "retry.backoff.ms": ("retry_backoff_ms", _INT),
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
+    "delivery.timeout.ms": ("delivery_timeout_ms", _INT),  # not aiokafka's: see producer()
 }
 _CONSUMER: dict[str, tuple[str, Any]] = {
     "auto.offset.reset": ("auto_offset_reset", str),
@@ -54,8 +59,55 @@ def kafka_kwargs(props: dict[str, str], table: dict[str, tuple[str, Any]]) -> di
 
 
 def producer(bootstrap: str, overrides: dict[str, str], **defaults: Any) -> AIOKafkaProducer:
+    """An AIOKafkaProducer; ``delivery_timeout_ms`` (Kafka's delivery.timeout.ms) bounds how long a batch
+    is retried. aiokafka retries a batch's retriable errors (in order, at the head of its partition's
+    queue, ``retry_backoff_ms`` apart) until ``request_timeout_ms`` after the batch was queued; Kafka
+    bounds each request by request.timeout.ms and the whole delivery by delivery.timeout.ms."""
     kwargs = {**defaults, **kafka_kwargs(overrides, _PRODUCER)}
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
+    delivery_timeout_ms = kwargs.pop("delivery_timeout_ms", None)
+    out = AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
+    if delivery_timeout_ms is not None:
+        out._message_accumulator._batch_ttl = delivery_timeout_ms / 1000
+    _bound_requests(out._message_accumulator, out._max_request_size)
+    return out
+
+
+def _bound_requests(accumulator: Any, max_request_size: int) -> None:
+    """Produce requests of at most ``max_request_size`` bytes of batches (one batch alone may be bigger), as
+    Kafka's RecordAccumulator.drain stops filling a request: aiokafka puts the next batch of every
+    partition led by a node into one request, whatever their sum. The batches left out go back to the head
+    of their partition's queue for the next request."""
+    drain = accumulator.drain_by_nodes
+
+    def drain_by_nodes(ignore_nodes: Any, muted_partitions: Any = frozenset()) -> Any:
+        nodes, unknown_leaders = drain(ignore_nodes, muted_partitions)
+        for batches in nodes.values():
+            size = 0
+            for tp, batch in list(batches.items()):
+                batch_size = batch._builder.size()
+                if size and size + batch_size > max_request_size:
+                    del batches[tp]
+                    accumulator.reenqueue(batch)
+                else:
+                    size += batch_size
+        return nodes, unknown_leaders
+
+    accumulator.drain_by_nodes = drain_by_nodes
+
+
+async def stop_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
+    """Stop ``producer``, waiting about ``timeout_s`` for what it still has to deliver; batches not
+    delivered by then expire: each fails at its next attempt instead of being retried (as Kafka's
+    ``close(timeout)`` aborts them), so a long delivery.timeout.ms does not keep a task from stopping."""
+    try:
+        await asyncio.wait_for(asyncio.shield(producer.flush()), timeout_s)
+    except TimeoutError:
+        accumulator = producer._message_accumulator
+        for batch in [*(b for queue in accumulator._batches.values() for b in queue), *accumulator._pending_batches]:
+            batch._ttl = 0  # in flight: failed when its request fails; queued: failed by the next drain
+        log.warning("producer %s: batches not delivered within %.1f s of closing are given up",
+                    producer.client._client_id, timeout_s)
+    await producer.stop()
 
 
 def consumer(bootstrap: str, overrides: dict[str, str], **defaults: Any) -> AIOKafkaConsumer:

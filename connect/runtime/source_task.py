@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from aiokafka.errors import KafkaTimeoutError
+
+from headwater.kafka.records import RecordTooLarge, parse_header, split_batch
+
 from .. import kafka as clients
 from ..api import (
     RecordBatches,
@@ -35,10 +39,10 @@ from ..api import (
 )
 from ..api.source import Encoded, OffsetStorageReader, RecordMetadata
 from ..kafka.partitioner import partition_for_key
-from ..kafka.topics import create_topic
+from ..kafka.topics import create_topic, topic_config
 from ..status import TaskId
 from ..storage.offsets import OffsetStore, offset_key
-from .errors import Stage
+from .errors import Stage, TaskStopping, is_retriable
 from .topic_creation import TopicCreation
 from .worker_task import RecordTask, TaskPipeline, call
 
@@ -47,6 +51,11 @@ __all__ = ["WorkerSourceTask"]
 log = logging.getLogger(__name__)
 
 _NO_HEADERS: list[tuple[str, bytes | None]] = []  # shared and never mutated (aiokafka wants a list)
+MAX_REQUEST_SIZE = 8 << 20  # the producer's max.request.size unless producer.override.max.request.size says
+# Kafka Connect's delivery.timeout.ms for its producers (Integer.MAX_VALUE): a retriable produce error is
+# retried until the task stops, never failing it
+DELIVERY_TIMEOUT_MS = 2**31 - 1
+RETRY_BACKOFF_MS = 100  # Kafka's retry.backoff.ms
 
 
 class _OffsetReader(OffsetStorageReader):
@@ -95,6 +104,10 @@ class WorkerSourceTask(RecordTask):
         self.wants_commit_record = type(self.task).commit_record is not SourceTask.commit_record
         self.wants_commit_encoded = type(self.task).commit_encoded is not SourceTask.commit_encoded
         self._rolled: dict[int, asyncio.Future[Any]] = {}  # builders sent before _submit (rolled, whole), by id
+        self._batch_limits: dict[str, int] = {}  # by topic: the largest batch it takes, see _batch_limit
+        # by id(ack future): topic, partition, records, bytes of the batch sent
+        self._sent_to: dict[int, tuple[str, int, int, int]] = {}
+        self.max_request_size = int(self.producer_overrides.get("max.request.size", MAX_REQUEST_SIZE))
         self._notified = 0  # entries at the head of ``outstanding`` already told to the task
         self.batched = self.uses_batches()
         self.encoded = False
@@ -105,7 +118,8 @@ class WorkerSourceTask(RecordTask):
         # linger 0: batches are built whole per poll; a linger only makes the next poll's send wait.
         self.producer = clients.producer(
             self.bootstrap, self.producer_overrides, acks="all", linger_ms=0, max_batch_size=1 << 20,
-            max_request_size=8 << 20, client_id=f"connector-producer-{self.id}")
+            max_request_size=MAX_REQUEST_SIZE, delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
+            client_id=f"connector-producer-{self.id}")
         await self.producer.start()
         self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector)))
         await call(self.task.start, self.task_config)
@@ -172,7 +186,7 @@ class WorkerSourceTask(RecordTask):
                 await self.commit_offsets()
         finally:
             if self.producer is not None:
-                await self.producer.stop()
+                await clients.stop_producer(self.producer, self.flush_timeout)
 
     # -- sending --------------------------------------------------------------------------------
 
@@ -349,18 +363,60 @@ class WorkerSourceTask(RecordTask):
                                             for batch, starts in placed]
 
     async def _send_whole(self, batch: RecordBatches, futures: list[asyncio.Future[Any]]) -> list[tuple[int, int, Any]]:
-        """Send each Kafka batch as it is; returns (index of its first record, 0, its builder) per batch."""
-        await self._ensure_topic(batch.topic)
+        """Send each Kafka batch as it is, or split into batches the target takes when it is bigger (see
+        ``_batch_limit``); returns (index of its first record, 0, its builder) per batch sent."""
+        topic, partition = batch.topic, batch.kafka_partition
+        await self._ensure_topic(topic)
+        limit = await self._batch_limit(topic)
         starts: list[tuple[int, int, Any]] = []
         index = 0
         for data, n in zip(batch.batches, batch.counts, strict=True):
-            builder = clients.PrebuiltBatch(data, n)
-            fut = await self._send_builder(builder, batch.topic, batch.kafka_partition, futures)
-            if fut is not None:
-                self._rolled[id(builder)] = fut
-            starts.append((index, 0, builder))
+            pieces = [(data, n)] if len(data) <= limit else await self._split(data, n, topic, partition, limit)
+            at = index
+            for piece, count in pieces:
+                builder = clients.PrebuiltBatch(piece, count)
+                fut = await self._send_builder(builder, topic, partition, futures)
+                if fut is not None:
+                    self._rolled[id(builder)] = fut
+                starts.append((at, 0, builder))
+                at += count
             index += n
         return starts
+
+    async def _batch_limit(self, topic: str) -> int:
+        """The largest record batch ``topic`` takes: the producer's max.request.size, or the topic's
+        max.message.bytes on the target when smaller (read once per topic; the broker's
+        message.max.bytes when the topic has no override)."""
+        limit = self._batch_limits.get(topic)
+        if limit is None:
+            admin = clients.admin_client(self.bootstrap)
+            await admin.start()
+            try:
+                value = await topic_config(admin, topic, "max.message.bytes")
+            finally:
+                await admin.close()
+            limit = self.max_request_size
+            if value is not None and value.isdigit():
+                limit = min(limit, int(value))
+            self._batch_limits[topic] = limit
+        return limit
+
+    async def _split(self, data: bytes, count: int, topic: str, partition: int, limit: int) -> list[tuple[bytes, int]]:
+        """A batch bigger than the target takes, as batches that fit; none when one record alone is too big
+        and errors.tolerance=all skips the batch (with none the task fails)."""
+        try:
+            pieces = split_batch(data, 0, parse_header(data), limit)
+        except RecordTooLarge as exc:
+            error = RecordTooLarge(f"a batch of {count} records ({len(data)} bytes) for {topic}-{partition} cannot "
+                                   f"be split to fit the target's limit of {limit} bytes (max.request.size "
+                                   f"{self.max_request_size}, the topic's max.message.bytes): {exc}")
+            await self.errors.recover(Stage.KAFKA_PRODUCE, self.producer, error)
+            log.warning("task %s skipped %d records for %s-%d (errors.tolerance=all): %s", self.id, count, topic,
+                        partition, error)
+            return []
+        log.info("task %s split a batch of %d records (%d bytes) for %s-%d into %d batches of at most %d bytes",
+                 self.id, count, len(data), topic, partition, len(pieces), limit)
+        return pieces
 
     async def _partition_for(self, topic: str, key: bytes | None, sticky: dict[str, int]) -> int:
         """Kafka's default partitioner: murmur2 of the key, else one random partition per send."""
@@ -394,19 +450,50 @@ class WorkerSourceTask(RecordTask):
 
     async def _send_builder(self, builder: Any, topic: str, partition: int,
                             futures: list[asyncio.Future[Any]]) -> asyncio.Future[Any] | None:
-        """Hand a batch to the producer (which retries the request itself); a retriable failure to hand
-        it over (no metadata yet, accumulator full) is retried as Kafka Connect retries a send. Returns
-        the ack's future, also appended to ``futures``; None when errors.tolerance=all dropped it."""
+        """Hand a batch to the producer, which retries its delivery until delivery.timeout.ms. A retriable
+        failure to hand it over (no metadata yet, the partition's queue still full after
+        request.timeout.ms) is retried until the task stops, as Kafka Connect retries a send; any other
+        goes through errors.tolerance. Returns the ack's future, also appended to ``futures``; None when
+        errors.tolerance=all dropped the batch."""
         send = self.producer.send_batch
         try:
             fut = await send(builder, topic, partition=partition)
         except Exception as exc:
-            ok, fut = await self.errors.execute(Stage.KAFKA_PRODUCE, self.producer,
-                                                partial(send, builder, topic, partition=partition), failed=exc)
-            if not ok:
-                return None
+            failed: Exception | None = exc
+            if _retriable_send(exc):
+                fut, failed = await self._send_retrying(builder, topic, partition, exc)
+            if failed is not None:
+                ok, fut = await self.errors.execute(Stage.KAFKA_PRODUCE, self.producer,
+                                                    partial(send, builder, topic, partition=partition), failed=failed)
+                if not ok:
+                    return None
         futures.append(fut)
+        self._sent_to[id(fut)] = (topic, partition, builder.record_count(), builder.size())
         return fut
+
+    async def _send_retrying(self, builder: Any, topic: str, partition: int,
+                             exc: Exception) -> tuple[Any, Exception | None]:
+        """(the ack's future, None) once a retried send went through; (None, the error) when one failed
+        with an error that is not retriable."""
+        backoff = int(self.producer_overrides.get("retry.backoff.ms", RETRY_BACKOFF_MS)) / 1000
+        start = time.monotonic()
+        attempts = 1
+        log.warning("task %s: handing a batch for %s-%d to the producer failed (%r); retrying every %.0f ms until "
+                    "it succeeds or the task stops", self.id, topic, partition, exc, backoff * 1000)
+        while True:
+            if self.stopping:
+                raise TaskStopping(f"stopped while retrying a send to {topic}-{partition}") from exc
+            await asyncio.sleep(backoff)
+            try:
+                fut = await self.producer.send_batch(builder, topic, partition=partition)
+            except Exception as error:
+                if not _retriable_send(error):
+                    return None, error
+                exc, attempts = error, attempts + 1
+                continue
+            log.info("task %s: a batch for %s-%d was handed to the producer after %d attempts (%.1f s)", self.id,
+                     topic, partition, attempts + 1, time.monotonic() - start)
+            return fut, None
 
     async def _submit(self, builders: dict[tuple[str, int], Any], futures: list[asyncio.Future[Any]],
                       offsets: dict[str, dict[str, Any]], count: int,
@@ -450,10 +537,12 @@ class WorkerSourceTask(RecordTask):
         while self.outstanding and all(f.done() for f in self.outstanding[0].futures):
             entry = self.outstanding.popleft()
             for fut in entry.futures:
+                sent_to = self._sent_to.pop(id(fut), None)
                 if fut.exception() is not None:
-                    # The client retried until delivery.timeout.ms: errors.tolerance decides; with
+                    # Not retriable, or retried until delivery.timeout.ms: errors.tolerance decides; with
                     # none the task fails here and the poll's offsets are never stored.
-                    await self.errors.recover(Stage.KAFKA_PRODUCE, self.producer, fut.exception())
+                    await self.errors.recover(Stage.KAFKA_PRODUCE, self.producer,
+                                              _delivery_failed(fut.exception(), sent_to))
             committable.update(entry.offsets)
             if entry.notified:
                 self._notified -= 1
@@ -468,6 +557,27 @@ class WorkerSourceTask(RecordTask):
     def runtime_metrics(self) -> dict[str, Any]:
         return {"source-record-poll-total": self.records_polled, "source-record-write-total": self.records_sent,
                 **super().runtime_metrics()}
+
+
+def _retriable_send(exc: BaseException) -> bool:
+    """Retriable, or aiokafka's timeout waiting for room in a partition's queue (Kafka's TimeoutException,
+    a RetriableException there)."""
+    return is_retriable(exc) or isinstance(exc, KafkaTimeoutError)
+
+
+class DeliveryFailed(Exception):
+    """The target did not take a batch: which one, and why."""
+
+
+def _delivery_failed(exc: BaseException | None, sent_to: tuple[str, int, int, int] | None) -> BaseException:
+    assert exc is not None
+    if sent_to is None:
+        return exc
+    topic, partition, records, size = sent_to
+    error = DeliveryFailed(f"producing a batch of {records} records ({size} bytes) to {topic}-{partition} failed: "
+                           f"{exc!r}")
+    error.__cause__ = exc
+    return error
 
 
 def _unless_stopping(task: WorkerSourceTask, poll: Callable[[], Any]) -> Any:

@@ -11,6 +11,7 @@ each record landed becomes offset syncs (``syncs.OffsetSyncWriter``) for the che
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -36,10 +37,10 @@ from headwater.connect.kafka.raw_fetch import BatchFetcher
 from headwater.kafka.records import (
     ATTR_LOG_APPEND_TIME,
     BatchHeader,
-    build_batch,
     copy_batch,
     decode_batch_records,
     iter_batches,
+    pack_records,
 )
 
 from .config import BYTES, MirrorSourceConfig
@@ -50,7 +51,8 @@ __all__ = ["MirrorSourceConnector", "MirrorSourceTask"]
 log = logging.getLogger(__name__)
 
 ASSIGNED = "task.assigned.partitions"
-# Batches smaller than this are merged with their neighbours (up to MERGE_MAX bytes) into one new batch.
+# Batches smaller than this are merged with their neighbours into new batches of at most MERGE_MAX bytes
+# (within Kafka's default max.message.bytes, 1048588; the worker splits what a target takes less of).
 MERGE_BELOW = 64 << 10
 MERGE_MAX = 1 << 20
 CLOSE_GRACE_S = 7.0  # past offset.flush.timeout.ms (5 s): the worker's last commit comes first
@@ -220,19 +222,18 @@ class MirrorSourceTask(SourceTask):
 
     def _groups(self, tp: TopicPartition, data: bytes) -> list[list[tuple[int, BatchHeader, bool]]]:
         """The fetched batches in the order they go out: a big one alone (copied whole when it can be),
-        runs of small ones together (rebuilt as one batch). A partition gets one batch per produce request,
-        so a trickle of small batches sent one by one would wait a round trip each."""
+        runs of small ones together (rebuilt as batches of up to MERGE_MAX bytes). A partition gets one
+        batch per produce request, so a trickle of small batches sent one by one would wait a round trip
+        each."""
         groups: list[list[tuple[int, BatchHeader, bool]]] = []
         merging = False
-        size = 0
         for item in self._batches(tp, data):
             small = item[1].size < MERGE_BELOW
-            if small and merging and size + item[1].size <= MERGE_MAX:
+            if small and merging:
                 groups[-1].append(item)
-                size += item[1].size
             else:
                 groups.append([item])
-                merging, size = small, item[1].size
+                merging = small
         return groups
 
     async def poll_encoded(self) -> list[Encoded] | None:
@@ -260,13 +261,17 @@ class MirrorSourceTask(SourceTask):
                            if r.offset >= position]
                 if not records:
                     continue
-                upstream.append([r.offset for r in records])
-                for i, r in enumerate(records):
-                    r.offset = i
-                batches.append(build_batch(records))
-                counts.append(len(records))
+                offsets = [r.offset for r in records]
                 timestamp = records[-1].timestamp
-                self.batches_rebuilt += 1
+                # bounded by what comes out: merged records take more bytes than in their own batches
+                # (their offset and timestamp deltas grow), a decompressed batch more still
+                first = 0
+                for built, n in pack_records(records, MERGE_MAX):
+                    batches.append(built)
+                    counts.append(n)
+                    upstream.append(offsets[first:first + n])
+                    first += n
+                    self.batches_rebuilt += 1
             if not batches:
                 continue
             last = upstream[-1][-1]
@@ -300,16 +305,20 @@ class MirrorSourceTask(SourceTask):
 
     async def commit_encoded(self, batch: Encoded, placed: list[tuple[int, int]]) -> None:
         tp, upstream, timestamp = self._raw.pop(id(batch))
-        starts: dict[int, Sequence[int]] = {}
+        runs: list[int] = []  # index of the first record of each upstream run
         index = 0
         for offsets in upstream:
-            starts[index] = offsets
+            runs.append(index)
             index += len(offsets)
         if self.syncs is not None:
-            for first, downstream in placed:
-                run = starts.get(first)
-                if run is not None:
-                    self.syncs.run(tp, run, 0, len(run), downstream)
+            # a Kafka batch sent holds records of one run, up to the next batch's first record or the run's
+            # end (the worker splits a batch the target would not take whole)
+            ends = [first for first, _ in placed[1:]] + [index]
+            for (first, downstream), end in zip(placed, ends, strict=True):
+                run = bisect.bisect_right(runs, first) - 1
+                start = runs[run]
+                self.syncs.run(tp, upstream[run], first - start, min(end, start + len(upstream[run])) - start,
+                               downstream)
             self.syncs.flush()
             await self.syncs.send()
         self._acked(tp, upstream[-1][-1], timestamp, index)

@@ -22,12 +22,16 @@ __all__ = [
     "BatchHeader",
     "InvalidBatch",
     "Record",
+    "RecordTooLarge",
     "HEADER_SIZE",
     "assemble_batch",
     "build_batch",
     "copy_batch",
     "decode_batch_records",
     "iter_batches",
+    "pack_records",
+    "record_size",
+    "split_batch",
     "RecordSummary",
     "parse_header",
     "record_summaries",
@@ -271,6 +275,85 @@ def build_batch(
                     producer_epoch, base_sequence, len(records)),
         payload,
     )
+
+
+class RecordTooLarge(ValueError):
+    """One record alone is bigger than the batch it has to fit in."""
+
+
+def _varint_size(n: int) -> int:
+    z = (n << 1) ^ (n >> 63)
+    size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
+
+
+def _bytes_size(b: bytes | None) -> int:
+    return 1 if b is None else _varint_size(len(b)) + len(b)
+
+
+def record_size(r: Record, timestamp_delta: int, offset_delta: int) -> int:
+    """Bytes of ``r`` encoded in a batch with these deltas, its length prefix included."""
+    body = (1 + _varint_size(timestamp_delta) + _varint_size(offset_delta) + _bytes_size(r.key)
+            + _bytes_size(r.value) + _varint_size(len(r.headers)))
+    for hkey, hval in r.headers:
+        body += _bytes_size(hkey.encode()) + _bytes_size(hval)
+    return _varint_size(body) + body
+
+
+def pack_records(records: list[Record], limit: int, *, codec: int = NONE, attributes: int = 0,
+                 ratio: float = 1.0) -> list[tuple[bytes, int]]:
+    """``records`` in order as v2 batches of at most ``limit`` bytes each (as few as fit), with their
+    record counts. Each batch's records are renumbered from 0 (their ``offset`` is overwritten), as a
+    producer numbers them. ``ratio``: the compressed size expected of the uncompressed one (with a
+    codec). RecordTooLarge when one record alone does not fit."""
+    out: list[tuple[bytes, int]] = []
+    # Records are taken while their uncompressed size fits the budget (deltas from the first record:
+    # exact unless timestamps go back); a batch that still comes out too big is halved.
+    budget = limit if codec == NONE else HEADER_SIZE + int((limit - HEADER_SIZE) * 0.9 / min(max(ratio, 0.01), 1.0))
+    start = 0
+    while start < len(records):
+        base_ts = records[start].timestamp
+        size = HEADER_SIZE
+        end = start
+        while end < len(records):
+            r = records[end]
+            grown = size + record_size(r, r.timestamp - base_ts, end - start)
+            if grown > budget and end > start:
+                break
+            size, end = grown, end + 1
+        out += _build_within(records[start:end], limit, codec, attributes)
+        start = end
+    return out
+
+
+def _build_within(records: list[Record], limit: int, codec: int, attributes: int) -> list[tuple[bytes, int]]:
+    for i, r in enumerate(records):
+        r.offset = i
+    data = build_batch(records, codec=codec, attributes=attributes)
+    if len(data) <= limit:
+        return [(data, len(records))]
+    if len(records) == 1:
+        raise RecordTooLarge(f"a record of {len(data) - HEADER_SIZE} bytes does not fit in a record batch of at "
+                             f"most {limit} bytes")
+    half = len(records) // 2
+    return (_build_within(records[:half], limit, codec, attributes)
+            + _build_within(records[half:], limit, codec, attributes))
+
+
+def split_batch(buf: bytes | memoryview, pos: int, header: BatchHeader, limit: int) -> list[tuple[bytes, int]]:
+    """The records of the batch at ``pos`` re-encoded as batches of at most ``limit`` bytes each (with
+    their record counts), in order, compressed as it was, as a new producer would send them (base offset
+    0, no producer id, not transactional). RecordTooLarge when one record alone is bigger."""
+    _, records = decode_batch_records(buf, pos)
+    ratio = 1.0
+    if header.codec != NONE:  # as compressible as the batch was
+        raw = HEADER_SIZE + sum(record_size(r, r.timestamp - records[0].timestamp, i) for i, r in enumerate(records))
+        ratio = header.size / raw
+    return pack_records(records, limit, codec=header.codec, ratio=ratio,
+                        attributes=header.attributes & ~(ATTR_TRANSACTIONAL | ATTR_CONTROL))
 
 
 _BATCH_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordCount (covered by the CRC with the records)

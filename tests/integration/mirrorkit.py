@@ -39,12 +39,13 @@ def topics(bootstrap: str) -> dict[str, int]:
 
 
 def produce_keyed(bootstrap: str, topic: str, count: int, start: int = 0, headers: bool = True,
-                  base_ts: int = 1_700_000_000_000) -> None:
-    """``count`` keyed records (key k<i % 50>) with headers and a timestamp of their own each."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+                  base_ts: int = 1_700_000_000_000, pad: int = 0, **config: Any) -> None:
+    """``count`` keyed records (key k<i % 50>) with headers and a timestamp of their own each; ``pad``
+    more bytes in each value; ``config``: more librdkafka settings (e.g. ``{"batch.size": 16384}``)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **config})
     for i in range(start, start + count):
         hdrs = [("n", str(i).encode()), ("dup", b"a"), ("dup", b"b")] if headers and i % 3 else None
-        p.produce(topic, key=f"k{i % 50}".encode(), value=f"v{i}".encode() * (1 + i % 4), headers=hdrs,
+        p.produce(topic, key=f"k{i % 50}".encode(), value=f"v{i}".encode() * (1 + i % 4) + b"." * pad, headers=hdrs,
                   timestamp=base_ts + i)
         if i % 5000 == 0:
             p.poll(0)

@@ -240,3 +240,76 @@ def test_admin_partition_counts_and_group_offset_commit(broker) -> None:
             await admin.close()
 
     _run(go())
+
+
+def test_delivery_timeout_outlasts_request_timeout_and_stop_producer_aborts(fresh_broker) -> None:
+    """``delivery.timeout.ms`` sets the accumulator's batch TTL: a batch is retried (aiokafka re-queues it at the
+    head of its partition) through a broker outage longer than request.timeout.ms, where aiokafka alone gives
+    up after request.timeout.ms; ``stop_producer`` fails what is still undelivered at its timeout instead of
+    waiting for the TTL."""
+    fresh_broker.start()
+    topic = unique("adapter-delivery")
+
+    async def go() -> None:
+        settings = {"request.timeout.ms": "1500", "retry.backoff.ms": "100", "metadata.max.age.ms": "1000"}
+        patient = adapter.producer(fresh_broker.bootstrap, {**settings, "delivery.timeout.ms": "60000"}, acks="all")
+        hasty = adapter.producer(fresh_broker.bootstrap, settings, acks="all")
+        for p in (patient, hasty):
+            await p.start()
+            await (await p.send(topic, b"before", partition=0))
+        try:
+            await asyncio.to_thread(fresh_broker.stop)
+            acks = [await p.send(topic, b"during", partition=0) for p in (patient, hasty)]
+            await asyncio.sleep(4)  # past request.timeout.ms
+            await asyncio.to_thread(fresh_broker.start)
+            assert (await asyncio.wait_for(acks[0], 30)).offset >= 1  # delivered after the outage
+            await asyncio.wait([acks[1]], timeout=30)
+            assert acks[1].done() and acks[1].exception() is not None  # given up after request.timeout.ms
+            await asyncio.to_thread(fresh_broker.stop)
+            late = await patient.send(topic, b"never", partition=0)
+            started = asyncio.get_running_loop().time()
+            await adapter.stop_producer(patient, 1.0)  # returns: the batch failed rather than retried for 60 s
+            assert asyncio.get_running_loop().time() - started < 10
+            assert late.done() and late.exception() is not None
+        finally:
+            await hasty.stop()
+            await patient.stop()
+
+    _run(go())
+
+
+def test_produce_requests_stay_within_max_request_size(tmp_path) -> None:
+    """Batches for four partitions queued at once, 200 kB each: aiokafka alone sends them in one request of
+    800 kB, which a broker with socket.request.max.bytes=500000 answers by closing the connection (again
+    at every retry); the adapter's producer (max.request.size 300000) sends them a request each."""
+    from brokerproc import BrokerProcess
+
+    from headwater.connect.kafka import PrebuiltBatch
+    from headwater.kafka.records import Record, build_batch
+
+    topic = unique("adapter-request-size")
+    batches = [build_batch([Record(i, 1_700_000_000_000, b"k", bytes([p]) * 2000, []) for i in range(100)])
+               for p in range(4)]
+    assert all(180_000 < len(b) < 300_000 for b in batches)
+
+    async def go(bootstrap: str) -> None:
+        admin = adapter.admin_client(bootstrap)
+        await admin.start()
+        try:
+            from aiokafka.admin import NewTopic
+            await admin.create_topics([NewTopic(topic, 4, 1)])
+        finally:
+            await admin.close()
+        producer = adapter.producer(bootstrap, {"max.request.size": "300000", "delivery.timeout.ms": "20000",
+                                                "request.timeout.ms": "5000"}, acks="all")
+        await producer.start()
+        try:
+            await producer.partitions_for(topic)
+            acks = [await producer.send_batch(PrebuiltBatch(b, 100), topic, partition=p) for p, b in enumerate(batches)]
+            results = await asyncio.wait_for(asyncio.gather(*acks), 30)
+            assert [r.offset for r in results] == [0, 0, 0, 0]
+        finally:
+            await adapter.stop_producer(producer, 5)
+
+    with BrokerProcess(tmp_path / "data", "socket.request.max.bytes=500000") as broker:
+        _run(go(broker.bootstrap))

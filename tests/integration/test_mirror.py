@@ -10,13 +10,16 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
 from connectproc import scrape_metrics, unique, wait_for
 from mirrorkit import (
+    Rec,
     by_partition,
     create,
     grow,
@@ -295,44 +298,105 @@ def test_a_and_b_both_ways_never_loop(brokers: tuple[BrokerProcess, BrokerProces
                  "the cycle's log line on A's worker")
 
 
+def mirrored_or_failed(cluster: Cluster, name: str, bootstrap: str, topic: str,
+                       count: int) -> tuple[str, Any] | None:
+    """("failed", the FAILED tasks) as soon as one is; ("mirrored", the records) once ``topic`` holds
+    ``count`` different values; None meanwhile (a condition to wait for)."""
+    status = cluster.status(name)
+    failed = [t for t in (status or {}).get("tasks", []) if t["state"] == "FAILED"]
+    if failed:
+        return "failed", failed
+    on_b = read_all(bootstrap, topic, timeout=5)
+    if len({r.value for r in on_b}) >= count:
+        return "mirrored", on_b
+    return None
+
+
+def first_copies(records: Iterable[Rec]) -> dict[int, list[bytes | None]]:
+    """Each partition's values in order, a value seen before (a re-sent record) left out."""
+    out: dict[int, list[bytes | None]] = {}
+    seen: set[tuple[int, bytes | None]] = set()
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        if (r.partition, r.value) not in seen:
+            seen.add((r.partition, r.value))
+            out.setdefault(r.partition, []).append(r.value)
+    return out
+
+
 def test_mirror_worker_killed_mid_stream_loses_nothing(brokers: tuple[BrokerProcess, BrokerProcess],
                                                       tmp_path: Path) -> None:
+    """SIGKILL the worker while 100,000 records stream into 8 partitions: after the restart the task
+    re-sends from its last stored offsets, a backlog of more than 1 MiB a partition whose small batches are
+    merged (merged records take more bytes than they did in their own batches), and stays RUNNING; every
+    record reaches B, in order per partition, the re-sent ones at least once."""
     a, b = brokers
-    topic = unique("crash")
-    create(a.bootstrap, topic, 4)
+    topic, name = unique("crash"), "crash"
+    create(a.bootstrap, topic, 8)
     tag = unique("mm-crash")
-    stop = threading.Event()
+    total, chunk = 100_000, 10_000
     produced = [0]
 
     def keep_producing() -> None:
-        while not stop.is_set() and produced[0] < 40_000:
-            produce_keyed(a.bootstrap, topic, 2000, start=produced[0], headers=False)
-            produced[0] += 2000
+        while produced[0] < total:  # batches of at most 8 KiB: the mirror merges them
+            produce_keyed(a.bootstrap, topic, chunk, start=produced[0], pad=80, **{"batch.size": 8192})
+            produced[0] += chunk
 
     with Cluster(tmp_path, b.bootstrap, tag, worker_settings(tag)) as cluster:
         cluster.start(1)
-        cluster.workers[0].ok("PUT", "/connectors/crash/config", mirror_config(
-            "crash", SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, tasks_max=2))
+        cluster.workers[0].ok("PUT", f"/connectors/{name}/config", mirror_config(
+            name, SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, tasks_max=2))
         producer = threading.Thread(target=keep_producing)
         producer.start()
         try:
-            wait_for(lambda: sum(r.partition >= 0 for r in read_all(b.bootstrap, f"A.{topic}", 3000, timeout=5))
-                     >= 3000, 60, 0.5, "mirroring under way")
+            wait_for(lambda: len(read_all(b.bootstrap, f"A.{topic}", 5_000, timeout=5)) >= 5_000, 60, 0.2,
+                     "mirroring under way", cluster.logs)
             cluster.workers[0].kill()
-            time.sleep(1.0)
-            cluster.start(1)
         finally:
-            time.sleep(2.0)
-            stop.set()
-            producer.join(60)
-        total = produced[0]
-        # read until quiet, not up to a count: the target holds duplicates (the restart re-sends)
-        wait_for(lambda: len({r.value for r in read_all(b.bootstrap, f"A.{topic}", timeout=20)}) >= total,
-                 90, 1.0, "every record on B after the restart")
-    mirrored = read_all(b.bootstrap, f"A.{topic}", timeout=20)
+            producer.join(60)  # the rest is produced while the worker is down: a backlog of over 1 MiB a partition
+        assert produced[0] == total
+        cluster.start(1)
+        outcome, detail = wait_for(lambda: mirrored_or_failed(cluster, name, b.bootstrap, f"A.{topic}", total), 90,
+                                   1.0, "every record on B after the restart", cluster.logs)
+        assert outcome == "mirrored", detail
+        cluster.wait_running(name, 2)
     source = read_all(a.bootstrap, topic, total)
-    assert {(r.partition, r.key, r.value) for r in source} <= {(r.partition, r.key, r.value) for r in mirrored}
     assert len(source) == total
+    assert first_copies(detail) == {p: [r[1] for r in recs] for p, recs in by_partition(source).items()}
+
+
+
+def test_batches_bigger_than_the_target_takes_are_split(brokers: tuple[BrokerProcess, BrokerProcess],
+                                                        target_workers: Cluster) -> None:
+    """A's batches of about 900 kB go whole unless B's topic takes less (max.message.bytes 200000 there):
+    the worker splits them into batches B takes, the records in order. A record alone bigger than B takes
+    fails the task (errors.tolerance=none) with a message naming the limit."""
+    from confluent_kafka import Producer
+
+    a, b = brokers
+    topic = unique("bigbatches")
+    create(a.bootstrap, topic, 2)
+    create(b.bootstrap, f"A.{topic}", 2, **{"max.message.bytes": "200000"})
+    p = Producer({"bootstrap.servers": a.bootstrap, "batch.size": 1_000_000, "linger.ms": 200})
+    for i in range(12_000):
+        p.produce(topic, key=b"k%d" % (i % 2), value=b"%d:" % i + b"x" * 300, timestamp=1_650_000_000_000 + i)
+    assert p.flush(60) == 0
+    worker = target_workers.workers[0]
+    name = unique("mirror")
+    worker.ok("PUT", f"/connectors/{name}/config", mirror_config(
+        name, SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, sync_topic_configs_enabled="false"))
+    source = read_all(a.bootstrap, topic, 12_000)
+    outcome, detail = wait_for(lambda: mirrored_or_failed(target_workers, name, b.bootstrap, f"A.{topic}", 12_000),
+                               60, 0.5, "every record on B", target_workers.logs)
+    assert outcome == "mirrored", detail
+    assert by_partition(read_all(b.bootstrap, f"A.{topic}", 12_000, settle=1.0)) == by_partition(source)
+    assert "into 5 batches of at most 200000 bytes" in target_workers.logs(100_000)  # ~900 kB each, split
+    target_workers.wait_running(name, 2)
+    p.produce(topic, key=b"k0", value=b"y" * 300_000)
+    assert p.flush(60) == 0
+    status = wait_for(lambda: (s := worker.status(name)) and any(t["state"] == "FAILED" for t in s["tasks"]) and s,
+                      60, 0.5, "the task FAILED", target_workers.logs)
+    trace = next(t["trace"] for t in status["tasks"] if t["state"] == "FAILED")
+    assert "cannot be split to fit the target's limit of 200000 bytes" in trace, trace
 
 
 def test_bad_configs_are_refused_and_create_nothing(brokers: tuple[BrokerProcess, BrokerProcess],

@@ -687,6 +687,53 @@ def test_worker_send_batch_falls_back_to_records_when_conversion_fails() -> None
     assert all(r.source_offset == {"position": 99} and r.source_partition == {"filename": "f"} for r in records)
 
 
+
+class RefusingProducer(FakeProducer):
+    """send_batch raises ``errors`` in turn before it takes a batch (aiokafka's queue stayed full past
+    request.timeout.ms: KafkaTimeoutError, retriable; or a non-retriable error)."""
+
+    def __init__(self, errors: list[Exception]) -> None:
+        super().__init__()
+        self.errors = errors
+        self.calls = 0
+
+    async def send_batch(self, builder: BatchBuilder, topic: str, partition: int) -> asyncio.Future[Any]:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return await super().send_batch(builder, topic, partition)
+
+
+def test_a_retriable_send_failure_is_retried_not_failing_the_task() -> None:
+    """errors.tolerance=none and errors.retry.timeout=0: a send refused with a retriable error is retried
+    (retry.backoff.ms apart) until it goes, as Kafka Connect retries a send; one that is not retriable goes
+    through errors.tolerance, which fails the task."""
+    from aiokafka.errors import KafkaTimeoutError, UnsupportedVersionError
+
+    from headwater.connect.runtime.errors import ToleranceExceeded
+
+    def worker(producer: FakeProducer) -> WorkerSourceTask:
+        converters = (string_converter(), string_converter(), string_converter())
+        out = WorkerSourceTask(TaskId("conn", 0), pipeline(FileStreamSourceTask(), converters, None, "none"),
+                               offset_store=None, flush_timeout_ms=1000, target_state=TargetState.STARTED,
+                               on_status=lambda *a: None)
+        out.producer_overrides = {"retry.backoff.ms": "10"}
+        out.producer = producer
+        return out
+
+    async def scenario() -> None:
+        patient = worker(RefusingProducer([KafkaTimeoutError(), KafkaTimeoutError(), KafkaTimeoutError()]))
+        await patient.send_batch(source_batch())
+        assert patient.producer.calls == 4 and patient.producer.records() == [
+            (TOPIC, 0, None, line.encode(), []) for line in LINES]
+        assert patient.errors.failures == 0
+        refused = worker(RefusingProducer([KafkaTimeoutError(), UnsupportedVersionError()]))
+        with pytest.raises(ToleranceExceeded):
+            await refused.send_batch(source_batch())
+        assert refused.producer.sent == []
+
+    run(scenario)
+
 class RecordingSink(FileStreamSinkTask):
     def __init__(self) -> None:
         self.calls: list[tuple[str, list[Any]]] = []

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from headwater.connectors.mirror.source import MirrorSourceTask
+from headwater.connectors.mirror.source import MERGE_MAX, MirrorSourceTask
 from headwater.kafka.compression import LZ4
 from headwater.kafka.records import (
     ATTR_CONTROL,
@@ -108,3 +108,56 @@ def test_small_batches_are_merged_into_one() -> None:
     decoded, upstream = sent(task, data, 0)
     assert len(decoded) == 1 and upstream == [list(range(100))]
     assert [(r.value, r.timestamp) for r in decoded[0]] == [(r.value, r.timestamp) for r in small]
+
+
+def test_merged_batches_stay_within_merge_max() -> None:
+    """A backlog of small batches (a restart after a crash fetches megabytes of them): merged records take
+    more bytes than in their own batches (longer offset and timestamp deltas), so merges are bounded by the
+    batch that comes out. It used to be bounded by the batches that went in: 1 MiB of them became one batch
+    of over 1,048,588 bytes, Kafka's max.message.bytes, and the target refused it."""
+    small = [Record(o, 1_700_000_000_000 + 8 * o, b"k%d" % (o % 50), b"v%d" % o * 3, [("n", b"%d" % o)])
+             for o in range(80_000)]
+    data = b"".join(build_batch(small[i:i + 40], base_offset=i) for i in range(0, len(small), 40))
+    task = task_over(data, 0)
+    out = asyncio.run(task.poll_encoded())
+    assert out is not None and len(out) == 1
+    rb = out[0]
+    assert len(rb.batches) > 1 and all(len(b) <= MERGE_MAX for b in rb.batches)
+    assert all(len(b) > MERGE_MAX * 0.9 for b in rb.batches[:-1])  # as few batches as fit
+    _, upstream, _ = task._raw[id(rb)]
+    assert [u for run in upstream for u in run] == list(range(80_000))
+    assert [r.value for b in rb.batches for r in decode_batch_records(b)[1]] == [r.value for r in small]
+
+
+class Syncs:
+    """What the task hands its offset sync writer: (upstream run, start, end, downstream) per call."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[list[int], int, int, int]] = []
+
+    def run(self, tp: tuple[str, int], upstream: list[int], start: int, end: int, downstream: int) -> None:
+        self.runs.append((list(upstream[start:end]), start, end, downstream))
+
+    def flush(self) -> None:
+        pass
+
+    async def send(self) -> None:
+        pass
+
+
+def test_offset_syncs_follow_batches_the_worker_split() -> None:
+    """The worker splits a batch the target would not take whole: ``placed`` then has an entry for each
+    piece, inside the task's batches; each piece's records are synced to where that piece landed."""
+    big = build_batch(records(list(range(0, 10))))  # whole, uncompressed, over 100 kB
+    data = big + build_batch(records(list(range(10, 20))), base_offset=10)
+    task = task_over(data, 0)
+    syncs = task.syncs = Syncs()
+    task._acked = lambda *args: None  # type: ignore[method-assign]
+    out = asyncio.run(task.poll_encoded())
+    assert out is not None
+    rb = out[0]
+    assert rb.counts == [10, 10]
+    # the first batch went as pieces of 4, 4 and 2 records to 100, 104, 108; the second whole to 110
+    asyncio.run(task.commit_encoded(rb, [(0, 100), (4, 104), (8, 108), (10, 110)]))
+    assert syncs.runs == [([0, 1, 2, 3], 0, 4, 100), ([4, 5, 6, 7], 4, 8, 104), ([8, 9], 8, 10, 108),
+                          (list(range(10, 20)), 0, 10, 110)]

@@ -1,18 +1,23 @@
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from headwater.kafka import compression
 from headwater.kafka.records import (
     HEADER_SIZE,
     InvalidBatch,
     Record,
+    RecordTooLarge,
     build_batch,
     decode_batch_records,
     iter_batches,
+    pack_records,
     parse_header,
     set_base_offset,
     set_log_append_time,
+    split_batch,
     validate_batch,
 )
 
@@ -110,3 +115,47 @@ def test_snappy_accepts_raw_and_xerial() -> None:
 def test_garbage_payload_raises_compression_error() -> None:
     with pytest.raises(compression.CompressionError):
         compression.decompress(compression.GZIP, b"not gzip at all")
+
+
+_record = st.builds(Record, offset=st.just(0), timestamp=st.integers(1_600_000_000_000, 1_700_000_000_000),
+                    key=st.one_of(st.none(), st.binary(max_size=40)),
+                    value=st.one_of(st.none(), st.binary(max_size=400)),
+                    headers=st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=20))),
+                                     max_size=2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_record, min_size=1, max_size=120), st.integers(600, 6000),
+       st.sampled_from(sorted(compression.CODEC_NAMES)))
+def test_split_batch_keeps_every_record_in_batches_within_the_limit(records: list[Record], limit: int,
+                                                                    codec: int) -> None:
+    """A batch split to a limit: every piece at most ``limit`` bytes and valid, compressed as the batch was,
+    numbered from 0, and the pieces hold the batch's records in order (timestamps may go back)."""
+    for i, r in enumerate(records):
+        r.offset = i
+    fields = [(r.timestamp, r.key, r.value, r.headers) for r in records]
+    batch = build_batch(records, codec=codec)
+    pieces = split_batch(batch, 0, parse_header(batch), limit)
+    for data, count in pieces:
+        header = validate_batch(data)
+        assert len(data) <= limit and header.record_count == count and header.codec == codec
+        assert header.base_offset == 0 and header.producer_id == -1
+    out = [r for data, _ in pieces for r in decode_batch_records(data)[1]]
+    assert [(r.timestamp, r.key, r.value, r.headers) for r in out] == fields
+    assert [r.offset for data, _ in pieces for r in decode_batch_records(data)[1][:1]] == [0] * len(pieces)
+
+
+def test_pack_records_fills_each_batch_and_refuses_a_record_too_big() -> None:
+    """Records of a merge are packed as tightly as the limit lets them: each batch but the last would have
+    gone over with one record more; one record bigger than the limit is refused, naming both sizes."""
+    records = _records(3000)
+    packed = pack_records(records, 100_000)
+    sizes = [len(data) for data, _ in packed]
+    assert max(sizes) <= 100_000 and sum(n for _, n in packed) == 3000
+    start = 0
+    for _, n in packed[:-1]:
+        bigger = [Record(i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(records[start:start + n + 1])]
+        assert len(build_batch(bigger)) > 100_000
+        start += n
+    with pytest.raises(RecordTooLarge, match="a record of 5010 bytes does not fit in a record batch of at most 5000"):
+        pack_records([Record(0, 0, b"k", b"x" * 5000, [])], 5000)
