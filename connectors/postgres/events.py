@@ -133,9 +133,10 @@ class TableSchema:
                            else f"{_shown(text)} converts to null"
                            + (" (NaN and infinities have no Decimal form: decimal.handling.mode=string or double "
                               "keeps them)" if column.type.schema.name in _DECIMALS else ""))
-            kind = column.type.schema.name or column.type.schema.type.value
-            return DataException(f"Cannot convert column {column.name} ({kind}{', NOT NULL' if column.not_null else ''})"
-                                 f" of table {self.schema}.{self.table}: {problem}")
+            kind = (column.type.schema.name or column.type.schema.type.value) + (", NOT NULL" if column.not_null
+                                                                                  else "")
+            return DataException(f"Cannot convert column {column.name} ({kind}) of table {self.schema}.{self.table}: "
+                                 f"{problem}")
         return DataException(f"Cannot convert a row of table {self.schema}.{self.table}: {type(exc).__name__}: {exc}")
 
     def key(self, row: Struct | None) -> Struct | None:
