@@ -48,7 +48,8 @@ def workload(db: psycopg.Connection, identity: str, rng: random.Random) -> None:
     c, o, e = f"customers_{identity}", f"orders_{identity}", f"events_{identity}"
     for n in range(60):
         with db.transaction():
-            db.execute(f"UPDATE {c} SET balance = balance + 1, name = name || '!' WHERE id = %s", (rng.randint(1, 200),))
+            db.execute(f"UPDATE {c} SET balance = balance + 1, name = name || '!' WHERE id = %s",
+                       (rng.randint(1, 200),))
             ids = [r[0] for r in db.execute(f"SELECT id FROM {c} ORDER BY random() LIMIT 3").fetchall()]
             fresh = 1000 + n * 10
             db.execute(f"UPDATE {c} SET id = %s WHERE id = %s", (fresh, ids[0]))  # a key change
