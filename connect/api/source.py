@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .batch import EncodedBatch, RecordBatches, SourceBatch
@@ -32,6 +32,14 @@ class SourceTaskContext(ABC):
     @abstractmethod
     def offset_storage_reader(self) -> OffsetStorageReader:
         """Read committed offsets (on start, to resume)."""
+
+    def errant_record_reporter(self) -> Callable[[Any, BaseException], None] | None:
+        """A function ``poll`` calls for a record it cannot make (e.g. a change it cannot convert), with a
+        description of the record and the error. It applies ``errors.tolerance`` as for a record whose
+        conversion failed: with ``all`` the failure is logged and counted and the call returns (the task
+        leaves the record out and moves on; there is no dead letter queue for sources); with ``none`` it
+        raises, failing the task. None on runtimes that have no reporter."""
+        return None
 
 
 class RecordMetadata:

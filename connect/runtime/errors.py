@@ -174,19 +174,31 @@ class ErrorHandler:
 
     async def _failed(self, stage: Stage, executing: Any, exc: BaseException, attempts: int,
                       raw: RawRecord | None, record: Any) -> None:
-        self.failures += 1
-        name = _class_name(executing)
-        ctx = ErrorContext(stage, name, exc, raw, record, self.connector, self.task_id, attempts)
-        if self.log_enabled:
-            self._log(ctx)
+        ctx = self._count(stage, executing, exc, attempts, raw, record)
         for report in self.reporters:
             try:
                 await report(ctx)
             except Exception:
                 log.exception("error reporter failed for %s task %d", self.connector, self.task_id)
+        self._tolerate(ctx)
+
+    def tolerate(self, stage: Stage, executing: Any, exc: BaseException, record: Any = None) -> None:
+        """A record a source task could not make (nothing to retry, no consumed record for a dead letter
+        queue): logged and counted; raises ToleranceExceeded unless errors.tolerance=all."""
+        self._tolerate(self._count(stage, executing, exc, 1, None, record))
+
+    def _count(self, stage: Stage, executing: Any, exc: BaseException, attempts: int, raw: RawRecord | None,
+               record: Any) -> ErrorContext:
+        self.failures += 1
+        ctx = ErrorContext(stage, _class_name(executing), exc, raw, record, self.connector, self.task_id, attempts)
+        if self.log_enabled:
+            self._log(ctx)
+        return ctx
+
+    def _tolerate(self, ctx: ErrorContext) -> None:
         if not self.tolerate_all:
-            raise ToleranceExceeded(f"Tolerance exceeded in error handler (stage {stage.value}, class {name}, "
-                                    f"{_attempts(attempts)})") from exc
+            raise ToleranceExceeded(f"Tolerance exceeded in error handler (stage {ctx.stage.value}, class "
+                                    f"{ctx.executing_class}, {_attempts(ctx.attempts)})") from ctx.exception
         self.skipped += 1
 
     def _log(self, ctx: ErrorContext) -> None:

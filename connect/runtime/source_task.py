@@ -42,7 +42,7 @@ from ..kafka.partitioner import partition_for_key
 from ..kafka.topics import create_topic, topic_config
 from ..status import TaskId
 from ..storage.offsets import OffsetStore, offset_key
-from .errors import Stage, TaskStopping, is_retriable
+from .errors import ErrorHandler, Stage, TaskStopping, is_retriable
 from .topic_creation import TopicCreation
 from .worker_task import RecordTask, TaskPipeline, call
 
@@ -67,13 +67,23 @@ class _OffsetReader(OffsetStorageReader):
 
 
 class _Context(SourceTaskContext):
-    def __init__(self, configs: dict[str, str], reader: OffsetStorageReader) -> None:
+    def __init__(self, configs: dict[str, str], reader: OffsetStorageReader,
+                 errors: ErrorHandler, task: SourceTask) -> None:
         self.configs = configs
         self._reader = reader
+        self._errors, self._task = errors, task
 
     @property
     def offset_storage_reader(self) -> OffsetStorageReader:
         return self._reader
+
+    def errant_record_reporter(self) -> Callable[[Any, BaseException], None]:
+        return self._report
+
+    def _report(self, record: Any, error: BaseException) -> None:
+        """errors.tolerance for a record the task could not make (stage TASK_POLL): logged and counted; with
+        errors.tolerance=none it raises, and the poll that called it fails the task."""
+        self._errors.tolerate(Stage.TASK_POLL, self._task, error, record)
 
 
 @dataclass
@@ -121,7 +131,8 @@ class WorkerSourceTask(RecordTask):
             max_request_size=MAX_REQUEST_SIZE, delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
             client_id=f"connector-producer-{self.id}")
         await self.producer.start()
-        self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector)))
+        self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector),
+                                      self.errors, self.task))
         await call(self.task.start, self.task_config)
         if (type(self.task).poll_encoded is not SourceTask.poll_encoded and not self.chain
                 and (not self.wants_commit_record or self.wants_commit_encoded) and not self.errors.tolerate_all):

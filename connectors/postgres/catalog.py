@@ -56,10 +56,10 @@ class Catalog:
             self.types[oid] = None if row is None else PgType(row[0], row[1], row[2], row[3], tuple(row[4]))
         return self.types[oid]
 
-    def column_type(self, oid: int, modifier: int) -> ColumnType:
+    def column_type(self, oid: int, modifier: int, optional: bool = True) -> ColumnType:
         c = self.config
         return column_type(oid, modifier, c.decimal_handling_mode, c.time_precision_mode, self.pg_type(oid),
-                           lambda element: self.column_type(element, -1))
+                           lambda element: self.column_type(element, -1), optional)
 
     def table_schema(self, schema: str, table: str, oid: int,
                      relation_columns: list[tuple[str, int, int, bool]] | None = None) -> TableSchema:
@@ -77,8 +77,9 @@ class Catalog:
                 continue
             # The key is the primary key (a Relation marks the replica identity, all columns when FULL).
             is_key = name in (keys if keys is not None else primary)
-            columns.append(TableColumn(name, self.column_type(type_oid, modifier), is_key,
-                                       not_null.get(name, False) or is_key, position, type_oid))
+            required = not_null.get(name, False) or is_key
+            columns.append(TableColumn(name, self.column_type(type_oid, modifier, not required), is_key, required,
+                                       position, type_oid))
         if not any(c.key for c in columns) and (schema, table) not in self.warned:
             self.warned.add((schema, table))
             log.warning("table %s.%s has no primary key (nor message.key.columns): its events have a null key, "

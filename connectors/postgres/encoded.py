@@ -119,7 +119,10 @@ class EncodedTable:
 
     def row(self, values: tuple[Any, ...] | list[Any]) -> EncodedRow:
         count = len(values)
-        parts = [name + cell(values[pos] if pos < count else None) for pos, name, cell in self.cells]
+        try:
+            parts = [name + cell(values[pos] if pos < count else None) for pos, name, cell in self.cells]
+        except Exception as exc:  # the same error, naming the column, as the Connect-value path raises
+            raise self.base.conversion_error(values, exc) from exc
         key = None
         if self.key_from_row is not None:
             key = "{" + ",".join([parts[i] for i in self.key_from_row]) + "}"

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from headwater.connect.api import SourceRecord
+from headwater.connect.api import DataException, SourceRecord
 from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
 
 from .pgoutput import UNCHANGED_TOAST
@@ -100,13 +100,44 @@ class TableSchema:
                          .build())
 
     def row(self, values: tuple[Any, ...] | list[Any]) -> Struct:
-        """A row's text values (None: NULL; UNCHANGED: an unchanged TOAST value) as the Value struct."""
+        """A row's text values (None: NULL; UNCHANGED: an unchanged TOAST value) as the Value struct.
+        A value that cannot be converted, or that leaves a NOT NULL column null, raises DataException
+        naming the table and column (``conversion_error``)."""
         out: dict[str, Any] = {}
+        count = len(values)
+        try:
+            for column in self.columns:
+                text = values[column.position] if column.position < count else None
+                value = column.type.convert(text) if type(text) is str else column_value(column, text)
+                if value is None and column.not_null:
+                    raise DataException("null for a NOT NULL column")
+                out[column.name] = value
+        except Exception as exc:
+            raise self.conversion_error(values, exc) from exc
+        return _struct(self.row_schema, out)
+
+    def conversion_error(self, values: tuple[Any, ...] | list[Any], exc: Exception) -> DataException:
+        """The error of a row that does not convert (the rare path: each column is tried again to find the
+        one that fails), naming the table, the column, its type and the problem."""
         count = len(values)
         for column in self.columns:
             text = values[column.position] if column.position < count else None
-            out[column.name] = column.type.convert(text) if type(text) is str else column_value(column, text)
-        return _struct(self.row_schema, out)
+            try:
+                value = column.type.convert(text) if type(text) is str else column_value(column, text)
+            except Exception as error:
+                problem = f"{type(error).__name__}: {error}"
+            else:
+                if value is not None or not column.not_null:
+                    continue
+                problem = ("an unchanged TOAST value has no placeholder of this type" if text is UNCHANGED_TOAST
+                           else f"{_shown(text)} converts to null"
+                           + (" (NaN and infinities have no Decimal form: decimal.handling.mode=string or double "
+                              "keeps them)" if column.type.schema.name in _DECIMALS else ""))
+            kind = (column.type.schema.name or column.type.schema.type.value) + (", NOT NULL" if column.not_null
+                                                                                  else "")
+            return DataException(f"Cannot convert column {column.name} ({kind}) of table {self.schema}.{self.table}: "
+                                 f"{problem}")
+        return DataException(f"Cannot convert a row of table {self.schema}.{self.table}: {type(exc).__name__}: {exc}")
 
     def key(self, row: Struct | None) -> Struct | None:
         if self.key_schema is None or row is None:
@@ -148,19 +179,21 @@ class TableSchema:
 def column_value(column: TableColumn, text: Any) -> Any:
     """A column's Connect value from its text form, or from None (NULL, or left out) and UNCHANGED_TOAST."""
     if text is None:
-        # A NOT NULL column without a value (a delete's old key leaves the other columns out):
-        # Debezium's fallback, the type's zero, keeps the event valid against its schema.
-        return _ZEROS.get(column.type.schema.type) if column.not_null else None
+        # A NOT NULL column without a value (a delete's or key change's old key leaves the other columns
+        # out): Debezium's fallback for the type, valid against the column's schema.
+        return column.type.zero if column.not_null else None
     if text is UNCHANGED_TOAST:
         return UNAVAILABLE if column.type.schema.type == SchemaType.STRING else None
     return column.type.convert(text)
 
 
-_ZEROS: dict[SchemaType, Any] = {
-    SchemaType.INT8: 0, SchemaType.INT16: 0, SchemaType.INT32: 0, SchemaType.INT64: 0, SchemaType.FLOAT32: 0.0,
-    SchemaType.FLOAT64: 0.0, SchemaType.BOOLEAN: False, SchemaType.STRING: "", SchemaType.BYTES: b"\x00",
-    SchemaType.ARRAY: [],
-}
+_DECIMALS = ("org.apache.kafka.connect.data.Decimal", "io.debezium.data.VariableScaleDecimal")
+
+
+def _shown(text: Any) -> str:
+    """A value in an error message: its text form, cut short."""
+    shown = repr(text)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def now_us() -> int:

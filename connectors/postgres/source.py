@@ -24,6 +24,7 @@ from psycopg.adapt import Loader
 from headwater.connect.api import (
     ConnectException,
     Converter,
+    DataException,
     EncodedBatch,
     MetricSample,
     SourceConnector,
@@ -37,7 +38,7 @@ from .catalog import Catalog
 from .config import PostgresSourceConfig
 from .encoded import EncodedTable, Encoders, encodes
 from .events import TRANSACTION_SCHEMA, ChangeSource, TableEvents, TableSchema
-from .pgoutput import Begin, Commit, Delete, Insert, Relation, Truncate, Update, decode, lsn_text
+from .pgoutput import UNCHANGED_TOAST, Begin, Commit, Delete, Insert, Relation, Truncate, Update, decode, lsn_text
 from .replication import Keepalive, ReplicationStream, WalData
 
 __all__ = ["PostgresConnector", "PostgresSourceTask"]
@@ -92,6 +93,8 @@ class PostgresSourceTask(SourceTask):
         self.partition = {"server": c.topic_prefix}
         self.skipped = c.skipped()
         self.stored = self.context.offset_storage_reader.offset(self.partition) or {}
+        reporter = getattr(self.context, "errant_record_reporter", None)
+        self.report_errant = reporter() if reporter is not None else None  # errors.tolerance, by the runtime
         try:
             self.conn = psycopg.connect(**c.libpq_params(), autocommit=True)
         except psycopg.Error as exc:
@@ -109,7 +112,7 @@ class PostgresSourceTask(SourceTask):
         self.snapshot_conn: psycopg.Connection[Any] | None = None
         self.snapshot_cursor: Any = None
         self.snapshot_table: Table | None = None
-        self.held: tuple[Table, list[Any]] | None = None
+        self.held: tuple[Table, list[Any], bool, bool] | None = None  # a row, first and last in its table
         self.first_snapshot_record = True
         self.tx: Begin | None = None
         self.tx_last: dict[int, tuple[int, int]] = {}  # commit lsn -> (last event lsn, end lsn)
@@ -222,8 +225,12 @@ class PostgresSourceTask(SourceTask):
         conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(name)))
         self.snapshot_conn = conn
         self.snapshot_tables = self.catalog.tables()
-        self.snapshot_ts = time.time_ns() // 1000
-        self.snapshot_tx = conn.execute("SELECT txid_current_if_assigned()").fetchone()
+        # Debezium's snapshot records: source.ts_ms is the snapshot transaction's CURRENT_TIMESTAMP, txId its id
+        # (txid_current(), as Debezium's currentTransactionId; none on a standby)
+        row = conn.execute("SELECT (extract(epoch FROM now()) * 1000000)::bigint, "
+                           "CASE WHEN pg_is_in_recovery() THEN NULL ELSE txid_current() END").fetchone()
+        assert row is not None
+        self.snapshot_ts, self.snapshot_tx = int(row[0]), row[1]
         estimate = conn.execute("SELECT coalesce(sum(greatest(reltuples, 0)), 0)::bigint FROM pg_class WHERE oid = "
                                 "ANY(%s)", ([oid for _, _, oid in self.snapshot_tables],)).fetchone()
         self.rows_scanned: dict[str, int] = {}  # per table, as Debezium's RowsScanned
@@ -304,6 +311,8 @@ class PostgresSourceTask(SourceTask):
                 self.snapshot_cursor.close()
                 self.snapshot_cursor = None
                 self.snapshot_progress["done"] += 1
+                if self.held is not None and self.held[0] is self.snapshot_table:
+                    self.held = (*self.held[:3], True)  # the table is done: its held row was its last
                 continue
             current = self.snapshot_table
             assert current is not None
@@ -321,28 +330,44 @@ class PostgresSourceTask(SourceTask):
                          current.schema, current.table)
             width = max((col.position for col in current.columns), default=-1) + 1
             for row in rows:
+                first_in_table = self.held is None or self.held[0] is not current
                 if self.held is not None:
-                    out.append(self._snapshot_record(*self.held, last=False))
+                    self._emit_snapshot_record(out, *self.held, last=False)
                 full: list[Any] = [None] * width
                 for col, value in zip(_all_columns(current), row, strict=True):
                     full[col.position] = value
-                self.held = (current, full)
+                self.held = (current, full, first_in_table, False)
         if self.snapshot_cursor is None and not self.snapshot_tables:
             if self.held is not None:
-                out.append(self._snapshot_record(*self.held, last=True))
+                self._emit_snapshot_record(out, *self.held, last=True)
                 self.held = None
             self._finish_snapshot()
         return out or None
 
-    def _snapshot_record(self, table: Table, row: list[Any], last: bool) -> Any:
-        marker = "first" if self.first_snapshot_record else ("last" if last else "true")
+    def _emit_snapshot_record(self, out: list[Any], table: Table, row: list[Any], first_in_table: bool,
+                              last_in_table: bool, last: bool) -> None:
+        """One ``r`` record, its source block as Debezium's: the snapshot marker (first, first_in_data_collection,
+        true, last_in_data_collection, last), the slot's consistent point as lsn, the snapshot transaction's
+        id and time, and sequence ``[null,"<lsn>"]`` (no commit before it)."""
+        if last:
+            marker = "last"
+        elif self.first_snapshot_record:
+            marker = "first"
+        else:
+            marker = ("last_in_data_collection" if last_in_table else
+                      "first_in_data_collection" if first_in_table else "true")
         self.first_snapshot_record = False
-        src = ChangeSource(self.snapshot_ts, marker, None, self.snapshot_lsn)
-        offset = {"lsn": self.snapshot_lsn, "txId": None, "ts_usec": self.snapshot_ts, "snapshot": True,
+        src = ChangeSource(self.snapshot_ts, marker, self.snapshot_tx, self.snapshot_lsn, None,
+                           f'[null,"{self.snapshot_lsn}"]')
+        offset = {"lsn": self.snapshot_lsn, "txId": self.snapshot_tx, "ts_usec": self.snapshot_ts, "snapshot": True,
                   "last_snapshot_record": last}
-        after = table.row(row)
         self.emitted = offset
-        return table.event("r", None, after, src, self.partition, offset)
+        try:
+            after = table.row(row)
+        except DataException as exc:
+            self._unconvertible(exc, {"op": "read", "lsn": lsn_text(self.snapshot_lsn)})
+            return
+        out.append(table.event("r", None, after, src, self.partition, offset))
 
     def _finish_snapshot(self) -> None:
         assert self.snapshot_conn is not None
@@ -453,7 +478,11 @@ class PostgresSourceTask(SourceTask):
         final = tx.final_lsn
         src = ChangeSource(tx.commit_ts_us, "false", tx.xid, lsn, final, f'["{final}","{lsn}"]')
         offset = {"lsn_proc": lsn, "lsn_commit": final, "lsn": lsn, "txId": tx.xid, "ts_usec": tx.commit_ts_us}
-        records = self._events(msg, src, offset)
+        try:
+            records = self._events(msg, src, offset)
+        except DataException as exc:
+            self._unconvertible(exc, {"op": type(msg).__name__.lower(), "lsn": lsn_text(lsn), "txId": tx.xid})
+            return  # left out: the transaction's commit (or a later event's offset) moves the slot past it
         if records:
             if self.config.provide_transaction_metadata:
                 if self.tx_events == 0:
@@ -466,6 +495,18 @@ class PostgresSourceTask(SourceTask):
             self.emitted = offset
             self.events += len(records)
             self.behind_ms = max(0, time.time_ns() // 1_000_000 - tx.commit_ts_us // 1000)
+
+    def _unconvertible(self, exc: DataException, where: dict[str, Any]) -> None:
+        """A change (or snapshot row) that cannot be converted: errors.tolerance decides, through the
+        runtime's reporter. With ``all`` it is logged and left out, and the slot moves on past it; with
+        ``none`` the task fails naming the table, the column and the problem (a restart would meet the
+        same WAL record again)."""
+        error = DataException(f"{exc} (change at {', '.join(f'{k} {v}' for k, v in where.items())})")
+        if self.report_errant is None:
+            raise error from exc
+        error.__cause__ = exc
+        self.report_errant(where, error)
+        log.warning("left out a change that cannot be converted (errors.tolerance=all): %s", error)
 
     # -- transaction metadata (provide.transaction.metadata) --------------------------------------------
 
@@ -527,15 +568,16 @@ class PostgresSourceTask(SourceTask):
         if "u" in self.skipped:
             return []
         after = table.row(msg.new)
+        if msg.old is not None and _key_changed(table, msg.old, msg.new):
+            # A key change, whatever the replica identity (the old key, or the whole old row under FULL):
+            # delete, tombstone, create, as Debezium emits it, so consumers by key drop the old key.
+            gone = table.row(msg.old)
+            out = [table.event("d", gone, None, src, self.partition, offset)]
+            if self.config.tombstones_on_delete:
+                out.append(table.tombstone(gone, self.partition, offset, src.ts_us // 1000))
+            out.append(table.event("c", None, after, src, self.partition, offset))
+            return out
         before: Struct | None = table.row(msg.old) if msg.old is not None and not msg.old_is_key else None
-        if msg.old is not None and msg.old_is_key:
-            old_key = table.row(msg.old)
-            if table.key(old_key) != table.key(after):  # a key change: delete, tombstone, create
-                out = [table.event("d", old_key, None, src, self.partition, offset)]
-                if self.config.tombstones_on_delete:
-                    out.append(table.tombstone(old_key, self.partition, offset, src.ts_us // 1000))
-                out.append(table.event("c", None, after, src, self.partition, offset))
-                return out
         return [table.event("u", before, after, src, self.partition, offset)]
 
     def _replayed(self, lsn: int) -> bool:
@@ -693,3 +735,20 @@ class _OutputText(Loader):
 
 def _all_columns(table: Table) -> list[Any]:
     return sorted(table.columns, key=lambda c: c.position)
+
+
+def _key_changed(table: Table, old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+    """Whether an update's old tuple (the old replica identity, or the whole old row) has another key than
+    the new row. False when the old tuple does not carry every key column (a replica identity index other
+    than the key, or message.key.columns outside it): then nothing says the key changed."""
+    changed = False
+    for column in table.columns:
+        if not column.key:
+            continue
+        position = column.position
+        was = old[position] if position < len(old) else None
+        if was is None or was is UNCHANGED_TOAST:
+            return False
+        now = new[position] if position < len(new) else None
+        changed = changed or (now is not UNCHANGED_TOAST and now != was)
+    return changed

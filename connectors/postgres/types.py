@@ -48,6 +48,10 @@ class PgType:
 class ColumnType:
     schema: Schema  # optional; the caller makes key columns required
     convert: Convert  # text form -> Connect value
+    # What a NOT NULL column without a value takes (a delete's or key change's old key leaves the other
+    # columns out): Debezium's fallback for the type (JdbcValueConverters / PostgresValueConverter
+    # ``convertValue(..., fallback, ...)``), a value valid for ``schema``.
+    zero: Any = ""
 
 
 def _schema(type_: SchemaType, name: str | None = None, version: int | None = None,
@@ -213,65 +217,71 @@ def _fraction_digits(modifier: int) -> int:
 
 
 def column_type(oid: int, modifier: int, decimal_mode: str = "precise", time_mode: str = "adaptive",
-                custom: PgType | None = None, element_of: Callable[[int], ColumnType] | None = None) -> ColumnType:
+                custom: PgType | None = None, element_of: Callable[[int], ColumnType] | None = None,
+                optional: bool = True) -> ColumnType:
     """The Connect schema (optional) and text converter of a column of type ``oid``. ``custom`` is
-    pg_type's word on a type that is not built in (enums, domains, arrays of them)."""
+    pg_type's word on a type that is not built in (enums, domains, arrays of them). ``optional`` False (a
+    NOT NULL column): a struct value (VariableScaleDecimal) is made with the required schema its field has."""
     text = ColumnType(_schema(SchemaType.STRING), str)
     if oid in (INT2,):
-        return ColumnType(_schema(SchemaType.INT16), int)
+        return ColumnType(_schema(SchemaType.INT16), int, 0)
     if oid == INT4:
-        return ColumnType(_schema(SchemaType.INT32), int)
+        return ColumnType(_schema(SchemaType.INT32), int, 0)
     if oid in (INT8, OID):
-        return ColumnType(_schema(SchemaType.INT64), int)
+        return ColumnType(_schema(SchemaType.INT64), int, 0)
     if oid == FLOAT4:
-        return ColumnType(_schema(SchemaType.FLOAT32), float)
+        return ColumnType(_schema(SchemaType.FLOAT32), float, 0.0)
     if oid == FLOAT8:
-        return ColumnType(_schema(SchemaType.FLOAT64), float)
+        return ColumnType(_schema(SchemaType.FLOAT64), float, 0.0)
     if oid == BOOL:
-        return ColumnType(_schema(SchemaType.BOOLEAN), _bool)
+        return ColumnType(_schema(SchemaType.BOOLEAN), _bool, False)
     if oid in (TEXT, VARCHAR, BPCHAR, NAME, CHAR):
         return text
     if oid == BYTEA:
-        return ColumnType(_schema(SchemaType.BYTES), _bytea)
+        return ColumnType(_schema(SchemaType.BYTES), _bytea, b"")
     if oid == NUMERIC:
-        if decimal_mode == "double":
-            return ColumnType(_schema(SchemaType.FLOAT64), lambda t: float(t))
-        if decimal_mode == "string":
-            return text
         ps = _precision_scale(modifier)
+        zero = Decimal(0).scaleb(-ps[1]) if ps is not None else Decimal(0)  # Debezium: ZERO at the column's scale
+        if decimal_mode == "double":
+            return ColumnType(_schema(SchemaType.FLOAT64), lambda t: float(t), 0.0)
+        if decimal_mode == "string":
+            return ColumnType(text.schema, str, f"{zero:f}")
         if ps is None:
-            vs = (SchemaBuilder.struct().name("io.debezium.data.VariableScaleDecimal").optional()
-                  .doc("Variable scaled decimal").field("scale", Schema(SchemaType.INT32))
-                  .field("value", Schema(SchemaType.BYTES)).build())
-            return ColumnType(vs, _variable_scale(vs))
+            builder = SchemaBuilder.struct().name("io.debezium.data.VariableScaleDecimal")
+            vs = ((builder.optional() if optional else builder).doc("Variable scaled decimal")
+                  .field("scale", Schema(SchemaType.INT32)).field("value", Schema(SchemaType.BYTES)).build())
+            convert = _variable_scale(vs)
+            return ColumnType(vs, convert, convert("0"))
         precision, scale = ps
         schema = _schema(SchemaType.BYTES, DECIMAL_NAME, 1,
                          {"scale": str(scale), "connect.decimal.precision": str(precision)})
-        return ColumnType(schema, _decimal)
+        return ColumnType(schema, _decimal, zero)
     if oid == DATE:
         name = DATE_NAME if time_mode == "connect" else "io.debezium.time.Date"
-        return ColumnType(_schema(SchemaType.INT32, name, 1), _date_days)
+        return ColumnType(_schema(SchemaType.INT32, name, 1), _date_days, 0)  # the epoch, as Debezium's
     if oid == TIME:
         digits = _fraction_digits(modifier)
         if time_mode == "connect":
-            return ColumnType(_schema(SchemaType.INT32, TIME_NAME, 1), lambda t: _time_us(t) // 1000)
+            return ColumnType(_schema(SchemaType.INT32, TIME_NAME, 1), lambda t: _time_us(t) // 1000, 0)
         if time_mode == "adaptive" and digits <= 3:
-            return ColumnType(_schema(SchemaType.INT32, "io.debezium.time.Time", 1), lambda t: _time_us(t) // 1000)
-        return ColumnType(_schema(SchemaType.INT64, "io.debezium.time.MicroTime", 1), _time_us)
+            return ColumnType(_schema(SchemaType.INT32, "io.debezium.time.Time", 1), lambda t: _time_us(t) // 1000,
+                              0)
+        return ColumnType(_schema(SchemaType.INT64, "io.debezium.time.MicroTime", 1), _time_us, 0)
     if oid == TIMESTAMP:
         digits = _fraction_digits(modifier)
         if time_mode == "connect":
-            return ColumnType(_schema(SchemaType.INT64, TIMESTAMP_NAME, 1), lambda t: _timestamp_us(t) // 1000)
+            return ColumnType(_schema(SchemaType.INT64, TIMESTAMP_NAME, 1), lambda t: _timestamp_us(t) // 1000, 0)
         if digits <= 3:
             return ColumnType(_schema(SchemaType.INT64, "io.debezium.time.Timestamp", 1),
-                              lambda t: _timestamp_us(t) // 1000)
-        return ColumnType(_schema(SchemaType.INT64, "io.debezium.time.MicroTimestamp", 1), _timestamp_us)
+                              lambda t: _timestamp_us(t) // 1000, 0)
+        return ColumnType(_schema(SchemaType.INT64, "io.debezium.time.MicroTimestamp", 1), _timestamp_us, 0)
     if oid == TIMESTAMPTZ:
-        return ColumnType(_schema(SchemaType.STRING, "io.debezium.time.ZonedTimestamp", 1), _zoned)
+        return ColumnType(_schema(SchemaType.STRING, "io.debezium.time.ZonedTimestamp", 1), _zoned,
+                          "1970-01-01T00:00:00Z")
     if oid == TIMETZ:
-        return ColumnType(_schema(SchemaType.STRING, "io.debezium.time.ZonedTime", 1), _zoned_time)
+        return ColumnType(_schema(SchemaType.STRING, "io.debezium.time.ZonedTime", 1), _zoned_time, "00:00:00Z")
     if oid == INTERVAL:
-        return ColumnType(_schema(SchemaType.INT64, "io.debezium.time.MicroDuration", 1), _interval_us)
+        return ColumnType(_schema(SchemaType.INT64, "io.debezium.time.MicroDuration", 1), _interval_us, 0)
     if oid == UUID:
         return ColumnType(_schema(SchemaType.STRING, "io.debezium.data.Uuid", 1), str)
     if oid in (JSON_, JSONB):
@@ -282,7 +292,7 @@ def column_type(oid: int, modifier: int, decimal_mode: str = "precise", time_mod
                                       {"allowed": ",".join(custom.labels)}), str)
         if custom.element and element_of is not None:
             element = element_of(custom.element)
-            return ColumnType(array_schema(element.schema, optional=True), _array(element.convert))
+            return ColumnType(array_schema(element.schema, optional=True), _array(element.convert), [])
     return text
 
 

@@ -381,3 +381,102 @@ def test_slot_drop_on_stop_drops_the_slot_and_the_default_keeps_it(connect: Conn
         connect.ok("DELETE", f"/connectors/{name}", expect=204)
     wait_for(lambda: dropped not in slots(), 20, 0.1, "the slot.drop.on.stop slot to be dropped", connect.log_text)
     assert kept in slots()  # Debezium's default: the slot outlives the connector (changes are not lost)
+
+
+def _pairs() -> list[tuple[str, str]]:
+    """TYPES_DDL's columns (but the key) as (name, type)."""
+    body = TYPES_DDL.split("typed (", 1)[1].rsplit(")", 1)[0]
+    names = [part.strip().split(" ", 1) for part in body.replace("\n", " ").split(", ")
+             if part.strip() and not part.strip().startswith("id ")]
+    return [(name, type_) for name, type_ in names]
+
+
+def test_every_type_not_null_and_nullable_in_deletes_key_changes_and_updates(connect: ConnectProcess, postgres,
+                                                                            database: str) -> None:
+    """Every mapped type as a NOT NULL column and as a nullable one, under REPLICA IDENTITY DEFAULT and FULL:
+    an update, a key change and a delete stream as Debezium's events, the task keeps RUNNING, and the
+    left-out NOT NULL columns of a key-only old tuple take Debezium's fallback (the issue: a numeric NOT NULL
+    column's stand-in failed the task, and every restart failed again on the same WAL record)."""
+    prefix = unique("pgnn")
+    pairs = _pairs()
+    values = TYPES_ROW.split(", ", 1)[1]  # every column's value, without the key's placeholder
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute("CREATE TYPE mood AS ENUM ('sad', 'happy')")
+        columns = ", ".join([f"{n} {t}" for n, t in pairs] + [f"{n}_nn {t} NOT NULL" for n, t in pairs])
+        for table in ("dflt", "whole"):
+            db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, {columns})")
+            db.execute(f"INSERT INTO {table} VALUES (1, {values}, {values}), (2, {values}, {values})")
+        db.execute("ALTER TABLE whole REPLICA IDENTITY FULL")
+        name = unique("pg-nn")
+        connect.create(name, source(postgres, database, prefix, **{"value.converter.schemas.enable": "true"}))
+        got: dict[str, list[tuple[Any, Any]]] = {}
+        for table in ("dflt", "whole"):
+            with TopicReader(connect.bootstrap, f"{prefix}.public.{table}") as reader:
+                events(reader, 2)
+                with db.transaction():
+                    db.execute(f"UPDATE {table} SET t = 'changed', t_nn = 'changed' WHERE id = 1")
+                    db.execute(f"UPDATE {table} SET id = 3 WHERE id = 1")
+                    db.execute(f"DELETE FROM {table} WHERE id = 2")
+                got[table] = events(reader, 2 + 1 + 3 + 2)[2:]
+        state = connect.status(name)["tasks"][0]["state"]
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    assert state == "RUNNING"
+    for table, stream in got.items():
+        ops = [(v or {}).get("payload", {}).get("op") for _, v in stream]
+        assert ops == ["u", "d", None, "c", "d", None], (table, ops)
+        keys = [k for k, _ in stream]
+        assert keys == [{"id": 1}, {"id": 1}, {"id": 1}, {"id": 3}, {"id": 2}, {"id": 2}], (table, keys)
+        update, rekey, created, delete = (stream[i][1]["payload"] for i in (0, 1, 3, 4))
+        assert update["after"]["t_nn"] == "changed" and created["after"]["t_nn"] == "changed"
+        for column, (value, _type, _logical) in EXPECTED.items():
+            assert created["after"][f"{column}_nn"] == (value if column != "t" else "changed"), (table, column)
+            for gone in (rekey["before"], delete["before"]):
+                if table == "whole":  # REPLICA IDENTITY FULL: the whole old row
+                    assert gone[f"{column}_nn"] == value or column == "t", (table, column, gone)
+                    assert gone[column] == value or column == "t", (table, column, gone)
+                else:  # the old key only: null, or Debezium's fallback for a NOT NULL column
+                    assert gone[column] is None, (table, column, gone)
+                    assert gone[f"{column}_nn"] == FALLBACK.get(column, ""), (table, column, gone)
+        if table == "dflt":
+            assert update["before"] is None
+        else:
+            assert update["before"]["t_nn"] == EXPECTED["t"][0] and update["before"]["id"] == 1
+
+
+FALLBACK: dict[str, Any] = {  # Debezium's value of a NOT NULL column a key-only old tuple leaves out ("" if absent)
+    "i2": 0, "i8": 0, "f4": 0.0, "f8": 0.0, "num": _b64(b"\x00"), "numu": {"scale": 0, "value": _b64(b"\x00")},
+    "b": False, "d": 0, "tm": 0, "tm3": 0, "ts": 0, "ts3": 0, "tz": "1970-01-01T00:00:00Z", "tmz": "00:00:00Z",
+    "iv": 0, "ai": [], "at": [],
+}
+
+
+def test_snapshot_records_carry_debeziums_source_block(connect: ConnectProcess, postgres, database: str) -> None:
+    """``r`` records' source as Debezium's: txId (the snapshot transaction's id), lsn (the slot's consistent
+    point), sequence [null,"<lsn>"], ts_ms the snapshot's time in the database, and the markers first,
+    first_in_data_collection, true, last_in_data_collection, last."""
+    prefix = unique("pgsrc")
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        for table in ("a", "b"):
+            db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+            db.execute(f"INSERT INTO {table} VALUES (1), (2), (3)")
+        before = db.execute("SELECT (extract(epoch FROM now()) * 1000)::bigint, txid_current()").fetchone()
+        name = unique("pg-src")
+        connect.create(name, source(postgres, database, prefix))
+        snap = []
+        for table in ("a", "b"):
+            with TopicReader(connect.bootstrap, f"{prefix}.public.{table}") as reader:
+                snap += [v["source"] for _, v in events(reader, 3)]
+        with TopicReader(connect.bootstrap, f"{prefix}.public.a") as reader:
+            db.execute("INSERT INTO a VALUES (4)")
+            streamed = events(reader, 4)[3][1]["source"]
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    assert [s["snapshot"] for s in snap] == ["first", "true", "last_in_data_collection",
+                                             "first_in_data_collection", "true", "last"]
+    lsn, tx = snap[0]["lsn"], snap[0]["txId"]
+    assert isinstance(lsn, int) and isinstance(tx, int) and tx > before[1], snap[0]
+    assert tx < streamed["txId"] and lsn <= streamed["lsn"]
+    assert all((s["lsn"], s["txId"], s["sequence"], s["ts_ms"]) == (lsn, tx, f'[null,"{lsn}"]', snap[0]["ts_ms"])
+               for s in snap), snap
+    assert before[0] <= snap[0]["ts_ms"] <= streamed["ts_ms"] and snap[0]["ts_us"] // 1000 == snap[0]["ts_ms"]
+    assert all((s["version"], s["connector"], s["name"], s["db"], s["schema"], s["xmin"]) ==
+               (snap[0]["version"], "postgresql", prefix, database, "public", None) for s in snap)

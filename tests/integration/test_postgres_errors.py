@@ -131,3 +131,48 @@ def test_the_shipped_configs_validate(connect: ConnectProcess) -> None:
         plugin = config["connector.class"].rsplit(".", 1)[-1]
         result = connect.ok("PUT", f"/connector-plugins/{plugin}/config/validate", config, expect=200)
         assert result["error_count"] == 0, (path.name, [c["value"] for c in result["configs"] if c["value"]["errors"]])
+
+
+def test_a_change_that_cannot_be_converted_goes_through_errors_tolerance(connect: ConnectProcess, postgres,
+                                                                         database: str) -> None:
+    """A NaN in a numeric(10,2) NOT NULL column has no Decimal form. errors.tolerance=none: the task fails
+    naming the table, the column and the problem. errors.tolerance=all: the change is logged and left out,
+    the ones after it arrive, and the slot moves past it (it does not hold WAL for ever)."""
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute("CREATE TABLE orders (id int PRIMARY KEY, amount numeric(10,2) NOT NULL)")
+        slots = {}
+        for tolerance in ("none", "all"):
+            name, prefix, slot = unique(f"pg-tol-{tolerance}"), unique("pgtol"), f"slot_{uuid.uuid4().hex[:8]}"
+            slots[tolerance] = (name, prefix, slot)
+            connect.create(name, source(postgres, database, prefix, **{
+                "slot.name": slot, "snapshot.mode": "no_data", "errors.tolerance": tolerance,
+                "errors.log.enable": "true"}))
+            connect.wait_state(name, "RUNNING", tasks=1)
+        wait_for(lambda: len(db.execute("SELECT 1 FROM pg_replication_slots WHERE active AND slot_name = ANY(%s)",
+                                        ([s for _, _, s in slots.values()],)).fetchall()) == 2 or None,
+                 30, 0.1, "both slots streaming")
+        time.sleep(1)
+        db.execute("INSERT INTO orders VALUES (1, 'NaN')")
+        bad_end = db.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+        db.execute("INSERT INTO orders VALUES (2, 2.50)")
+
+        trace = failed_trace(connect, slots["none"][0])
+        assert "Cannot convert column amount (org.apache.kafka.connect.data.Decimal, NOT NULL) of table " \
+               "public.orders: 'NaN' converts to null" in trace, trace
+        assert "Tolerance exceeded in error handler (stage TASK_POLL" in trace, trace
+
+        name, prefix, slot = slots["all"]
+        with TopicReader(connect.bootstrap, f"{prefix}.public.orders") as reader:
+            got = events(reader, 1)
+        assert [v["after"]["id"] for _, v in got] == [2]
+
+        def moved_past() -> bool:
+            row = db.execute("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots "
+                             "WHERE slot_name = %s", (str(bad_end), slot)).fetchone()
+            return bool(row and row[0])
+
+        wait_for(moved_past, 30, 0.2, "the slot to move past the change left out", connect.log_text)
+        assert connect.status(name)["tasks"][0]["state"] == "RUNNING"
+        assert "left out a change that cannot be converted (errors.tolerance=all)" in connect.log_text()
+        for name, _, _ in slots.values():
+            connect.ok("DELETE", f"/connectors/{name}", expect=204)

@@ -54,8 +54,8 @@ def _table(columns: list[tuple[str, int, int, PgType | None, bool, bool, list[An
     def element(oid: int) -> Any:
         return column_type(oid, -1, **kw)
 
-    cols = [TableColumn(name, column_type(oid, mod, custom=custom, element_of=element, **kw), key, not_null or key,
-                        position, oid)
+    cols = [TableColumn(name, column_type(oid, mod, custom=custom, element_of=element,
+                                          optional=not (not_null or key), **kw), key, not_null or key, position, oid)
             for position, (name, oid, mod, custom, not_null, key, _) in enumerate(columns)]
     return TableSchema("srv", "shop", "public", "things", cols)
 
@@ -145,3 +145,50 @@ def test_only_json_converter_itself_is_written_for() -> None:
 
     key, value = _converters({})
     assert encodes(key, value) and not encodes(key, Custom())
+
+
+# Debezium's fallback for a NOT NULL column a key-only old tuple leaves out, as JsonConverter writes it
+# (schemas.enable=false, decimal.format=BASE64), per decimal.handling.mode where it matters.
+FALLBACKS: dict[str, Any] = {
+    "small": 0, "i": 0, "f4": 0.0, "f8": 0.0, "ok": False, "name": "", "code": "", "blob": "", "day": 0, "at": 0,
+    "ts": 0, "tstz": "1970-01-01T00:00:00Z", "span": 0, "uid": "", "doc": "", "mood": "", "ints": [], "words": [],
+    "pt": "",
+}
+DECIMAL_FALLBACKS = {"precise": {"money": "AA==", "num": {"scale": 0, "value": "AA=="}},
+                     "double": {"money": 0.0, "num": 0.0}, "string": {"money": "0.00", "num": "0"}}
+
+
+@pytest.mark.parametrize("decimal_mode", ["precise", "double", "string"])
+def test_not_null_columns_left_out_of_an_old_key_take_debeziums_fallback(decimal_mode: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every mapped type as NOT NULL: a delete's old key (only the key column) converts in both paths, each
+    left-out column taking the type's fallback (a numeric's is 0 at its scale, never bytes)."""
+    import json
+
+    monkeypatch.setattr(time, "time_ns", lambda: 1_732_000_000_000_000_000)
+    key, value = _converters({"schemas.enable": "false"})
+    columns = [(n, o, m, c, True, k, v) for n, o, m, c, _, k, v in COLUMNS]
+    table = _table(columns, decimal_mode=decimal_mode)
+    encoded = EncodedTable(table, Encoders(key, value))
+    src = ChangeSource(1_700_000_000_000_000, "false", 5, 100, 90, '["90","100"]')
+    only_key = ["42"] + [None] * (len(columns) - 1)
+    _both(table, encoded, key, value, lambda t: t.event("d", t.row(only_key), None, src, {}, {}))
+    before = json.loads(encoded.event("d", encoded.row(only_key), None, src, {}, {})[2])["before"]
+    assert before == {"id": 42, **FALLBACKS, **DECIMAL_FALLBACKS[decimal_mode]}
+
+
+def test_a_row_that_does_not_convert_names_the_table_and_column_in_both_paths() -> None:
+    key, value = _converters({"schemas.enable": "false"})
+    columns = [("id", 20, -1, None, True, True, []), ("day", 1082, -1, None, False, False, []),
+               ("money", 1700, NUMERIC_8_2, None, True, False, [])]
+    table = _table(columns)
+    encoded = EncodedTable(table, Encoders(key, value))
+    for row, problem in ((["1", "10000-01-01", "1.00"], "Cannot convert column day (io.debezium.time.Date) of table "
+                                                         "public.things: ValueError: "),
+                         (["1", None, "NaN"], "Cannot convert column money (org.apache.kafka.connect.data.Decimal, "
+                                              "NOT NULL) of table public.things: 'NaN' converts to null (NaN and "
+                                              "infinities have no Decimal form")):
+        for path in (table, encoded):
+            with pytest.raises(DataException) as failed:
+                path.row(row)
+            assert str(failed.value).startswith(problem), str(failed.value)
