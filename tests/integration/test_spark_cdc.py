@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, unique, wait_for
+from connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -69,3 +69,183 @@ def test_postgres_table_to_cdc_to_upsert_lake_table_equals_the_source(postgres, 
     assert got[2] == ("item 2", Decimal("3.00"), True, dt.datetime(2026, 1, 1, 0, 2))
     schema = {f.name: f.dataType.simpleString() for f in spark.read.parquet(str(table)).schema.fields}
     assert schema["price"] == "decimal(10,2)" and schema["id"] == "int" and schema["active"] == "boolean"
+
+
+# -- every captured type in a reader outside UTC; unchanged TOAST values in both sinks -------------------------
+
+SCHEMAS = {**JSON, "key.converter.schemas.enable": "true", "value.converter.schemas.enable": "true"}
+# The lake's Spark type of each column of test_postgres_cdc's TYPES_DDL, with the source's default settings
+SPARK_TYPES = {
+    "id": "int", "i2": "smallint", "i8": "bigint", "f4": "float", "f8": "double", "num": "decimal(10,3)",
+    "numu": "struct<scale:int,value:binary>", "b": "boolean", "t": "string", "vc": "string", "ch": "string",
+    "bin": "binary", "d": "date", "tm": "bigint", "tm3": "int", "ts": "timestamp_ntz", "ts3": "timestamp_ntz",
+    "tz": "string", "tmz": "string", "iv": "bigint", "u": "string", "j": "string", "jb": "string", "e": "string",
+    "ai": "array<int>", "at": "array<string>", "pt": "string", "ip": "string",
+}
+SPARK_VALUES = {
+    "i2": 7, "i8": 9000000000, "f4": 1.5, "f8": 2.25, "num": Decimal("12.345"), "b": True, "t": "héllo",
+    "vc": "abc", "ch": "ab ", "bin": bytearray(b"\x01\x02\xff"), "d": dt.date(2024, 1, 2), "tm": 45296789000,
+    "tm3": 45296789, "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 123456), "ts3": dt.datetime(2024, 1, 2, 3, 4, 5, 123000),
+    "tz": "2024-01-02T01:04:05Z", "tmz": "01:04:05Z", "iv": 93600000000, "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+    "j": '{"a":1}', "jb": '{"a": 1}', "e": "happy", "ai": [1, 2, None], "at": ["a b", "c"], "pt": "(1,2)",
+    "ip": "10.0.0.1",
+}
+
+connect = module_connect("spark-cdc-types")
+
+
+def new_database(postgres) -> str:
+    name = "lake_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(postgres.dsn(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    return name
+
+
+def cdc_source(postgres, dbname: str, prefix: str) -> dict[str, str]:
+    return {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.hostname": postgres.host, "database.port": str(postgres.port),
+            "database.user": postgres.user, "database.password": postgres.password or "", "database.dbname": dbname,
+            "topic.prefix": prefix, "plugin.name": "pgoutput", "slot.name": f"slot_{uuid.uuid4().hex[:8]}",
+            "publication.name": f"pub_{uuid.uuid4().hex[:6]}", **SCHEMAS}
+
+
+def read_lake(spark, path: Path):
+    """The table's rows, or None while it is absent or a bucket was swapped under the reader."""
+    try:
+        if not path.exists():
+            return None
+        return spark.read.option("mergeSchema", "true").parquet(str(path)).drop("_bucket")
+    except Exception as exc:
+        if "FILE_NOT_EXIST" in str(exc) or "FileNotFoundException" in str(exc) or "PATH_NOT_FOUND" in str(exc):
+            return None
+        raise
+
+
+def collected(spark, path: Path) -> list | None:
+    try:
+        df = read_lake(spark, path)
+        return None if df is None else df.collect()
+    except Exception as exc:  # listed a bucket just before the sink swapped it: read again
+        if "FILE_NOT_EXIST" in str(exc) or "FileNotFoundException" in str(exc) or "PATH_NOT_FOUND" in str(exc):
+            return None
+        raise
+
+
+def test_every_captured_type_in_the_lake_read_in_a_new_york_session(connect: ConnectProcess, postgres, spark,
+                                                                   tmp_path: Path) -> None:
+    from test_postgres_cdc import TYPES_DDL, TYPES_ROW
+
+    dbname, prefix, lake = new_database(postgres), unique("typ").replace("-", "_"), tmp_path / "lake"
+    with psycopg.connect(postgres.dsn(dbname), autocommit=True) as db:
+        db.execute(TYPES_DDL)
+        db.execute(f"INSERT INTO typed VALUES ({TYPES_ROW})", (1,))  # snapshotted
+        connect.create(unique("cdc"), cdc_source(postgres, dbname, prefix))
+        connect.create(unique("lake"), {"connector.class": "SparkParquetSink", "topics": f"{prefix}.public.typed",
+                                        "lake.path": str(lake), "cdc.mode": "upsert", "cdc.buckets": "1",
+                                        "rotate.schedule.interval.ms": "1000", "table.name.format": "typed",
+                                        **SCHEMAS})
+        table = lake / "topics" / "typed"
+        wait_for(lambda: (rows := collected(spark, table)) is not None and len(rows) == 1, 120, 1.0,
+                 "the snapshotted row in the lake", lambda: connect.log_text(True)[-4000:])
+        db.execute(f"INSERT INTO typed VALUES ({TYPES_ROW})", (2,))  # streamed
+        wait_for(lambda: (rows := collected(spark, table)) is not None and len(rows) == 2, 120, 1.0,
+                 "the streamed row in the lake", lambda: connect.log_text(True)[-4000:])
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        df = read_lake(spark, table)
+        assert df is not None
+        types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        rows = {r["id"]: r.asDict() for r in df.collect()}
+        # what a reader's SQL sees: the wall clock Postgres stored, not shifted to New York
+        shown = {r["id"]: r for r in df.selectExpr("id", "cast(ts as string) AS ts", "cast(ts3 as string) AS ts3",
+                                                   "hour(ts) AS h").collect()}
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert types == SPARK_TYPES
+    for i in (1, 2):
+        got = rows[i]
+        for column, value in SPARK_VALUES.items():
+            assert got[column] == value, (i, column, got[column])
+        assert got["numu"]["scale"] == 2 and bytes(got["numu"]["value"]) == (314).to_bytes(2, "big")
+        assert (shown[i]["ts"], shown[i]["ts3"], shown[i]["h"]) == (
+            "2024-01-02 03:04:05.123456", "2024-01-02 03:04:05.123", 3)
+
+
+TOAST_DDL = "CREATE TABLE {t} (id int PRIMARY KEY, n int, body text, meta jsonb)"
+# random hex: incompressible enough that Postgres stores it out of line (TOAST), well over 2 kB
+BIG = "(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 150))"
+
+
+def test_unchanged_toast_values_are_kept_by_the_upsert_lake_and_the_postgres_sink(
+        connect: ConnectProcess, postgres, spark, tmp_path: Path) -> None:
+    dbname, replica, prefix = new_database(postgres), new_database(postgres), unique("toast").replace("-", "_")
+    lake = tmp_path / "lake"
+    tables = ("docs", "docs_full")
+    with psycopg.connect(postgres.dsn(dbname), autocommit=True) as db, \
+            psycopg.connect(postgres.dsn(replica), autocommit=True) as db_b:
+        for t in tables:
+            db.execute(TOAST_DDL.format(t=t))
+            db.execute(f"INSERT INTO {t} SELECT g, 0, {BIG} || g, jsonb_build_object('blob', {BIG}, 'g', g) "
+                       f"FROM generate_series(1, 3) g")
+        db.execute("ALTER TABLE docs_full REPLICA IDENTITY FULL")
+        # the values are stored out of line, so an update that leaves them alone does not resend them
+        assert db.execute("SELECT min(pg_column_size(body)), min(pg_column_size(meta)) FROM docs").fetchone()[0] > 2048
+        connect.create(unique("cdc"), cdc_source(postgres, dbname, prefix))
+        connect.create(unique("lake"), {"connector.class": "SparkParquetSink", "topics.regex": rf"{prefix}\.public\..*",
+                                        "lake.path": str(lake), "topics.dir": "tables", "cdc.mode": "upsert",
+                                        "cdc.buckets": "2", "rotate.schedule.interval.ms": "1000",
+                                        "table.name.format": "${topic}", **SCHEMAS})
+        connect.create(unique("replica"), {
+            "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
+            "connection.url": f"jdbc:postgresql://{postgres.host}:{postgres.port}/{replica}",
+            "connection.username": postgres.user, "connection.password": postgres.password or "",
+            "topics.regex": rf"{prefix}\.public\..*", "insert.mode": "upsert", "primary.key.mode": "record_key",
+            "table.name.format": "${source.schema}.${source.table}",
+            "consumer.override.metadata.max.age.ms": "1000", **SCHEMAS})
+
+        def source_rows(t: str) -> dict[int, tuple]:
+            return {r[0]: r[1:] for r in db.execute(f"SELECT id, n, body, meta::text FROM {t}").fetchall()}
+
+        def lake_rows(t: str) -> dict[int, tuple] | None:
+            rows = collected(spark, lake / "tables" / f"{prefix}.public.{t}")
+            if rows is None:
+                return None
+            import json
+
+            return {r["id"]: (r["n"], r["body"], None if r["meta"] is None else json.dumps(json.loads(r["meta"])))
+                    for r in rows}
+
+        def replica_rows(t: str) -> dict[int, tuple] | None:
+            try:
+                return {r[0]: r[1:] for r in db_b.execute(f"SELECT id, n, body, meta::text FROM {t}").fetchall()}
+            except psycopg.errors.UndefinedTable:
+                return None
+
+        def normal(rows: dict[int, tuple]) -> dict[int, tuple]:
+            import json
+
+            return {k: (n, body, None if meta is None else json.dumps(json.loads(meta))) for k, (n, body, meta)
+                    in rows.items()}
+
+        def same() -> bool:
+            return all(lake_rows(t) == normal(source_rows(t)) and replica_rows(t) == source_rows(t) for t in tables)
+
+        wait_for(same, 120, 1.0, "the snapshot in the lake and the replica", lambda: connect.log_text(True)[-4000:])
+        for t in tables:
+            db.execute(f"UPDATE {t} SET n = n + 1")  # the big values are left alone: pgoutput does not resend them
+            with db.transaction():  # a row inserted and updated in one flush
+                db.execute(f"INSERT INTO {t} VALUES (4, 0, {BIG}, jsonb_build_object('blob', {BIG}))")
+            db.execute(f"UPDATE {t} SET n = 5 WHERE id = 4")
+        wait_for(same, 120, 1.0, "the updates in the lake and the replica", lambda: connect.log_text(True)[-4000:])
+        got_lake = {t: lake_rows(t) for t in tables}
+        got_replica = {t: replica_rows(t) for t in tables}
+        want = {t: source_rows(t) for t in tables}
+        with TopicReader(connect.bootstrap, f"{prefix}.public.docs") as reader:
+            events = [m.value for m in reader.read(8, 30)]
+    for t in tables:
+        assert got_replica[t] == want[t], t
+        assert got_lake[t] == normal(want[t]), t
+        assert all(n == (5 if k == 4 else 1) and len(body) > 4000 for k, (n, body, _) in want[t].items())
+    # the source did send the placeholder for the default replica identity: the sinks are what kept the values
+    assert any(b"__debezium_unavailable_value" in v for v in events if v), "no update carried the placeholder"
