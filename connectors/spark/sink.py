@@ -408,9 +408,9 @@ class SparkParquetSinkTask(SinkTask):
             row = {**row, KEY_COLUMN: plain(key)}
             self._fields(table, row, None)
         else:
-            missing = [c for c in columns if c not in row]
-            if missing:
-                raise ConnectException(f"the row lacks the key fields {missing}")
+            lacking = [c for c in columns if c not in row]
+            if lacking:
+                raise ConnectException(f"the row lacks the key fields {lacking}")
             self._fields(table, row, row_schema if isinstance(value, Struct) else None)
         return _Change(canonical, ident, bucket, position, offset, row, missing)
 
