@@ -109,14 +109,18 @@ def cdc_source(postgres, dbname: str, prefix: str) -> dict[str, str]:
             "publication.name": f"pub_{uuid.uuid4().hex[:6]}", **SCHEMAS}
 
 
+# what a reader meets when it listed a bucket just before the sink swapped it: it reads again
+SWAPPED = ("FILE_NOT_EXIST", "FileNotFoundException", "PATH_NOT_FOUND", "FAILED_READ_FILE")
+
+
 def read_lake(spark, path: Path):
-    """The table's rows, or None while it is absent or a bucket was swapped under the reader."""
+    """The table (without ``_bucket``), or None while it is absent or a bucket was swapped under the reader."""
     try:
         if not path.exists():
             return None
         return spark.read.option("mergeSchema", "true").parquet(str(path)).drop("_bucket")
     except Exception as exc:
-        if "FILE_NOT_EXIST" in str(exc) or "FileNotFoundException" in str(exc) or "PATH_NOT_FOUND" in str(exc):
+        if any(word in str(exc) for word in SWAPPED):
             return None
         raise
 
@@ -125,8 +129,8 @@ def collected(spark, path: Path) -> list | None:
     try:
         df = read_lake(spark, path)
         return None if df is None else df.collect()
-    except Exception as exc:  # listed a bucket just before the sink swapped it: read again
-        if "FILE_NOT_EXIST" in str(exc) or "FileNotFoundException" in str(exc) or "PATH_NOT_FOUND" in str(exc):
+    except Exception as exc:
+        if any(word in str(exc) for word in SWAPPED):
             return None
         raise
 
@@ -258,3 +262,43 @@ def test_unchanged_toast_values_are_kept_by_the_upsert_lake_and_the_postgres_sin
         assert all(n == (5 if k == 4 else 1) and len(body) > 4000 for k, (n, body, _) in want[t].items())
     # the source did send the placeholder for the default replica identity: the sinks are what kept the values
     assert any(b"__debezium_unavailable_value" in v for v in events if v), "no update carried the placeholder"
+
+
+def test_upsert_fills_unavailable_values_of_every_shape_and_nulls_them_without_an_earlier_row(
+        spark, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The sink task in this process (the test's Spark session): the placeholder as text, bytes and a
+    one-element array; kept from the lake, from an earlier change in the same flush, or left null (with a
+    warning and a count) for a key the lake never had."""
+    from headwater.connect.api import SinkRecord
+    from headwater.connectors.envelope import UNAVAILABLE
+    from headwater.connectors.spark.sink import SparkParquetSinkTask
+
+    task = SparkParquetSinkTask()
+    task.start({"connector.class": "SparkParquetSink", "name": "toast", "topics": "t", "lake.path": str(tmp_path),
+                "cdc.mode": "upsert", "cdc.buckets": "1", "flush.size": "3"})
+    lsn = iter(range(100, 200))
+
+    def change(offset: int, op: str, row: dict) -> SinkRecord:
+        value = {"op": op, "before": None, "after": row, "source": {"lsn": next(lsn)}}
+        return SinkRecord("t", value, {"id": row["id"]}, 0, None, None, 0, [], offset)
+
+    gone = {"body": UNAVAILABLE, "blob": UNAVAILABLE.encode(), "tags": [UNAVAILABLE]}
+    try:
+        task.put([change(0, "c", {"id": 1, "n": 0, "body": "one", "blob": b"\x01", "tags": ["a"]}),
+                  change(1, "c", {"id": 2, "n": 0, "body": "two", "blob": b"\x02", "tags": ["b"]}),
+                  change(2, "u", {"id": 1, "n": 1, **gone})])  # kept from the same flush
+        task._wait()
+        with caplog.at_level("WARNING"):
+            task.put([change(3, "u", {"id": 2, "n": 1, **gone}),  # kept from the lake
+                      change(4, "u", {"id": 3, "n": 1, **gone}),  # no earlier row anywhere: nulls
+                      change(5, "u", {"id": 1, "n": 2, "body": "new", "blob": UNAVAILABLE.encode(),
+                                      "tags": [UNAVAILABLE]})])
+            task._wait()
+        got = {r["id"]: (r["n"], r["body"], None if r["blob"] is None else bytes(r["blob"]), r["tags"])
+               for r in spark.read.parquet(str(tmp_path / "topics" / "t")).collect()}
+        figures = task.metrics()
+    finally:
+        task.stop()
+    assert got == {1: (2, "new", b"\x01", ["a"]), 2: (1, "two", b"\x02", ["b"]), 3: (1, None, None, None)}
+    assert figures["rows.unavailable.values"] == 1
+    assert any("unavailable values" in r.getMessage() and "'id': 3" in r.getMessage() for r in caplog.records)
