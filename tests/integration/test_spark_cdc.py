@@ -302,3 +302,32 @@ def test_upsert_fills_unavailable_values_of_every_shape_and_nulls_them_without_a
     assert got == {1: (2, "new", b"\x01", ["a"]), 2: (1, "two", b"\x02", ["b"]), 3: (1, None, None, None)}
     assert figures["rows.unavailable.values"] == 1
     assert any("unavailable values" in r.getMessage() and "'id': 3" in r.getMessage() for r in caplog.records)
+
+
+def test_connect_time_types_of_time_precision_mode_connect(spark, tmp_path: Path) -> None:
+    """What ``time.precision.mode=connect`` sends: Connect's Date, Time and Timestamp (Spark cannot write
+    a Connect Time as TIME: it becomes milliseconds since midnight), beside Debezium's MicroTimestamp."""
+    from headwater.connect.api import SinkRecord
+    from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
+    from headwater.connect.api.logical import DATE_SCHEMA, TIME_SCHEMA, TIMESTAMP_SCHEMA
+    from headwater.connectors.spark.sink import SparkParquetSinkTask
+
+    schema = (SchemaBuilder.struct().field("id", Schema(SchemaType.INT32)).field("d", DATE_SCHEMA)
+              .field("tm", TIME_SCHEMA).field("at", TIMESTAMP_SCHEMA)
+              .field("wall", Schema(SchemaType.INT64, name="io.debezium.time.MicroTimestamp", version=1)).build())
+    value = Struct(schema, {"id": 1, "d": dt.date(2024, 1, 2), "tm": dt.time(12, 34, 56, 789000),
+                            "at": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC), "wall": 1704164645123456})
+    task = SparkParquetSinkTask()
+    task.start({"connector.class": "SparkParquetSink", "name": "times", "topics": "t", "lake.path": str(tmp_path),
+                "flush.size": "1"})
+    try:
+        task.put([SinkRecord("t", value, None, 0, None, schema, 0, [], 0)])
+        task._wait()
+    finally:
+        task.stop()
+    df = spark.read.parquet(str(tmp_path / "topics" / "t"))
+    assert {f.name: f.dataType.simpleString() for f in df.schema.fields} == {
+        "id": "int", "d": "date", "tm": "int", "at": "timestamp", "wall": "timestamp_ntz", "partition": "int"}
+    row = df.selectExpr("d", "tm", "cast(wall as string) AS wall", "unix_timestamp(at) AS at").first()
+    assert (row["d"], row["tm"], row["wall"], row["at"]) == (
+        dt.date(2024, 1, 2), 45296789, "2024-01-02 03:04:05.123456", 1704164645)
