@@ -143,8 +143,9 @@ def test_every_captured_type_in_the_lake_read_in_a_new_york_session(connect: Con
     with psycopg.connect(postgres.dsn(dbname), autocommit=True) as db:
         db.execute(TYPES_DDL)
         db.execute(f"INSERT INTO typed VALUES ({TYPES_ROW})", (1,))  # snapshotted
-        connect.create(unique("cdc"), cdc_source(postgres, dbname, prefix))
-        connect.create(unique("lake"), {"connector.class": "SparkParquetSink", "topics": f"{prefix}.public.typed",
+        names = [unique("cdc"), unique("lake")]
+        connect.create(names[0], cdc_source(postgres, dbname, prefix))
+        connect.create(names[1], {"connector.class": "SparkParquetSink", "topics": f"{prefix}.public.typed",
                                         "lake.path": str(lake), "cdc.mode": "upsert", "cdc.buckets": "1",
                                         "rotate.schedule.interval.ms": "1000", "table.name.format": "typed",
                                         **SCHEMAS})
@@ -154,6 +155,8 @@ def test_every_captured_type_in_the_lake_read_in_a_new_york_session(connect: Con
         db.execute(f"INSERT INTO typed VALUES ({TYPES_ROW})", (2,))  # streamed
         wait_for(lambda: (rows := collected(spark, table)) is not None and len(rows) == 2, 120, 1.0,
                  "the streamed row in the lake", lambda: connect.log_text(True)[-4000:])
+        for name in names:
+            connect.ok("DELETE", f"/connectors/{name}", expect=204)
     zone = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     try:
@@ -194,13 +197,17 @@ def test_unchanged_toast_values_are_kept_by_the_upsert_lake_and_the_postgres_sin
                        f"FROM generate_series(1, 3) g")
         db.execute("ALTER TABLE docs_full REPLICA IDENTITY FULL")
         # the values are stored out of line, so an update that leaves them alone does not resend them
-        assert db.execute("SELECT min(pg_column_size(body)), min(pg_column_size(meta)) FROM docs").fetchone()[0] > 2048
-        connect.create(unique("cdc"), cdc_source(postgres, dbname, prefix))
-        connect.create(unique("lake"), {"connector.class": "SparkParquetSink", "topics.regex": rf"{prefix}\.public\..*",
-                                        "lake.path": str(lake), "topics.dir": "tables", "cdc.mode": "upsert",
-                                        "cdc.buckets": "2", "rotate.schedule.interval.ms": "1000",
-                                        "table.name.format": "${topic}", **SCHEMAS})
-        connect.create(unique("replica"), {
+        sizes = db.execute("SELECT min(pg_column_size(body)), min(pg_column_size(meta)) FROM docs").fetchone()
+        assert min(sizes) > 2048, sizes
+        names = [unique("cdc"), unique("lake"), unique("replica")]
+        connect.create(names[0], cdc_source(postgres, dbname, prefix))
+        # topics.regex: new topics are found on the next metadata refresh
+        connect.create(names[1], {"connector.class": "SparkParquetSink", "topics.regex": rf"{prefix}\.public\..*",
+                                  "lake.path": str(lake), "topics.dir": "tables", "cdc.mode": "upsert",
+                                  "cdc.buckets": "2", "rotate.schedule.interval.ms": "1000",
+                                  "table.name.format": "${topic}", "consumer.override.metadata.max.age.ms": "1000",
+                                  **SCHEMAS})
+        connect.create(names[2], {
             "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
             "connection.url": f"jdbc:postgresql://{postgres.host}:{postgres.port}/{replica}",
             "connection.username": postgres.user, "connection.password": postgres.password or "",
@@ -256,6 +263,8 @@ def test_unchanged_toast_values_are_kept_by_the_upsert_lake_and_the_postgres_sin
         want = {t: source_rows(t) for t in tables}
         with TopicReader(connect.bootstrap, f"{prefix}.public.docs") as reader:
             events = [m.value for m in reader.read(8, 30)]
+        for name in names:
+            connect.ok("DELETE", f"/connectors/{name}", expect=204)
     for t in tables:
         assert got_replica[t] == want[t], t
         assert got_lake[t] == normal(want[t]), t
