@@ -20,6 +20,7 @@ def test_fill_takes_earlier_values_unless_the_earlier_row_lacked_them_too() -> N
     filled, still = find.fill(row, ("body", "meta"), {"id": 1, "n": 1, "body": "big", "meta": None}, ("meta",))
     assert filled == {"id": 1, "n": 2, "body": "big", "meta": None} and still == ("meta",)
     assert row["body"] == UNAVAILABLE  # the record's own row is left as it was
-    before = Struct(SchemaBuilder.struct().field("body", Schema(SchemaType.STRING, True)).build(), {"body": UNAVAILABLE})
+    schema = SchemaBuilder.struct().field("body", Schema(SchemaType.STRING, True)).build()
+    before = Struct(schema, {"body": UNAVAILABLE})
     assert find.fill(row, ("body",), before) == ({**row, "body": None}, ("body",))
     assert find.fill(row, ("body", "meta"), None) == ({**row, "body": None, "meta": None}, ("body", "meta"))
