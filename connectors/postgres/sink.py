@@ -4,6 +4,8 @@ It reads Debezium change events directly (``op`` c/r/u write the ``after`` row, 
 delete by key) and also plain rows (after ``ExtractNewRecordState``). Each ``put`` is one
 transaction: per table, the batch's last change of each key wins; rows go through COPY into a
 temporary table, then ``INSERT ... ON CONFLICT`` (upsert), ``INSERT`` or ``UPDATE``; deletes follow.
+A column holding the source's ``unavailable.value.placeholder`` (an unchanged TOAST value) is left out
+of the row's INSERT/UPDATE, so the table keeps its value, as Debezium's JDBC sink does.
 The Kafka offsets the put covers are written in the same transaction to
 ``__headwater_sink_offsets`` in the target database, and a task that is given a partition seeks to
 what that table says, so a crash never writes a row twice (even with ``insert.mode=insert``).
@@ -33,6 +35,7 @@ from headwater.connect.api import (
 )
 from headwater.connect.api.data import Schema, SchemaType, Struct
 from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
+from headwater.connectors.envelope import UNAVAILABLE, Unavailable
 from headwater.connectors.envelope import get as _get
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
@@ -69,6 +72,10 @@ class PostgresSinkConfig(SinkConnectorConfig):
     table_name_format: str = Field("${topic}", alias="table.name.format",
                                    description="${topic}, ${source.schema}, ${source.table} are replaced.")
     batch_size: int = Field(3000, alias="batch.size", ge=1)
+    unavailable_value_placeholder: str = Field(
+        UNAVAILABLE, alias="unavailable.value.placeholder", min_length=1,
+        description="The source's placeholder for values it did not have (Debezium's unchanged TOAST values): "
+                    "a column holding it is left out of the write, so the table keeps its value.")
 
     @model_validator(mode="after")
     def _target(self) -> PostgresSinkConfig:
@@ -207,12 +214,14 @@ def _fields(value: Any) -> tuple[dict[str, Any], Schema | None]:
 
 
 class _Change:
-    """One row-level change: a row to write (``row``) or a key to delete (``row`` None)."""
+    """One row-level change: a row to write (``row``) or a key to delete (``row`` None); ``missing`` names
+    the row's columns whose value the source did not have (unchanged TOAST values), left as they are."""
 
-    __slots__ = ("key", "row", "schema")
+    __slots__ = ("key", "row", "schema", "missing")
 
-    def __init__(self, key: tuple[Any, ...], row: dict[str, Any] | None, schema: Schema | None) -> None:
-        self.key, self.row, self.schema = key, row, schema
+    def __init__(self, key: tuple[Any, ...], row: dict[str, Any] | None, schema: Schema | None,
+                 missing: tuple[str, ...] = ()) -> None:
+        self.key, self.row, self.schema, self.missing = key, row, schema, missing
 
 
 class PostgresSinkTask(SinkTask):
@@ -233,6 +242,7 @@ class PostgresSinkTask(SinkTask):
         self.source_tables: dict[tuple[Any, ...], tuple[str, str]] = {}  # (topic, schema, table, db) -> table
         self.columns: dict[tuple[str, str], dict[str, str]] = {}  # (schema, table) -> column -> type
         self.key_fields = [f.strip() for f in c.primary_key_fields.split(",") if f.strip()]
+        self.unavailable = Unavailable(c.unavailable_value_placeholder)
 
     def open(self, partitions: list[TopicPartition]) -> None:
         """Seek each partition to the offset stored with the data (not the consumer group's)."""
@@ -273,7 +283,13 @@ class PostgresSinkTask(SinkTask):
                 continue
             changes = pending.setdefault(table, {})
             # The batch's last change of a key wins; rows without a key all append.
-            changes[change.key if change.key else len(changes)] = change
+            slot = change.key if change.key else len(changes)
+            earlier = changes.get(slot)
+            if change.missing and earlier is not None and earlier.row is not None and change.row is not None:
+                # unchanged TOAST values of a row written earlier in the batch: its values
+                row, missing = self.unavailable.fill(change.row, change.missing, earlier.row, earlier.missing)
+                change = _Change(change.key, row, change.schema, missing)
+            changes[slot] = change
         writes.extend(pending.items())
         ends: dict[tuple[str, int], int] = {}
         for r in fresh:
@@ -306,6 +322,7 @@ class PostgresSinkTask(SinkTask):
     def _change(self, record: SinkRecord, envelope: bool) -> _Change | None:
         value = record.value
         key_row, _ = _fields(record.key) if isinstance(record.key, Struct | dict) else ({}, None)
+        before = None
         if value is None:  # a tombstone
             return _Change(self._key(record, key_row, None), None, None) if self.config.delete_enabled else None
         if envelope:
@@ -318,11 +335,15 @@ class PostgresSinkTask(SinkTask):
                 return _Change(self._key(record, key_row, row), None, None)
             if op == "t" or op == "m":
                 return None
+            before = _get(value, "before")
             value = _get(value, "after")
             if value is None:
                 return None
         row, schema = _fields(value)
-        return _Change(self._key(record, key_row, row), row, schema)
+        missing = self.unavailable.columns(row)
+        if missing:  # from the before image when it has them (REPLICA IDENTITY FULL)
+            row, missing = self.unavailable.fill(row, missing, before)
+        return _Change(self._key(record, key_row, row), row, schema, missing)
 
     def _key(self, record: SinkRecord, key_row: dict[str, Any], row: dict[str, Any] | None) -> tuple[Any, ...]:
         mode = self.config.primary_key_mode
@@ -442,11 +463,21 @@ class PostgresSinkTask(SinkTask):
                                 [tuple(v for _, v in key) for key in deletes])
 
     def _write_rows(self, table: tuple[str, str], ident: sql.Identifier, rows: list[_Change]) -> None:
+        """Rows whose values are all there in one statement; rows lacking some (unchanged TOAST values)
+        in one statement per set of lacking columns, which leaves those columns out."""
+        groups: dict[tuple[str, ...], list[_Change]] = {}
+        for ch in rows:
+            groups.setdefault(ch.missing, []).append(ch)
+        for missing, group in groups.items():
+            self._write_group(table, ident, group, missing)
+
+    def _write_group(self, table: tuple[str, str], ident: sql.Identifier, rows: list[_Change],
+                     missing: tuple[str, ...]) -> None:
         schema = rows[-1].schema
         names: list[str] = []
         for ch in rows:
             for n in ch.row or {}:
-                if n not in names:
+                if n not in names and n not in missing:
                     names.append(n)
         key_names = [n for n, _ in rows[0].key] if rows[0].key and self.config.primary_key_mode != "none" else []
         if self.config.primary_key_mode == "kafka":
@@ -476,9 +507,14 @@ class PostgresSinkTask(SinkTask):
                 else:
                     write([None if (v := row.get(n)) is None else c(v) for n, c in columns])
         if mode == "insert":
+            if missing:
+                self._lacking(table, missing, [ch.key for ch in rows])
             return
         if mode == "update":
             others = [n for n in names if n not in key_names]
+            if not others:  # nothing but the key (and columns left as they are): nothing to set
+                self.conn.execute(sql.SQL("DROP TABLE {}").format(temp))
+                return
             statement = sql.SQL("UPDATE {} t SET {} FROM {} s WHERE {}").format(
                 ident, sql.SQL(", ").join(sql.SQL("{} = s.{}").format(sql.Identifier(n), sql.Identifier(n))
                                           for n in others),
@@ -491,8 +527,21 @@ class PostgresSinkTask(SinkTask):
                 if others else sql.SQL("DO NOTHING"))
             statement = sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT ({}) {}").format(
                 ident, cols, cols, temp, sql.SQL(", ").join(map(sql.Identifier, key_names)), action)
-        self.conn.execute(statement)
+            if missing:  # which rows were new: their missing columns stay NULL (xmax is 0 for an insert)
+                statement += sql.SQL(" RETURNING {}, xmax = 0").format(
+                    sql.SQL(", ").join(map(sql.Identifier, key_names)))
+        with self.conn.cursor() as cur:
+            cur.execute(statement)
+            if missing and mode == "upsert":
+                new = [r[:-1] for r in cur.fetchall() if r[-1]]
+                if new:
+                    self._lacking(table, missing, new)
         self.conn.execute(sql.SQL("DROP TABLE {}").format(temp))
+
+    def _lacking(self, table: tuple[str, str], missing: tuple[str, ...], keys: list[Any]) -> None:
+        log.warning("%s: %d rows inserted into %s.%s carry unavailable values (unchanged TOAST) and the table had "
+                    "no earlier row for them: columns %s are left NULL (e.g. key %s)", self.name, len(keys), *table,
+                    list(missing), keys[0])
 
     def pre_commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         return offsets  # every put committed its rows and offsets together

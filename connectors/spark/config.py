@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from headwater.connect.api import SinkConnectorConfig
+from headwater.connectors.envelope import UNAVAILABLE
 
 __all__ = ["PARTITIONERS", "EXTRACTORS", "SparkSinkConfig"]
 
@@ -73,6 +74,10 @@ class SparkSinkConfig(SinkConnectorConfig):
                     "_op, _lsn, _ts_ms, _deleted; upsert: changes merged into a current-state table by key.")
     cdc_buckets: int = Field(16, alias="cdc.buckets", ge=1, le=4096,
                              description="upsert: key buckets per Kafka partition (the _bucket folders).")
+    unavailable_value_placeholder: str = Field(
+        UNAVAILABLE, alias="unavailable.value.placeholder", min_length=1,
+        description="upsert: the source's placeholder for values it did not have (Debezium's unchanged TOAST "
+                    "values); a column holding it keeps the value the table had.")
     spark_master: str = Field("local[2]", alias="spark.master",
                               description="Spark master of the worker's session (local[N], spark://host:port).")
     spark_app_name: str = Field("headwater-spark", alias="spark.app.name")

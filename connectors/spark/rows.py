@@ -13,14 +13,15 @@ import pyarrow as pa
 from headwater.connect.api.data import Schema, SchemaType, Struct
 from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
 
-__all__ = ["TableShape", "TypeConflict", "arrow_type", "infer_type", "plain", "row_fields"]
+__all__ = ["TableShape", "TypeConflict", "arrow_type", "infer_type", "plain", "row_fields", "spark_frame"]
 
 _PRIMITIVE = {
     SchemaType.INT8: pa.int8(), SchemaType.INT16: pa.int16(), SchemaType.INT32: pa.int32(),
     SchemaType.INT64: pa.int64(), SchemaType.FLOAT32: pa.float32(), SchemaType.FLOAT64: pa.float64(),
     SchemaType.BOOLEAN: pa.bool_(), SchemaType.STRING: pa.string(), SchemaType.BYTES: pa.binary(),
 }
-# Debezium's semantic types whose meaning a lake user wants as a Spark date or timestamp
+# Debezium's semantic types whose meaning a lake user wants as a Spark date or timestamp (timestamps
+# without a time zone: wall-clock values, written as Spark's timestamp_ntz by ``spark_frame``)
 _DEBEZIUM_TIME = {
     "io.debezium.time.Date": pa.date32(),
     "io.debezium.time.Timestamp": pa.timestamp("ms"),
@@ -171,3 +172,31 @@ def plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     return value
+
+
+def _storable(t: pa.DataType) -> pa.DataType:
+    """The Arrow type Spark writes for ``t``: a time of day (Connect's Time) as its integer count (Spark's
+    TIME type is off by default and unreadable by older readers), nested types likewise."""
+    if pa.types.is_time32(t):
+        return pa.int32()
+    if pa.types.is_time64(t):
+        return pa.int64()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_storable(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_storable(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(_storable(t.key_type), t.item_field.with_type(_storable(t.item_type)))
+    return t
+
+
+def spark_frame(spark: Any, table: pa.Table) -> Any:
+    """A Spark DataFrame of an Arrow table, with the lake's types: a timestamp without a time zone is
+    ``timestamp_ntz`` (the wall-clock value, the same in every reader's session time zone), one with a
+    zone ``timestamp`` (an instant); times of day are integers (``_storable``)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    target = pa.schema([f.with_type(_storable(f.type)) for f in table.schema])
+    if target != table.schema:
+        table = table.cast(target)
+    return spark.createDataFrame(table, schema=from_arrow_schema(target, prefer_timestamp_ntz=True))

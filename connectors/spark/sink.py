@@ -47,6 +47,7 @@ from headwater.connect.api import (
     TopicPartition,
 )
 from headwater.connect.api.data import Schema, SchemaType, Struct
+from headwater.connectors.envelope import Unavailable
 from headwater.connectors.envelope import get as _get
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
@@ -54,7 +55,7 @@ from .config import SparkSinkConfig
 from .encoded import JsonPayloads
 from .lake import CommitEntry, Lake
 from .partitioner import Partitioner, floor_in_zone, timestamp_extractor
-from .rows import TableShape, TypeConflict, infer_type, plain, row_fields
+from .rows import TableShape, TypeConflict, infer_type, plain, row_fields, spark_frame
 from .session import SparkUnavailable, shared_session
 
 __all__ = ["SparkParquetSink", "SparkParquetSinkTask"]
@@ -104,6 +105,7 @@ class _Change:
     position: int
     offset: int
     row: dict[str, Any] | None
+    missing: tuple[str, ...] = ()  # columns whose value the source did not have (unchanged TOAST): kept
 
 
 @dataclass
@@ -147,8 +149,10 @@ class SparkParquetSinkTask(SinkTask):
         self.committed: dict[TopicPartition, int] = {}
         self.tables: dict[str, _Table] = {}  # by table name
         self.topic_tables: dict[str, _Table] = {}  # by topic
-        self.figures = {"flushes": 0, "files": 0, "rows.written": 0, "records.skipped": 0, "last.flush.ms": 0.0}
+        self.figures = {"flushes": 0, "files": 0, "rows.written": 0, "records.skipped": 0, "last.flush.ms": 0.0,
+                        "rows.unavailable.values": 0}
         self.reporter = self.context.errant_record_reporter() if getattr(self, "context", None) else None
+        self.unavailable = Unavailable(c.unavailable_value_placeholder)
         try:
             self.spark = shared_session(c.spark_master, c.spark_conf(), c.spark_app_name)
         except SparkUnavailable as exc:
@@ -380,6 +384,7 @@ class SparkParquetSinkTask(SinkTask):
         position = -1
         if value is None:
             return _Change(canonical, ident, bucket, position, offset, None)
+        before = None
         if _is_envelope(value):
             op = _get(value, "op")
             source = _get(value, "source")
@@ -389,19 +394,25 @@ class SparkParquetSinkTask(SinkTask):
                 return _Change(canonical, ident, bucket, position, offset, None)
             if op not in ("c", "r", "u"):
                 return None  # truncate and message events carry no row
+            before = _get(value, "before")
             value = _get(value, "after")
             if value is None:
                 return None
         row, row_schema = _row(value)
+        missing = self.unavailable.columns(row)
+        if missing:
+            # unchanged TOAST values: from the before image when it has them (REPLICA IDENTITY FULL),
+            # else kept from the row the flush merges this one into
+            row, missing = self.unavailable.fill(row, missing, before)
         if key_row is None:
             row = {**row, KEY_COLUMN: plain(key)}
             self._fields(table, row, None)
         else:
-            missing = [c for c in columns if c not in row]
-            if missing:
-                raise ConnectException(f"the row lacks the key fields {missing}")
+            lacking = [c for c in columns if c not in row]
+            if lacking:
+                raise ConnectException(f"the row lacks the key fields {lacking}")
             self._fields(table, row, row_schema if isinstance(value, Struct) else None)
-        return _Change(canonical, ident, bucket, position, offset, row)
+        return _Change(canonical, ident, bucket, position, offset, row, missing)
 
     # -- rotation -------------------------------------------------------------------------------------
 
@@ -515,14 +526,14 @@ class SparkParquetSinkTask(SinkTask):
             groups = {f"partition={tp.partition}": [0, len(buffer) - 1]}
         if len(groups) == 1:
             whole = self._aligned(table, buffer.tables) if buffer.tables else self._arrow(table, buffer.rows, {})
-            self.spark.createDataFrame(whole).coalesce(1).write.mode("overwrite").option(
+            spark_frame(self.spark, whole).coalesce(1).write.mode("overwrite").option(
                 "compression", codec).parquet(flush_dir)
             staged = [f"{flush_dir}/{n}" for n in self.lake.list(flush_dir) if n.startswith("part-")]
         else:
             # One shuffle puts each folder's rows in one Spark task, so each folder gets one file.
             index = {folder: i for i, folder in enumerate(groups)}
             whole = self._arrow(table, buffer.rows, {FILE: (pa.int32(), [index[f] for f in buffer.folders])})
-            (self.spark.createDataFrame(whole).repartition(len(groups), FILE).write.mode("overwrite")
+            (spark_frame(self.spark, whole).repartition(len(groups), FILE).write.mode("overwrite")
              .partitionBy(FILE).option("compression", codec).parquet(flush_dir))
             staged = []
             for i in range(len(groups)):
@@ -548,6 +559,12 @@ class SparkParquetSinkTask(SinkTask):
             return entry, 0
         latest: dict[str, _Change] = {}
         for change in sorted(buffer.changes, key=lambda c: (c.position, c.offset)):
+            earlier = latest.get(change.key)
+            if change.missing and earlier is not None and earlier.row is not None and change.row is not None:
+                # unchanged TOAST values of a row changed earlier in this flush: its values
+                row, missing = self.unavailable.fill(change.row, change.missing, earlier.row, earlier.missing)
+                change = _Change(change.key, change.ident, change.bucket, change.position, change.offset, row,
+                                 missing)
             latest[change.key] = change
         keys = table.key_columns or [KEY_COLUMN]
         upserts = [c for c in latest.values() if c.row is not None]
@@ -555,17 +572,21 @@ class SparkParquetSinkTask(SinkTask):
         fresh = self._arrow(table, [c.row for c in upserts if c.row is not None],
                             {BUCKET: (pa.int32(), [c.bucket for c in upserts])})
         spark = self.spark
-        merged = spark.createDataFrame(fresh)
         # buckets with files (a bucket emptied by deletes is an empty folder: nothing to read)
         existing = [b for b in touched if any(n.endswith(".parquet") and not n.startswith(".")
                                               for n in self.lake.list(f"{table.path}/{BUCKET}={b}"))]
+        old = None
         if existing:
+            old = (spark.read.option("basePath", table.path).option("mergeSchema", "true")
+                   .parquet(*[f"{table.path}/{BUCKET}={b}" for b in existing]))
+        if any(c.missing for c in upserts):
+            fresh = self._kept_values(tp, table, keys, upserts, fresh, old)
+        merged = spark_frame(spark, fresh)
+        if old is not None:
             changed_keys = pa.Table.from_arrays(
                 [pa.array([_key_value(c, k) for c in latest.values()], type=table.shape.columns.get(k))
                  for k in keys], names=keys)
-            old = (spark.read.option("basePath", table.path).option("mergeSchema", "true")
-                   .parquet(*[f"{table.path}/{BUCKET}={b}" for b in existing]))
-            kept = old.join(spark.createDataFrame(changed_keys), on=keys, how="left_anti")
+            kept = old.join(spark_frame(spark, changed_keys), on=keys, how="left_anti")
             merged = kept.unionByName(merged, allowMissingColumns=True)
         columns = [c for c in table.shape.columns if c in merged.columns] + [BUCKET]
         merged.select(*columns).write.mode("overwrite").partitionBy(BUCKET).option(
@@ -576,6 +597,48 @@ class SparkParquetSinkTask(SinkTask):
                 self.lake.mkdirs(staged)  # the bucket is now empty: an empty folder replaces it
             entry.moves.append((staged, f"{table.path}/{BUCKET}={b}"))
         return entry, len(upserts)
+
+    def _kept_values(self, tp: TopicPartition, table: _Table, keys: list[str], upserts: list[_Change],
+                     fresh: pa.Table, old: Any) -> pa.Table:
+        """``fresh`` with the columns its rows lack (unchanged TOAST values) taken from the lake's rows of
+        the same keys; a row the lake does not have keeps nulls there, and the task says so."""
+        needed = sorted({name for c in upserts for name in c.missing})
+        rows_of: dict[tuple[Any, ...], int] = {}
+        stored: pa.Table | None = None
+        if old is not None:
+            present = [n for n in needed if n in old.columns]
+            wanted = [c for c in upserts if c.missing]
+            probe = pa.Table.from_arrays(
+                [pa.array([_key_value(c, k) for c in wanted], type=table.shape.columns.get(k)) for k in keys],
+                names=keys)
+            stored = (old.join(spark_frame(self.spark, probe), on=keys, how="left_semi")
+                      .select(*keys, *present).toArrow())
+            stored = stored.cast(pa.schema([pa.field(n, _arrow_of(table, n, stored.schema.field(n).type))
+                                            for n in stored.column_names]))
+            key_columns = [stored.column(k).to_pylist() for k in keys]
+            rows_of = {k: i for i, k in enumerate(zip(*key_columns, strict=True))}
+        normal = {k: pa.array([_key_value(c, k) for c in upserts], type=table.shape.columns.get(k)).to_pylist()
+                  for k in keys}
+        found = [rows_of.get(tuple(normal[k][i] for k in keys)) if c.missing else None
+                 for i, c in enumerate(upserts)]
+        lost = [c for c, at in zip(upserts, found, strict=True) if c.missing and at is None]
+        if lost:
+            log.warning("%s: %s-%d: %d rows carry unavailable values (unchanged TOAST) the lake has no earlier "
+                        "row for; their columns %s are left null (e.g. key %s)", self.name, tp.topic, tp.partition,
+                        len(lost), sorted({n for c in lost for n in c.missing}), lost[0].ident)
+            self.figures["rows.unavailable.values"] += len(lost)
+        if stored is None or len(lost) == sum(1 for c in upserts if c.missing):
+            return fresh
+        n = fresh.num_rows
+        for name in needed:
+            if name not in stored.column_names:
+                continue
+            # each row's cell from fresh (index i) or from the stored row (index n + j)
+            picks = [n + at if at is not None and name in c.missing else i
+                     for i, (c, at) in enumerate(zip(upserts, found, strict=True))]
+            both = pa.concat_arrays([fresh.column(name).combine_chunks(), stored.column(name).combine_chunks()])
+            fresh = fresh.set_column(fresh.schema.get_field_index(name), name, both.take(pa.array(picks)))
+        return fresh
 
     # -- the rest ------------------------------------------------------------------------------------
 
@@ -597,6 +660,12 @@ class SparkParquetSinkTask(SinkTask):
 
 def _given(record: SinkRecord) -> Callable[[], SinkRecord]:
     return lambda: record
+
+
+def _arrow_of(table: _Table, name: str, read: pa.DataType) -> pa.DataType:
+    """The Arrow type of a column as the sink builds it (what Spark hands back may differ: µs timestamps,
+    integer times)."""
+    return table.shape.columns.get(name) or read
 
 
 def _key_value(change: _Change, column: str) -> Any:

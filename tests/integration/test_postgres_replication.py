@@ -226,3 +226,40 @@ def test_a_to_b_through_extract_new_record_state(connect: ConnectProcess, postgr
         for name in (src, sink):
             connect.ok("DELETE", f"/connectors/{name}", expect=204)
     assert counts["delete"] > 0 and set(ops) <= {"c", "u"} and table == [("items",)]
+
+
+def test_unavailable_values_are_left_out_of_the_writes(postgres, caplog: pytest.LogCaptureFixture) -> None:
+    """The sink task in this process: a column holding Debezium's placeholder keeps the table's value, the
+    value of a change earlier in the same put, or (a key the table never had) NULL with a warning."""
+    from headwater.connect.api import SinkRecord
+    from headwater.connectors.postgres.sink import PostgresSinkTask
+
+    _, b = databases(postgres)
+    unavailable = "__debezium_unavailable_value"
+    task = PostgresSinkTask()
+    task.start({"connector.class": "JdbcSinkConnector", "name": "toast", "topics": "t", "table.name.format": "docs",
+                "connection.url": f"jdbc:postgresql://{postgres.host}:{postgres.port}/{b}",
+                "connection.username": postgres.user, "connection.password": postgres.password or ""})
+    offsets = iter(range(100))
+
+    def change(op: str, key: int, n: int, body: str, meta: str) -> SinkRecord:
+        value = {"op": op, "before": None, "after": {"id": key, "n": n, "body": body, "meta": meta},
+                 "source": {"schema": "public", "table": "docs"}}
+        return SinkRecord("t", value, {"id": key}, 0, None, None, 0, [], next(offsets))
+
+    gone = (unavailable, unavailable)
+    try:
+        task.put([change("c", 1, 0, "big 1", '{"a": 1}'), change("c", 2, 0, "big 2", '{"a": 2}')])
+        with caplog.at_level("WARNING"):
+            task.put([change("u", 1, 1, *gone),  # kept from the table
+                      change("c", 3, 0, "big 3", '{"a": 3}'), change("u", 3, 1, *gone),  # from the same put
+                      change("u", 2, 1, "new 2", unavailable),  # one column kept, the other written
+                      change("u", 4, 1, *gone)])  # no earlier row: NULL
+    finally:
+        task.stop()
+    with psycopg.connect(postgres.dsn(b)) as db:
+        # schemaless values: the sink made every column text
+        got = db.execute("SELECT id::int, n::int, body, meta FROM docs ORDER BY id::int").fetchall()
+    assert got == [(1, 1, "big 1", '{"a": 1}'), (2, 1, "new 2", '{"a": 2}'), (3, 1, "big 3", '{"a": 3}'),
+                   (4, 1, None, None)]
+    assert any("left NULL" in r.getMessage() and "4" in r.getMessage() for r in caplog.records)
