@@ -45,7 +45,7 @@ class Access:
         """The byte-rate quota a Produce (0) or Fetch (1) request of this client is recorded against, or
         None when none applies to it (then nothing is recorded and its requests are pipelined)."""
         throttler = self.produce if api_key == 0 else self.fetch if api_key == 1 else None
-        if throttler is None or not throttler.applies(user_of(principal), client_id):
+        if throttler is None or not throttler.active or not throttler.applies(user_of(principal), client_id):
             return None
         return throttler
 

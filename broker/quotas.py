@@ -137,9 +137,14 @@ class Throttler:
             self._resolved[who] = self.store.resolve(self.key, user, client_id)
         return self._resolved[who]
 
+    @property
+    def active(self) -> bool:
+        """Whether some entity has a quota of this key (while none has, nothing is looked up)."""
+        return self.key in self.store.keys
+
     def applies(self, user: str, client_id: str) -> bool:
-        """Whether the client has a quota of this key (no lookup at all while no entity has one)."""
-        return self.key in self.store.keys and self._quota(user, client_id) is not None
+        """Whether the client has a quota of this key."""
+        return self._quota(user, client_id) is not None
 
     def record(self, user: str, client_id: str, value: float, now_ms: float, undo_if_throttled: bool = False) -> int:
         """Record ``value`` bytes for the client; the throttle time in ms (0 within its quota). A throttled
