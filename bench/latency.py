@@ -94,6 +94,7 @@ def measure(broker: Any, args: argparse.Namespace, topic: str) -> dict[str, floa
 
 
 COLUMNS = ("p50", "p90", "p99", "max")
+BUSY_CORES = 0.25  # more CPU than this taken by other processes during a run: its times are disturbed
 
 
 def row(label: str, lat: dict[str, float]) -> str:
@@ -112,6 +113,11 @@ def report(runs: dict[str, list[dict[str, float]]], args: argparse.Namespace) ->
     for name, lats in runs.items():
         for i, lat in enumerate(lats):
             print(row(f"{name} #{i + 1}", lat))
+    busiest = max(lat["other_cores"] for lats in runs.values() for lat in lats)
+    if busiest > BUSY_CORES:
+        print(f"note: other processes took up to {busiest:.2f} cores during a run: the clients and the broker "
+              "waited for CPU, so the times say as much about the machine as about the broker; compare trees "
+              "with --against (same load), and us/req (the broker's CPU per request)")
     if args.runs > 1 or len(runs) > 1:
         print()
         for name, lats in runs.items():
@@ -135,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also measure the broker of this commit, alternating (may be repeated)")
     parser.add_argument("--profile", metavar="DIR", help="record the broker (this tree's) with py-spy during its runs")
     parser.add_argument("--profile-rate", type=int, default=500, help="py-spy samples per second")
+    parser.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
+                        help="before each run wait up to this long for the machine to be nearly idle")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker property override")
     args = parser.parse_args(argv)
 
@@ -159,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in brokers}
         for n in range(args.runs):
             for name, broker in brokers.items():
+                if args.wait_quiet:
+                    bt.wait_for_quiet(args.wait_quiet)
                 lat = measure(broker, args, topic=f"latency-{n}")
                 runs[name].append(lat)
                 print(f"{name} #{n + 1}: p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms", file=sys.stderr)
