@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # mypy reads the packages as installed: headwater/ holds headwater, broker/ holds headwater.broker, ...
 TYPECHECK := build/typecheck
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test lint typecheck bench bench-latency clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/broker_throughput.py
+
+# Produce-to-consume latency through the broker (~30 s): run before submitting a change to the request path.
+# Compare with another commit on the same machine load: make bench-latency LATENCY_ARGS="--runs 3 --against main"
+bench-latency: $(STAMP)
+	$(BIN)/python bench/latency.py $(LATENCY_ARGS)
 
 clean:
 	rm -rf $(VENV) data build *.egg-info

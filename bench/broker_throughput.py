@@ -290,9 +290,17 @@ def kcat_consume_count(bootstrap: str, topic: str, counts: list[int], consumers:
 # -- latency: two child processes ------------------------------------------------------------
 
 
+def _requests_sent(stats: list[dict]) -> int:
+    """Requests a librdkafka client sent to the broker, from its last statistics (bootstrap connection aside)."""
+    if not stats:
+        return 0
+    return sum(b.get("tx", 0) for name, b in stats[-1]["brokers"].items() if "bootstrap" not in name)
+
+
 def latency_consumer(bootstrap: str, topic: str, count: int, timeout: float) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
+    stats: list[dict] = []
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -301,6 +309,8 @@ def latency_consumer(bootstrap: str, topic: str, count: int, timeout: float) -> 
             "fetch.wait.max.ms": 100,
             "fetch.min.bytes": 1,
             "fetch.error.backoff.ms": 0,
+            "statistics.interval.ms": 500,
+            "stats_cb": lambda s: stats.append(json.loads(s)),
         }
     )
     start = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
@@ -318,8 +328,10 @@ def latency_consumer(bootstrap: str, topic: str, count: int, timeout: float) -> 
         seq, sent = msg.value()[:40].split(b" ", 2)[:2]
         lat_us.append((int(seq), (now - int(sent)) / 1000))
     cpu, elapsed = sum(os.times()[:2]) - cpu0, time.monotonic() - t0
+    c.poll(0.6)  # one more statistics callback
     c.close()
-    print(json.dumps({"samples": lat_us, "cpu": cpu, "seconds": elapsed}), flush=True)
+    requests = _requests_sent(stats)
+    print(json.dumps({"samples": lat_us, "cpu": cpu, "seconds": elapsed, "requests": requests}), flush=True)
 
 
 def latency_producer(
@@ -357,9 +369,7 @@ def latency_producer(
     elapsed = time.perf_counter() - t0
     cpu = sum(os.times()[:2]) - cpu0
     p.poll(0.6)  # one more statistics callback
-    requests = 0
-    if stats:
-        requests = sum(b.get("tx", 0) for name, b in stats[-1]["brokers"].items() if "bootstrap" not in name)
+    requests = _requests_sent(stats)
     print(json.dumps({"sent": sent, "seconds": elapsed, "cpu": cpu, "requests": requests}), flush=True)
 
 
@@ -421,9 +431,12 @@ def run_latency(
         "producer_cores": sent["cpu"] / sent["seconds"],
         "consumer_cores": got["cpu"] / got["seconds"],
         "requests_per_s": sent["requests"] / sent["seconds"],
+        "produce_requests": sent["requests"],
+        "consumer_requests": got["requests"],
         "received": len(samples),
         "measured": len(lat),
         "p50": pct(0.50),
+        "p90": pct(0.90),
         "p99": pct(0.99),
         "p999": pct(0.999),
         "max": lat[-1] / 1000,

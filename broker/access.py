@@ -36,10 +36,18 @@ class Access:
         self.fetch = Throttler(self.quotas, "consumer_byte_rate", samples, window_ms)
         self.window_ms, self.samples = window_ms, samples
 
-    def quota_applies(self, api_key: int, principal: str, client_id: str) -> bool:
-        """Whether a Produce (0) or Fetch (1) request of this client is subject to a byte-rate quota."""
+    def acls_apply(self, principal: str) -> bool:
+        """Whether this principal's requests are checked against the ACLs at all (decided once per
+        connection: otherwise every check answers yes without a lookup)."""
+        return not self.authorizer.exempt(principal)
+
+    def throttler_for(self, api_key: int, principal: str, client_id: str) -> Throttler | None:
+        """The byte-rate quota a Produce (0) or Fetch (1) request of this client is recorded against, or
+        None when none applies to it (then nothing is recorded and its requests are pipelined)."""
         throttler = self.produce if api_key == 0 else self.fetch if api_key == 1 else None
-        return throttler is not None and throttler.applies(user_of(principal), client_id)
+        if throttler is None or not throttler.active or not throttler.applies(user_of(principal), client_id):
+            return None
+        return throttler
 
     def allowed(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                 name: str) -> bool:

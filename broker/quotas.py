@@ -81,6 +81,11 @@ class QuotaStore:
         if self.quotas:
             log.info("loaded client quotas for %d entities from %s", len(self.quotas), self.path)
         self.version = 0  # bumped on every change: throttlers re-resolve their quotas
+        self.keys = self._keys()
+
+    def _keys(self) -> frozenset[str]:
+        """The quota keys some entity has: a request path checks its key here before resolving anything."""
+        return frozenset(key for values in self.quotas.values() for key in values)
 
     def alter(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
         """Apply (entity, {key: value, or None to remove}) changes together, then persist them."""
@@ -94,6 +99,7 @@ class QuotaStore:
             if not values:
                 del self.quotas[ent]
         self.version += 1
+        self.keys = self._keys()
         write_json(self.path, {"quotas": [{"entity": [list(p) for p in ent], "values": values}
                                           for ent, values in sorted(self.quotas.items(), key=lambda kv: str(kv[0]))]})
 
@@ -130,6 +136,11 @@ class Throttler:
         if who not in self._resolved:
             self._resolved[who] = self.store.resolve(self.key, user, client_id)
         return self._resolved[who]
+
+    @property
+    def active(self) -> bool:
+        """Whether some entity has a quota of this key (while none has, nothing is looked up)."""
+        return self.key in self.store.keys
 
     def applies(self, user: str, client_id: str) -> bool:
         """Whether the client has a quota of this key."""

@@ -36,6 +36,7 @@ from .protocol.codec import (
 
 if TYPE_CHECKING:
     from .metrics import MetricsEndpoint
+    from .quotas import Throttler
 
 __all__ = ["BrokerServer"]
 
@@ -65,6 +66,17 @@ class _Mute:
         delay = self.until - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
+
+
+class _Connection:
+    """What every request of one connection shares: the peer, the principal (decided once, when the client
+    connects) and whether the ACLs apply to it at all, and the mute its throttles set."""
+
+    __slots__ = ("authorizing", "mute", "peer", "principal")
+
+    def __init__(self, peer: str, principal: str, authorizing: bool) -> None:
+        self.peer, self.principal, self.authorizing = peer, principal, authorizing
+        self.mute = _Mute()
 
 
 class BrokerServer:
@@ -174,8 +186,9 @@ class BrokerServer:
         peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         pending: asyncio.Queue[asyncio.Task[bytes | bytearray | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
         writer_task = asyncio.create_task(self._write_answers(pending, writer, peer_str))
+        conn = _Connection(peer_str, ANONYMOUS, self.access.acls_apply(ANONYMOUS))
         try:
-            await self._read_requests(reader, pending, peer_str, writer_task, _Mute())
+            await self._read_requests(reader, pending, conn, writer_task)
         except (_Close, ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -194,28 +207,31 @@ class BrokerServer:
                 await writer.wait_closed()
             self._connections.discard(task)
 
-    async def _read_requests(self, reader: asyncio.StreamReader, pending: asyncio.Queue[Any], peer: str,
-                             writer_task: asyncio.Task[None], mute: _Mute) -> None:
+    async def _read_requests(self, reader: asyncio.StreamReader, pending: asyncio.Queue[Any], conn: _Connection,
+                             writer_task: asyncio.Task[None]) -> None:
         max_size = self.config.socket_request_max_bytes
+        mute = conn.mute
         while not writer_task.done():
-            await mute.wait()  # a throttled client's next requests wait in its socket (Kafka mutes the channel)
+            if mute.until:  # a throttled client's next requests wait in its socket (Kafka mutes the channel)
+                await mute.wait()
             head = await reader.readexactly(4)
             (size,) = _SIZE.unpack(head)
             if size < 10 or size > max_size:
                 log.warning("closing connection from %s: request size %d outside 10..%d (socket.request.max.bytes)",
-                            peer, size, max_size)
+                            conn.peer, size, max_size)
                 raise _Close
             frame = memoryview(await reader.readexactly(size))
-            task, serial = self._start_request(frame, peer, mute)
+            task, serial = self._start_request(frame, conn)
             await pending.put(task)
             if serial:  # its throttle mutes the connection before the next request is read, as in Kafka
                 await asyncio.wait((task,))
 
-    def _start_request(self, frame: memoryview, peer: str,
-                       mute: _Mute) -> tuple[asyncio.Task[bytes | bytearray | None], bool]:
+    def _start_request(self, frame: memoryview,
+                       conn: _Connection) -> tuple[asyncio.Task[bytes | bytearray | None], bool]:
         """The request's handling, and whether it must finish before the next request is read: the produce
         and fetch requests of a client with a byte-rate quota. Others are read ahead (pipelined)."""
         received = time.perf_counter()  # Kafka's TotalTimeMs starts once the request is read
+        peer = conn.peer
         try:
             header = parse_request_header(frame)
         except MalformedRequest as exc:
@@ -240,15 +256,15 @@ class BrokerServer:
         except MalformedRequest as exc:
             log.warning("closing connection from %s: %s", peer, exc)
             raise _Close from None
-        task = asyncio.create_task(self._handle(spec, header, request, peer, received, mute, len(frame) + 4))
-        serial = header.api_key in (0, 1) and self.access.quota_applies(header.api_key, ANONYMOUS,
-                                                                        header.client_id or "")
-        return task, serial
+        throttler = self.access.throttler_for(header.api_key, conn.principal, header.client_id or "")
+        task = asyncio.create_task(self._handle(spec, header, request, conn, received, len(frame) + 4, throttler))
+        return task, throttler is not None
 
-    async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, peer: str,
-                      received: float, mute: _Mute, size: int) -> bytes | bytearray | None:
-        ctx = apis.RequestContext(self.cluster, header, peer, self.services, lambda: self._closing,
-                                  mute=mute.extend, request_size=size)
+    async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, conn: _Connection,
+                      received: float, size: int, throttler: Throttler | None) -> bytes | bytearray | None:
+        ctx = apis.RequestContext(self.cluster, header, conn.peer, self.services, lambda: self._closing,
+                                  principal=conn.principal, mute=conn.mute.extend, request_size=size,
+                                  authorizing=conn.authorizing, throttler=throttler)
         body = await spec.handler(ctx, request)
         answer = None if body is None else encode_response(ctx.response(body), header.correlation_id)
         self.cluster.stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)

@@ -159,9 +159,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
     for flusher, end in to_flush:
         await flusher.flush_to(end)
     throttle = 0
-    if ctx.access is not None:  # producer_byte_rate: the request's size, as Kafka counts it
-        throttle = ctx.throttle(ctx.access.produce.record(ctx.user, ctx.header.client_id or "", ctx.request_size,
-                                                          time.time() * 1000))
+    if ctx.throttler is not None:  # producer_byte_rate: the request's size, as Kafka counts it
+        throttle = ctx.throttle(ctx.throttler.record(ctx.user, ctx.header.client_id or "", ctx.request_size,
+                                                     time.time() * 1000))
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time_ms": throttle}

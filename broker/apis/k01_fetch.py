@@ -77,9 +77,9 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             break
         await ctx.cluster.wait_for_data(remaining)
     throttle = 0
-    if ctx.access is not None and total:
-        throttle = ctx.throttle(ctx.access.fetch.record(ctx.user, ctx.header.client_id or "", total,
-                                                        time.time() * 1000, undo_if_throttled=True))
+    if ctx.throttler is not None and total:  # consumer_byte_rate
+        throttle = ctx.throttle(ctx.throttler.record(ctx.user, ctx.header.client_id or "", total,
+                                                     time.time() * 1000, undo_if_throttled=True))
         if throttle:  # over its consumer_byte_rate: answered empty, the client fetches again after the throttle
             for topic in responses:
                 for entry in topic["partitions"]:

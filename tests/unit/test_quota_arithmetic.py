@@ -55,6 +55,20 @@ def test_clients_of_one_entity_share_the_sensor_and_quotas_persist(tmp_path: Pat
     assert throttler.record("ANONYMOUS", "a", 6000, 0) == 0  # a change is seen at once
 
 
+def test_a_throttler_is_active_only_while_some_entity_has_its_key(tmp_path: Path) -> None:
+    """A quota key no entity has is not looked up at all on the request path (Throttler.active)."""
+    store = QuotaStore(tmp_path)
+    produce = Throttler(store, "producer_byte_rate", 11, 1000)
+    fetch = Throttler(store, "consumer_byte_rate", 11, 1000)
+    assert not produce.active and not fetch.active
+    store.alter([(entity([("user", None)]), {"consumer_byte_rate": 1000.0, "request_percentage": 50.0})])
+    assert fetch.active and not produce.active
+    assert fetch.applies("alice", "c")  # the default user's quota: every user's
+    assert QuotaStore(tmp_path).keys == {"consumer_byte_rate", "request_percentage"}  # as reloaded
+    store.alter([(entity([("user", None)]), {"consumer_byte_rate": None})])
+    assert not fetch.active and store.keys == {"request_percentage"}
+
+
 def test_a_fetch_is_either_throttled_or_charged_never_free(tmp_path: Path) -> None:
     """A fetch over its quota by less than half a millisecond: its bytes were taken back, so it must be
     answered as throttled (1 ms), not as 0 ms with its records (which then cost nothing)."""
