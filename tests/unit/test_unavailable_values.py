@@ -21,7 +21,7 @@ def test_debeziums_other_shapes_are_found_too() -> None:
     find = Unavailable()
     ints = list(UNAVAILABLE.encode())
     row = {"id": 1, "ints": ints, "uids": ["b68a35a7-17ad-35b3-af2a-ae46edb4545a"], "map": {UNAVAILABLE: UNAVAILABLE},
-           "json": '{"%s":"%s"}' % (UNAVAILABLE, UNAVAILABLE), "near": ints[:-1], "n": 95}
+           "json": '{"' + UNAVAILABLE + '":"' + UNAVAILABLE + '"}', "near": ints[:-1], "n": 95}
     assert find.columns(row) == ("ints", "uids", "map", "json")
     assert Unavailable("hex:00ff41").columns({"a": [0, -1, 65], "b": b"\x00\xffA", "c": [0, 255, 65]}) == ("a", "b")
 
