@@ -72,8 +72,11 @@ class Unavailable:
 
     def columns(self, row: dict[str, Any]) -> tuple[str, ...]:
         """The row's columns holding the placeholder (the usual answer, none, costs a few C-level scans)."""
-        values = row.values()
-        if not any(shape in values for shape in self.shapes):
+        values = tuple(row.values())  # a tuple's scan is faster than dict_values'
+        for shape in self.shapes:
+            if shape in values:
+                break
+        else:
             return ()
         return tuple(name for name, v in row.items() if isinstance(v, str | bytes | list | dict) and v in self.shapes)
 
