@@ -3,14 +3,46 @@ without), and the placeholder of values the source could not see: shared by the 
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import json
+import uuid
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from headwater.connect.api.data import Struct
 
-__all__ = ["UNAVAILABLE", "Unavailable", "get", "is_envelope"]
+__all__ = ["UNAVAILABLE", "Placeholder", "PlaceholderSetting", "Unavailable", "get", "is_envelope"]
 
 #: Debezium's default ``unavailable.value.placeholder``: an unchanged TOASTed value that pgoutput does not resend
 UNAVAILABLE = "__debezium_unavailable_value"
+
+
+class Placeholder:
+    """``unavailable.value.placeholder`` (``hex:`` then hex digits: binary octets) in the forms Debezium's
+    UnchangedToastedPlaceholder gives it: its bytes, their text (UTF-8), the bytes as Java's signed integers
+    (integer, bigint and date arrays) and the name-based UUID of the bytes (uuid arrays)."""
+
+    def __init__(self, setting: str = UNAVAILABLE) -> None:
+        try:
+            self.binary = bytes.fromhex(setting[4:]) if setting.startswith("hex:") else setting.encode()
+        except ValueError:
+            raise ValueError(f"unavailable.value.placeholder: {setting!r} is not hex: followed by pairs of "
+                             f"hexadecimal digits") from None
+        if not self.binary:
+            raise ValueError("unavailable.value.placeholder: must not be empty")
+        self.text = self.binary.decode("utf-8", "replace")
+        self.ints = [b - 256 if b > 127 else b for b in self.binary]
+        self.uuid = str(uuid.UUID(bytes=hashlib.md5(self.binary).digest(), version=3))  # UUID.nameUUIDFromBytes
+
+
+def _valid(setting: str) -> str:
+    Placeholder(setting)
+    return setting
+
+
+#: The type of an ``unavailable.value.placeholder`` config field: a bad ``hex:`` value fails validation
+PlaceholderSetting = Annotated[str, AfterValidator(_valid)]
 
 
 def get(value: Any, name: str) -> Any:
@@ -27,20 +59,26 @@ def is_envelope(value: Any) -> bool:
 
 
 class Unavailable:
-    """Debezium's ``unavailable.value.placeholder`` in the shapes a column carries it: the text itself
-    (text, varchar, json, jsonb, enums ...), its UTF-8 bytes (bytea), or a one-element list of either
-    (arrays)."""
+    """Debezium's ``unavailable.value.placeholder`` in the shapes a column carries it: the text (text, varchar,
+    json, enums ...), the bytes (bytea), a one-element list of either (text and bytea arrays), the bytes as
+    integers (integer and date arrays), a one-element list of their UUID (uuid arrays), and hstore's map of
+    the text to itself (hstore.handling.mode map, or json: the map's JSON)."""
 
     def __init__(self, placeholder: str = UNAVAILABLE) -> None:
-        self.text = placeholder
-        self.shapes = (placeholder, placeholder.encode(), [placeholder], [placeholder.encode()])
+        p = Placeholder(placeholder)
+        self.text = p.text
+        self.shapes = (p.text, p.binary, [p.text], [p.binary], p.ints, [p.uuid], {p.text: p.text},
+                       json.dumps({p.text: p.text}, separators=(",", ":")))
 
     def columns(self, row: dict[str, Any]) -> tuple[str, ...]:
         """The row's columns holding the placeholder (the usual answer, none, costs a few C-level scans)."""
-        values = row.values()
-        if not any(shape in values for shape in self.shapes):
+        values = tuple(row.values())  # a tuple's scan is faster than dict_values'
+        for shape in self.shapes:
+            if shape in values:
+                break
+        else:
             return ()
-        return tuple(name for name, v in row.items() if isinstance(v, str | bytes | list) and v in self.shapes)
+        return tuple(name for name, v in row.items() if isinstance(v, str | bytes | list | dict) and v in self.shapes)
 
     def fill(self, row: dict[str, Any], missing: tuple[str, ...], earlier: Any, earlier_missing: tuple[str, ...] = ()
              ) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -53,7 +91,7 @@ class Unavailable:
         for name in missing:
             value = known.get(name)
             if name in known and name not in earlier_missing and not (
-                    isinstance(value, str | bytes | list) and value in self.shapes):
+                    isinstance(value, str | bytes | list | dict) and value in self.shapes):
                 out[name] = value
             else:
                 out[name] = None

@@ -8,6 +8,8 @@ from typing import Any
 
 import psycopg
 
+from headwater.connectors.envelope import Placeholder
+
 from .config import PostgresSourceConfig
 from .events import TableColumn, TableSchema
 from .types import ColumnType, PgType, column_type
@@ -44,6 +46,7 @@ class Catalog:
         self.types: dict[int, PgType | None] = {}
         self.key_overrides = config.key_columns()
         self.warned: set[tuple[str, str]] = set()
+        self.placeholder = Placeholder(config.unavailable_value_placeholder)
 
     def tables(self) -> list[tuple[str, str, int]]:
         """Captured tables: (schema, table, oid)."""
@@ -79,7 +82,7 @@ class Catalog:
             is_key = name in (keys if keys is not None else primary)
             required = not_null.get(name, False) or is_key
             columns.append(TableColumn(name, self.column_type(type_oid, modifier, not required), is_key, required,
-                                       position, type_oid))
+                                       position, type_oid, self.placeholder))
         if not any(c.key for c in columns) and (schema, table) not in self.warned:
             self.warned.add((schema, table))
             log.warning("table %s.%s has no primary key (nor message.key.columns): its events have a null key, "

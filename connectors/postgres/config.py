@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from headwater.connect.api import SourceConnectorConfig
+from headwater.connectors.envelope import UNAVAILABLE, PlaceholderSetting
 
 __all__ = ["PostgresSourceConfig", "TableFilter"]
 
@@ -84,6 +85,11 @@ class PostgresSourceConfig(SourceConnectorConfig):
     message_key_columns: str = Field("", alias="message.key.columns",
                                      description="<schema>.<table>:<col>,<col>;... key columns of tables "
                                                  "(instead of their primary key).")
+    unavailable_value_placeholder: PlaceholderSetting = Field(
+        UNAVAILABLE, alias="unavailable.value.placeholder", min_length=1,
+        description="What an unchanged TOAST value (not resent by the server) is sent as, in the column's shape: "
+                    "the text, its bytes (bytea), a list of either (arrays), the bytes as integers (integer "
+                    "arrays). hex: followed by hex digits gives the bytes.")
     max_batch_size: int = Field(2048, alias="max.batch.size", ge=1, description="Records per poll at most.")
     poll_interval_ms: int = Field(500, alias="poll.interval.ms", ge=1,
                                   description="How long a poll waits for changes when there are none.")

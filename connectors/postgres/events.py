@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NamedTuple, Protocol
 
 from headwater.connect.api import DataException, SourceRecord
 from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
+from headwater.connectors.envelope import Placeholder
 
 from .pgoutput import UNCHANGED_TOAST
 from .types import ColumnType
 
 __all__ = ["SOURCE_SCHEMA", "TRANSACTION_SCHEMA", "VERSION", "ChangeSource", "TableColumn", "TableSchema",
-           "TableEvents", "UNAVAILABLE", "column_value", "now_us"]
+           "TableEvents", "column_value", "now_us", "unavailable_value"]
 
 VERSION = "2.7.0.Final-headwater"  # the Debezium version whose formats these follow
-UNAVAILABLE = "__debezium_unavailable_value"  # unavailable.value.placeholder: unchanged TOAST values
+_PLACEHOLDER = Placeholder()  # Debezium's default unavailable.value.placeholder
+_INTEGERS = (SchemaType.INT8, SchemaType.INT16, SchemaType.INT32, SchemaType.INT64)
 
 _STR, _OSTR = Schema(SchemaType.STRING), Schema(SchemaType.STRING, True)
 _I64, _OI64 = Schema(SchemaType.INT64), Schema(SchemaType.INT64, True)
@@ -42,6 +45,12 @@ class TableColumn:
     not_null: bool
     position: int  # in the table's full row (columns may be left out by column.include/exclude.list)
     type_oid: int = 0
+    placeholder: Placeholder = _PLACEHOLDER  # unavailable.value.placeholder
+
+    @cached_property
+    def unavailable(self) -> Any:
+        """The value of an unchanged TOAST value (None: the type has no placeholder)."""
+        return unavailable_value(self.type.schema, self.placeholder)
 
 
 class ChangeSource(NamedTuple):  # a tuple: one per event
@@ -183,8 +192,29 @@ def column_value(column: TableColumn, text: Any) -> Any:
         # out): Debezium's fallback for the type, valid against the column's schema.
         return column.type.zero if column.not_null else None
     if text is UNCHANGED_TOAST:
-        return UNAVAILABLE if column.type.schema.type == SchemaType.STRING else None
+        value = column.unavailable
+        return value.copy() if type(value) is list else value  # each event its own list
     return column.type.convert(text)
+
+
+def unavailable_value(schema: Schema, placeholder: Placeholder) -> Any:
+    """The placeholder in the shape Debezium gives a column of this schema (UnchangedToastedPlaceholder): the
+    text (strings), the bytes (bytea), a one-element list of the text or bytes (arrays of them; of uuids the
+    bytes' name-based UUID), the bytes as integers (integer and date arrays). None where no shape fits (a
+    numeric, an array of floats or booleans: Debezium fails on these too)."""
+    if schema.type == SchemaType.STRING:
+        return placeholder.text
+    if schema.type == SchemaType.BYTES and schema.name is None:
+        return placeholder.binary
+    element = schema.value_schema
+    if schema.type != SchemaType.ARRAY or element is None:
+        return None
+    if element.type == SchemaType.STRING:
+        return [placeholder.uuid if element.name == "io.debezium.data.Uuid" else placeholder.text]
+    if element.type == SchemaType.BYTES and element.name is None:
+        return [placeholder.binary]
+    # Debezium's own integer placeholder is for int4, int8 and date arrays; every integer element holds it
+    return list(placeholder.ints) if element.type in _INTEGERS else None
 
 
 _DECIMALS = ("org.apache.kafka.connect.data.Decimal", "io.debezium.data.VariableScaleDecimal")

@@ -35,7 +35,7 @@ from headwater.connect.api import (
 )
 from headwater.connect.api.data import Schema, SchemaType, Struct
 from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
-from headwater.connectors.envelope import UNAVAILABLE, Unavailable
+from headwater.connectors.envelope import UNAVAILABLE, PlaceholderSetting, Unavailable
 from headwater.connectors.envelope import get as _get
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
@@ -72,7 +72,7 @@ class PostgresSinkConfig(SinkConnectorConfig):
     table_name_format: str = Field("${topic}", alias="table.name.format",
                                    description="${topic}, ${source.schema}, ${source.table} are replaced.")
     batch_size: int = Field(3000, alias="batch.size", ge=1)
-    unavailable_value_placeholder: str = Field(
+    unavailable_value_placeholder: PlaceholderSetting = Field(
         UNAVAILABLE, alias="unavailable.value.placeholder", min_length=1,
         description="The source's placeholder for values it did not have (Debezium's unchanged TOAST values): "
                     "a column holding it is left out of the write, so the table keeps its value.")

@@ -567,7 +567,10 @@ class PostgresSourceTask(SourceTask):
             return out
         if "u" in self.skipped:
             return []
-        after = table.row(msg.new)
+        new = msg.new
+        if msg.old is not None and not msg.old_is_key and UNCHANGED_TOAST in new:
+            new = _from_old(msg.old, new)
+        after = table.row(new)
         if msg.old is not None and _key_changed(table, msg.old, msg.new):
             # A key change, whatever the replica identity (the old key, or the whole old row under FULL):
             # delete, tombstone, create, as Debezium emits it, so consumers by key drop the old key.
@@ -735,6 +738,14 @@ class _OutputText(Loader):
 
 def _all_columns(table: Table) -> list[Any]:
     return sorted(table.columns, key=lambda c: c.position)
+
+
+def _from_old(old: tuple[Any, ...], new: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An update's new row with its unchanged TOAST values taken from the whole old row (REPLICA IDENTITY
+    FULL: the server sends the old row's values in full), as Debezium does; the placeholder only where the
+    old row lacks them too."""
+    return tuple(old[i] if now is UNCHANGED_TOAST and i < len(old) and type(old[i]) is str else now
+                 for i, now in enumerate(new))
 
 
 def _key_changed(table: Table, old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:

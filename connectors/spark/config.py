@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from headwater.connect.api import SinkConnectorConfig
-from headwater.connectors.envelope import UNAVAILABLE
+from headwater.connectors.envelope import UNAVAILABLE, PlaceholderSetting
 
 __all__ = ["PARTITIONERS", "EXTRACTORS", "SparkSinkConfig"]
 
@@ -74,7 +74,7 @@ class SparkSinkConfig(SinkConnectorConfig):
                     "_op, _lsn, _ts_ms, _deleted; upsert: changes merged into a current-state table by key.")
     cdc_buckets: int = Field(16, alias="cdc.buckets", ge=1, le=4096,
                              description="upsert: key buckets per Kafka partition (the _bucket folders).")
-    unavailable_value_placeholder: str = Field(
+    unavailable_value_placeholder: PlaceholderSetting = Field(
         UNAVAILABLE, alias="unavailable.value.placeholder", min_length=1,
         description="upsert: the source's placeholder for values it did not have (Debezium's unchanged TOAST "
                     "values); a column holding it keeps the value the table had.")

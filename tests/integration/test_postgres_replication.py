@@ -4,13 +4,15 @@ an ALTER TABLE), B's tables equal A's row for row."""
 
 from __future__ import annotations
 
+import base64
+import json
 import random
 import time
 import uuid
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, module_connect, unique, wait_for
+from connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
 from test_postgres_cdc import source
 
 pytestmark = pytest.mark.timeout(300)
@@ -263,3 +265,80 @@ def test_unavailable_values_are_left_out_of_the_writes(postgres, caplog: pytest.
     assert got == [(1, 1, "big 1", '{"a": 1}'), (2, 1, "new 2", '{"a": 2}'), (3, 1, "big 3", '{"a": 3}'),
                    (4, 1, None, None)]
     assert any("left NULL" in r.getMessage() and "4" in r.getMessage() for r in caplog.records)
+
+
+TOASTED = {"b": "bytea", "t": "text[]", "i": "int[]"}  # each NOT NULL (b, t, i) and nullable (b_n, t_n, i_n)
+BIG = {  # random, over 2 kB each, stored out of line (STORAGE EXTERNAL: no compression)
+    "bytea": "(SELECT decode(string_agg(md5(random()::text), ''), 'hex') FROM generate_series(1, 200))",
+    "text[]": "(SELECT array_agg(md5(random()::text)) FROM generate_series(1, 100))",
+    "int[]": "(SELECT array_agg((random() * 2e9)::int) FROM generate_series(1, 1000))"}
+
+
+def test_unchanged_toast_bytea_and_arrays_stream_as_debeziums_placeholder_and_the_sink_keeps_them(
+        connect: ConnectProcess, postgres) -> None:
+    """An update that leaves large NOT NULL and nullable bytea, text[] and int[] values alone (pgoutput does not
+    resend them): the source sends Debezium's placeholder in each column's shape and keeps RUNNING (the issue: a
+    NOT NULL bytea or array column got null and failed the task), the sink keeps the stored values; under
+    REPLICA IDENTITY FULL the values come from the old row, as Debezium's do."""
+    a, b = databases(postgres)
+    prefix = unique("toast")
+    columns = [(name + suffix, type_) for name, type_ in TOASTED.items() for suffix in ("", "_n")]
+    select = "SELECT id, n, " + ", ".join(name for name, _ in columns) + " FROM {t} ORDER BY id"
+    tables = ("blobs", "blobs_full")
+    with psycopg.connect(postgres.dsn(a), autocommit=True) as db_a, \
+            psycopg.connect(postgres.dsn(b), autocommit=True) as db_b:
+        for t in tables:
+            db_a.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, n int, " + ", ".join(
+                f"{name} {type_}" + ("" if name.endswith("_n") else " NOT NULL") for name, type_ in columns) + ")")
+            for name, _ in columns:
+                db_a.execute(f"ALTER TABLE {t} ALTER COLUMN {name} SET STORAGE EXTERNAL")
+            db_a.execute(f"INSERT INTO {t} SELECT g, 0, " + ", ".join(BIG[type_] for _, type_ in columns)
+                         + " FROM generate_series(1, 2) g")
+        db_a.execute("ALTER TABLE blobs_full REPLICA IDENTITY FULL")
+        sizes = db_a.execute("SELECT " + ", ".join(f"min(pg_column_size({n}))" for n, _ in columns)
+                             + " FROM blobs").fetchone()
+        assert min(sizes) > 2048, sizes
+        src, sink = unique("toast-src"), unique("toast-sink")
+        connect.create(src, source(postgres, a, prefix, **JSON))
+        connect.create(sink, {"connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
+                              "connection.url": f"jdbc:postgresql://{postgres.host}:{postgres.port}/{b}",
+                              "connection.username": postgres.user, "connection.password": postgres.password or "",
+                              "topics.regex": rf"{prefix}\.public\..*", "insert.mode": "upsert",
+                              "primary.key.mode": "record_key", "table.name.format": "${source.schema}.${source.table}",
+                              "consumer.override.metadata.max.age.ms": "1000", **JSON})
+
+        def same() -> bool:
+            try:
+                return all(db_a.execute(select.format(t=t)).fetchall() == db_b.execute(select.format(t=t)).fetchall()
+                           for t in tables)
+            except psycopg.errors.UndefinedTable:
+                return False
+
+        wait_for(same, 60, 0.5, "the snapshot in B", lambda: connect.log_text(True)[-3000:])
+        for t in tables:
+            db_a.execute(f"UPDATE {t} SET n = n + 1")  # the large values are left alone
+        got = {}
+        for t in tables:  # the snapshot's two reads, then the two updates
+            with TopicReader(connect.bootstrap, f"{prefix}.public.{t}") as reader:
+                read = [json.loads(m.value)["payload"] for m in reader.read(4, 30)]
+            task = connect.status(src)["tasks"][0]
+            assert len(read) == 4, (t, len(read), task["state"], task.get("trace", "")[-1500:])
+            got[t] = read[2:]
+        wait_for(lambda: same() and db_b.execute("SELECT min(n) FROM blobs_full").fetchone() == (1,), 60, 0.5,
+                 "the updates in B", lambda: connect.log_text(True)[-3000:])
+        state = connect.status(src)["tasks"][0]["state"]
+        stored = {t: db_a.execute(f"SELECT id, b, t, i FROM {t} ORDER BY id").fetchall() for t in tables}
+        for name in (src, sink):
+            connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    assert state == "RUNNING"
+    unavailable = "__debezium_unavailable_value"
+    shapes = {"b": base64.b64encode(unavailable.encode()).decode(), "t": [unavailable],
+              "i": list(unavailable.encode())}  # Debezium's: bytea's bytes, text[]'s one text, int[]'s bytes as ints
+    for update in got["blobs"]:
+        assert update["op"] == "u" and update["after"]["n"] == 1, update
+        assert {c: update["after"][c] for c in shapes} == shapes
+        assert {c: update["after"][c + "_n"] for c in shapes} == shapes
+    for update, (key, blob, texts, ints) in zip(got["blobs_full"], stored["blobs_full"], strict=True):
+        assert update["after"]["id"] == key and update["after"]["n"] == 1
+        assert (update["after"]["b"], update["after"]["t"], update["after"]["i"]) == (
+            base64.b64encode(blob).decode(), texts, ints), key  # the old row's values, not the placeholder

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 
 from headwater.connect.api import DataException
 from headwater.connect.converters.json import JsonConverter
+from headwater.connectors.envelope import UNAVAILABLE, Placeholder
 from headwater.connectors.postgres.encoded import EncodedTable, Encoders, encodes
 from headwater.connectors.postgres.events import ChangeSource, TableColumn, TableSchema
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
@@ -39,8 +42,8 @@ COLUMNS: list[tuple[str, int, int, PgType | None, bool, bool, list[Any]]] = [
     ("uid", 2950, -1, None, False, False, ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"]),
     ("doc", 3802, -1, None, False, False, ['{"a": [1, 2], "b": "\u00fc"}']),
     ("mood", 90001, -1, ENUM, False, False, ["happy"]),
-    ("ints", 1007, -1, INT4_ARRAY, False, False, ["{1,2,NULL}", "{}"]),
-    ("words", 1009, -1, TEXT_ARRAY, False, False, ['{a,"b c",NULL}']),
+    ("ints", 1007, -1, INT4_ARRAY, False, False, ["{1,2,NULL}", "{}", UNCHANGED_TOAST]),
+    ("words", 1009, -1, TEXT_ARRAY, False, False, ['{a,"b c",NULL}', UNCHANGED_TOAST]),
     ("pt", 600, -1, None, False, False, ["(1,2)"]),  # an unknown type: its text form
 ]
 CONVERTER_SETTINGS = [
@@ -50,12 +53,14 @@ CONVERTER_SETTINGS = [
 ]
 
 
-def _table(columns: list[tuple[str, int, int, PgType | None, bool, bool, list[Any]]], **kw: Any) -> TableSchema:
+def _table(columns: list[tuple[str, int, int, PgType | None, bool, bool, list[Any]]],
+           placeholder: Placeholder | None = None, **kw: Any) -> TableSchema:
     def element(oid: int) -> Any:
         return column_type(oid, -1, **kw)
 
     cols = [TableColumn(name, column_type(oid, mod, custom=custom, element_of=element,
-                                          optional=not (not_null or key), **kw), key, not_null or key, position, oid)
+                                          optional=not (not_null or key), **kw), key, not_null or key, position, oid,
+                        *([placeholder] if placeholder else []))
             for position, (name, oid, mod, custom, not_null, key, _) in enumerate(columns)]
     return TableSchema("srv", "shop", "public", "things", cols)
 
@@ -192,3 +197,55 @@ def test_a_row_that_does_not_convert_names_the_table_and_column_in_both_paths() 
             with pytest.raises(DataException) as failed:
                 path.row(row)
             assert str(failed.value).startswith(problem), str(failed.value)
+
+
+ARRAYS = {name: PgType(oid, f"_{name}", "b", element=element) for name, oid, element in (
+    ("bytea", 1001, 17), ("int2", 1005, 21), ("int8", 1016, 20), ("date", 1182, 1082), ("uuid", 2951, 2950),
+    ("jsonb", 3807, 3802), ("timestamptz", 1185, 1184), ("float8", 1022, 701))}
+# Every column unchanged TOAST (type oid, pg_type entry, NOT NULL); the key "1"
+TOASTED: list[tuple[str, int, int, PgType | None, bool, bool, list[Any]]] = [
+    ("id", 20, -1, None, True, True, ["1"])] + [
+    (name, oid, -1, custom, not_null, False, [UNCHANGED_TOAST]) for name, oid, custom, not_null in (
+        ("body", 25, None, True), ("doc", 3802, None, False), ("blob", 17, None, True), ("blob_n", 17, None, False),
+        ("words", 1009, TEXT_ARRAY, True), ("words_n", 1009, TEXT_ARRAY, False), ("ints", 1007, INT4_ARRAY, True),
+        ("ints_n", 1007, INT4_ARRAY, False), ("smalls", 1005, ARRAYS["int2"], True),
+        ("longs", 1016, ARRAYS["int8"], True), ("days", 1182, ARRAYS["date"], True),
+        ("blobs", 1001, ARRAYS["bytea"], True), ("uids", 2951, ARRAYS["uuid"], True),
+        ("docs", 3807, ARRAYS["jsonb"], True), ("times", 1185, ARRAYS["timestamptz"], True),
+        ("floats", 1022, ARRAYS["float8"], False))]
+
+
+# What Debezium 2.7's UnchangedToastedPlaceholder gives (the UUIDs from Java's UUID.nameUUIDFromBytes)
+@pytest.mark.parametrize(("setting", "text", "binary", "ints", "uuid"), [
+    (None, UNAVAILABLE, UNAVAILABLE.encode(), list(UNAVAILABLE.encode()), "b68a35a7-17ad-35b3-af2a-ae46edb4545a"),
+    ("hex:00ff41", "\x00\ufffdA", b"\x00\xffA", [0, -1, 65], "d396e6af-3f09-39f2-8c5b-e42adadb290f")])
+@pytest.mark.parametrize("settings", CONVERTER_SETTINGS[:2], ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_unchanged_toast_values_are_debeziums_placeholder_in_every_shape_in_both_paths(
+        setting: str | None, text: str, binary: bytes, ints: list[int], uuid: str, settings: dict[str, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time_ns", lambda: 1_732_000_000_123_456_789)
+    key, value = _converters(settings)
+    table = _table(TOASTED, Placeholder(setting) if setting else None)
+    encoded = EncodedTable(table, Encoders(key, value))
+    src = ChangeSource(1_700_000_000_000_002, "false", 77, 8192, 8000, '["8000","8192"]')
+    row = [c[6][0] for c in TOASTED]
+    _both(table, encoded, key, value, lambda t: t.event("u", None, t.row(row), src, {}, {}))
+    got = json.loads(encoded.event("u", None, encoded.row(row), src, {}, {})[2])
+    after = got["payload"]["after"] if "payload" in got else got["after"]
+    b64 = base64.b64encode(binary).decode()
+    assert after == {"id": 1, "body": text, "doc": text, "blob": b64, "blob_n": b64, "words": [text],
+                     "words_n": [text], "ints": ints, "ints_n": ints, "smalls": ints, "longs": ints, "days": ints,
+                     "blobs": [b64], "uids": [uuid], "docs": [text], "times": [text], "floats": None}
+
+
+def test_a_bad_hex_placeholder_fails_validation_naming_the_key() -> None:
+    from pydantic import ValidationError
+
+    from headwater.connectors.postgres.config import PostgresSourceConfig
+
+    base = {"name": "pg", "connector.class": "PostgresConnector", "database.hostname": "h", "database.user": "u",
+            "database.dbname": "d", "topic.prefix": "p"}
+    assert PostgresSourceConfig.model_validate(base).unavailable_value_placeholder == UNAVAILABLE
+    for bad in ("hex:zz", "hex:abc", "hex:"):
+        with pytest.raises(ValidationError, match="unavailable.value.placeholder"):
+            PostgresSourceConfig.model_validate({**base, "unavailable.value.placeholder": bad})
