@@ -24,13 +24,18 @@ def fresh_broker(tmp_path: Path):
     proc.kill()
 
 
+_postgres: list = []  # the session's PostgreSQL server, once a test asked for it
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """One PostgreSQL server (wal_level=logical) for the session; tests use databases of their own."""
     from pgserver import start_postgres
 
     server = start_postgres()
+    _postgres.append(server)
     yield server
+    _postgres.clear()
     server.stop()
 
 
@@ -39,6 +44,17 @@ def spark():
     """One local Spark session (UI off) for the test process; the Spark sink tasks run in-process share it."""
     from headwater.connectors.spark.session import shared_session, stop_shared_session
 
-    session = shared_session("local[2]", {"spark.driver.memory": "2g"})
+    # Pinned: an in-process worker stopping (the plugin kit's, a sink task's test) must not stop it
+    session = shared_session("local[2]", {"spark.driver.memory": "2g"}, pin=True)
     yield session
-    stop_shared_session()
+    stop_shared_session(force=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_idle_replication_slots():
+    """A CDC module's connectors leave their slots behind (slot.drop.on.stop is false by default, as in
+    Debezium): once the module's workers are gone its idle slots are dropped, so the session's server does
+    not run out of max_replication_slots ("all replication slots are in use") or keep their WAL."""
+    yield
+    if _postgres:
+        _postgres[0].drop_idle_slots()

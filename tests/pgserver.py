@@ -22,8 +22,8 @@ __all__ = ["PostgresServer", "find_bindir", "start_postgres"]
 
 SETTINGS = {
     "wal_level": "logical",
-    "max_replication_slots": "20",
-    "max_wal_senders": "20",
+    "max_replication_slots": "40",
+    "max_wal_senders": "40",
     "fsync": "off",  # a test server: speed over durability of the test database itself
     "full_page_writes": "off",
 }
@@ -45,6 +45,19 @@ class PostgresServer:
         parts = {"host": self.host, "port": str(self.port), "user": self.user, "dbname": dbname or self.dbname,
                  **({"password": self.password} if self.password else {}), **extra}
         return " ".join(f"{k}={v}" for k, v in parts.items())
+
+    def drop_idle_slots(self) -> list[str]:
+        """Drop the replication slots no connection uses (each in its own database, as Postgres requires for
+        logical slots); returns their names."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            idle = conn.execute("SELECT slot_name, database FROM pg_replication_slots WHERE NOT active").fetchall()
+        for slot, database in idle:
+            with psycopg.connect(self.dsn(database), autocommit=True) as conn:
+                conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                             "WHERE slot_name = %s AND NOT active", (slot,))
+        return [slot for slot, _ in idle]
 
     def stop(self) -> None:
         if self.stop_server is not None:

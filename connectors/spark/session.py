@@ -3,7 +3,8 @@
 Starting a JVM costs seconds and hundreds of MB, so the first task that needs Spark starts the
 session and later tasks reuse it; the worker stops it when it stops (``headwater_worker_stopped``).
 Settings are those of the first task: ``spark.master`` and ``spark.conf.*`` of a later task that
-differ are logged, not applied (Spark has one session per JVM).
+differ are logged, not applied (Spark has one session per JVM). A process that embeds workers and uses
+the session itself (a notebook, a test session) pins it, so that a worker stopping leaves it running.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _session: Any = None
 _settings: dict[str, str] = {}
+_pinned = False  # kept past worker stops, for the embedding process's own use
 
 # What a connector's session needs unless the user says otherwise: no UI port per worker, few
 # shuffle partitions (flushes are small), and the worker's own Python for Spark's Python workers.
@@ -40,11 +42,13 @@ class SparkUnavailable(RuntimeError):
 
 
 def shared_session(master: str = "local[2]", conf: dict[str, str] | None = None,
-                   app_name: str = "headwater-spark") -> Any:
-    """The process's Spark session, started on first use with ``master`` and ``conf``."""
-    global _session, _settings
+                   app_name: str = "headwater-spark", *, pin: bool = False) -> Any:
+    """The process's Spark session, started on first use with ``master`` and ``conf``; ``pin`` keeps it
+    running when a worker of this process stops, until ``stop_shared_session(force=True)``."""
+    global _session, _settings, _pinned
     wanted = {"spark.master": master, **(conf or {})}
     with _lock:
+        _pinned = _pinned or pin
         if _session is not None and _alive(_session):
             different = {k: v for k, v in wanted.items() if _settings.get(k) != v and k in _settings}
             if different:
@@ -115,10 +119,13 @@ def _wait_for_executors(session: Any, master: str, timeout: float = 30.0) -> Non
                            f"registered with it, with enough free cores and memory?")
 
 
-def stop_shared_session() -> None:
-    """Stop the process's Spark session, if one was started here."""
-    global _session
+def stop_shared_session(*, force: bool = False) -> None:
+    """Stop the process's Spark session, if one was started here and is not pinned (unless ``force``)."""
+    global _session, _pinned
     with _lock:
+        if _pinned and not force:
+            return
+        _pinned = False
         if _session is not None:
             try:
                 _session.stop()

@@ -277,3 +277,12 @@ def test_rotate_interval_by_record_time_daily_folders_and_zstd(connect: ConnectP
         f"{topic}+0+{30:010d}+{30:010d}.zstd.parquet"]
     assert sorted(r["n"] for r in lake_rows(spark, lake / "topics" / topic)) == list(range(31))
     connect.ok("DELETE", f"/connectors/{name}")
+
+
+def test_a_worker_stopping_leaves_a_pinned_session_running(spark) -> None:
+    """The test session's Spark session is pinned: the hook every worker of the process calls when it stops
+    (an in-process worker of the plugin kit, say) must leave it running for the tests after it."""
+    from headwater.connectors.spark import headwater_worker_stopped
+
+    headwater_worker_stopped()
+    assert spark.range(3).count() == 3
