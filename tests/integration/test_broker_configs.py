@@ -194,10 +194,12 @@ def test_dynamic_broker_configs_take_effect_and_persist(fresh_broker) -> None:
     assert _oversized_produce_error(b.port, plain, 3000) == 0
 
 
-def test_librdkafka_admin_test_broker_requests(broker) -> None:
+def test_librdkafka_admin_test_broker_requests(fresh_broker) -> None:
     """What librdkafka's test 0081 sends on a BROKER resource: AlterConfigs and IncrementalAlterConfigs
     of sasl.kerberos.min.time.before.relogin, SET/DELETE background.threads with APPEND/SUBTRACT of
-    log.cleanup.policy, and a DescribeConfigs of the broker without names."""
+    log.cleanup.policy, and a DescribeConfigs of the broker without names. A broker of its own: a
+    failure half-way must not leave the session broker's topics with another default cleanup.policy."""
+    broker = fresh_broker.start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     res = ConfigResource(ResourceType.BROKER, NODE, set_config={"sasl.kerberos.min.time.before.relogin": "58000"})
     _legacy_alter(admin, res)
@@ -214,7 +216,8 @@ def test_librdkafka_admin_test_broker_requests(broker) -> None:
     assert _value(_describe(admin, ResourceType.BROKER, NODE), "log.cleanup.policy") == ("delete", DEFAULT)
 
 
-def test_kafka_python_alters_and_describes_a_broker(broker) -> None:
+def test_kafka_python_alters_and_describes_a_broker(fresh_broker) -> None:
+    broker = fresh_broker.start()
     k = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
     try:
         out = k.alter_configs([KConfigResource("BROKER", NODE, {"log.cleaner.threads": "2"})])
