@@ -302,7 +302,15 @@ def test_a_restart_mid_snapshot_snapshots_again_and_loses_nothing(postgres, data
         wait_for(snapshot_open, 60, 0.05, "the restarted task's snapshot")
         db.execute("INSERT INTO big VALUES (200001, 'after the restart')")
         with TopicReader(proc.bootstrap, topic) as reader:
-            msgs = reader.read(at_kill + 200001, 120)
+            # Until the streamed row: records written between at_kill and the kill replay too, so a count
+            # taken from at_kill can be reached before it arrives.
+            def streamed_row_read() -> bool:
+                reader.poll()
+                last = reader.messages[-1].value if reader.messages else None
+                return last is not None and json.loads(last)["after"]["id"] == 200001
+
+            wait_for(streamed_row_read, 120, 0.0, "the row inserted after the restart")
+            msgs = reader.messages
         ids = [json.loads(m.value)["after"]["id"] for m in msgs if m.value]
         after = proc.ok("GET", f"/connectors/{name}/tasks/0/metrics")
         exported = scrape_metrics(proc.rest)[1]
