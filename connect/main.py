@@ -14,7 +14,7 @@ from aiohttp import web
 from headwater.properties import load_properties
 
 from .config import WorkerConfig
-from .herder import Herder, StandaloneHerder
+from .herder import BaseHerder, Herder, StandaloneHerder
 from .plugins import PluginRegistry
 from .rest.app import build_app
 from .storage.offsets import FileOffsetStore, MemoryOffsetStore
@@ -69,10 +69,10 @@ def _identity(config: WorkerConfig) -> tuple[WorkerConfig, str]:
     return config, f"{adv_host}:{config.rest_advertised_port or port}"
 
 
-Ready = Callable[[str, Herder], Awaitable[None] | None]
+Ready = Callable[[str, BaseHerder], Awaitable[None] | None]
 
 
-async def _serve(herder: Herder, registry: PluginRegistry, config: WorkerConfig, stop: asyncio.Event,
+async def _serve(herder: BaseHerder, registry: PluginRegistry, config: WorkerConfig, stop: asyncio.Event,
                  ready: Ready | None, mode: str) -> None:
     """Start the herder and the REST API, run until ``stop``, then shut both down."""
     runner = None
@@ -110,7 +110,7 @@ async def serve_standalone(config: WorkerConfig, connector_files: list[str], sto
     herder = StandaloneHerder(config, registry, offsets, worker_id)
     connectors = [load_connector_file(path) for path in connector_files]
 
-    async def create_then_ready(url: str, herder: Herder) -> None:
+    async def create_then_ready(url: str, herder: BaseHerder) -> None:
         for name, props in connectors:
             await herder.put_connector_config(name, props, allow_replace=True)
         if ready is not None:

@@ -1,6 +1,6 @@
-"""The Herder: what the REST API calls. Holds connector configs and target states, keeps
-statuses, and tells the Worker what to run. Standalone and distributed herders share
-this logic; they differ in where configs live and who runs what."""
+"""BaseHerder: what standalone and distributed herders share. Holds connector configs and target
+states, keeps statuses, and tells the Worker what to run; implements ``interface.Herder``, the part
+the REST API calls. The two differ in where configs live and who runs what."""
 
 from __future__ import annotations
 
@@ -9,49 +9,29 @@ import logging
 from abc import ABC, abstractmethod
 from typing import Any
 
-from ..api import SinkConnector
+from ..api import Connector, SinkConnector
 from ..config import WorkerConfig
 from ..loggers import set_level
 from ..plugins import PluginRegistry, UnknownPlugin
 from ..runtime.worker import ConfigErrors, Worker
+from ..runtime.worker_task import RecordTask
 from ..status import State, Status, TargetState, TaskId
-from ..storage.offsets import OffsetStore, offset_key
+from ..storage.offsets import OffsetStore
+from .errors import BadRequest, Conflict, NotFound, NotLeader, NotOwner
+from .interface import Herder
+from .offsets import OffsetsService
 
-__all__ = ["BadRequest", "Conflict", "Herder", "NotFound", "NotLeader", "NotOwner"]
+__all__ = ["BadRequest", "BaseHerder", "Conflict", "Herder", "NotFound", "NotLeader", "NotOwner"]
 
 log = logging.getLogger(__name__)
 
 
-class NotFound(LookupError):
-    pass
-
-
-class Conflict(RuntimeError):
-    pass
-
-
-class BadRequest(ValueError):
-    pass
-
-
-class NotLeader(Exception):
-    """Only the leader may do this; ``url`` is the leader's REST URL (None while unknown)."""
-
-    def __init__(self, url: str | None) -> None:
-        super().__init__(f"Cannot complete request because of a conflicting operation (e.g. worker rebalance); "
-                         f"the leader is {url or 'not known yet'}")
-        self.url = url
-
-
-class NotOwner(NotLeader):
-    """The work runs on another worker, at ``url``."""
-
-
-class Herder(ABC):
+class BaseHerder(ABC):
     def __init__(self, config: WorkerConfig, registry: PluginRegistry, offsets: OffsetStore, worker_id: str) -> None:
         self.config = config
         self.registry = registry
         self.offsets = offsets
+        self.offsets_service = OffsetsService(config.bootstrap_servers, offsets)
         self.worker_id = worker_id
         self.worker = Worker(worker_id, config, registry, offsets, self._on_status, self._request_reconfigure)
         self.configs: dict[str, dict[str, str]] = {}
@@ -119,6 +99,15 @@ class Herder(ABC):
     def connector_names(self) -> list[str]:
         return sorted(self.configs)
 
+    def connector_config(self, name: str) -> dict[str, str] | None:
+        return self.configs.get(name)
+
+    def local_task_count(self) -> int:
+        return len(self.worker.task_ids())
+
+    def record_tasks(self) -> list[tuple[TaskId, RecordTask]]:
+        return self.worker.record_tasks()
+
     def connector_type(self, name: str) -> str:
         try:
             cls = self.registry.connector(self.configs[name].get("connector.class", ""))
@@ -173,7 +162,7 @@ class Herder(ABC):
         self._require(name)
         self.worker.active_topics.get(name, set()).clear()
 
-    def validate(self, props: dict[str, Any]) -> tuple[type, dict[str, list[str]]]:
+    def validate(self, props: dict[str, Any]) -> tuple[type[Connector], dict[str, list[str]]]:
         return self.worker.validate(props)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -232,58 +221,16 @@ class Herder(ABC):
     async def connector_offsets(self, name: str) -> list[dict[str, Any]]:
         self._require(name)
         if self.connector_type(name) == "sink":
-            return await self.sink_offsets(name)
-        return [{"partition": p, "offset": o} for p, o in self.offsets.connector_offsets(name)]
+            return await self.offsets_service.sink_offsets(name)
+        return self.offsets_service.source_offsets(name)
 
     async def alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
         """PATCH (entries given) or DELETE (entries None) a stopped connector's offsets."""
         self._require_stopped(name)
         if self.connector_type(name) == "sink":
-            await self.alter_sink_offsets(name, entries)
-            return
-        if entries is None:
-            changes: dict[str, Any] = {offset_key(name, p): None for p, _ in self.offsets.connector_offsets(name)}
+            await self.offsets_service.alter_sink_offsets(name, entries)
         else:
-            changes = {}
-            for e in entries:
-                if not isinstance(e, dict) or not isinstance(e.get("partition"), dict):
-                    raise BadRequest("Each offset entry needs a \"partition\" object")
-                offset = e.get("offset")
-                if offset is not None and not isinstance(offset, dict):
-                    raise BadRequest("An offset must be an object or null")
-                changes[offset_key(name, e["partition"])] = offset
-        await self.offsets.set(name, changes)
-
-    async def sink_offsets(self, name: str) -> list[dict[str, Any]]:
-        from .. import kafka as clients
-
-        admin = clients.admin_client(self.config.bootstrap_servers)
-        await admin.start()
-        try:
-            found = await admin.list_consumer_group_offsets(f"connect-{name}")
-        finally:
-            await admin.close()
-        return [{"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
-                 "offset": {"kafka_offset": om.offset}} for tp, om in sorted(found.items()) if om.offset >= 0]
-
-    async def alter_sink_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
-        """A sink's offsets are its consumer group's (``connect-<name>``): PATCH commits each
-        ``{"kafka_offset": n}`` and deletes the committed offset of each null one; DELETE deletes the
-        group. Entries are checked before anything changes."""
-        group = f"connect-{name}"
-        if entries is None:
-            await asyncio.to_thread(_delete_group, self.config.bootstrap_servers, group)
-            return
-        commits: dict[tuple[str, int], int] = {}
-        deletes: list[tuple[str, int]] = []
-        for i, e in enumerate(entries):
-            tp = _sink_partition(i, e.get("partition"))
-            offset = e.get("offset")
-            if offset is None:
-                deletes.append(tp)
-            else:
-                commits[tp] = _sink_offset(i, offset)
-        await asyncio.to_thread(_alter_group_offsets, self.config.bootstrap_servers, group, commits, deletes)
+            await self.offsets_service.alter_source_offsets(name, entries)
 
     # -- shared helpers for subclasses -------------------------------------------------------------------
 
@@ -301,78 +248,3 @@ class Herder(ABC):
         await self.worker.stop_tasks(self.worker.task_ids(name))
         await self.worker.stop_connector(name)
 
-
-def _sink_partition(i: int, partition: Any) -> tuple[str, int]:
-    where = f"offsets[{i}].partition"
-    if not isinstance(partition, dict):
-        raise BadRequest(f"{where} must be an object with \"kafka_topic\" and \"kafka_partition\"")
-    topic, number = partition.get("kafka_topic"), partition.get("kafka_partition")
-    if not isinstance(topic, str) or not topic:
-        raise BadRequest(f"{where}.kafka_topic must be a topic name, not {topic!r}")
-    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < 1 << 31:
-        raise BadRequest(f"{where}.kafka_partition must be a partition number (an integer >= 0), not {number!r}")
-    return topic, number
-
-
-def _sink_offset(i: int, offset: Any) -> int:
-    value = offset.get("kafka_offset") if isinstance(offset, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
-        raise BadRequest(f"offsets[{i}].offset must be null or {{\"kafka_offset\": <an integer >= 0>}}, not "
-                         f"{offset!r}")
-    return value
-
-
-# Errors of a group that still has members (its tasks have not left yet): try again.
-_GROUP_BUSY = {"UnknownMemberIdError", "IllegalGenerationError", "RebalanceInProgressError", "NonEmptyGroupError",
-               "GroupSubscribedToTopicError"}
-
-
-def _check_group_results(group: str, results: dict[Any, Any]) -> None:
-    for tp, error in results.items():
-        kind = error if isinstance(error, str) else getattr(error, "__name__", type(error).__name__)
-        if kind in ("OK", "NoError"):
-            continue
-        where = f"{tp.topic}-{tp.partition}" if hasattr(tp, "topic") else str(tp)
-        if kind == "UnknownTopicOrPartitionError":
-            raise BadRequest(f"Topic partition {where} does not exist")
-        if kind in _GROUP_BUSY:
-            raise Conflict(f"The consumer group {group} still has active members ({kind}); try again once the "
-                           f"connector's tasks have stopped")
-        raise RuntimeError(f"changing the offsets of consumer group {group} ({where}) failed: {kind}")
-
-
-def _alter_group_offsets(bootstrap: str, group: str, commits: dict[tuple[str, int], int],
-                         deletes: list[tuple[str, int]]) -> None:
-    from kafka import TopicPartition
-    from kafka.admin import KafkaAdminClient
-    from kafka.structs import OffsetAndMetadata
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="headwater-offsets-alter")
-    try:
-        if commits:
-            _check_group_results(group, admin.alter_group_offsets(
-                group, {TopicPartition(t, p): OffsetAndMetadata(o, "", None) for (t, p), o in commits.items()}))
-        if deletes:
-            try:
-                results = admin.delete_group_offsets(group, [TopicPartition(t, p) for t, p in deletes])
-            except Exception as exc:  # a group with no commits: nothing to delete
-                if type(exc).__name__ == "GroupIdNotFoundError":
-                    return
-                _check_group_results(group, {group: type(exc).__name__})
-                raise
-            _check_group_results(group, results)
-    finally:
-        admin.close()
-
-
-def _delete_group(bootstrap: str, group: str) -> None:
-    """Reset a sink connector's offsets by deleting its consumer group (as Kafka Connect does)."""
-    from kafka.admin import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="headwater-offsets-reset")
-    try:
-        results = admin.delete_groups([group])
-    finally:
-        admin.close()
-    # a group with no commits does not exist: nothing to reset
-    _check_group_results(group, {g: e for g, e in results.items() if e != "GroupIdNotFoundError"})

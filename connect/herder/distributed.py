@@ -19,7 +19,8 @@ from ..status import State, Status, TargetState, TaskId
 from ..storage.kafka_log import ensure_compacted_topic
 from ..storage.kafka_stores import KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .assignor import IncrementalAssignor
-from .base import Conflict, Herder, NotFound, NotLeader, NotOwner
+from .base import BaseHerder
+from .errors import Conflict, NotFound, NotLeader, NotOwner
 from .membership import GroupMembership, JoinResult
 from .protocol import Assignment, MemberMetadata, encode_metadata
 
@@ -28,7 +29,7 @@ __all__ = ["DistributedHerder", "NotLeader", "NotOwner"]
 log = logging.getLogger(__name__)
 
 
-class DistributedHerder(Herder):
+class DistributedHerder(BaseHerder):
     def __init__(self, config: WorkerConfig, registry: PluginRegistry, worker_id: str, rest_url: str) -> None:
         bootstrap = config.bootstrap_servers
         client = f"connect-{worker_id}"

@@ -6,14 +6,15 @@ import logging
 from typing import Any
 
 from ..status import State, Status, TargetState, TaskId
-from .base import BadRequest, Conflict, Herder
+from .base import BaseHerder
+from .errors import BadRequest, Conflict
 
 __all__ = ["StandaloneHerder"]
 
 log = logging.getLogger(__name__)
 
 
-class StandaloneHerder(Herder):
+class StandaloneHerder(BaseHerder):
     async def start(self) -> None:
         await self.offsets.start()
 

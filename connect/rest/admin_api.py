@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from aiokafka import errors as kafka_errors
 
-from ..herder.base import NotFound
+from ..herder.errors import NotFound
 from ..kafka.cluster_view import ClusterView, NewestRecord, TopicOffsets
 from . import models as m
 from .openapi import Api, Query

@@ -21,7 +21,8 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from ..console import add_console
-from ..herder.base import BadRequest, Conflict, Herder, NotFound, NotLeader
+from ..herder.errors import BadRequest, Conflict, NotFound, NotLeader
+from ..herder.interface import Herder
 from ..loggers import LEVELS, set_level
 from ..loggers import levels as logger_levels
 from ..plugins import UnknownPlugin
@@ -37,7 +38,7 @@ __all__ = ["build_app"]
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
-HERDER: web.AppKey[Herder] = web.AppKey("herder", Herder)
+HERDER: web.AppKey[Herder] = web.AppKey("herder")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: Larger request bodies are answered 413 (a connector config is a few KiB).
 MAX_BODY_BYTES = 1 << 20
@@ -309,7 +310,7 @@ async def put_task_configs(request: web.Request) -> web.Response:
     configs = await _body(request, m.TaskConfigs)
     herder = _herder(request)
     try:  # KIP-1004: never more tasks than tasks.max (a config that is here was validated: it is a number)
-        limit = int(herder.configs.get(name, {}).get("tasks.max", "1"))
+        limit = int((herder.connector_config(name) or {}).get("tasks.max", "1"))
     except ValueError:
         limit = None
     if limit is not None and len(configs.root) > limit:

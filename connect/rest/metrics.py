@@ -18,6 +18,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ..herder.interface import Herder
+
 __all__ = ["CONTENT_TYPE", "scrape"]
 
 log = logging.getLogger(__name__)
@@ -27,30 +29,30 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class _WorkerCollector:
-    def __init__(self, herder: Any) -> None:
+    def __init__(self, herder: Herder) -> None:
         self.herder = herder
 
     def collect(self) -> Iterator[Any]:
-        herder, worker = self.herder, self.herder.worker
+        herder = self.herder
         mine = {k: v for k, v in herder.statuses.items() if v.worker_id == herder.worker_id}
         connectors = GaugeMetricFamily("kafka_connect_connect_worker_metrics_connector_count",
                                        "Connectors run by this worker", value=sum(1 for c, t in mine if t is None))
         tasks = GaugeMetricFamily("kafka_connect_connect_worker_metrics_task_count", "Tasks run by this worker",
-                                  value=len(worker.task_ids()))
+                                  value=herder.local_task_count())
         by_state = GaugeMetricFamily("kafka_connect_connect_worker_metrics_connector_tasks", "Tasks by state",
                                      labels=["connector", "state"])
         counts: dict[tuple[str, str], int] = {}
-        for (connector, task), status in herder.statuses.items():
-            if task is not None:
-                key = (connector, status.state.value.lower())
+        for (connector, number), st in herder.statuses.items():
+            if number is not None:
+                key = (connector, st.state.value.lower())
                 counts[key] = counts.get(key, 0) + 1
         for (connector, state), n in sorted(counts.items()):
             by_state.add_metric([connector, state], n)
         status = GaugeMetricFamily("kafka_connect_connector_metrics_status",
                                    "1 for the connector's state (as this worker last heard it)",
                                    labels=["connector", "status"])
-        for (connector, task), st in sorted(herder.statuses.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):
-            if task is None:
+        for (connector, number), st in sorted(herder.statuses.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):
+            if number is None:
                 status.add_metric([connector, st.state.value.lower()], 1)
         yield from (connectors, tasks, by_state, status)
 
@@ -64,7 +66,7 @@ class _WorkerCollector:
         own = GaugeMetricFamily("headwater_task_metric",
                                 "A task's own figures (SourceTask/SinkTask.metrics; nested names joined with dots)",
                                 labels=[*TASK, "name"])
-        for task_id, task in worker.record_tasks():
+        for task_id, task in herder.record_tasks():
             labels = [task_id.connector, str(task_id.task)]
             runtime = task.runtime_metrics()
             for figure, metric in by_figure.items():
@@ -77,7 +79,7 @@ class _WorkerCollector:
             for name, value in _numbers(task.metrics()):
                 own.add_metric([*labels, name], value)
         yield from (*by_figure.values(), lag, own)
-        yield from _exported(worker)
+        yield from _exported(herder)
 
 
 TASK = ("connector", "task")
@@ -115,11 +117,11 @@ def _numbers(figures: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, f
             yield prefix + name, value
 
 
-def _exported(worker: Any) -> Iterator[Any]:
+def _exported(herder: Herder) -> Iterator[Any]:
     """The tasks' samples under names of their own, one family per name (``MetricSample``)."""
     families: dict[str, Any] = {}
     label_names: dict[str, list[str]] = {}
-    for task_id, task in worker.record_tasks():
+    for task_id, task in herder.record_tasks():
         for sample in task.exported_metrics():
             labels = {**sample.labels, "connector": task_id.connector, "task": str(task_id.task)}
             names = sorted(labels)
@@ -151,7 +153,7 @@ def _rebalances(figures: dict[str, Any] | None) -> Iterator[Any]:
         yield GaugeMetricFamily(base + key.replace("-", "_"), doc, value=float(figures[key]))
 
 
-def scrape(herder: Any) -> bytes:
+def scrape(herder: Herder) -> bytes:
     """The text exposition of this worker's figures now."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_WorkerCollector(herder))

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from headwater.connect.config import WorkerConfig
-from headwater.connect.herder.base import Herder, NotFound, NotLeader
+from headwater.connect.herder import Herder, NotFound, NotLeader
 from headwater.connect.main import serve_distributed
 from headwater.connect.plugins import PluginRegistry
 from headwater.connect.runtime.worker import ConfigErrors, Worker
@@ -191,8 +191,8 @@ async def _configure(plan: FlowPlan, herder: Herder, halt: asyncio.Event) -> Non
     stale = [name for name in CONNECTORS if name not in plan.connectors]
     told = False
     while not halt.is_set():
-        differ = {name: config for name, config in plan.connectors.items() if herder.configs.get(name) != config}
-        extra = [name for name in stale if name in herder.configs]
+        differ = {name: config for name, config in plan.connectors.items() if herder.connector_config(name) != config}
+        extra = [name for name in stale if herder.connector_config(name) is not None]
         if not differ and not extra:
             log.info("flow %s: connectors %s in place", plan.label, ", ".join(plan.connectors))
             return

@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from headwater.connect.config import WorkerConfig
-from headwater.connect.herder import Herder
+from headwater.connect.herder import BaseHerder
 from headwater.connect.main import serve_distributed
 
 from .broker import unique
@@ -61,7 +61,7 @@ class EmbeddedWorker:
             "offset.storage.topic": f"{self.name}-offsets", "status.storage.topic": f"{self.name}-status",
             **(settings or {}), "bootstrap.servers": bootstrap, "listeners": "http://127.0.0.1:0"}
         self.url = ""
-        self.herder: Herder | None = None
+        self.herder: BaseHerder | None = None
         self.journal = Journal()
         self._probed: set[type] = set()
         self._thread: LoopThread | None = None
@@ -74,7 +74,7 @@ class EmbeddedWorker:
         ready = threading.Event()
         self._thread = LoopThread(f"headwater-{self.name}")
 
-        async def on_ready(url: str, herder: Herder) -> None:
+        async def on_ready(url: str, herder: BaseHerder) -> None:
             for module in modules:
                 herder.registry.register(module, module.__name__)
             self.url, self.herder = url.rstrip("/"), herder
