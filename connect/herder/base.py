@@ -1,13 +1,19 @@
 """BaseHerder: what standalone and distributed herders share. Holds connector configs and target
 states, keeps statuses, and tells the Worker what to run; implements ``interface.Herder``, the part
-the REST API calls. The two differ in where configs live and who runs what."""
+the REST API calls. The two differ in where configs live and who runs what.
+
+One coroutine, the loop (``_tick``), changes a herder's state, handling one event at a time from one
+queue (Kafka Connect's ``DistributedHerder.tick()``): REST writes wait there for their reply, the
+worker's status reports and reconfiguration requests are queued there. Reads answer from the
+state as the loop last left it. Nothing here may wait on the loop from inside it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from ..api import Connector, SinkConnector
 from ..config import WorkerConfig
@@ -17,13 +23,16 @@ from ..runtime.worker import ConfigErrors, Worker
 from ..runtime.worker_task import RecordTask
 from ..status import State, Status, TargetState, TaskId
 from ..storage.offsets import OffsetStore
-from .errors import BadRequest, Conflict, NotFound, NotLeader, NotOwner
+from .errors import BadRequest, Conflict, HerderStopped, NotFound, NotLeader, NotOwner
+from .events import AssignmentNeeded, HerderEvent, Rebalanced, Reconfigure, Request, StatusReported, Stop
 from .interface import Herder
 from .offsets import OffsetsService
 
 __all__ = ["BadRequest", "BaseHerder", "Conflict", "Herder", "NotFound", "NotLeader", "NotOwner"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class BaseHerder(ABC):
@@ -38,7 +47,8 @@ class BaseHerder(ABC):
         self.targets: dict[str, TargetState] = {}
         self.task_configs: dict[str, list[dict[str, str]]] = {}
         self.statuses: dict[tuple[str, int | None], Status] = {}
-        self._lock = asyncio.Lock()
+        self._events: asyncio.Queue[HerderEvent] = asyncio.Queue()
+        self._loop: asyncio.Task[None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -46,8 +56,91 @@ class BaseHerder(ABC):
     async def start(self) -> None: ...
 
     async def stop(self) -> None:
-        await self.worker.stop()
+        await self._stop_loop()
         await self.offsets.stop()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _start_loop(self) -> None:
+        self._loop = asyncio.create_task(self._tick(), name=f"herder-{self.worker_id}")
+
+    async def _stop_loop(self) -> None:
+        """Stop the worker on the loop (its last statuses are handled there too), then end the loop."""
+        if self._loop is None or self._loop.done():
+            await self.worker.stop()  # never started (or start failed half-way)
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._events.put_nowait(Stop(done))
+        await done
+        await self._loop
+
+    def _post(self, event: HerderEvent) -> None:
+        self._events.put_nowait(event)
+
+    async def _call(self, what: str, run: Callable[[], Awaitable[T]]) -> T:
+        """Run ``run`` on the loop, after every event queued before it; its result or error."""
+        if self._loop is None or self._loop.done():
+            raise HerderStopped(f"Cannot {what}: the worker is not running")
+        reply: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._post(Request(what, run, reply))
+        return await reply
+
+    async def _tick(self) -> None:
+        while True:
+            event = await self._events.get()
+            if isinstance(event, Stop):
+                try:
+                    await self.worker.stop()
+                except Exception:
+                    log.exception("stopping the worker of %s failed", self.worker_id)
+                await self._drain()
+                event.done.set_result(None)
+                return
+            await self._handle_guarded(event)
+
+    async def _handle_guarded(self, event: HerderEvent) -> None:
+        """Handle one event; an error goes to the future waiting on it, or to the log."""
+        reply: asyncio.Future[Any] | None = (event.reply if isinstance(event, Request | AssignmentNeeded)
+                                             else event.applied if isinstance(event, Rebalanced) else None)
+        if reply is not None and reply.done():
+            return  # its caller gave up waiting (a REST client went away, the membership stopped)
+        try:
+            if isinstance(event, Request):
+                result = await event.run()
+                if not event.reply.done():
+                    event.reply.set_result(result)
+            elif isinstance(event, StatusReported):
+                await self._record_status(event)
+            elif isinstance(event, Reconfigure):
+                await self._reconfigure(event.connector)
+            else:
+                await self._handle(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if reply is None:
+                log.exception("worker %s: handling %s failed", self.worker_id, event)
+            elif not reply.done():
+                reply.set_exception(exc)
+
+    async def _handle(self, event: HerderEvent) -> None:
+        """The events only one kind of herder has (the distributed one's rebalances and config records)."""
+        log.warning("worker %s: no handler for %s", self.worker_id, event)
+
+    async def _drain(self) -> None:
+        """After the worker stopped: write the statuses it reported last; refuse what else is queued."""
+        while not self._events.empty():
+            event = self._events.get_nowait()
+            if isinstance(event, StatusReported):
+                await self._handle_guarded(event)
+            elif isinstance(event, Request | AssignmentNeeded):
+                if not event.reply.done():
+                    event.reply.set_exception(HerderStopped(f"Cannot {getattr(event, 'what', 'assign')}: "
+                                                            f"the worker is stopping"))
+            elif isinstance(event, Rebalanced | Stop):
+                future = event.applied if isinstance(event, Rebalanced) else event.done
+                if not future.done():
+                    future.cancel()
 
     def ready(self) -> bool:
         return True
@@ -79,14 +172,19 @@ class BaseHerder(ABC):
     # -- status -------------------------------------------------------------------------------
 
     def _on_status(self, connector: str, task: int | None, state: State, trace: str | None) -> None:
-        if state == State.UNASSIGNED and (connector, task) in self.statuses:
-            current = self.statuses[(connector, task)]
-            if current.state == State.FAILED:
-                return  # keep showing why it failed until it is restarted or deleted
-        self.statuses[(connector, task)] = Status(state, self.worker_id, trace)
+        self._post(StatusReported(connector, task, state, trace))
 
     def _request_reconfigure(self, name: str) -> None:
-        asyncio.ensure_future(self.reconfigure(name))
+        self._post(Reconfigure(name))
+
+    async def _record_status(self, event: StatusReported) -> None:
+        if event.connector not in self.configs:
+            return  # deleted since: the worker reported stopping it
+        key = (event.connector, event.task)
+        current = self.statuses.get(key)
+        if event.state == State.UNASSIGNED and current is not None and current.state == State.FAILED:
+            return  # keep showing why it failed until it is restarted or deleted
+        self.statuses[key] = Status(event.state, self.worker_id, event.trace)
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -179,35 +277,66 @@ class BaseHerder(ABC):
             raise ConfigErrors(errors)
         return config
 
-    @abstractmethod
+    # Each write runs on the loop (``_call``): the public method queues it, ``_<name>`` does it.
+
     async def put_connector_config(self, name: str, config: dict[str, Any], allow_replace: bool,
                                    initial_state: TargetState | None = None) -> bool:
         """Create or replace; returns True when created."""
+        return await self._call(f"write the config of {name}",
+                                lambda: self._put_connector_config(name, config, allow_replace, initial_state))
 
-    @abstractmethod
-    async def delete_connector(self, name: str) -> None: ...
+    async def delete_connector(self, name: str) -> None:
+        await self._call(f"delete {name}", lambda: self._delete_connector(name))
 
-    @abstractmethod
-    async def set_target_state(self, name: str, target: TargetState) -> None: ...
+    async def set_target_state(self, name: str, target: TargetState) -> None:
+        await self._call(f"set {name} to {target}", lambda: self._set_target_state(name, target))
 
-    @abstractmethod
-    async def restart_connector(self, name: str, include_tasks: bool, only_failed: bool) -> dict[str, Any] | None: ...
+    async def restart_connector(self, name: str, include_tasks: bool, only_failed: bool) -> dict[str, Any] | None:
+        return await self._call(f"restart {name}", lambda: self._restart_connector(name, include_tasks, only_failed))
 
-    @abstractmethod
-    async def restart_task(self, name: str, task: int) -> None: ...
+    async def restart_task(self, name: str, task: int) -> None:
+        await self._call(f"restart {name}-{task}", lambda: self._restart_task(name, task))
 
-    @abstractmethod
-    async def reconfigure(self, name: str) -> None: ...
-
-    async def set_cluster_logger_level(self, namespace: str, level: str) -> None:
-        """``PUT /admin/loggers/{namespace}?scope=cluster``: every worker of the cluster. A standalone
-        worker is the whole cluster; the distributed herder writes it to the config topic."""
-        set_level(namespace, level)
-
-    @abstractmethod
     async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         """Internal (POST /connectors/{c}/tasks): a follower running the connector hands its task
         configs to the leader, which writes them. Raises NotLeader on a follower."""
+        await self._call(f"write the task configs of {name}", lambda: self._put_task_configs(name, configs))
+
+    async def set_cluster_logger_level(self, namespace: str, level: str) -> None:
+        """``PUT /admin/loggers/{namespace}?scope=cluster``: every worker of the cluster."""
+        await self._call(f"set the level of {namespace}", lambda: self._set_cluster_logger_level(namespace, level))
+
+    async def alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
+        """PATCH (entries given) or DELETE (entries None) a stopped connector's offsets."""
+        await self._call(f"change the offsets of {name}", lambda: self._alter_offsets(name, entries))
+
+    @abstractmethod
+    async def _put_connector_config(self, name: str, config: dict[str, Any], allow_replace: bool,
+                                    initial_state: TargetState | None) -> bool: ...
+
+    @abstractmethod
+    async def _delete_connector(self, name: str) -> None: ...
+
+    @abstractmethod
+    async def _set_target_state(self, name: str, target: TargetState) -> None: ...
+
+    @abstractmethod
+    async def _restart_connector(self, name: str, include_tasks: bool, only_failed: bool) -> dict[str, Any] | None:
+        ...
+
+    @abstractmethod
+    async def _restart_task(self, name: str, task: int) -> None: ...
+
+    @abstractmethod
+    async def _put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None: ...
+
+    @abstractmethod
+    async def _reconfigure(self, name: str) -> None:
+        """A running connector's task configs generated again; on the loop (a ``Reconfigure`` event)."""
+
+    async def _set_cluster_logger_level(self, namespace: str, level: str) -> None:
+        """A standalone worker is the whole cluster; the distributed herder writes it to the config topic."""
+        set_level(namespace, level)
 
     # -- offsets (KIP-875) ------------------------------------------------------------------------------
 
@@ -224,8 +353,7 @@ class BaseHerder(ABC):
             return await self.offsets_service.sink_offsets(name)
         return self.offsets_service.source_offsets(name)
 
-    async def alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
-        """PATCH (entries given) or DELETE (entries None) a stopped connector's offsets."""
+    async def _alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
         self._require_stopped(name)
         if self.connector_type(name) == "sink":
             await self.offsets_service.alter_sink_offsets(name, entries)

@@ -4,23 +4,40 @@ State lives in three compacted topics (configs, offsets, statuses); membership a
 assignment go through the broker's group protocol (type ``connect``) with the leader
 running the incremental cooperative assignor. Writes that only the leader may make
 raise NotLeader, and the REST layer forwards them to the leader's URL.
+
+As in Kafka Connect's DistributedHerder, one loop (``BaseHerder._tick``) changes the herder's
+state: the config store's records, the group's rebalances (the leader's assignment too), the
+worker's status reports and the REST writes all arrive there as events (``events``). The config
+topic is read to its end in one place, ``_fresh_configs``, whenever the loop needs the newest view.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
+from ..api.errors import ConnectException
 from ..config import WorkerConfig
 from ..loggers import set_level
 from ..plugins import PluginRegistry
 from ..status import State, Status, TargetState, TaskId
+from ..storage.config_events import (
+    ConfigEvent,
+    ConnectorConfigSeen,
+    ConnectorRemoved,
+    LoggerLevelSeen,
+    RestartRequested,
+    TargetStateSeen,
+    TaskConfigsCommitted,
+)
 from ..storage.kafka_log import ensure_compacted_topic
 from ..storage.kafka_stores import KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .assignor import IncrementalAssignor
 from .base import BaseHerder
 from .errors import Conflict, NotFound, NotLeader, NotOwner
+from .events import AssignmentNeeded, HerderEvent, Rebalanced, StatusReported
 from .membership import GroupMembership, JoinResult
 from .protocol import Assignment, MemberMetadata, encode_metadata
 
@@ -33,13 +50,13 @@ class DistributedHerder(BaseHerder):
     def __init__(self, config: WorkerConfig, registry: PluginRegistry, worker_id: str, rest_url: str) -> None:
         bootstrap = config.bootstrap_servers
         client = f"connect-{worker_id}"
-        super().__init__(config, registry,
-                         KafkaOffsetStore(bootstrap, config.offset_storage_topic, f"{client}-offsets"),
-                         worker_id)
+        self.offset_store = KafkaOffsetStore(bootstrap, config.offset_storage_topic, f"{client}-offsets")
+        super().__init__(config, registry, self.offset_store, worker_id)
         self.rest_url = rest_url.rstrip("/")
         self.config_store = KafkaConfigStore(bootstrap, config.config_storage_topic, f"{client}-configs",
-                                             self._on_config_change)
+                                             self._on_config_record)
         self.status_store = KafkaStatusStore(bootstrap, config.status_storage_topic, f"{client}-statuses")
+        # Views of the stores' state, which only their readers change; the herder reads them.
         snap = self.config_store.snapshot
         self.configs, self.targets, self.task_configs = snap.connectors, snap.targets, snap.tasks
         self.statuses = self.status_store.statuses
@@ -50,14 +67,15 @@ class DistributedHerder(BaseHerder):
         self.membership = GroupMembership(
             bootstrap, config.group_id, client, config.session_timeout_ms, config.rebalance_timeout_ms,
             config.heartbeat_interval_ms, protocols, self._metadata, self._assign, self._on_assignment)
+        # The herder's own state, changed only on the loop:
         self.assignment: Assignment | None = None
         self.generation = -1
         self.leader_url: str | None = None
         self._running_configs: dict[str, dict[str, str]] = {}
         self._running_task_configs: dict[TaskId, dict[str, str]] = {}
-        self._work = asyncio.Lock()
-        self._task_config_locks: dict[str, asyncio.Lock] = {}
-        self._background: set[asyncio.Task[Any]] = set()
+        # Task configs a follower hands to the leader, one POST at a time per connector (a later one
+        # waits for the one before, so the leader never commits an older set last). They only send.
+        self._forwards: dict[str, asyncio.Task[None]] = {}
         self._config_loaded = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -75,20 +93,25 @@ class DistributedHerder(BaseHerder):
         await self.offsets.start()
         await self.status_store.start()
         await self.config_store.start()
+        # What the topic held before this worker started is taken by its first rebalance; records
+        # from now on are events (a cluster log level, ephemeral as in Kafka Connect, only from now on).
         self._config_loaded = True
         self._running_configs = {}
+        self._start_loop()
         await self.membership.start()
 
     async def stop(self) -> None:
         await self.membership.stop()
-        async with self._work:
-            await self.worker.stop()
+        await self._stop_loop()
+        for forward in self._forwards.values():
+            forward.cancel()
+        await asyncio.gather(*self._forwards.values(), return_exceptions=True)
         # Let the last status writes (UNASSIGNED on shutdown) reach the topic before it closes.
-        if self._background:
-            await asyncio.wait(set(self._background), timeout=5)
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self.status_store.flush(), 5)
+        except (TimeoutError, OSError) as exc:
+            log.warning("the last status writes of %s did not all reach %s: %s", self.worker_id,
+                        self.config.status_storage_topic, exc)
         await self.config_store.stop()
         await self.status_store.stop()
         await self.offsets.stop()
@@ -107,71 +130,100 @@ class DistributedHerder(BaseHerder):
                 "time-since-last-rebalance-ms": -1 if since is None else round(since), "epoch": self.generation,
                 "leader-name": self.leader_url or ""}
 
-    def _spawn(self, coro: Any, what: str) -> None:
-        async def guarded() -> None:
-            try:
-                await coro
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("%s failed", what)
+    # -- events: what the loop does ---------------------------------------------------------------
 
-        task = asyncio.ensure_future(guarded())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    async def _handle(self, event: HerderEvent) -> None:
+        if isinstance(event, AssignmentNeeded):
+            assignments = await self._compute_assignment(event.join)
+            if not event.reply.done():
+                event.reply.set_result(assignments)
+        elif isinstance(event, Rebalanced):
+            await self._apply_assignment(event.assignment, event.generation)
+            if not event.applied.done():
+                event.applied.set_result(None)
+        elif isinstance(event, ConnectorRemoved):
+            await self.worker.stop_tasks(self.worker.task_ids(event.name))
+            await self.worker.stop_connector(event.name)
+            self.membership.request_rejoin()
+        elif isinstance(event, ConnectorConfigSeen):
+            await self._connector_config_changed(event.name)
+        elif isinstance(event, TaskConfigsCommitted):
+            await self._task_configs_changed(event.name)
+        elif isinstance(event, TargetStateSeen):
+            await self._apply_target(event.name)
+        elif isinstance(event, RestartRequested):
+            await self._restart_local(event.name, event.include_tasks, event.only_failed)
+        elif isinstance(event, LoggerLevelSeen):
+            set_level(event.namespace, event.level)
+        else:
+            await super()._handle(event)
+
+    async def _fresh_configs(self) -> None:
+        """Read the config topic to its end: every record written before now is in the snapshot (and
+        queued as an event). The one place the herder waits for the config log."""
+        await self.config_store.log.read_to_end()
 
     # -- status ---------------------------------------------------------------------------------
 
-    def _on_status(self, connector: str, task: int | None, state: State, trace: str | None) -> None:
-        current = self.statuses.get((connector, task))
-        if state == State.UNASSIGNED and current is not None and current.worker_id != self.worker_id:
+    async def _record_status(self, event: StatusReported) -> None:
+        current = self.statuses.get((event.connector, event.task))
+        if event.state == State.UNASSIGNED and current is not None and current.worker_id != self.worker_id:
             return  # another worker owns it now: do not overwrite its status
-        status = Status(state, self.worker_id, trace, max(self.generation, 0))
-        self._spawn(self.status_store.put(connector, task, status), f"writing status of {connector}")
+        status = Status(event.state, self.worker_id, event.trace, max(self.generation, 0))
+        # Queued in order here; the loop does not wait for the broker's ack (stop flushes them).
+        ack = await self.status_store.write(event.connector, event.task, status)
+        ack.add_done_callback(functools.partial(_log_failed_write, f"{event.connector}/{event.task}"))
 
-    # -- group protocol callbacks -------------------------------------------------------------------
+    # -- the group: callbacks from the membership's task, answered by the loop ---------------------
 
     def _metadata(self) -> bytes:
         return encode_metadata(MemberMetadata(self.rest_url, self.config_store.snapshot.offset, self.assignment, 1))
 
     async def _assign(self, join: JoinResult) -> dict[str, Assignment]:
-        await self.config_store.log.read_to_end()
+        reply: asyncio.Future[dict[str, Assignment]] = asyncio.get_running_loop().create_future()
+        self._post(AssignmentNeeded(join, reply))
+        return await reply
+
+    async def _on_assignment(self, assignment: Assignment, generation: int, leader: bool) -> None:
+        applied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._post(Rebalanced(assignment, generation, leader, applied))
+        await applied  # revoked work has stopped before the membership rejoins
+
+    async def _compute_assignment(self, join: JoinResult) -> dict[str, Assignment]:
+        await self._fresh_configs()
         snap = self.config_store.snapshot
         counts = {name: len(snap.tasks.get(name, [])) for name in snap.connectors}
         return self.assignor.assign(join.member_id, self.rest_url, snap.offset, join.members, counts)
 
-    async def _on_assignment(self, assignment: Assignment, generation: int, leader: bool) -> None:
-        async with self._work:
-            self.generation = generation
-            self.leader_url = assignment.leader_url
-            if self.config_store.snapshot.offset < assignment.config_offset:
-                await self.config_store.log.read_to_end()
-            wanted_connectors = set(assignment.connectors())
-            wanted_tasks = {TaskId(c, t) for c, t in assignment.tasks()}
-            stale = [t for t in self.worker.task_ids() if t not in wanted_tasks]
-            await self.worker.stop_tasks(stale)
-            for t in stale:
-                self._running_task_configs.pop(t, None)
-            for name in list(self.worker.connectors):
-                if name not in wanted_connectors:
-                    await self.worker.stop_connector(name)
-                    self._running_configs.pop(name, None)
-            self.assignment = assignment
-            for name in sorted(wanted_connectors - set(self.worker.connectors)):
-                await self._start_connector(name)
-            starting = sorted(wanted_tasks - set(self.worker.tasks))
-            if starting:
-                await self._read_offsets_to_end()
-            for tid in starting:
-                await self._start_task(tid)
+    async def _apply_assignment(self, assignment: Assignment, generation: int) -> None:
+        self.generation = generation
+        self.leader_url = assignment.leader_url
+        if self.config_store.snapshot.offset < assignment.config_offset:
+            await self._fresh_configs()
+        wanted_connectors = set(assignment.connectors())
+        wanted_tasks = {TaskId(c, t) for c, t in assignment.tasks()}
+        stale = [t for t in self.worker.task_ids() if t not in wanted_tasks]
+        await self.worker.stop_tasks(stale)
+        for t in stale:
+            self._running_task_configs.pop(t, None)
+        for name in list(self.worker.connectors):
+            if name not in wanted_connectors:
+                await self.worker.stop_connector(name)
+                self._running_configs.pop(name, None)
+        self.assignment = assignment
+        for name in sorted(wanted_connectors - set(self.worker.connectors)):
+            await self._start_connector(name)
+        starting = sorted(wanted_tasks - set(self.worker.tasks))
+        if starting:
+            await self._read_offsets_to_end()
+        for tid in starting:
+            await self._start_task(tid)
 
     async def _read_offsets_to_end(self) -> None:
         """A task given to this worker starts from the offsets its previous owner stored last (it committed
         them when it stopped, before the revocation), not from this worker's older view of the offsets
         topic: Kafka's KafkaOffsetBackingStore reads to the end before answering too."""
-        offsets_log = getattr(self.offsets, "log", None)
-        if offsets_log is None:
-            return
+        offsets_log = self.offset_store.log
         try:
             await offsets_log.read_to_end(timeout=30)
         except Exception as exc:
@@ -186,7 +238,7 @@ class DistributedHerder(BaseHerder):
         self._running_configs[name] = dict(config)
         ok = await self.worker.start_connector(name, config, target)
         if ok and target != TargetState.STOPPED:
-            self._spawn(self.reconfigure(name), f"generating task configs of {name}")
+            self._request_reconfigure(name)
 
     async def _start_task(self, tid: TaskId) -> None:
         configs = self.task_configs.get(tid.connector) or []
@@ -199,120 +251,101 @@ class DistributedHerder(BaseHerder):
     def _owns_connector(self, name: str) -> bool:
         return self.assignment is not None and name in self.assignment.connectors()
 
-    # -- config topic events ----------------------------------------------------------------------
+    # -- config topic records ---------------------------------------------------------------------
 
-    def _on_config_change(self, kind: str, name: str) -> None:
-        if kind == "logger":
-            # Cluster log levels are ephemeral, as in Kafka Connect: a worker applies those written
-            # while it runs, not the ones it finds in the topic when it starts.
-            if self._config_loaded:
-                set_level(name, self.config_store.logger_levels[name])
-            return
-        self._spawn(self._handle_config_change(kind, name), f"applying a {kind} change of {name}")
+    def _on_config_record(self, event: ConfigEvent) -> None:
+        """From the config store's reader: queue the record for the loop."""
+        if self._config_loaded:
+            self._post(event)
 
-    async def _handle_config_change(self, kind: str, name: str) -> None:
-        if kind in ("removed",):
-            async with self._work:
-                await self.worker.stop_tasks(self.worker.task_ids(name))
+    async def _connector_config_changed(self, name: str) -> None:
+        config = self.configs.get(name)
+        if name in self._running_configs and config != self._running_configs.get(name):
+            if self._owns_connector(name):  # a new config bounces only this connector
                 await self.worker.stop_connector(name)
+                await self._start_connector(name)
+        elif not self._owns_connector(name):
             self.membership.request_rejoin()
-        elif kind == "connector":
-            config = self.configs.get(name)
-            if name in self._running_configs and config != self._running_configs.get(name):
-                async with self._work:  # a new config bounces only this connector
-                    if self._owns_connector(name):
-                        await self.worker.stop_connector(name)
-                        await self._start_connector(name)
-            elif not self._owns_connector(name):
-                self.membership.request_rejoin()
-        elif kind == "tasks":
-            async with self._work:
-                new = self.task_configs.get(name) or []
-                changed = [t for t in self.worker.task_ids(name)
-                           if t.task >= len(new) or self._running_task_configs.get(t) != new[t.task]]
-                await self.worker.stop_tasks(changed)
-                for t in changed:
-                    self._running_task_configs.pop(t, None)
-                if self.assignment is not None:
-                    for c, number in self.assignment.tasks():
-                        tid = TaskId(c, number)
-                        if c == name and tid not in self.worker.tasks:
-                            await self._start_task(tid)
-            self.membership.request_rejoin()
-        elif kind == "target":
-            await self._apply_target(name)
-        elif kind == "restart":
-            request = self.config_store.restart_requests.pop(name, None)
-            if request is not None:
-                await self._restart_local(name, request["include_tasks"], request["only_failed"])
+
+    async def _task_configs_changed(self, name: str) -> None:
+        new = self.task_configs.get(name) or []
+        changed = [t for t in self.worker.task_ids(name)
+                   if t.task >= len(new) or self._running_task_configs.get(t) != new[t.task]]
+        await self.worker.stop_tasks(changed)
+        for t in changed:
+            self._running_task_configs.pop(t, None)
+        if self.assignment is not None:
+            for c, number in self.assignment.tasks():
+                tid = TaskId(c, number)
+                if c == name and tid not in self.worker.tasks:
+                    await self._start_task(tid)
+        self.membership.request_rejoin()
 
     async def _apply_target(self, name: str) -> None:
         target = self.targets.get(name, TargetState.STARTED)
-        async with self._work:
-            running = self.worker.connectors.get(name)
-            was_stopped = running is not None and running.target == TargetState.STOPPED
-            if target == TargetState.STOPPED:
-                await self.worker.stop_tasks(self.worker.task_ids(name))
-                if running is not None and not was_stopped:
-                    await self.worker.stop_connector(name)
-                    await self._start_connector(name)
-                return
-            if was_stopped and self._owns_connector(name):
+        running = self.worker.connectors.get(name)
+        was_stopped = running is not None and running.target == TargetState.STOPPED
+        if target == TargetState.STOPPED:
+            await self.worker.stop_tasks(self.worker.task_ids(name))
+            if running is not None and not was_stopped:
                 await self.worker.stop_connector(name)
                 await self._start_connector(name)
-                return
-            self.worker.set_target_state(name, target)
+            return
+        if was_stopped and self._owns_connector(name):
+            await self.worker.stop_connector(name)
+            await self._start_connector(name)
+            return
+        self.worker.set_target_state(name, target)
 
     async def _restart_local(self, name: str, include_tasks: bool, only_failed: bool) -> None:
-        async with self._work:
-            # The leader marked the targets RESTARTING when it answered; FAILED ones may not be marked yet.
-            wanted = (State.FAILED, State.RESTARTING)
-            failed = self.statuses.get((name, None))
-            if self._owns_connector(name) and (not only_failed or (failed and failed.state in wanted)):
-                await self.worker.stop_connector(name)
-                await self._start_connector(name)
-            if include_tasks:
-                for tid in list(self.worker.task_ids(name)):
-                    st = self.statuses.get((name, tid.task))
-                    if not only_failed or (st is not None and st.state in wanted):
-                        await self.worker.stop_tasks([tid])
-                        await self._start_task(tid)
+        # The leader marked the targets RESTARTING when it answered; FAILED ones may not be marked yet.
+        wanted = (State.FAILED, State.RESTARTING)
+        failed = self.statuses.get((name, None))
+        if self._owns_connector(name) and (not only_failed or (failed and failed.state in wanted)):
+            await self.worker.stop_connector(name)
+            await self._start_connector(name)
+        if include_tasks:
+            for tid in list(self.worker.task_ids(name)):
+                st = self.statuses.get((name, tid.task))
+                if not only_failed or (st is not None and st.state in wanted):
+                    await self.worker.stop_tasks([tid])
+                    await self._start_task(tid)
 
-    # -- REST operations ------------------------------------------------------------------------------
+    # -- REST writes (run on the loop by BaseHerder's public methods) -------------------------------
 
     def _require_leader(self) -> None:
         if not self.membership.is_leader:
             raise NotLeader(self.leader_url)
 
-    async def put_connector_config(self, name: str, config: dict[str, Any], allow_replace: bool,
-                                   initial_state: TargetState | None = None) -> bool:
+    async def _put_connector_config(self, name: str, config: dict[str, Any], allow_replace: bool,
+                                    initial_state: TargetState | None) -> bool:
         self._require_leader()
         config = self.check_config(name, config)
-        await self.config_store.log.read_to_end()
+        await self._fresh_configs()
         exists = name in self.configs
         if exists and not allow_replace:
             raise Conflict(f"Connector {name} already exists")
         await self.config_store.put_connector_config(name, config, None if exists else
                                                      (initial_state or TargetState.STARTED))
-        await self.config_store.log.read_to_end()
+        await self._fresh_configs()
         return not exists
 
-    async def delete_connector(self, name: str) -> None:
+    async def _delete_connector(self, name: str) -> None:
         self._require_leader()
-        await self.config_store.log.read_to_end()
+        await self._fresh_configs()
         self._require(name)
         await self.config_store.remove_connector(name)
-        await self.config_store.log.read_to_end()
+        await self._fresh_configs()
 
-    async def set_target_state(self, name: str, target: TargetState) -> None:
+    async def _set_target_state(self, name: str, target: TargetState) -> None:
         self._require(name)
         if target == TargetState.STOPPED:
             self._require_leader()
             await self.config_store.put_task_configs(name, [])
         await self.config_store.put_target_state(name, target)
-        await self.config_store.log.read_to_end()
+        await self._fresh_configs()
 
-    async def restart_connector(self, name: str, include_tasks: bool, only_failed: bool) -> dict[str, Any] | None:
+    async def _restart_connector(self, name: str, include_tasks: bool, only_failed: bool) -> dict[str, Any] | None:
         self._require_leader()
         self._require(name)
         result = None
@@ -337,13 +370,12 @@ class DistributedHerder(BaseHerder):
         generation = current.generation if current is not None else max(self.generation, 0)
         await self.status_store.put(name, task, Status(State.RESTARTING, owner, None, generation))
 
-    async def restart_task(self, name: str, task: int) -> None:
+    async def _restart_task(self, name: str, task: int) -> None:
         status = self.task_status(name, task)
         tid = TaskId(name, task)
         if tid in self.worker.tasks:
-            async with self._work:
-                await self.worker.stop_tasks([tid])
-                await self._start_task(tid)
+            await self.worker.stop_tasks([tid])
+            await self._start_task(tid)
             return
         self._task_elsewhere(name, task, status)
         raise NotFound(f"Task {name}-{task} is not running on any worker yet")
@@ -353,34 +385,49 @@ class DistributedHerder(BaseHerder):
         if owner and owner != self.worker_id:
             raise NotOwner(f"http://{owner}")
 
-    def _task_config_lock(self, name: str) -> asyncio.Lock:
-        return self._task_config_locks.setdefault(name, asyncio.Lock())
+    async def _reconfigure(self, name: str) -> None:
+        if not self.worker.is_running(name):
+            return
+        configs = await self.worker.task_configs(name)
+        if configs == self.task_configs.get(name):
+            return
+        if self.membership.is_leader:
+            await self.config_store.put_task_configs(name, configs)
+            await self._fresh_configs()
+        else:
+            self._forward_task_configs(name, configs)
 
-    async def reconfigure(self, name: str) -> None:
-        # One at a time per connector: two interleaved task-*/commit-* sequences would commit a mix.
-        async with self._task_config_lock(name):
-            if not self.worker.is_running(name):
-                return
-            configs = await self.worker.task_configs(name)
-            if configs == self.task_configs.get(name):
-                return
-            if self.membership.is_leader:
-                await self.config_store.put_task_configs(name, configs)
-                await self.config_store.log.read_to_end()
-            else:
-                await self._post_to_leader(f"/connectors/{name}/tasks", configs)
-
-    async def set_cluster_logger_level(self, namespace: str, level: str) -> None:
+    async def _set_cluster_logger_level(self, namespace: str, level: str) -> None:
         # Any worker may write it (no forwarding); every worker, this one included, applies it when read.
         await self.config_store.put_logger_level(namespace, level)
 
-    async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+    async def _put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         """Internal endpoint (POST /connectors/{c}/tasks): the leader writes task configs."""
         self._require_leader()
         self._require(name)
-        async with self._task_config_lock(name):
-            await self.config_store.put_task_configs(name, configs)
-            await self.config_store.log.read_to_end()
+        await self.config_store.put_task_configs(name, configs)
+        await self._fresh_configs()
+
+    # -- a follower's task configs, handed to the leader ---------------------------------------------
+
+    def _forward_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        """Off the loop: a leader in a rebalance may take a while to answer, and the loop must go on
+        (it learns the new leader's URL from the next rebalance)."""
+        previous = self._forwards.get(name)
+        self._forwards = {n: t for n, t in self._forwards.items() if not t.done()}
+        self._forwards[name] = asyncio.create_task(self._post_task_configs(name, configs, previous),
+                                                   name=f"forward-task-configs-{name}")
+
+    async def _post_task_configs(self, name: str, configs: list[dict[str, str]],
+                                 previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        try:
+            await self._post_to_leader(f"/connectors/{name}/tasks", configs)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("handing the task configs of %s to the leader failed", name)
 
     async def _post_to_leader(self, path: str, body: Any) -> None:
         import aiohttp
@@ -394,4 +441,13 @@ class DistributedHerder(BaseHerder):
                         return
                     log.info("leader answered %d to %s; retrying", resp.status, path)
             await asyncio.sleep(1)
-        raise RuntimeError(f"could not hand task configs to the leader at {self.leader_url}")
+        raise LeaderUnreachable(f"could not hand task configs to the leader at {self.leader_url}")
+
+
+class LeaderUnreachable(ConnectException):
+    """A follower could not hand its connector's task configs to the leader."""
+
+
+def _log_failed_write(what: str, ack: asyncio.Future[Any]) -> None:
+    if not ack.cancelled() and ack.exception() is not None:
+        log.error("writing the status of %s failed: %s", what, ack.exception())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..api.errors import ConnectException
 
-__all__ = ["BadRequest", "Conflict", "HerderError", "NotFound", "NotLeader", "NotOwner"]
+__all__ = ["BadRequest", "Conflict", "HerderError", "HerderStopped", "NotFound", "NotLeader", "NotOwner"]
 
 
 class HerderError(ConnectException):
@@ -21,6 +21,10 @@ class NotFound(HerderError, LookupError):
 
 class Conflict(HerderError, RuntimeError):
     """409: the connector exists, or the work is busy (a group with active members)."""
+
+
+class HerderStopped(Conflict):
+    """409: the worker is stopping (or never started) and takes no more writes."""
 
 
 class BadRequest(HerderError, ValueError):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from headwater.kafka.errors import ErrorCode
 
+from ..api.errors import ConnectException
 from ..kafka import GroupClient
 from ..runtime.timings import Durations
 from .protocol import Assignment, MemberMetadata, decode_assignment, decode_metadata, encode_assignment
@@ -33,7 +34,7 @@ FATAL_ERRORS = {ErrorCode.INCONSISTENT_GROUP_PROTOCOL: "the group is used by mem
                                                    "group.min.session.timeout.ms..group.max.session.timeout.ms"}
 
 
-class MembershipFailed(RuntimeError):
+class MembershipFailed(ConnectException, RuntimeError):
     """The broker refused this worker's membership for a reason retrying cannot fix."""
 
 

@@ -14,17 +14,22 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from .. import kafka as clients
+from ..api.errors import ConnectException
 from ..kafka.topics import TopicCreationFailed, create_topic, topic_config
 
-__all__ = ["InternalTopicError", "KafkaBasedLog", "TopicNotCompacted", "ensure_compacted_topic"]
+__all__ = ["InternalTopicError", "KafkaBasedLog", "LogReadFailed", "TopicNotCompacted", "ensure_compacted_topic"]
 
 log = logging.getLogger(__name__)
 
 RecordCallback = Callable[[bytes | None, bytes | None, int, int], None]  # key, value, partition, offset
 
 
-class InternalTopicError(RuntimeError):
+class InternalTopicError(ConnectException, RuntimeError):
     """An internal topic is missing or unusable: the worker cannot keep its state."""
+
+
+class LogReadFailed(ConnectException, RuntimeError):
+    """The reader of an internal topic failed: this worker's view of it is stale."""
 
 
 class TopicNotCompacted(InternalTopicError):
@@ -111,7 +116,7 @@ class KafkaBasedLog:
         deadline = loop.time() + timeout
         while True:
             if self.failure is not None:
-                raise RuntimeError(f"reading {self.topic} failed") from self.failure
+                raise LogReadFailed(f"reading {self.topic} failed") from self.failure
             positions = [await self.consumer.position(tp) for tp in ends]
             if all(pos >= end for pos, end in zip(positions, ends.values(), strict=True)):
                 return
@@ -125,8 +130,18 @@ class KafkaBasedLog:
                     pass
 
     async def send(self, key: bytes | None, value: bytes | None, partition: int | None = None) -> None:
-        fut = await self.producer.send(self.topic, key=key, value=value, partition=partition)
-        await fut
+        await (await self.write(key, value, partition))
+
+    async def write(self, key: bytes | None, value: bytes | None,
+                    partition: int | None = None) -> asyncio.Future[Any]:
+        """Queue a record for the topic; the future is its ack. Writes are sent in the order queued."""
+        ack: asyncio.Future[Any] = await self.producer.send(self.topic, key=key, value=value, partition=partition)
+        return ack
+
+    async def flush(self) -> None:
+        """Wait until every record queued so far was acked (or failed); nothing to wait for unstarted."""
+        if self.producer is not None:
+            await self.producer.flush()
 
     async def stop(self) -> None:
         if self._tail is not None:

@@ -15,6 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..status import State, Status, TargetState
+from .config_events import (
+    ConfigEvent,
+    ConnectorConfigSeen,
+    ConnectorRemoved,
+    LoggerLevelSeen,
+    RestartRequested,
+    TargetStateSeen,
+    TaskConfigsCommitted,
+)
 from .kafka_log import KafkaBasedLog
 from .offsets import OffsetStore
 
@@ -80,13 +89,11 @@ class KafkaConfigStore:
     """Connector configs, task configs (applied atomically at ``commit-<n>``) and target states."""
 
     def __init__(self, bootstrap: str, topic: str, client_id: str,
-                 on_change: Callable[[str, str], None]) -> None:
+                 on_change: Callable[[ConfigEvent], None]) -> None:
         self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id)
         self.snapshot = ConfigSnapshot()
         self._pending_tasks: dict[str, dict[int, dict[str, str]]] = {}
-        # (kind, name): kind connector/tasks/target/restart/removed, or logger (the name is then a namespace)
-        self.on_change = on_change
-        self.restart_requests: dict[str, dict[str, bool]] = {}
+        self.on_change = on_change  # told of each record once the snapshot holds it
         self.logger_levels: dict[str, str] = {}  # namespace -> level, from logger-cluster-<namespace>
 
     async def start(self) -> None:
@@ -109,17 +116,17 @@ class KafkaConfigStore:
                 snap.tasks.pop(name, None)
                 snap.targets.pop(name, None)
                 self._pending_tasks.pop(name, None)
-                self.on_change("removed", name)
+                self.on_change(ConnectorRemoved(name))
             else:
                 snap.connectors[name] = {str(a): str(b) for a, b in (data.get("properties") or {}).items()}
                 snap.targets.setdefault(name, TargetState.STARTED)
-                self.on_change("connector", name)
+                self.on_change(ConnectorConfigSeen(name))
         elif k.startswith("target-state-"):
             name = k[len("target-state-"):]
             if data is not None:
                 state = data.get("state.v2") or data.get("state") or "STARTED"
                 snap.targets[name] = TargetState(state)
-                self.on_change("target", name)
+                self.on_change(TargetStateSeen(name))
         elif k.startswith("task-"):
             name, _, num = k[len("task-"):].rpartition("-")
             if data is not None and num.isdigit():
@@ -135,19 +142,17 @@ class KafkaConfigStore:
             else:
                 snap.inconsistent.add(name)
                 log.warning("task configs of %s are incomplete at their commit; ignoring them", name)
-            self.on_change("tasks", name)
+            self.on_change(TaskConfigsCommitted(name))
         elif k.startswith("logger-cluster-"):
             namespace = k[len("logger-cluster-"):]
             level = (data or {}).get("level") if isinstance(data, dict) else None
             if isinstance(level, str):
                 self.logger_levels[namespace] = level
-                self.on_change("logger", namespace)
+                self.on_change(LoggerLevelSeen(namespace, level))
         elif k.startswith("restart-connector-"):
             name = k[len("restart-connector-"):]
             if data is not None:
-                self.restart_requests[name] = {"include_tasks": bool(data.get("include-tasks")),
-                                               "only_failed": bool(data.get("only-failed"))}
-                self.on_change("restart", name)
+                self.on_change(RestartRequested(name, bool(data.get("include-tasks")), bool(data.get("only-failed"))))
 
     async def put_connector_config(self, name: str, props: dict[str, str], target: TargetState | None) -> None:
         if target is not None:
@@ -224,10 +229,17 @@ class KafkaStatusStore:
         return (f"status-connector-{connector}" if task is None else f"status-task-{connector}-{task}").encode()
 
     async def put(self, connector: str, task: int | None, status: Status) -> None:
+        await (await self.write(connector, task, status))
+
+    async def write(self, connector: str, task: int | None, status: Status) -> asyncio.Future[Any]:
+        """Take ``status`` as this worker's view now and queue it for the topic; the future is its ack."""
         value = {"state": status.state.value, "trace": status.trace, "worker_id": status.worker_id,
                  "generation": status.generation}
         self.statuses[(connector, task)] = status
-        await self.log.send(self._key(connector, task), _json(value))
+        return await self.log.write(self._key(connector, task), _json(value))
+
+    async def flush(self) -> None:
+        await self.log.flush()
 
     async def delete(self, connector: str, task: int | None) -> None:
         self.statuses.pop((connector, task), None)

@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from ..api.errors import ConnectException
+
 __all__ = ["FileOffsetStore", "MemoryOffsetStore", "OffsetStore", "offset_key", "parse_offset_key"]
 
 
@@ -64,7 +66,7 @@ class OffsetStore(ABC):
         return out
 
 
-class OffsetStoreError(Exception):
+class OffsetStoreError(ConnectException):
     """Stored offsets cannot be read: the worker must not start without them."""
 
 

@@ -165,6 +165,9 @@ class _Herder:
         self.membership = type("Membership", (), {"is_leader": leader})()
         self.writes: list[str] = []
 
+    def connector_config(self, name: str) -> dict[str, str] | None:
+        return self.configs.get(name)
+
     async def put_connector_config(self, name: str, config: dict[str, str], allow_replace: bool) -> bool:
         assert allow_replace
         self.writes.append(f"put {name}")
