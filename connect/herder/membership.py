@@ -19,7 +19,7 @@ from ..kafka import GroupClient
 from ..runtime.timings import Durations
 from .protocol import Assignment, MemberMetadata, decode_assignment, decode_metadata, encode_assignment
 
-__all__ = ["GroupMembership", "JoinResult", "MembershipFailed"]
+__all__ = ["GroupMembership", "JoinResult", "MembershipFailed", "RebalanceFailed"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,14 @@ FATAL_ERRORS = {ErrorCode.INCONSISTENT_GROUP_PROTOCOL: "the group is used by mem
 
 class MembershipFailed(ConnectException, RuntimeError):
     """The broker refused this worker's membership for a reason retrying cannot fix."""
+
+
+class RebalanceFailed(ConnectException, RuntimeError):
+    """One round of JoinGroup/SyncGroup failed with ``code``; the membership tries again."""
+
+    def __init__(self, message: str, code: ErrorCode) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -138,12 +146,12 @@ class GroupMembership:
                 self.member_id = ""
                 continue
             if resp.error in COORDINATOR_ERRORS:
-                raise RuntimeError(f"coordinator unavailable ({resp.error.name})")
+                raise RebalanceFailed(f"coordinator unavailable ({resp.error.name})", resp.error)
             if resp.error in FATAL_ERRORS:
                 raise MembershipFailed(f"group {self.group_id}: JoinGroup refused: {resp.error.name}: "
                                        f"{FATAL_ERRORS[resp.error]}")
             if resp.error != ErrorCode.NONE:
-                raise RuntimeError(f"JoinGroup failed with {resp.error.name}")
+                raise RebalanceFailed(f"JoinGroup failed with {resp.error.name}", resp.error)
             break
         self.member_id, self.generation, self.leader_id = resp.member_id, resp.generation, resp.leader_id
         members: dict[str, MemberMetadata] = {}
@@ -160,7 +168,7 @@ class GroupMembership:
             self._rejoin.set()
             return
         if sync.error != ErrorCode.NONE:
-            raise RuntimeError(f"SyncGroup failed with {sync.error.name}")
+            raise RebalanceFailed(f"SyncGroup failed with {sync.error.name}", sync.error)
         assignment = decode_assignment(sync.assignment)
         log.info("joined group %s generation %d as %s (leader %s): %d connectors, %d tasks, %d revoked",
                  self.group_id, self.generation, self.member_id, self.leader_id, len(assignment.connectors()),

@@ -41,7 +41,8 @@ def _load(value: bytes | None) -> Any:
         return None
     try:
         return json.loads(value)
-    except ValueError:
+    except ValueError as exc:
+        log.warning("an internal topic's record is not JSON (%s); it is read as null", exc)
         return None
 
 
@@ -221,6 +222,7 @@ class KafkaStatusStore:
         try:
             state = State(data.get("state", "UNASSIGNED"))
         except ValueError:
+            log.warning("ignoring the status record %s: %r is not a state", key.decode(), data.get("state"))
             return
         self.statuses[parsed] = Status(state, str(data.get("worker_id", "")), data.get("trace"), generation)
 
