@@ -31,8 +31,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 
+# The full suite, its files spread over TEST_WORKERS processes (a file's tests stay together, so module
+# fixtures start once); TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python bench/broker_throughput.py
