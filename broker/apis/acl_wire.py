@@ -7,7 +7,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType, invalid_filter
+from ..access.acls import AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType, invalid_filter
 from .registry import RequestContext
 
 __all__ = ["binding_entry", "denied", "read_filter", "wire_enum"]

@@ -9,11 +9,11 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from ..acls import AclOperation as Op
-from ..broker_configs import DYNAMIC_BROKER_CONFIGS, broker_synonyms
-from ..cluster import Cluster
-from ..topic import Topic
-from ..topic_configs import TOPIC_CONFIGS, TopicConfigDef, to_kafka_string
+from ..access.acls import AclOperation as Op
+from ..config.dynamic_configs import DYNAMIC_BROKER_CONFIGS, broker_synonyms
+from ..config.topic_configs import TOPIC_CONFIGS, TopicConfigDef, to_kafka_string
+from ..topics.cluster import Cluster
+from ..topics.topic import Topic
 from .registry import RequestContext
 
 TOPIC, BROKER = 2, 4

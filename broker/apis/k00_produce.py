@@ -39,9 +39,9 @@ from headwater.kafka.records import (
     validate_batch,
 )
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
 from ..log.validator import needs_record_checks, validate_records
-from ..stats import TopicCounters
+from ..metrics.stats import TopicCounters
 from .registry import RequestContext, api
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
 from ..log import OffsetOutOfRange
 from .registry import RequestContext, api
 

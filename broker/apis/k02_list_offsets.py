@@ -12,7 +12,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
 from .registry import RequestContext, api
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3

@@ -14,8 +14,8 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from ..acls import AclOperation as Op
-from ..cluster import Cluster, Topic
+from ..access.acls import AclOperation as Op
+from ..topics.cluster import Cluster, Topic
 from .registry import RequestContext, api
 
 UNREQUESTED_OPERATIONS = -(2**31)

@@ -11,7 +11,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
 from ..group.coordinator import join_error
 from .registry import RequestContext, api
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
 from .registry import RequestContext, api
 
 

@@ -5,7 +5,7 @@ Behavior: validates the name, partition count, replication factor (1 on one node
 ``validate_only`` nothing is created. Manual replica assignments must name only this
 node. Errors: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, each with a message;
-configs are checked as Kafka checks them, in its words (topic_configs.py), and a null value is
+configs are checked as Kafka checks them, in its words (config/topic_configs.py), and a null value is
 refused as KRaft refuses it.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
 from .registry import RequestContext, api
 
 

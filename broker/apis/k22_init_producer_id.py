@@ -11,8 +11,8 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
-from ..acls import ResourceType
+from ..access.acls import AclOperation as Op
+from ..access.acls import ResourceType
 from .registry import RequestContext, api
 
 

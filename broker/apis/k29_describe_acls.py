@@ -11,7 +11,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation
+from ..access.acls import AclOperation
 from .acl_wire import denied, read_filter
 from .registry import RequestContext, api
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclBinding, AclOperation, AclPermission, PatternType, ResourceType, invalid_binding
+from ..access.acls import AclBinding, AclOperation, AclPermission, PatternType, ResourceType, invalid_binding
 from .acl_wire import denied, wire_enum
 from .registry import RequestContext, api
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclFilter, AclOperation
+from ..access.acls import AclFilter, AclOperation
 from .acl_wire import binding_entry, denied, read_filter
 from .registry import RequestContext, api
 

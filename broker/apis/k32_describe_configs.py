@@ -1,6 +1,6 @@
 """DescribeConfigs (key 32), v0-v4 (v4 flexible).
 
-Behavior: topic resources list every topic config of Kafka's LogConfig (topic_configs.py) with its
+Behavior: topic resources list every topic config of Kafka's LogConfig (config/topic_configs.py) with its
 effective value, as Kafka's ConfigHelper does: ``config_source`` DYNAMIC_TOPIC_CONFIG for an
 override, else the source of the first broker synonym left (STATIC_BROKER_CONFIG when set in the
 properties file, DEFAULT_CONFIG otherwise); ``synonyms`` (v1+, when asked) the override then the
@@ -10,7 +10,7 @@ left out. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, without a message. Bro
 id lists its properties in effect, their source the first of DYNAMIC_BROKER_CONFIG (AlterConfigs on this
 broker), DYNAMIC_DEFAULT_BROKER_CONFIG (on the cluster default, ""), STATIC_BROKER_CONFIG (the properties
 file or --set) and DEFAULT_CONFIG, with Kafka's synonyms when asked; read-only unless Kafka marks the
-property dynamic (broker_configs.py); "" lists the cluster-wide dynamic values only.
+property dynamic (config/dynamic_configs.py); "" lists the cluster-wide dynamic values only.
 Not implemented: documentation of broker properties (answered null).
 """
 

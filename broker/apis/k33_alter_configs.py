@@ -4,7 +4,7 @@ Behavior: replaces a topic's whole set of overrides (keys left out return to the
 whole set of dynamic configs of a BROKER resource (name = this node's id: per broker; "": the cluster-wide
 default), as the legacy API does; every value is validated first and nothing changes on error
 (topics: INVALID_CONFIG naming the key, in Kafka's words; brokers: INVALID_REQUEST "Cannot update these
-configs dynamically: Set(...)" for a property Kafka does not mark dynamic, see broker_configs.py).
+configs dynamically: Set(...)" for a property Kafka does not mark dynamic, see config/dynamic_configs.py).
 ``validate_only`` changes nothing.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..topic_configs import TopicConfigDef
+from ..config.topic_configs import TopicConfigDef
 from .configs import alter_configs
 from .registry import RequestContext, api
 

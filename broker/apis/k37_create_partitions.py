@@ -10,7 +10,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
 from .registry import RequestContext, api
 
 

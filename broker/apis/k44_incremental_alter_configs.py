@@ -17,7 +17,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from ..topic_configs import TopicConfigDef
+from ..config.topic_configs import TopicConfigDef
 from .configs import alter_configs
 from .registry import RequestContext, api
 

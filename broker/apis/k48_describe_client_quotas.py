@@ -13,8 +13,8 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation
-from ..quotas import ENTITY_TYPES, IP
+from ..access.acls import AclOperation
+from ..access.quotas import ENTITY_TYPES, IP
 from .acl_wire import denied
 from .registry import RequestContext, api
 

@@ -12,14 +12,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..access import user_of
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..access.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..access.service import user_of
 from ..protocol.codec import RequestHeader, build_response
 
 if TYPE_CHECKING:
-    from ..access import Access
-    from ..cluster import Cluster
-    from ..quotas import Throttler
+    from ..access.quotas import Throttler
+    from ..access.service import Access
+    from ..topics.cluster import Cluster
 
 __all__ = ["ApiSpec", "RequestContext", "REGISTRY", "api"]
 

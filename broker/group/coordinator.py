@@ -20,8 +20,8 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..cluster import Cluster
-from ..config import BrokerConfig
+from ..config.broker_config import BrokerConfig
+from ..topics.cluster import Cluster
 from .group import Group, GroupState, Member
 from .offsets import CommittedOffsets
 from .store import OFFSETS_TOPIC, GroupStore, group_of

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 from headwater.kafka.records import Record, build_batch, decode_batch_records, parse_header
 
-from ..cluster import Cluster
-from ..config import BrokerConfig
+from ..config.broker_config import BrokerConfig
 from ..log import PartitionLog
+from ..topics.cluster import Cluster
 from .group import Group, GroupState, Member
 from .records import (
     GroupMetadata,

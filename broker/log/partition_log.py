@@ -26,7 +26,7 @@ from pathlib import Path
 
 from headwater.kafka.records import HEADER_SIZE, BatchHeader, decode_batch_records, iter_batches, set_base_offset
 
-from ..config import TopicConfig
+from ..config.broker_config import TopicConfig
 from .errors import LogClosed, OffsetOutOfRange
 from .recovery import (
     LOG_START_OFFSET_FILE,

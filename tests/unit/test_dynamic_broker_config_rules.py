@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from headwater.broker.broker_configs import DYNAMIC_BROKER_CONFIGS, PER_BROKER_ONLY
-from headwater.broker.cluster import Cluster
-from headwater.broker.config import BrokerConfig
+from headwater.broker.config.broker_config import BrokerConfig
+from headwater.broker.config.dynamic_configs import DYNAMIC_BROKER_CONFIGS, PER_BROKER_ONLY
+from headwater.broker.topics.cluster import Cluster
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 

@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from headwater.broker.cluster import Cluster
-from headwater.broker.config import BrokerConfig
+from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.group.coordinator import GroupCoordinator
 from headwater.broker.group.group import GroupState
+from headwater.broker.topics.cluster import Cluster
 from headwater.kafka.errors import ErrorCode
 
 T = TypeVar("T")

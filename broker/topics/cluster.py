@@ -17,13 +17,13 @@ import uuid
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from .broker_configs import DynamicBrokerConfigs, honoured_values
-from .config import BrokerConfig, Listener, TopicConfig
-from .log import PartitionLog
-from .log.flusher import PartitionFlusher
+from ..config.broker_config import BrokerConfig, Listener, TopicConfig
+from ..config.dynamic_configs import DynamicBrokerConfigs, honoured_values
+from ..config.state_file import read_json, write_json
+from ..log import PartitionLog
+from ..log.flusher import PartitionFlusher
+from ..metrics.stats import BrokerStats, TopicCounters
 from .producer_state import PartitionProducerState, replay
-from .state_file import read_json, write_json
-from .stats import BrokerStats, TopicCounters
 from .topic import Topic, validate_topic_name
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]

@@ -258,13 +258,13 @@ class BrokerConfig(_KafkaModel):
     group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", ge=1)
     group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", ge=1)
     offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
-    # Prometheus metrics over HTTP (metrics.py); None or empty: not served
+    # Prometheus metrics over HTTP (metrics/prometheus.py); None or empty: not served
     metrics_listener: str | None = Field(None, alias="metrics.listener")
-    # ACLs (acls.py): enforced on every API when enabled; Kafka's authorizer.class.name switch, simplified
+    # ACLs (access/acls.py): enforced on every API when enabled; Kafka's authorizer.class.name switch, simplified
     authorizer_enabled: bool = Field(False, alias="authorizer.enabled")
     allow_everyone_if_no_acl_found: bool = Field(False, alias="allow.everyone.if.no.acl.found")
     super_users: str = Field("", alias="super.users")  # ';'-separated principals, e.g. User:admin;User:ops
-    # Client quotas (quotas.py): the rate window, Kafka's names and defaults
+    # Client quotas (access/quotas.py): the rate window, Kafka's names and defaults
     quota_window_num: int = Field(11, alias="quota.window.num", ge=1)
     quota_window_size_seconds: int = Field(1, alias="quota.window.size.seconds", ge=1)
 

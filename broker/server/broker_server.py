@@ -17,14 +17,11 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import apis
-from .access import ANONYMOUS, Access
-from .cluster import Cluster
-from .config import BrokerConfig, Listener
-from .group.coordinator import GroupCoordinator
-from .housekeeping import LogHousekeeping
-from .producer_state import ProducerIdManager
-from .protocol.codec import (
+from .. import apis
+from ..access.service import ANONYMOUS, Access
+from ..config.broker_config import BrokerConfig, Listener
+from ..group.coordinator import GroupCoordinator
+from ..protocol.codec import (
     MalformedRequest,
     RequestHeader,
     decode_request,
@@ -33,10 +30,13 @@ from .protocol.codec import (
     parse_request_header,
     request_class,
 )
+from ..topics.cluster import Cluster
+from ..topics.housekeeping import LogHousekeeping
+from ..topics.producer_state import ProducerIdManager
 
 if TYPE_CHECKING:
-    from .metrics import MetricsEndpoint
-    from .quotas import Throttler
+    from ..access.quotas import Throttler
+    from ..metrics.prometheus import MetricsEndpoint
 
 __all__ = ["BrokerServer"]
 
@@ -130,9 +130,11 @@ class BrokerServer:
     async def serve_metrics(self, listener: str) -> str:
         """Serve Prometheus metrics on ``listener`` (``http://HOST:PORT``) until ``stop``; returns the
         scrape URL. OSError naming ``metrics.listener`` when the address cannot be bound."""
-        from .metrics import MetricsEndpoint  # prometheus-client and aiohttp load only when metrics are served
+        from ..metrics.prometheus import (
+            MetricsEndpoint,  # prometheus-client and aiohttp load only when metrics are served
+        )
 
-        endpoint = MetricsEndpoint(self)
+        endpoint = MetricsEndpoint(self.cluster, self.groups)
         self.metrics_url = await endpoint.start(listener)
         self._metrics = endpoint
         return self.metrics_url

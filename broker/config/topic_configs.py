@@ -1,7 +1,7 @@
 """Kafka's topic configs: one table of every key of Kafka 3.9's ``LogConfig`` with its type, default,
 validator and broker synonyms, and the parsing and validation that speak Kafka's error texts.
 
-``TopicConfig`` (config.py) is the typed holder built from this table; DescribeConfigs
+``TopicConfig`` (broker_config.py) is the typed holder built from this table; DescribeConfigs
 (apis/configs.py) reads the types, synonyms and documentation here; BROKER_CONFIGS.md lists which
 keys the broker honours and which it accepts only.
 """

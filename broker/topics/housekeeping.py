@@ -12,10 +12,10 @@ import asyncio
 import logging
 import time
 
+from ..config.broker_config import BrokerConfig
+from ..log import PartitionLog
+from ..log.cleaner import CleanerAborted, clean_partition_async
 from .cluster import Cluster
-from .config import BrokerConfig
-from .log import PartitionLog
-from .log.cleaner import CleanerAborted, clean_partition_async
 from .producer_state import PartitionProducerState
 
 __all__ = ["LogHousekeeping"]

@@ -9,11 +9,11 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
-from .config import TopicConfig
-from .log import PartitionLog
-from .log.flusher import PartitionFlusher
+from ..config.broker_config import TopicConfig
+from ..log import PartitionLog
+from ..log.flusher import PartitionFlusher
+from ..metrics.stats import TopicCounters
 from .producer_state import PartitionProducerState
-from .stats import TopicCounters
 
 __all__ = ["MAX_TOPIC_LENGTH", "Topic", "validate_topic_name"]
 
