@@ -18,7 +18,8 @@ from ..access.acls import AclOperation as Op
 from ..topics.cluster import Cluster, Topic
 from .registry import RequestContext, api
 
-UNREQUESTED_OPERATIONS = -(2**31)
+# authorized operations not asked for: the codec writes None as Kafka's -2147483648 (INT32_MIN)
+UNREQUESTED_OPERATIONS = None
 
 
 def brokers(cluster: Cluster) -> list[dict[str, Any]]:
@@ -45,13 +46,13 @@ def topic_entry(cluster: Cluster, topic: Topic) -> dict[str, Any]:
             }
             for p in range(len(topic.partitions))
         ],
-        "topic_authorized_operations": UNREQUESTED_OPERATIONS,
+        "authorized_operations": UNREQUESTED_OPERATIONS,
     }
 
 
 def error_entry(name: str, code: ErrorCode) -> dict[str, Any]:
     return {"error_code": code, "name": name, "is_internal": False, "partitions": [],
-            "topic_authorized_operations": UNREQUESTED_OPERATIONS}
+            "authorized_operations": UNREQUESTED_OPERATIONS}
 
 
 @api(key=3, min=0, max=8)
@@ -91,5 +92,5 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.node_id,
         "topics": topics,
-        "cluster_authorized_operations": UNREQUESTED_OPERATIONS,
+        "authorized_operations": UNREQUESTED_OPERATIONS,
     }

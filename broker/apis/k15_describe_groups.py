@@ -20,4 +20,5 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "groups": [
         groups.describe(g) if ctx.allowed_group(Op.DESCRIBE, g) else
         {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "", "protocol_type": "",
-         "protocol_data": "", "members": [], "authorized_operations": -(2**31)} for g in req.groups]}
+         "protocol_data": "", "members": [], "authorized_operations": None}  # None: INT32_MIN, not asked for
+        for g in req.groups]}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from headwater.kafka.types import DecodeError, read_uvarint
 __all__ = [
     "MalformedRequest",
     "RequestHeader",
+    "UnknownResponseField",
     "build_response",
     "decode_request",
     "encode_response",
@@ -186,22 +188,38 @@ def _nested_classes(cls: Any) -> dict[str, type | None]:
     return cached
 
 
-def _build(cls: type, values: dict[str, Any], **extra: Any) -> Any:
+class UnknownResponseField(ValueError):
+    """A handler named a field that no version of the response's schema has (a misspelt key would
+    otherwise be dropped silently and the field sent as its default)."""
+
+
+def _build(cls: type, values: dict[str, Any], where: Callable[[], str], **extra: Any) -> Any:
     nested = _nested_classes(cls)
     kwargs = dict(extra)
     for key, value in values.items():
         if key not in nested:
-            continue  # a field of other versions (or schemas): handlers may name it freely
+            raise UnknownResponseField(f"{where()}: no field {key!r} in any version of the schema "
+                                       f"(fields: {', '.join(nested)})")
         sub = nested[key]
         if sub is not None:
             if isinstance(value, list):
-                value = [_build(sub, v) if isinstance(v, dict) else v for v in value]
+                inner = _where_in(where, key + "[]")
+                value = [_build(sub, v, inner) if isinstance(v, dict) else v for v in value]
             elif isinstance(value, dict):
-                value = _build(sub, value)
+                value = _build(sub, value, _where_in(where, key))
         kwargs[key] = value
     return cls(**kwargs)
 
 
+def _where_in(where: Callable[[], str], key: str) -> Callable[[], str]:
+    """Where a nested struct is, for the error text (worked out only when it is needed)."""
+    return lambda: f"{where()} {key}"
+
+
 def build_response(api_key: int, version: int, values: dict[str, Any]) -> Any:
-    """Build a response message from plain dicts and lists (nested structs included)."""
-    return _build(_RESPONSES[api_key], values, version=version)
+    """Build a response message from plain dicts and lists (nested structs included).
+
+    A key may name a field of another version (it is then not sent), but not a field the schema does not
+    have at all: that raises UnknownResponseField naming the API, the version and where the key is."""
+    cls = _RESPONSES[api_key]
+    return _build(cls, values, lambda: f"{cls.name} v{version}", version=version)
