@@ -39,7 +39,7 @@ def _read_all(ctx: RequestContext, req: Any, max_bytes: int) -> tuple[list[dict[
             try:
                 if not ctx.allowed_topic(Op.READ, topic.topic):
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = cluster.partition(topic.topic, p.partition)
+                plog = cluster.partition(topic.topic, p.partition).log
             except KafkaError as exc:
                 entry["error_code"] = exc.code
                 errors = True

@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             try:
                 if not ctx.allowed_topic(Op.DESCRIBE, topic.name):
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = ctx.cluster.partition(topic.name, p.partition_index)
+                plog = ctx.cluster.partition(topic.name, p.partition_index).log
                 ts, offset = _lookup(plog, p.timestamp)
                 entry.update(timestamp=ts, offset=offset)
                 if ctx.version == 0:

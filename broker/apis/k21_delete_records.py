@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             try:
                 if not ctx.allowed_topic(Op.DELETE, topic.name):
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = ctx.cluster.partition(topic.name, p.partition_index)
+                plog = ctx.cluster.partition(topic.name, p.partition_index).log
                 offset = plog.log_end_offset if p.offset == -1 else p.offset
                 if offset < 0 or offset > plog.log_end_offset:
                     raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)

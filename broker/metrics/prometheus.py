@@ -176,8 +176,9 @@ def log_metrics(cluster: Cluster) -> Iterator[Metric]:
     count = 0
     for name, topic in sorted(cluster.topics.items()):
         partitions.add_metric([name], len(topic.partitions))
-        for index, plog in enumerate(topic.partitions):
-            labels = [name, str(index)]
+        for p in topic.partitions:
+            plog = p.log
+            labels = [name, str(p.index)]
             end.add_metric(labels, plog.log_end_offset)
             start.add_metric(labels, plog.log_start_offset)
             size.add_metric(labels, plog.size_bytes)
@@ -232,7 +233,8 @@ def _lag_metrics(groups: list[tuple[str, Group]], cluster: Cluster) -> Iterator[
             if topic is None:  # offsets of a deleted topic
                 continue
             offsets_sum = lags_sum = 0
-            for index, plog in enumerate(topic.partitions):
+            for p in topic.partitions:
+                index, plog = p.index, p.log
                 committed = group.offsets.get((topic_name, index))
                 labels = [group_id, topic_name, str(index)]
                 if committed is None:

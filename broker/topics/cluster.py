@@ -24,7 +24,7 @@ from ..log import PartitionLog
 from ..log.flusher import PartitionFlusher
 from ..metrics.stats import BrokerStats, TopicCounters
 from .producer_state import PartitionProducerState, replay
-from .topic import Topic, validate_topic_name
+from .topic import Partition, Topic, validate_topic_name
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]
 
@@ -75,10 +75,10 @@ class Cluster:
 
     def close(self) -> None:
         for topic in self.topics.values():
-            for plog, state in zip(topic.partitions, topic.producers, strict=True):
-                plog.close()
-                if state.producers:
-                    state.snapshot(plog.log_end_offset)
+            for p in topic.partitions:
+                p.log.close()
+                if p.producers.producers:
+                    p.producers.snapshot(p.log.log_end_offset)
 
     def _open_partition(self, topic: Topic, index: int) -> None:
         directory = self.log_dir / f"{topic.name}-{index}"
@@ -91,16 +91,15 @@ class Cluster:
         replayed = replay(state, plog, start)
         if replayed:
             log.info("%s-%d: replayed %d idempotent batches into producer state", topic.name, index, replayed)
-        topic.partitions.append(plog)
-        topic.flushers.append(PartitionFlusher(plog))
-        topic.producers.append(state)
+        topic.partitions.append(Partition(index, plog, PartitionFlusher(plog), state))
 
     def snapshot_producer_state(self) -> None:
         """Snapshot producer state that moved on, so a crash replays only what followed."""
         for topic in self.topics.values():
-            for plog, state in zip(topic.partitions, topic.producers, strict=True):
-                if state.producers and state.snapshot_offset != plog.log_end_offset:
-                    state.snapshot(plog.log_end_offset)
+            for p in topic.partitions:
+                state = p.producers
+                if state.producers and state.snapshot_offset != p.log.log_end_offset:
+                    state.snapshot(p.log.log_end_offset)
 
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -156,8 +155,8 @@ class Cluster:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         self.topics_by_id.pop(topic.topic_id, None)
         self._save()
-        for plog in topic.partitions:
-            plog.delete()
+        for p in topic.partitions:
+            p.log.delete()
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, count: int) -> None:
@@ -176,8 +175,8 @@ class Cluster:
         config = self.topic_config(overrides)
         topic.overrides = dict(overrides)
         topic.config = config
-        for plog in topic.partitions:
-            plog.update_config(config)
+        for p in topic.partitions:
+            p.log.update_config(config)
         self._save()
 
     # -- dynamic broker configs ----------------------------------------------------------------
@@ -215,8 +214,8 @@ class Cluster:
         self.defaults = config.topic_defaults()
         for topic in self.topics.values():
             topic.config = self.defaults.with_overrides(topic.overrides)
-            for plog in topic.partitions:
-                plog.update_config(topic.config)
+            for p in topic.partitions:
+                p.log.update_config(topic.config)
 
     def get_topic(self, name: str) -> Topic:
         topic = self.topics.get(name)
@@ -224,7 +223,8 @@ class Cluster:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         return topic
 
-    def partition(self, name: str, index: int) -> PartitionLog:
+    def partition(self, name: str, index: int) -> Partition:
+        """Partition ``index`` of topic ``name``; KafkaError UNKNOWN_TOPIC_OR_PARTITION when there is none."""
         topic = self.topics.get(name)
         if topic is None or not 0 <= index < len(topic.partitions):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -235,12 +235,6 @@ class Cluster:
         when it exists (an unknown name gets none, so clients cannot grow them)."""
         topic = self.topics.get(name)
         return (self.stats.all_topics,) if topic is None else (self.stats.all_topics, topic.stats)
-
-    def flusher(self, name: str, index: int) -> PartitionFlusher:
-        return self.topics[name].flushers[index]
-
-    def producer_state(self, name: str, index: int) -> PartitionProducerState:
-        return self.topics[name].producers[index]
 
     # -- long-poll fetch support ----------------------------------------------------------
 

@@ -15,7 +15,7 @@ from ..log.flusher import PartitionFlusher
 from ..metrics.stats import TopicCounters
 from .producer_state import PartitionProducerState
 
-__all__ = ["MAX_TOPIC_LENGTH", "Topic", "validate_topic_name"]
+__all__ = ["MAX_TOPIC_LENGTH", "Partition", "Topic", "validate_topic_name"]
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
@@ -35,15 +35,23 @@ def validate_topic_name(name: str) -> None:
         )
 
 
+@dataclass(slots=True)
+class Partition:
+    """One partition of a topic: its log, what flushes it, and its idempotent producers' state."""
+
+    index: int
+    log: PartitionLog
+    flusher: PartitionFlusher
+    producers: PartitionProducerState
+
+
 @dataclass
 class Topic:
     name: str
     topic_id: uuid.UUID
     overrides: dict[str, str]
     config: TopicConfig
-    partitions: list[PartitionLog] = field(default_factory=list)
-    flushers: list[PartitionFlusher] = field(default_factory=list)
-    producers: list[PartitionProducerState] = field(default_factory=list)
+    partitions: list[Partition] = field(default_factory=list)  # by index
     internal: bool = False
     stats: TopicCounters = field(default_factory=TopicCounters)  # BrokerTopicMetrics, bumped by Produce/Fetch
 
