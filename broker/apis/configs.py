@@ -12,6 +12,7 @@ from headwater.kafka.errors import ErrorCode, KafkaError
 from ..access.acls import AclOperation as Op
 from ..config.dynamic_configs import DYNAMIC_BROKER_CONFIGS, broker_synonyms
 from ..config.topic_configs import TOPIC_CONFIGS, TopicConfigDef, to_kafka_string
+from ..protocol.requests import AlterConfigsRequest, ConfigResource
 from ..topics.cluster import Cluster
 from ..topics.topic import Topic
 from .registry import RequestContext
@@ -26,7 +27,7 @@ _BY_KEY = {"num.partitions": 3, "node.id": 3, "log.segment.bytes": 3, "message.m
            "socket.request.max.bytes": 3, "listeners": 7, "advertised.listeners": 7, "log.dirs": 7}
 # What AlterConfigs and IncrementalAlterConfigs compute for one resource: its new values, from the resource
 # of the request, the current values and the definitions of the keys (types, defaults for APPEND)
-NewValues = Callable[[Any, dict[str, str], Mapping[str, TopicConfigDef]], dict[str, str]]
+NewValues = Callable[[ConfigResource, dict[str, str], Mapping[str, TopicConfigDef]], dict[str, str]]
 
 
 def _config_type(value: Any, key: str = "") -> int:
@@ -140,7 +141,7 @@ def check_describe_allowed(ctx: RequestContext, resource_type: int, name: str) -
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
 
-def alter_configs(ctx: RequestContext, req: Any, new_values: NewValues) -> dict[str, Any]:
+def alter_configs(ctx: RequestContext, req: AlterConfigsRequest, new_values: NewValues) -> dict[str, Any]:
     """The response of AlterConfigs/IncrementalAlterConfigs: per resource, ``new_values`` gives a topic's whole
     new set of overrides, or the whole new set of dynamic configs of a broker level (this node, or the
     cluster default), which is validated and (unless ``validate_only``) applied; a KafkaError is that

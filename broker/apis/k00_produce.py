@@ -42,6 +42,7 @@ from headwater.kafka.records import (
 from ..access.acls import AclOperation as Op
 from ..log.validator import needs_record_checks, validate_records
 from ..metrics.stats import TopicCounters
+from ..protocol.requests import ProduceRequest
 from ..topics.topic import Partition
 from .registry import RequestContext, api
 
@@ -129,7 +130,7 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
 
 
 @api(key=0, min=0, max=11)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+async def handle(ctx: RequestContext, req: ProduceRequest) -> dict[str, Any] | None:
     acks = req.acks
     responses = []
     to_flush = []

@@ -22,10 +22,11 @@ from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..access.acls import AclOperation as Op
 from ..log import OffsetOutOfRange
+from ..protocol.requests import FetchRequest
 from .registry import RequestContext, api
 
 
-def _read_all(ctx: RequestContext, req: Any, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool]:
     cluster = ctx.cluster
     total = 0
     errors = False
@@ -63,7 +64,7 @@ def _read_all(ctx: RequestContext, req: Any, max_bytes: int) -> tuple[list[dict[
 
 
 @api(key=1, min=0, max=11)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
     session_id = getattr(req, "session_id", 0) or 0
     if session_id != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,

@@ -13,6 +13,7 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..access.acls import AclOperation as Op
+from ..protocol.requests import ListOffsetsRequest
 from .registry import RequestContext, api
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -34,7 +35,7 @@ def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
 
 
 @api(key=2, min=0, max=5)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
     topics = []
     for topic in req.topics:
         partitions = []

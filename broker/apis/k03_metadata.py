@@ -15,6 +15,7 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..access.acls import AclOperation as Op
+from ..protocol.requests import MetadataRequest
 from ..topics.cluster import Cluster, Topic
 from .registry import RequestContext, api
 
@@ -56,7 +57,7 @@ def error_entry(name: str, code: ErrorCode) -> dict[str, Any]:
 
 
 @api(key=3, min=0, max=8)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
     cluster = ctx.cluster
     if req.topics is None or (ctx.version == 0 and not req.topics):
         # all topics: those the client may not describe are left out, as Kafka does

@@ -11,12 +11,13 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
+from ..protocol.requests import DescribeGroupsRequest
 from .registry import RequestContext, api
 
 
 @api(key=15, min=0, max=4)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    groups = ctx.services["groups"]
+async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> dict[str, Any]:
+    groups = ctx.groups
     return {"throttle_time_ms": 0, "groups": [
         groups.describe(g) if ctx.allowed_group(Op.DESCRIBE, g) else
         {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "", "protocol_type": "",

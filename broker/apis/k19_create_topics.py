@@ -16,15 +16,16 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..access.acls import AclOperation as Op
+from ..protocol.requests import CreatableTopic, CreateTopicsRequest
 from .registry import RequestContext, api
 
 
-def _create(ctx: RequestContext, t: Any, validate_only: bool) -> None:
+def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> None:
     cluster = ctx.cluster
     nulls = [c.name for c in t.configs if c.value is None]
     if nulls:
         raise KafkaError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls))
-    overrides = {c.name: c.value for c in t.configs}
+    overrides = {c.name: c.value for c in t.configs if c.value is not None}  # none is null: checked above
     partitions, replication = t.num_partitions, t.replication_factor
     if t.assignments:
         if partitions != -1 or replication != -1:
@@ -45,7 +46,7 @@ def _create(ctx: RequestContext, t: Any, validate_only: bool) -> None:
 
 
 @api(key=19, min=0, max=4)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> dict[str, Any]:
     validate_only = bool(getattr(req, "validate_only", False))
     results = []
     seen: set[str] = set()

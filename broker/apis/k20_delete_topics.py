@@ -12,11 +12,12 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..access.acls import AclOperation as Op
+from ..protocol.requests import DeleteTopicsRequest
 from .registry import RequestContext, api
 
 
 @api(key=20, min=0, max=3)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> dict[str, Any]:
     results = []
     for name in req.topic_names:
         result: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}

@@ -12,11 +12,12 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..access.acls import AclOperation as Op
+from ..protocol.requests import DeleteRecordsRequest
 from .registry import RequestContext, api
 
 
 @api(key=21, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> dict[str, Any]:
     topics = []
     for topic in req.topics:
         partitions = []

@@ -20,12 +20,13 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode, KafkaError
 
+from ..protocol.requests import DescribeConfigsRequest
 from .configs import BROKER, TOPIC, check_describe_allowed, describe_broker, describe_topic
 from .registry import RequestContext, api
 
 
 @api(key=32, min=0, max=4)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> dict[str, Any]:
     include_synonyms = bool(getattr(req, "include_synonyms", False))
     include_documentation = bool(getattr(req, "include_documentation", False))
     results = []

@@ -14,15 +14,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config.topic_configs import TopicConfigDef
+from ..protocol.requests import AlterConfigsRequest, ConfigResource
 from .configs import alter_configs
 from .registry import RequestContext, api
 
 
-def _new_values(res: Any, _current: dict[str, str], _definitions: Mapping[str, TopicConfigDef]) -> dict[str, str]:
+def _new_values(res: ConfigResource, _current: dict[str, str],
+                _definitions: Mapping[str, TopicConfigDef]) -> dict[str, str]:
     """The resource's values are the whole new set (a key left out returns to its default)."""
     return {c.name: c.value for c in res.configs if c.value is not None}
 
 
 @api(key=33, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> dict[str, Any]:
     return alter_configs(ctx, req, _new_values)

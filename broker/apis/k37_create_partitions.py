@@ -11,11 +11,12 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..access.acls import AclOperation as Op
+from ..protocol.requests import CreatePartitionsRequest
 from .registry import RequestContext, api
 
 
 @api(key=37, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> dict[str, Any]:
     results = []
     for t in req.topics:
         result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}

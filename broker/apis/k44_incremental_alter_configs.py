@@ -18,6 +18,7 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 from ..config.topic_configs import TopicConfigDef
+from ..protocol.requests import ConfigResource, IncrementalAlterConfigsRequest
 from .configs import alter_configs
 from .registry import RequestContext, api
 
@@ -51,8 +52,9 @@ def _apply(current: dict[str, str], definitions: Mapping[str, TopicConfigDef], o
 
 
 @api(key=44, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    def new_values(res: Any, current: dict[str, str], definitions: Mapping[str, TopicConfigDef]) -> dict[str, str]:
+async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> dict[str, Any]:
+    def new_values(res: ConfigResource, current: dict[str, str],
+                   definitions: Mapping[str, TopicConfigDef]) -> dict[str, str]:
         for c in res.configs:
             _apply(current, definitions, c.config_operation, c.name, c.value)
         return current

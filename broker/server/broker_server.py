@@ -84,7 +84,6 @@ class BrokerServer:
         self.config = config
         self.cluster = Cluster(config)
         self.housekeeping = LogHousekeeping(self.cluster, config)
-        self.services: dict[str, Any] = {}
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
@@ -98,12 +97,10 @@ class BrokerServer:
     async def start(self) -> None:
         self.cluster.load()
         self.access = Access(self.config, self.cluster.log_dir)
-        self.services["access"] = self.access
-        self.services["producer_ids"] = ProducerIdManager(self.cluster.log_dir)
         self.groups = GroupCoordinator(self.cluster, self.config)
         self.groups.load()
         self.groups.start()
-        self.services["groups"] = self.groups
+        self.services = apis.Services(self.access, ProducerIdManager(self.cluster.log_dir), self.groups)
         for listener in self.config.listener_list():
             server = await asyncio.start_server(self._on_connection, listener.host or None, listener.port,
                                                 reuse_address=True, limit=1 << 20)
