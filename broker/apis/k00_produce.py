@@ -29,7 +29,7 @@ import logging
 import time
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import (
     HEADER_SIZE,
     InvalidBatch,
@@ -40,6 +40,7 @@ from headwater.kafka.records import (
 )
 
 from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
 from ..log.validator import needs_record_checks, validate_records
 from ..metrics.stats import TopicCounters
 from ..protocol.requests import ProduceRequest
@@ -61,7 +62,7 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
                              "log_start_offset": -1, "record_errors": [], "error_message": None}
     try:
         partition = cluster.partition(topic_name, index)
-    except KafkaError as exc:
+    except BrokerError as exc:
         entry["error_code"] = exc.code
         return entry, None
     plog = partition.log
@@ -75,7 +76,7 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         return entry, None
     try:
         if size >= HEADER_SIZE and parse_header(records).magic in (0, 1):
-            raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, "message format v0/v1 is not supported")
+            raise BrokerError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, "message format v0/v1 is not supported")
         first_len = parse_header(records).size if size >= HEADER_SIZE else size
         if HEADER_SIZE <= first_len < size:
             # Bytes after the first batch: a second whole batch is INVALID_RECORD (Kafka wants exactly one);
@@ -90,7 +91,7 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         entry["error_code"] = ErrorCode.CORRUPT_MESSAGE if exc.corrupt else ErrorCode.INVALID_RECORD
         log.warning("rejected produce to %s-%d from %s: %s", topic_name, index, ctx.peer, exc)
         return entry, None
-    except KafkaError as exc:
+    except BrokerError as exc:
         entry["error_code"] = exc.code
         entry["error_message"] = exc.message
         return entry, None

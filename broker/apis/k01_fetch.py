@@ -18,9 +18,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
 from ..log import OffsetOutOfRange
 from ..protocol.requests import FetchRequest
 from .registry import RequestContext, api
@@ -39,9 +40,9 @@ def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[l
                                      "preferred_read_replica": -1, "records": b""}
             try:
                 if not ctx.allowed_topic(Op.READ, topic.topic):
-                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 plog = cluster.partition(topic.topic, p.partition).log
-            except KafkaError as exc:
+            except BrokerError as exc:
                 entry["error_code"] = exc.code
                 errors = True
                 partitions.append(entry)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
 from ..protocol.requests import ListOffsetsRequest
 from .registry import RequestContext, api
 
@@ -44,13 +45,13 @@ async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]
                                      "timestamp": -1, "offset": -1, "leader_epoch": 0}
             try:
                 if not ctx.allowed_topic(Op.DESCRIBE, topic.name):
-                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 plog = ctx.cluster.partition(topic.name, p.partition_index).log
                 ts, offset = _lookup(plog, p.timestamp)
                 entry.update(timestamp=ts, offset=offset)
                 if ctx.version == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 else []
-            except KafkaError as exc:
+            except BrokerError as exc:
                 entry["error_code"] = exc.code
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
 from ..protocol.requests import MetadataRequest
 from ..topics.cluster import Cluster, Topic
 from .registry import RequestContext, api
@@ -83,7 +84,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
                 continue
             try:
                 topic = cluster.create_topic(name)
-            except KafkaError as exc:
+            except BrokerError as exc:
                 topics.append(error_entry(name, exc.code))
                 continue
         topics.append(topic_entry(cluster, topic))

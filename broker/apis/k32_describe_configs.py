@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
+from ..errors import BrokerError, InvalidRequest
 from ..protocol.requests import DescribeConfigsRequest
 from .configs import BROKER, TOPIC, check_describe_allowed, describe_broker, describe_topic
 from .registry import RequestContext, api
@@ -42,8 +43,8 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> dict[str, 
             elif res.resource_type == BROKER:
                 result["configs"] = describe_broker(ctx.cluster, res.resource_name, keys, include_synonyms)
             else:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
-        except KafkaError as exc:  # Kafka answers an unknown topic with the code alone
+                raise InvalidRequest(f"unsupported resource type {res.resource_type}")
+        except BrokerError as exc:  # Kafka answers an unknown topic with the code alone
             unknown = exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             result.update(error_code=exc.code, error_message=None if unknown else exc.message)
         results.append(result)

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
-
 from ..config.topic_configs import TopicConfigDef
+from ..errors import InvalidConfig, InvalidRequest
 from ..protocol.requests import ConfigResource, IncrementalAlterConfigsRequest
 from .configs import alter_configs
 from .registry import RequestContext, api
@@ -30,15 +29,14 @@ def _apply(current: dict[str, str], definitions: Mapping[str, TopicConfigDef], o
            value: str | None) -> None:
     if op == SET:
         if value is None:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{key}: SET needs a value")
+            raise InvalidConfig(f"{key}: SET needs a value")
         current[key] = value
     elif op == DELETE:
         current.pop(key, None)
     elif op in (APPEND, SUBTRACT):
         definition = definitions.get(key)
         if definition is None or definition.type != "LIST":
-            raise KafkaError(ErrorCode.INVALID_CONFIG,
-                             f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.")
+            raise InvalidConfig(f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.")
         old = current[key] if key in current else definition.default
         items = [v for v in old.split(",") if v]
         for v in (value or "").split(","):
@@ -48,7 +46,7 @@ def _apply(current: dict[str, str], definitions: Mapping[str, TopicConfigDef], o
                 items.remove(v)
         current[key] = ",".join(items)
     else:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{key}: unknown operation {op}")
+        raise InvalidRequest(f"{key}: unknown operation {op}")
 
 
 @api(key=44, min=0, max=1)

@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from headwater.kafka.errors import ErrorCode, KafkaError
 from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
 
+from ..errors import BrokerError, InvalidConfig
 from .topic_configs import (
     LONG_MAX,
     TOPIC_CONFIGS,
@@ -174,7 +174,7 @@ class TopicConfig(_KafkaModel):
 
     def with_overrides(self, overrides: dict[str, str]) -> TopicConfig:
         """These configs with Kafka-named ``overrides`` (text, as clients send them) applied, each
-        parsed and validated as Kafka does, then the checks across keys; KafkaError(INVALID_CONFIG)
+        parsed and validated as Kafka does, then the checks across keys; BrokerError(INVALID_CONFIG)
         carries Kafka's message."""
         check_names(overrides)
         parsed = {_TOPIC_ATTRS[k]: parse_and_validate(k, v) for k, v in overrides.items()}
@@ -334,7 +334,7 @@ class BrokerConfig(_KafkaModel):
                     break
         try:
             return TopicConfig().with_overrides(overrides)
-        except KafkaError as exc:
+        except BrokerError as exc:
             named = next((sources[k] for k in overrides if k in exc.message), "")
             raise ConfigError(f"{named}: {exc.message}" if named else exc.message) from None
 
@@ -355,13 +355,13 @@ class BrokerConfig(_KafkaModel):
 
     def with_dynamic(self, values: dict[str, str]) -> BrokerConfig:
         """These properties with dynamic broker configs (Kafka-named text) over them, validated as a
-        properties file is; KafkaError(INVALID_CONFIG) naming the property when one does not fit."""
+        properties file is; BrokerError(INVALID_CONFIG) naming the property when one does not fit."""
         if not values:
             return self
         try:
             config = validate_model(BrokerConfig, {**self.model_dump(by_alias=True, exclude_unset=True), **values})
         except ConfigError as exc:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            raise InvalidConfig(str(exc)) from None
         return config
 
 

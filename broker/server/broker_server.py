@@ -160,8 +160,10 @@ class BrokerServer:
         await asyncio.gather(*self._connections, *self._background, return_exceptions=True)
         await self.groups.stop()
         for server in self._servers:
-            with contextlib.suppress(Exception):
+            try:
                 await server.wait_closed()
+            except Exception:  # stopping goes on: the logs must still be flushed
+                log.warning("a listener did not close cleanly", exc_info=True)
         await self.housekeeping.flush_all()
         self.cluster.close()
         log.info("broker stopped; all logs flushed")
@@ -199,11 +201,16 @@ class BrokerServer:
                 # Let answers already under way go out, unless we are shutting down.
                 if self._closing:
                     writer_task.cancel()
-                with contextlib.suppress(BaseException):
-                    await writer_task
+                with contextlib.suppress(asyncio.CancelledError):
+                    try:
+                        await writer_task
+                    except Exception as exc:  # the client went away while answers were written
+                        log.debug("answers to %s ended: %r", peer_str, exc)
             writer.close()
-            with contextlib.suppress(Exception):
+            try:
                 await writer.wait_closed()
+            except Exception as exc:  # e.g. the client reset the connection: nothing left to do
+                log.debug("connection from %s closed: %r", peer_str, exc)
             self._connections.discard(task)
 
     async def _read_requests(self, reader: asyncio.StreamReader, pending: asyncio.Queue[Any], conn: _Connection,

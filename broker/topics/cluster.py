@@ -15,11 +15,12 @@ import asyncio
 import logging
 import uuid
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
 from ..config.broker_config import BrokerConfig, Listener, TopicConfig
 from ..config.dynamic_configs import DynamicBrokerConfigs, honoured_values
 from ..config.state_file import read_json, write_json
+from ..errors import BrokerError, UnknownTopicOrPartition
 from ..log import PartitionLog
 from ..log.flusher import PartitionFlusher
 from ..metrics.stats import BrokerStats, TopicCounters
@@ -59,7 +60,7 @@ class Cluster:
         try:
             self._reconfigure(self.static_config.with_dynamic(honoured_values(self.dynamic.default,
                                                                               self.dynamic.per_broker)))
-        except KafkaError as exc:  # e.g. a properties file changed since: the broker starts on the file's values
+        except BrokerError as exc:  # e.g. a properties file changed since: the broker starts on the file's values
             log.error("dynamic broker configs in %s ignored: %s", self.dynamic.path, exc.message)
         saved = read_json(self.log_dir / TOPICS_FILE)
         if saved is None:
@@ -111,7 +112,7 @@ class Cluster:
     # -- topics -------------------------------------------------------------------------
 
     def topic_config(self, overrides: dict[str, str]) -> TopicConfig:
-        """Validate overrides into a full TopicConfig; KafkaError(INVALID_CONFIG) in Kafka's words
+        """Validate overrides into a full TopicConfig; BrokerError(INVALID_CONFIG) in Kafka's words
         (``Unknown topic config name: x``, ``Invalid value v for configuration k: ...``)."""
         return self.defaults.with_overrides(overrides)
 
@@ -119,14 +120,14 @@ class Cluster:
                         overrides: dict[str, str]) -> TopicConfig:
         validate_topic_name(name)
         if name in self.topics:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
         if num_partitions <= 0:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Number of partitions must be larger than 0 (got {num_partitions}).")
+            raise BrokerError(ErrorCode.INVALID_PARTITIONS,
+                              f"Number of partitions must be larger than 0 (got {num_partitions}).")
         if replication_factor not in (-1, 1):
-            raise KafkaError(
+            raise BrokerError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Replication factor {replication_factor} is larger than the 1 available broker.",
             )
@@ -152,7 +153,7 @@ class Cluster:
     def delete_topic(self, name: str) -> None:
         topic = self.topics.pop(name, None)
         if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
         self.topics_by_id.pop(topic.topic_id, None)
         self._save()
         for p in topic.partitions:
@@ -162,7 +163,7 @@ class Cluster:
     def add_partitions(self, name: str, count: int) -> None:
         topic = self.get_topic(name)
         if count <= len(topic.partitions):
-            raise KafkaError(
+            raise BrokerError(
                 ErrorCode.INVALID_PARTITIONS,
                 f"Topic currently has {len(topic.partitions)} partitions, {count} would not be an increase.",
             )
@@ -183,7 +184,7 @@ class Cluster:
 
     def check_broker_configs(self, resource_name: str, values: dict[str, str]) -> BrokerConfig:
         """This broker's properties were ``values`` the dynamic configs of level ``resource_name`` (this
-        node's id, or "" for the cluster default); KafkaError in Kafka's words when they may not be, or
+        node's id, or "" for the cluster default); BrokerError in Kafka's words when they may not be, or
         when a topic's overrides would not fit the new defaults."""
         self.dynamic.check(resource_name, values, self.static_config.property_names())
         per_broker = values if resource_name else self.dynamic.per_broker
@@ -193,8 +194,8 @@ class Cluster:
         for topic in self.topics.values():
             try:
                 defaults.with_overrides(topic.overrides)
-            except KafkaError as exc:
-                raise KafkaError(exc.code, f"topic {topic.name}: {exc.message}") from None
+            except BrokerError as exc:
+                raise BrokerError(exc.code, f"topic {topic.name}: {exc.message}") from None
         return config
 
     def alter_broker_configs(self, resource_name: str, values: dict[str, str]) -> None:
@@ -220,14 +221,14 @@ class Cluster:
     def get_topic(self, name: str) -> Topic:
         topic = self.topics.get(name)
         if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
         return topic
 
     def partition(self, name: str, index: int) -> Partition:
-        """Partition ``index`` of topic ``name``; KafkaError UNKNOWN_TOPIC_OR_PARTITION when there is none."""
+        """Partition ``index`` of topic ``name``; UnknownTopicOrPartition when there is none."""
         topic = self.topics.get(name)
         if topic is None or not 0 <= index < len(topic.partitions):
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            raise UnknownTopicOrPartition()
         return topic.partitions[index]
 
     def counters(self, name: str) -> tuple[TopicCounters, ...]:

@@ -7,9 +7,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
-
 from ..config.broker_config import TopicConfig
+from ..errors import InvalidTopic
 from ..log import PartitionLog
 from ..log.flusher import PartitionFlusher
 from ..metrics.stats import TopicCounters
@@ -23,14 +22,13 @@ MAX_TOPIC_LENGTH = 249
 
 def validate_topic_name(name: str) -> None:
     if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+        raise InvalidTopic("topic name is empty")
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+        raise InvalidTopic(f"topic name cannot be {name!r}")
     if len(name) > MAX_TOPIC_LENGTH:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
+        raise InvalidTopic(f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
     if not _LEGAL_TOPIC.match(name):
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
+        raise InvalidTopic(
             f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
         )
 
