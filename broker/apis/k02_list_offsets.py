@@ -14,13 +14,14 @@ from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
+from ..log import PartitionLog
 from ..protocol.requests import ListOffsetsRequest
 from .registry import RequestContext, api
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
     if timestamp == LATEST:
         return -1, plog.log_end_offset
     if timestamp == EARLIEST:

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import struct
 import time
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .. import apis
@@ -136,7 +137,7 @@ class BrokerServer:
         self._metrics = endpoint
         return self.metrics_url
 
-    async def _supervise(self, name: str, coro: Any) -> None:
+    async def _supervise(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
         try:
             await coro
         except asyncio.CancelledError:
