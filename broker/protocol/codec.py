@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,28 +191,30 @@ class UnknownResponseField(ValueError):
     """A handler named a field that no version of the response's schema has (a misspelt key would
     otherwise be dropped silently and the field sent as its default)."""
 
+    def __init__(self, key: str, fields: list[str]) -> None:
+        super().__init__(key)
+        self.key, self.fields = key, fields
+        self.path: list[str] = []  # the nested structs it is in, outermost first (filled on the way out)
 
-def _build(cls: type, values: dict[str, Any], where: Callable[[], str], **extra: Any) -> Any:
+
+def _build(cls: type, values: dict[str, Any], **extra: Any) -> Any:
     nested = _nested_classes(cls)
     kwargs = dict(extra)
     for key, value in values.items():
         if key not in nested:
-            raise UnknownResponseField(f"{where()}: no field {key!r} in any version of the schema "
-                                       f"(fields: {', '.join(nested)})")
+            raise UnknownResponseField(key, list(nested))
         sub = nested[key]
         if sub is not None:
-            if isinstance(value, list):
-                inner = _where_in(where, key + "[]")
-                value = [_build(sub, v, inner) if isinstance(v, dict) else v for v in value]
-            elif isinstance(value, dict):
-                value = _build(sub, value, _where_in(where, key))
+            try:
+                if isinstance(value, list):
+                    value = [_build(sub, v) if isinstance(v, dict) else v for v in value]
+                elif isinstance(value, dict):
+                    value = _build(sub, value)
+            except UnknownResponseField as exc:
+                exc.path.insert(0, f"{key}[]" if isinstance(value, list) else key)
+                raise
         kwargs[key] = value
     return cls(**kwargs)
-
-
-def _where_in(where: Callable[[], str], key: str) -> Callable[[], str]:
-    """Where a nested struct is, for the error text (worked out only when it is needed)."""
-    return lambda: f"{where()} {key}"
 
 
 def build_response(api_key: int, version: int, values: dict[str, Any]) -> Any:
@@ -222,4 +223,9 @@ def build_response(api_key: int, version: int, values: dict[str, Any]) -> Any:
     A key may name a field of another version (it is then not sent), but not a field the schema does not
     have at all: that raises UnknownResponseField naming the API, the version and where the key is."""
     cls = _RESPONSES[api_key]
-    return _build(cls, values, lambda: f"{cls.name} v{version}", version=version)
+    try:
+        return _build(cls, values, version=version)
+    except UnknownResponseField as exc:
+        where = " ".join([f"{cls.name} v{version}", *exc.path])
+        exc.args = (f"{where}: no field {exc.key!r} in any version of the schema (fields: {', '.join(exc.fields)})",)
+        raise
