@@ -17,7 +17,7 @@ from typing import Any
 
 from ..config.topic_configs import TopicConfigDef
 from ..errors import InvalidConfig, InvalidRequest
-from ..protocol.requests import ConfigResource, IncrementalAlterConfigsRequest
+from ..protocol.requests import IncrementalAlterConfigsRequest, IncrementalConfigResource
 from .configs import alter_configs
 from .registry import RequestContext, api
 
@@ -51,10 +51,10 @@ def _apply(current: dict[str, str], definitions: Mapping[str, TopicConfigDef], o
 
 @api(key=44, min=0, max=1)
 async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> dict[str, Any]:
-    def new_values(res: ConfigResource, current: dict[str, str],
+    def new_values(res: IncrementalConfigResource, current: dict[str, str],
                    definitions: Mapping[str, TopicConfigDef]) -> dict[str, str]:
         for c in res.configs:
             _apply(current, definitions, c.config_operation, c.name, c.value)
         return current
 
-    return alter_configs(ctx, req, new_values)
+    return alter_configs(ctx, req.resources, req.validate_only, new_values)

@@ -16,7 +16,8 @@ __all__ = [
     "CreatePartitionsRequest", "CreateTopicsRequest", "DeleteAclsRequest", "DeleteGroupsRequest",
     "DeleteRecordsRequest", "DeleteTopicsRequest", "DescribeAclsRequest", "DescribeClientQuotasRequest",
     "DescribeClusterRequest", "DescribeConfigsRequest", "DescribeGroupsRequest", "FetchRequest",
-    "FindCoordinatorRequest", "HeartbeatRequest", "IncrementalAlterConfigsRequest", "InitProducerIdRequest",
+    "FindCoordinatorRequest", "HeartbeatRequest", "IncrementalAlterConfigsRequest", "IncrementalConfigResource",
+    "InitProducerIdRequest", "Resource",
     "JoinGroupRequest", "LeaveGroupRequest", "ListGroupsRequest", "ListOffsetsRequest", "MetadataRequest",
     "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "ProduceRequest", "SyncGroupRequest",
 ]
@@ -247,25 +248,40 @@ class DescribeConfigsRequest(Protocol):  # key 32; include_synonyms (v1+), inclu
     resources: Sequence[DescribeConfigsResource]
 
 
+class Resource(Protocol):
+    """What AlterConfigs and IncrementalAlterConfigs resources share."""
+
+    resource_type: int
+    resource_name: str
+
+
 class AlterableConfig(Protocol):
     name: str
     value: str | None
-    config_operation: int  # IncrementalAlterConfigs only: SET 0, DELETE 1, APPEND 2, SUBTRACT 3
 
 
-class ConfigResource(Protocol):
-    resource_type: int
-    resource_name: str
+class ConfigResource(Resource, Protocol):
     configs: Sequence[AlterableConfig]
 
 
-class AlterConfigsRequest(Protocol):  # key 33 (and the shape IncrementalAlterConfigs shares)
+class AlterConfigsRequest(Protocol):  # key 33
     resources: Sequence[ConfigResource]
     validate_only: bool
 
 
-class IncrementalAlterConfigsRequest(AlterConfigsRequest, Protocol):  # key 44
-    pass
+class IncrementalAlterableConfig(Protocol):
+    name: str
+    value: str | None
+    config_operation: int  # SET 0, DELETE 1, APPEND 2, SUBTRACT 3
+
+
+class IncrementalConfigResource(Resource, Protocol):
+    configs: Sequence[IncrementalAlterableConfig]
+
+
+class IncrementalAlterConfigsRequest(Protocol):  # key 44
+    resources: Sequence[IncrementalConfigResource]
+    validate_only: bool
 
 
 class CreatePartitionsAssignment(Protocol):
