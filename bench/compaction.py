@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from headwater.broker.config import TopicConfig
+from headwater.broker.config.broker_config import TopicConfig
 from headwater.broker.log import PartitionLog
 from headwater.broker.log.cleaner import clean_partition
 from headwater.kafka.compression import CODEC_IDS

@@ -39,8 +39,8 @@ def _load(invalid: str, load: Callable[[], T], errors: tuple[type[Exception], ..
 
 
 def _broker(args: argparse.Namespace) -> int:
-    from headwater.broker.config import load_broker_config
-    from headwater.broker.main import serve
+    from headwater.broker.config.broker_config import load_broker_config
+    from headwater.broker.server import serve
 
     config = _load("headwater broker: invalid configuration",
                    lambda: load_broker_config(args.config, args.set), (ConfigError, OSError))

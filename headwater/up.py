@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from headwater.broker.config import BrokerConfig
+from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.server import BrokerServer
 from headwater.connect.config import WorkerConfig
 from headwater.connect.herder import Herder, NotLeader

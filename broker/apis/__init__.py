@@ -32,6 +32,6 @@ from . import (  # noqa: F401 - imported for their @api registrations
     k49_alter_client_quotas,
     k60_describe_cluster,
 )
-from .registry import REGISTRY, ApiSpec, RequestContext, api
+from .registry import REGISTRY, ApiSpec, RequestContext, Services, api
 
-__all__ = ["REGISTRY", "ApiSpec", "RequestContext", "api"]
+__all__ = ["REGISTRY", "ApiSpec", "RequestContext", "Services", "api"]

@@ -7,7 +7,8 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType, invalid_filter
+from ..access.acls import AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType, invalid_filter
+from ..protocol.requests import AclFilterFields
 from .registry import RequestContext
 
 __all__ = ["binding_entry", "denied", "read_filter", "wire_enum"]
@@ -20,7 +21,7 @@ def wire_enum(kind: type, value: int) -> Any:
         return kind(0)  # UNKNOWN: refused by validation, naming the field
 
 
-def read_filter(f: Any) -> tuple[AclFilter | None, str | None]:
+def read_filter(f: AclFilterFields) -> tuple[AclFilter | None, str | None]:
     """A DescribeAcls/DeleteAcls filter, or why it is invalid."""
     acl_filter = AclFilter(wire_enum(ResourceType, f.resource_type_filter), f.resource_name_filter,
                            wire_enum(PatternType, getattr(f, "pattern_type_filter", PatternType.LITERAL)),

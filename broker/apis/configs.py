@@ -4,16 +4,18 @@ IncrementalAlterConfigs over topics and broker levels."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
-from ..broker_configs import DYNAMIC_BROKER_CONFIGS, broker_synonyms
-from ..cluster import Cluster
-from ..topic import Topic
-from ..topic_configs import TOPIC_CONFIGS, TopicConfigDef, to_kafka_string
+from ..access.acls import AclOperation as Op
+from ..config.dynamic_configs import DYNAMIC_BROKER_CONFIGS, broker_synonyms
+from ..config.topic_configs import TOPIC_CONFIGS, TopicConfigDef, to_kafka_string
+from ..errors import BrokerError, InvalidRequest
+from ..protocol.requests import Resource
+from ..topics.cluster import Cluster
+from ..topics.topic import Topic
 from .registry import RequestContext
 
 TOPIC, BROKER = 2, 4
@@ -26,7 +28,7 @@ _BY_KEY = {"num.partitions": 3, "node.id": 3, "log.segment.bytes": 3, "message.m
            "socket.request.max.bytes": 3, "listeners": 7, "advertised.listeners": 7, "log.dirs": 7}
 # What AlterConfigs and IncrementalAlterConfigs compute for one resource: its new values, from the resource
 # of the request, the current values and the definitions of the keys (types, defaults for APPEND)
-NewValues = Callable[[Any, dict[str, str], Mapping[str, TopicConfigDef]], dict[str, str]]
+R = TypeVar("R", bound=Resource)
 
 
 def _config_type(value: Any, key: str = "") -> int:
@@ -135,42 +137,44 @@ def describe_broker(cluster: Cluster, name: str, keys: list[str] | None,
 def check_describe_allowed(ctx: RequestContext, resource_type: int, name: str) -> None:
     """DESCRIBE_CONFIGS on the topic, or on the cluster for a broker resource, as Kafka asks."""
     if resource_type == TOPIC and not ctx.allowed_topic(Op.DESCRIBE_CONFIGS, name):
-        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+        raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
     if resource_type == BROKER and not ctx.allowed_cluster(Op.DESCRIBE_CONFIGS):
-        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        raise BrokerError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
 
-def alter_configs(ctx: RequestContext, req: Any, new_values: NewValues) -> dict[str, Any]:
+def alter_configs(ctx: RequestContext, resources: Sequence[R], validate_only: bool,
+                  new_values: Callable[[R, dict[str, str], Mapping[str, TopicConfigDef]], dict[str, str]]
+                  ) -> dict[str, Any]:
     """The response of AlterConfigs/IncrementalAlterConfigs: per resource, ``new_values`` gives a topic's whole
     new set of overrides, or the whole new set of dynamic configs of a broker level (this node, or the
-    cluster default), which is validated and (unless ``validate_only``) applied; a KafkaError is that
+    cluster default), which is validated and (unless ``validate_only``) applied; a BrokerError is that
     resource's error."""
     cluster = ctx.cluster
     responses = []
-    for res in req.resources:
+    for res in resources:
         result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                                   "resource_name": res.resource_name}
         name = res.resource_name
         try:
             if res.resource_type == TOPIC:
                 if not ctx.allowed_topic(Op.ALTER_CONFIGS, name):
-                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+                    raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
                 overrides = new_values(res, dict(cluster.get_topic(name).overrides), TOPIC_CONFIGS)
                 cluster.topic_config(overrides)
-                if not req.validate_only:
+                if not validate_only:
                     cluster.alter_topic_config(name, overrides)
             elif res.resource_type == BROKER:
                 if not ctx.allowed_cluster(Op.ALTER_CONFIGS):
-                    raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+                    raise BrokerError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
                 values = new_values(res, dict(cluster.dynamic.level(name)), DYNAMIC_BROKER_CONFIGS)
-                if req.validate_only:
+                if validate_only:
                     cluster.check_broker_configs(name, values)
                 else:
                     cluster.alter_broker_configs(name, values)
             else:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"altering resource type {res.resource_type} is not "
-                                                            "supported; only topics and brokers")
-        except KafkaError as exc:
+                raise InvalidRequest(f"altering resource type {res.resource_type} is not "
+                                     "supported; only topics and brokers")
+        except BrokerError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         responses.append(result)
     return {"throttle_time_ms": 0, "responses": responses}

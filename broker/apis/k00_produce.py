@@ -29,7 +29,7 @@ import logging
 import time
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import (
     HEADER_SIZE,
     InvalidBatch,
@@ -39,17 +39,20 @@ from headwater.kafka.records import (
     validate_batch,
 )
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
 from ..log.validator import needs_record_checks, validate_records
-from ..stats import TopicCounters
+from ..metrics.stats import TopicCounters
+from ..protocol.requests import ProduceRequest
+from ..topics.topic import Partition
 from .registry import RequestContext, api
 
 log = logging.getLogger(__name__)
 
 
 def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | None,
-            counted: tuple[TopicCounters, ...]) -> tuple[dict[str, Any], int]:
-    """Validate and append one partition's batch; returns its response entry and end offset.
+            counted: tuple[TopicCounters, ...]) -> tuple[dict[str, Any], Partition | None]:
+    """Validate and append one partition's batch; returns its response entry and the partition appended to.
 
     An appended batch adds its bytes and its header's record count to ``counted``; records are decoded only
     for the per-record checks a topic asks for (log/validator.py).
@@ -58,21 +61,22 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
     entry: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
                              "log_start_offset": -1, "record_errors": [], "error_message": None}
     try:
-        plog = cluster.partition(topic_name, index)
-    except KafkaError as exc:
+        partition = cluster.partition(topic_name, index)
+    except BrokerError as exc:
         entry["error_code"] = exc.code
-        return entry, -1
+        return entry, None
+    plog = partition.log
     config = plog.config
     if not records:
         entry["log_start_offset"] = plog.log_start_offset
-        return entry, -1
+        return entry, None
     size = len(records)
     if size > config.max_message_bytes:
         entry["error_code"] = ErrorCode.MESSAGE_TOO_LARGE
-        return entry, -1
+        return entry, None
     try:
         if size >= HEADER_SIZE and parse_header(records).magic in (0, 1):
-            raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, "message format v0/v1 is not supported")
+            raise BrokerError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, "message format v0/v1 is not supported")
         first_len = parse_header(records).size if size >= HEADER_SIZE else size
         if HEADER_SIZE <= first_len < size:
             # Bytes after the first batch: a second whole batch is INVALID_RECORD (Kafka wants exactly one);
@@ -86,11 +90,11 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
     except InvalidBatch as exc:
         entry["error_code"] = ErrorCode.CORRUPT_MESSAGE if exc.corrupt else ErrorCode.INVALID_RECORD
         log.warning("rejected produce to %s-%d from %s: %s", topic_name, index, ctx.peer, exc)
-        return entry, -1
-    except KafkaError as exc:
+        return entry, None
+    except BrokerError as exc:
         entry["error_code"] = exc.code
         entry["error_message"] = exc.message
-        return entry, -1
+        return entry, None
     entry["log_start_offset"] = plog.log_start_offset
     if needs_record_checks(config, header):
         try:
@@ -98,20 +102,20 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         except InvalidBatch as exc:
             entry.update(error_code=ErrorCode.INVALID_RECORD, log_start_offset=-1)
             log.warning("rejected produce to %s-%d from %s: %s", topic_name, index, ctx.peer, exc)
-            return entry, -1
+            return entry, None
         if rejected is not None:
             entry.update(error_code=rejected.code, error_message=rejected.message,
                          record_errors=[{"batch_index": i, "batch_index_error_message": m} for i, m in rejected.errors])
-            return entry, -1
-    state = cluster.producer_state(topic_name, index) if header.producer_id >= 0 else None
+            return entry, None
+    state = partition.producers if header.producer_id >= 0 else None
     if state is not None:
         code, duplicate_at = state.check(header)
         if code:
             entry["error_code"] = code
-            return entry, -1
+            return entry, None
         if duplicate_at >= 0:  # a retry of a batch already stored: acknowledge it again
             entry["base_offset"] = duplicate_at
-            return entry, -1
+            return entry, None
     batch = bytearray(records)
     if config.message_timestamp_type == "LogAppendTime":
         now = int(time.time() * 1000)
@@ -123,11 +127,11 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         counters.messages_in += header.record_count
     if state is not None:
         state.update(header, base)
-    return entry, plog.log_end_offset
+    return entry, partition
 
 
 @api(key=0, min=0, max=11)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+async def handle(ctx: RequestContext, req: ProduceRequest) -> dict[str, Any] | None:
     acks = req.acks
     responses = []
     to_flush = []
@@ -142,13 +146,13 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
                         else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partitions.append({"index": pdata.index, "error_code": code, "base_offset": -1})
                 continue
-            entry, end = _append(ctx, topic.name, pdata.index, pdata.records, counted)
+            entry, appended_to = _append(ctx, topic.name, pdata.index, pdata.records, counted)
             partitions.append(entry)
-            if end >= 0:
+            if appended_to is not None:
                 appended = True
-                flusher = ctx.cluster.flusher(topic.name, pdata.index)
-                if flusher.plog.unflushed_messages >= flusher.plog.config.flush_messages:
-                    to_flush.append((flusher, end))
+                plog = appended_to.log
+                if plog.unflushed_messages >= plog.config.flush_messages:
+                    to_flush.append((appended_to.flusher, plog.log_end_offset))
         failed = sum(1 for p in partitions if p["error_code"])
         for counters in counted:
             counters.produce_requests += len(partitions)

@@ -18,14 +18,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
 from ..log import OffsetOutOfRange
+from ..protocol.requests import FetchRequest
 from .registry import RequestContext, api
 
 
-def _read_all(ctx: RequestContext, req: Any, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool]:
     cluster = ctx.cluster
     total = 0
     errors = False
@@ -38,9 +40,9 @@ def _read_all(ctx: RequestContext, req: Any, max_bytes: int) -> tuple[list[dict[
                                      "preferred_read_replica": -1, "records": b""}
             try:
                 if not ctx.allowed_topic(Op.READ, topic.topic):
-                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = cluster.partition(topic.topic, p.partition)
-            except KafkaError as exc:
+                    raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                plog = cluster.partition(topic.topic, p.partition).log
+            except BrokerError as exc:
                 entry["error_code"] = exc.code
                 errors = True
                 partitions.append(entry)
@@ -63,7 +65,7 @@ def _read_all(ctx: RequestContext, req: Any, max_bytes: int) -> tuple[list[dict[
 
 
 @api(key=1, min=0, max=11)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
     session_id = getattr(req, "session_id", 0) or 0
     if session_id != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
+from ..log import PartitionLog
+from ..protocol.requests import ListOffsetsRequest
 from .registry import RequestContext, api
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
     if timestamp == LATEST:
         return -1, plog.log_end_offset
     if timestamp == EARLIEST:
@@ -34,7 +37,7 @@ def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
 
 
 @api(key=2, min=0, max=5)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
     topics = []
     for topic in req.topics:
         partitions = []
@@ -43,13 +46,13 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                                      "timestamp": -1, "offset": -1, "leader_epoch": 0}
             try:
                 if not ctx.allowed_topic(Op.DESCRIBE, topic.name):
-                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = ctx.cluster.partition(topic.name, p.partition_index)
+                    raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                plog = ctx.cluster.partition(topic.name, p.partition_index).log
                 ts, offset = _lookup(plog, p.timestamp)
                 entry.update(timestamp=ts, offset=offset)
                 if ctx.version == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 else []
-            except KafkaError as exc:
+            except BrokerError as exc:
                 entry["error_code"] = exc.code
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})

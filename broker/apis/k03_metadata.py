@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
-from ..cluster import Cluster, Topic
+from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
+from ..protocol.requests import MetadataRequest
+from ..topics.cluster import Cluster, Topic
 from .registry import RequestContext, api
 
-UNREQUESTED_OPERATIONS = -(2**31)
+# authorized operations not asked for: the codec writes None as Kafka's -2147483648 (INT32_MIN)
+UNREQUESTED_OPERATIONS = None
 
 
 def brokers(cluster: Cluster) -> list[dict[str, Any]]:
@@ -45,17 +48,17 @@ def topic_entry(cluster: Cluster, topic: Topic) -> dict[str, Any]:
             }
             for p in range(len(topic.partitions))
         ],
-        "topic_authorized_operations": UNREQUESTED_OPERATIONS,
+        "authorized_operations": UNREQUESTED_OPERATIONS,
     }
 
 
 def error_entry(name: str, code: ErrorCode) -> dict[str, Any]:
     return {"error_code": code, "name": name, "is_internal": False, "partitions": [],
-            "topic_authorized_operations": UNREQUESTED_OPERATIONS}
+            "authorized_operations": UNREQUESTED_OPERATIONS}
 
 
 @api(key=3, min=0, max=8)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
     cluster = ctx.cluster
     if req.topics is None or (ctx.version == 0 and not req.topics):
         # all topics: those the client may not describe are left out, as Kafka does
@@ -81,7 +84,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 continue
             try:
                 topic = cluster.create_topic(name)
-            except KafkaError as exc:
+            except BrokerError as exc:
                 topics.append(error_entry(name, exc.code))
                 continue
         topics.append(topic_entry(cluster, topic))
@@ -91,5 +94,5 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.node_id,
         "topics": topics,
-        "cluster_authorized_operations": UNREQUESTED_OPERATIONS,
+        "authorized_operations": UNREQUESTED_OPERATIONS,
     }

@@ -16,14 +16,15 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
 from ..group.records import OffsetAndMetadata
+from ..protocol.requests import OffsetCommitRequest
 from .registry import RequestContext, api
 
 
 @api(key=8, min=0, max=7)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    offsets = ctx.services["groups"].offsets
+async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> dict[str, Any]:
+    offsets = ctx.groups.offsets
     generation = req.generation_id_or_member_epoch if ctx.version >= 1 else -1
     member_id = req.member_id if ctx.version >= 1 else ""
     instance_id = getattr(req, "group_instance_id", None) if ctx.version >= 7 else None

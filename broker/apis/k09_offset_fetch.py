@@ -10,18 +10,19 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..protocol.requests import OffsetFetchRequest
 from .registry import RequestContext, api
 
 
 @api(key=9, min=0, max=5)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> dict[str, Any]:
     if not req.group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
     if not ctx.allowed_group(Op.DESCRIBE, req.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     wanted = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
-    found = ctx.services["groups"].offsets.fetch(req.group_id, wanted)
+    found = ctx.groups.offsets.fetch(req.group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), om in found.items():
         if not ctx.allowed_topic(Op.DESCRIBE, topic):

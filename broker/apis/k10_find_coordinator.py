@@ -10,13 +10,14 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..protocol.requests import FindCoordinatorRequest
 from .k03_metadata import brokers
 from .registry import RequestContext, api
 
 
 @api(key=10, min=0, max=2)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> dict[str, Any]:
     if getattr(req, "key_type", 0) != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "error_message": "transactions are not supported", "node_id": -1, "host": "", "port": -1}

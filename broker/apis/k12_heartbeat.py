@@ -9,12 +9,16 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..group.requests import HeartbeatRequest
+from ..protocol import requests as wire
 from .registry import RequestContext, api
 
 
 @api(key=12, min=0, max=3)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: wire.HeartbeatRequest) -> dict[str, Any]:
     if not ctx.allowed_group(Op.READ, req.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    return {"throttle_time_ms": 0, "error_code": ctx.services["groups"].heartbeat(req, ctx.version)}
+    beat = HeartbeatRequest(req.group_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None,
+                            req.generation_id)
+    return {"throttle_time_ms": 0, "error_code": ctx.groups.heartbeat(beat)}

@@ -10,19 +10,20 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..protocol.requests import LeaveGroupRequest
 from .registry import RequestContext, api
 
 
 @api(key=13, min=0, max=3)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str, Any]:
     if not ctx.allowed_group(Op.READ, req.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if ctx.version < 3:
-        identities = [(req.member_id, None)]
+        identities: list[tuple[str, str | None]] = [(req.member_id, None)]
     else:
         identities = [(m.member_id, m.group_instance_id) for m in req.members]
-    code, members = ctx.services["groups"].leave(req.group_id, identities)
+    code, members = ctx.groups.leave(req.group_id, identities)
     if ctx.version < 3 and members:
         code = members[0]["error_code"]
     return {"throttle_time_ms": 0, "error_code": code, "members": members}

@@ -10,14 +10,16 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..protocol.requests import DescribeGroupsRequest
 from .registry import RequestContext, api
 
 
 @api(key=15, min=0, max=4)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    groups = ctx.services["groups"]
+async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> dict[str, Any]:
+    groups = ctx.groups
     return {"throttle_time_ms": 0, "groups": [
         groups.describe(g) if ctx.allowed_group(Op.DESCRIBE, g) else
         {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "", "protocol_type": "",
-         "protocol_data": "", "members": [], "authorized_operations": -(2**31)} for g in req.groups]}
+         "protocol_data": "", "members": [], "authorized_operations": None}  # None: INT32_MIN, not asked for
+        for g in req.groups]}

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol.requests import ApiVersionsRequest
 from .registry import REGISTRY, RequestContext, api
 
 
 @api(key=18, min=0, max=4)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: ApiVersionsRequest) -> dict[str, Any]:
     keys = [
         {"api_key": spec.key, "min_version": spec.min_version, "max_version": spec.max_version}
         for spec in sorted(REGISTRY.values(), key=lambda s: s.key)

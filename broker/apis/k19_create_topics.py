@@ -5,7 +5,7 @@ Behavior: validates the name, partition count, replication factor (1 on one node
 ``validate_only`` nothing is created. Manual replica assignments must name only this
 node. Errors: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, each with a message;
-configs are checked as Kafka checks them, in its words (topic_configs.py), and a null value is
+configs are checked as Kafka checks them, in its words (config/topic_configs.py), and a null value is
 refused as KRaft refuses it.
 """
 
@@ -13,30 +13,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..errors import BrokerError, InvalidConfig, InvalidRequest
+from ..protocol.requests import CreatableTopic, CreateTopicsRequest
 from .registry import RequestContext, api
 
 
-def _create(ctx: RequestContext, t: Any, validate_only: bool) -> None:
+def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> None:
     cluster = ctx.cluster
     nulls = [c.name for c in t.configs if c.value is None]
     if nulls:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls))
-    overrides = {c.name: c.value for c in t.configs}
+        raise InvalidConfig("Null value not supported for topic configs: " + ",".join(nulls))
+    overrides = {c.name: c.value for c in t.configs if c.value is not None}  # none is null: checked above
     partitions, replication = t.num_partitions, t.replication_factor
     if t.assignments:
         if partitions != -1 or replication != -1:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             "Both numPartitions or replicationFactor and replicasAssignments were set.")
+            raise InvalidRequest("Both numPartitions or replicationFactor and replicasAssignments were set.")
         for a in t.assignments:
             if list(a.broker_ids) != [cluster.node_id]:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"partition {a.partition_index} assigned to brokers {list(a.broker_ids)}; "
-                                 f"only {cluster.node_id} exists")
+                raise BrokerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                  f"partition {a.partition_index} assigned to brokers {list(a.broker_ids)}; "
+                                  f"only {cluster.node_id} exists")
         if sorted(a.partition_index for a in t.assignments) != list(range(len(t.assignments))):
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered from 0 without gaps")
+            raise BrokerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered from 0 without gaps")
         partitions, replication = len(t.assignments), 1
     if validate_only:
         cluster.check_new_topic(t.name, partitions, replication, overrides)
@@ -45,7 +46,7 @@ def _create(ctx: RequestContext, t: Any, validate_only: bool) -> None:
 
 
 @api(key=19, min=0, max=4)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> dict[str, Any]:
     validate_only = bool(getattr(req, "validate_only", False))
     results = []
     seen: set[str] = set()
@@ -53,13 +54,12 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             if t.name in seen:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 f"Create topics request from client contains a duplicate topic {t.name}")
+                raise InvalidRequest(f"Create topics request from client contains a duplicate topic {t.name}")
             seen.add(t.name)
             if not (ctx.allowed_cluster(Op.CREATE) or ctx.allowed_topic(Op.CREATE, t.name)):
-                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+                raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             _create(ctx, t, validate_only)
-        except KafkaError as exc:
+        except BrokerError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         results.append(result)
     return {"throttle_time_ms": 0, "topics": results}

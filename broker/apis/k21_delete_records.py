@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
+from ..protocol.requests import DeleteRecordsRequest
 from .registry import RequestContext, api
 
 
 @api(key=21, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> dict[str, Any]:
     topics = []
     for topic in req.topics:
         partitions = []
@@ -24,15 +26,15 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             entry: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
             try:
                 if not ctx.allowed_topic(Op.DELETE, topic.name):
-                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = ctx.cluster.partition(topic.name, p.partition_index)
+                    raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                plog = ctx.cluster.partition(topic.name, p.partition_index).log
                 offset = plog.log_end_offset if p.offset == -1 else p.offset
                 if offset < 0 or offset > plog.log_end_offset:
-                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
+                    raise BrokerError(ErrorCode.OFFSET_OUT_OF_RANGE)
                 if offset > plog.log_start_offset:
                     plog.delete_records_before(offset)
                 entry["low_watermark"] = plog.log_start_offset
-            except KafkaError as exc:
+            except BrokerError as exc:
                 entry["error_code"] = exc.code
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})

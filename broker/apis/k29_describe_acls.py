@@ -11,13 +11,14 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation
+from ..access.acls import AclOperation
+from ..protocol.requests import DescribeAclsRequest
 from .acl_wire import denied, read_filter
 from .registry import RequestContext, api
 
 
 @api(key=29, min=0, max=3)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: DescribeAclsRequest) -> dict[str, Any]:
     answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
     refused = denied(ctx, AclOperation.DESCRIBE)
     if refused:
@@ -28,7 +29,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         answer["error_code"], answer["error_message"] = ErrorCode.INVALID_REQUEST, problem
         return answer
     groups: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
-    for b in ctx.access.acls.describe(acl_filter) if ctx.access else []:
+    for b in ctx.access.acls.describe(acl_filter):
         groups.setdefault((int(b.resource_type), b.resource_name, int(b.pattern_type)), []).append(
             {"principal": b.principal, "host": b.host, "operation": int(b.operation),
              "permission_type": int(b.permission)})

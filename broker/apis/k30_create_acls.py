@@ -12,13 +12,14 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclBinding, AclOperation, AclPermission, PatternType, ResourceType, invalid_binding
+from ..access.acls import AclBinding, AclOperation, AclPermission, PatternType, ResourceType, invalid_binding
+from ..protocol.requests import CreateAclsRequest
 from .acl_wire import denied, wire_enum
 from .registry import RequestContext, api
 
 
 @api(key=30, min=0, max=3)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: CreateAclsRequest) -> dict[str, Any]:
     refused = denied(ctx, AclOperation.ALTER)
     results: list[dict[str, Any]] = []
     valid: list[AclBinding] = []
@@ -36,6 +37,6 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         else:
             valid.append(binding)
             results.append({"error_code": 0, "error_message": None})
-    if valid and ctx.access is not None:
+    if valid:
         ctx.access.acls.create(valid)
     return {"throttle_time_ms": 0, "results": results}

@@ -11,13 +11,14 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclFilter, AclOperation
+from ..access.acls import AclFilter, AclOperation
+from ..protocol.requests import DeleteAclsRequest
 from .acl_wire import binding_entry, denied, read_filter
 from .registry import RequestContext, api
 
 
 @api(key=31, min=0, max=3)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: DeleteAclsRequest) -> dict[str, Any]:
     refused = denied(ctx, AclOperation.ALTER)
     results: list[dict[str, Any] | None] = []
     filters: list[AclFilter] = []
@@ -31,7 +32,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         else:
             filters.append(acl_filter)
             results.append(None)  # filled in below, in request order
-    removed = iter(ctx.access.acls.delete(filters) if ctx.access is not None and filters else [[] for _ in filters])
+    removed = iter(ctx.access.acls.delete(filters) if filters else [])
     answers = []
     for result in results:
         if result is None:

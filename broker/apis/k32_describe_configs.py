@@ -1,6 +1,6 @@
 """DescribeConfigs (key 32), v0-v4 (v4 flexible).
 
-Behavior: topic resources list every topic config of Kafka's LogConfig (topic_configs.py) with its
+Behavior: topic resources list every topic config of Kafka's LogConfig (config/topic_configs.py) with its
 effective value, as Kafka's ConfigHelper does: ``config_source`` DYNAMIC_TOPIC_CONFIG for an
 override, else the source of the first broker synonym left (STATIC_BROKER_CONFIG when set in the
 properties file, DEFAULT_CONFIG otherwise); ``synonyms`` (v1+, when asked) the override then the
@@ -10,7 +10,7 @@ left out. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, without a message. Bro
 id lists its properties in effect, their source the first of DYNAMIC_BROKER_CONFIG (AlterConfigs on this
 broker), DYNAMIC_DEFAULT_BROKER_CONFIG (on the cluster default, ""), STATIC_BROKER_CONFIG (the properties
 file or --set) and DEFAULT_CONFIG, with Kafka's synonyms when asked; read-only unless Kafka marks the
-property dynamic (broker_configs.py); "" lists the cluster-wide dynamic values only.
+property dynamic (config/dynamic_configs.py); "" lists the cluster-wide dynamic values only.
 Not implemented: documentation of broker properties (answered null).
 """
 
@@ -18,14 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
+from ..errors import BrokerError, InvalidRequest
+from ..protocol.requests import DescribeConfigsRequest
 from .configs import BROKER, TOPIC, check_describe_allowed, describe_broker, describe_topic
 from .registry import RequestContext, api
 
 
 @api(key=32, min=0, max=4)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> dict[str, Any]:
     include_synonyms = bool(getattr(req, "include_synonyms", False))
     include_documentation = bool(getattr(req, "include_documentation", False))
     results = []
@@ -41,8 +43,8 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             elif res.resource_type == BROKER:
                 result["configs"] = describe_broker(ctx.cluster, res.resource_name, keys, include_synonyms)
             else:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
-        except KafkaError as exc:  # Kafka answers an unknown topic with the code alone
+                raise InvalidRequest(f"unsupported resource type {res.resource_type}")
+        except BrokerError as exc:  # Kafka answers an unknown topic with the code alone
             unknown = exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             result.update(error_code=exc.code, error_message=None if unknown else exc.message)
         results.append(result)

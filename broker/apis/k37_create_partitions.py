@@ -8,31 +8,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..errors import BrokerError
+from ..protocol.requests import CreatePartitionsRequest
 from .registry import RequestContext, api
 
 
 @api(key=37, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> dict[str, Any]:
     results = []
     for t in req.topics:
         result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             if not ctx.allowed_topic(Op.ALTER, t.name):
-                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+                raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             topic = ctx.cluster.get_topic(t.name)
             if t.count <= len(topic.partitions):
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Topic currently has {len(topic.partitions)} partitions, which is higher than or "
-                                 f"equal to the requested {t.count}.")
+                raise BrokerError(ErrorCode.INVALID_PARTITIONS,
+                                  f"Topic currently has {len(topic.partitions)} partitions, which is higher than or "
+                                  f"equal to the requested {t.count}.")
             for a in t.assignments or []:
                 if list(a.broker_ids) != [ctx.cluster.node_id]:
-                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {list(a.broker_ids)}")
+                    raise BrokerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {list(a.broker_ids)}")
             if not req.validate_only:
                 ctx.cluster.add_partitions(t.name, t.count)
-        except KafkaError as exc:
+        except BrokerError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}

@@ -10,13 +10,14 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..protocol.requests import DeleteGroupsRequest
 from .registry import RequestContext, api
 
 
 @api(key=42, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    groups = ctx.services["groups"]
+async def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> dict[str, Any]:
+    groups = ctx.groups
     return {"throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": groups.delete_group(g) if ctx.allowed_group(Op.DELETE, g)
                          else ErrorCode.GROUP_AUTHORIZATION_FAILED} for g in req.groups_names]}

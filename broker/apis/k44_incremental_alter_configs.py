@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
-
-from ..topic_configs import TopicConfigDef
+from ..config.topic_configs import TopicConfigDef
+from ..errors import InvalidConfig, InvalidRequest
+from ..protocol.requests import IncrementalAlterConfigsRequest, IncrementalConfigResource
 from .configs import alter_configs
 from .registry import RequestContext, api
 
@@ -29,15 +29,14 @@ def _apply(current: dict[str, str], definitions: Mapping[str, TopicConfigDef], o
            value: str | None) -> None:
     if op == SET:
         if value is None:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{key}: SET needs a value")
+            raise InvalidConfig(f"{key}: SET needs a value")
         current[key] = value
     elif op == DELETE:
         current.pop(key, None)
     elif op in (APPEND, SUBTRACT):
         definition = definitions.get(key)
         if definition is None or definition.type != "LIST":
-            raise KafkaError(ErrorCode.INVALID_CONFIG,
-                             f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.")
+            raise InvalidConfig(f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.")
         old = current[key] if key in current else definition.default
         items = [v for v in old.split(",") if v]
         for v in (value or "").split(","):
@@ -47,14 +46,15 @@ def _apply(current: dict[str, str], definitions: Mapping[str, TopicConfigDef], o
                 items.remove(v)
         current[key] = ",".join(items)
     else:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{key}: unknown operation {op}")
+        raise InvalidRequest(f"{key}: unknown operation {op}")
 
 
 @api(key=44, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    def new_values(res: Any, current: dict[str, str], definitions: Mapping[str, TopicConfigDef]) -> dict[str, str]:
+async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> dict[str, Any]:
+    def new_values(res: IncrementalConfigResource, current: dict[str, str],
+                   definitions: Mapping[str, TopicConfigDef]) -> dict[str, str]:
         for c in res.configs:
             _apply(current, definitions, c.config_operation, c.name, c.value)
         return current
 
-    return alter_configs(ctx, req, new_values)
+    return alter_configs(ctx, req.resources, req.validate_only, new_values)

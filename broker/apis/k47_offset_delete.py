@@ -10,13 +10,14 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation as Op
+from ..access.acls import AclOperation as Op
+from ..protocol.requests import OffsetDeleteRequest
 from .registry import RequestContext, api
 
 
 @api(key=47, min=0, max=0)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    groups = ctx.services["groups"]
+async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> dict[str, Any]:
+    groups = ctx.groups
     if not ctx.allowed_group(Op.DELETE, req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     if req.group_id not in groups.groups:

@@ -9,19 +9,21 @@ DESCRIBE_CONFIGS on the cluster.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation
-from ..quotas import ENTITY_TYPES, IP
+from ..access.acls import AclOperation
+from ..access.quotas import ENTITY_TYPES, IP
+from ..protocol.requests import DescribeClientQuotasRequest, QuotaComponent
 from .acl_wire import denied
 from .registry import RequestContext, api
 
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 
 
-def _problem(components: list[Any]) -> tuple[int, str] | None:
+def _problem(components: Sequence[QuotaComponent]) -> tuple[int, str] | None:
     seen: set[str] = set()
     for c in components:
         if not c.entity_type:
@@ -44,7 +46,7 @@ def _problem(components: list[Any]) -> tuple[int, str] | None:
     return None
 
 
-def _matches(entity: dict[str, str | None], components: list[Any], strict: bool) -> bool:
+def _matches(entity: dict[str, str | None], components: Sequence[QuotaComponent], strict: bool) -> bool:
     for c in components:
         if c.entity_type not in entity:
             return False
@@ -56,14 +58,14 @@ def _matches(entity: dict[str, str | None], components: list[Any], strict: bool)
 
 
 @api(key=48, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: DescribeClientQuotasRequest) -> dict[str, Any]:
     answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": []}
     failed = denied(ctx, AclOperation.DESCRIBE_CONFIGS) or _problem(list(req.components))
     if failed:
         answer["error_code"], answer["error_message"] = failed
         answer["entries"] = None
         return answer
-    quotas = ctx.access.quotas.quotas if ctx.access is not None else {}
+    quotas = ctx.access.quotas.quotas
     for entity, values in quotas.items():
         named = dict(entity)
         if _matches(named, list(req.components), req.strict):

@@ -10,19 +10,22 @@ Needs ALTER_CONFIGS on the cluster.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..acls import AclOperation
-from ..quotas import ENTITY_TYPES, IP, QUOTA_KEYS, Entity, entity
+from ..access.acls import AclOperation
+from ..access.quotas import ENTITY_TYPES, IP, QUOTA_KEYS, Entity, entity
+from ..protocol.requests import AlterClientQuotasRequest, QuotaEntityPart, QuotaOp
 from .acl_wire import denied
 from .registry import RequestContext, api
 
 INTEGRAL = {"producer_byte_rate", "consumer_byte_rate", "connection_creation_rate"}
 
 
-def _check(raw: list[Any], ops: list[Any]) -> tuple[Entity | None, dict[str, float | None], str | None]:
+def _check(raw: Sequence[QuotaEntityPart],
+           ops: Sequence[QuotaOp]) -> tuple[Entity | None, dict[str, float | None], str | None]:
     if not raw:
         return None, {}, "Invalid empty client quota entity"
     types: set[str] = set()
@@ -55,7 +58,7 @@ def _check(raw: list[Any], ops: list[Any]) -> tuple[Entity | None, dict[str, flo
 
 
 @api(key=49, min=0, max=1)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> dict[str, Any]:
     refused = denied(ctx, AclOperation.ALTER_CONFIGS)
     results, changes = [], []
     for item in req.entries:
@@ -69,6 +72,6 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
             continue
         changes.append((ent, ops))
         results.append({"error_code": 0, "error_message": None, "entity": echo})
-    if changes and not req.validate_only and ctx.access is not None:
+    if changes and not req.validate_only:
         ctx.access.quotas.alter(changes)
     return {"throttle_time_ms": 0, "entries": results}

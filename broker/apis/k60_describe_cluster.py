@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol.requests import DescribeClusterRequest
 from .registry import RequestContext, api
 
 
 @api(key=60, min=0, max=2)
-async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: DescribeClusterRequest) -> dict[str, Any]:
     cluster = ctx.cluster
     endpoint = cluster.advertised[0]
     return {

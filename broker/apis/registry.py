@@ -1,8 +1,9 @@
 """One registry of API handlers; both dispatch and ApiVersions read it.
 
 Each handler module declares the versions it serves with ``@api(key, min, max)``.
-A handler gets the request context and the decoded request and returns the response
-body as plain dicts (built into the versioned message class here) or None for no
+A handler gets the request context and the decoded request (typed by its view in
+``protocol/requests.py``) and returns the response body as plain dicts (built into the
+versioned message class here, where a key the schema lacks is an error) or None for no
 response (Produce with acks=0).
 """
 
@@ -10,20 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..access import user_of
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..access.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..access.service import user_of
 from ..protocol.codec import RequestHeader, build_response
 
 if TYPE_CHECKING:
-    from ..access import Access
-    from ..cluster import Cluster
-    from ..quotas import Throttler
+    from ..access.quotas import Throttler
+    from ..access.service import Access
+    from ..group.coordinator import GroupCoordinator
+    from ..topics.cluster import Cluster
+    from ..topics.producer_state import ProducerIdManager
 
-__all__ = ["ApiSpec", "RequestContext", "REGISTRY", "api"]
+__all__ = ["ApiSpec", "RequestContext", "REGISTRY", "Services", "api"]
 
+# As the registry keeps handlers: each takes its own request view (protocol/requests.py), which the
+# registry cannot name; dispatch hands it what the codec decoded for that key.
 Handler = Callable[["RequestContext", Any], Awaitable[dict[str, Any] | None]]
+H = TypeVar("H", bound=Handler)
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,8 @@ class ApiSpec:
 REGISTRY: dict[int, ApiSpec] = {}
 
 
-def api(key: int, min: int = 0, max: int = 0) -> Callable[[Handler], Handler]:  # noqa: A002 - Kafka's words
-    def register(handler: Handler) -> Handler:
+def api(key: int, min: int = 0, max: int = 0) -> Callable[[H], H]:  # noqa: A002 - Kafka's words
+    def register(handler: H) -> H:
         if key in REGISTRY:
             raise RuntimeError(f"API key {key} registered twice")
         REGISTRY[key] = ApiSpec(key, min, max, handler)
@@ -47,12 +53,21 @@ def api(key: int, min: int = 0, max: int = 0) -> Callable[[Handler], Handler]:  
     return register
 
 
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The broker's services the handlers reach through their context (the cluster is a field of its own)."""
+
+    access: Access  # ACLs and client quotas
+    producer_ids: ProducerIdManager  # InitProducerId
+    groups: GroupCoordinator  # group membership and committed offsets
+
+
 @dataclass
 class RequestContext:
     cluster: Cluster
     header: RequestHeader
     peer: str
-    services: dict[str, Any]
+    services: Services
     closing: Callable[[], bool] = lambda: False
     principal: str = "User:ANONYMOUS"  # no authentication yet: Kafka's principal for PLAINTEXT
     mute: Callable[[int], None] = lambda ms: None  # stop reading this connection's requests for ms
@@ -71,14 +86,17 @@ class RequestContext:
         return self.peer.rsplit(":", 1)[0].strip("[]")
 
     @property
-    def access(self) -> Access | None:
-        return self.services.get("access")
+    def access(self) -> Access:
+        return self.services.access
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        return self.services.groups
 
     def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         if not self.authorizing:
             return True
-        access = self.access
-        return access is None or access.allowed(self.principal, self.host, operation, resource_type, name)
+        return self.services.access.allowed(self.principal, self.host, operation, resource_type, name)
 
     def allowed_topic(self, operation: AclOperation, topic: str) -> bool:
         return self.allowed(operation, ResourceType.TOPIC, topic)

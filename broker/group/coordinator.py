@@ -20,10 +20,11 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
-from ..cluster import Cluster
-from ..config import BrokerConfig
+from ..config.broker_config import BrokerConfig
+from ..topics.cluster import Cluster
 from .group import Group, GroupState, Member
 from .offsets import CommittedOffsets
+from .requests import HeartbeatRequest, JoinRequest, SyncRequest
 from .store import OFFSETS_TOPIC, GroupStore, group_of
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
@@ -77,12 +78,13 @@ class GroupCoordinator:
 
     # -- JoinGroup ------------------------------------------------------------------------
 
-    async def join(self, req: Any, version: int, client_id: str, client_host: str) -> dict[str, Any]:
+    async def join(self, req: JoinRequest) -> dict[str, Any]:
         group_id = req.group_id
-        member_id = req.member_id or ""
-        instance_id = getattr(req, "group_instance_id", None) if version >= 5 else None
-        rebalance_timeout = req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms
-        protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
+        member_id = req.member_id
+        instance_id = req.instance_id
+        rebalance_timeout = req.rebalance_timeout_ms
+        protocols = req.protocols
+        client_id = req.client_id
         if not group_id:
             return join_error(ErrorCode.INVALID_GROUP_ID, member_id)
         config = self.config
@@ -99,7 +101,7 @@ class GroupCoordinator:
             return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
 
         def new_member(mid: str) -> Member:
-            return Member(mid, instance_id, client_id, client_host, req.session_timeout_ms, rebalance_timeout,
+            return Member(mid, instance_id, client_id, req.client_host, req.session_timeout_ms, rebalance_timeout,
                           req.protocol_type, protocols)
 
         if not member_id:
@@ -109,7 +111,7 @@ class GroupCoordinator:
                 if old_id is not None and old_id in group.members:
                     return await self._replace_static(group, old_id, new_member(new_id))
                 return await self._add_and_join(group, new_member(new_id))
-            if version >= 4:
+            if req.member_id_required:
                 group.pending_members.add(new_id)
                 self._pending_timers[(group_id, new_id)] = asyncio.get_running_loop().call_later(
                     req.session_timeout_ms / 1000, self._on_pending_expiry, group_id, new_id)
@@ -336,17 +338,16 @@ class GroupCoordinator:
             return ErrorCode.FENCED_INSTANCE_ID
         return None
 
-    async def sync(self, req: Any, version: int) -> dict[str, Any]:
+    async def sync(self, req: SyncRequest) -> dict[str, Any]:
         group = self.groups.get(req.group_id)
-        instance_id = getattr(req, "group_instance_id", None) if version >= 3 else None
-        err = self._check_member(group, req.member_id, instance_id)
+        err = self._check_member(group, req.member_id, req.instance_id)
         if err is not None:
             return _error(err, assignment=b"")
         assert group is not None
         if req.generation_id != group.generation:
             return _error(ErrorCode.ILLEGAL_GENERATION, assignment=b"")
-        if version >= 5 and ((req.protocol_type and req.protocol_type != group.protocol_type)
-                             or (req.protocol_name and req.protocol_name != group.protocol)):
+        if ((req.protocol_type and req.protocol_type != group.protocol_type)
+                or (req.protocol_name and req.protocol_name != group.protocol)):
             return _error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
         member = group.members[req.member_id]
         self._touch(group, member)
@@ -359,7 +360,7 @@ class GroupCoordinator:
             return _error(ErrorCode.UNKNOWN_MEMBER_ID, assignment=b"")
         member.sync_future = asyncio.get_running_loop().create_future()
         if req.member_id == group.leader:
-            given = {a.member_id: bytes(a.assignment) for a in req.assignments}
+            given = req.assignments
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
             group.transition(GroupState.STABLE)
@@ -370,12 +371,11 @@ class GroupCoordinator:
                     m.sync_future.set_result({"error_code": 0, "assignment": m.assignment, **base})  # type: ignore[union-attr]
         return await member.sync_future
 
-    def heartbeat(self, req: Any, version: int) -> ErrorCode:
+    def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
         group = self.groups.get(req.group_id)
-        instance_id = getattr(req, "group_instance_id", None) if version >= 3 else None
         if group is not None and group.state == GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        err = self._check_member(group, req.member_id, instance_id)
+        err = self._check_member(group, req.member_id, req.instance_id)
         if err is not None:
             return err
         assert group is not None

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 from headwater.kafka.records import Record, build_batch, decode_batch_records, parse_header
 
-from ..cluster import Cluster
-from ..config import BrokerConfig
+from ..config.broker_config import BrokerConfig
 from ..log import PartitionLog
+from ..topics.cluster import Cluster
 from .group import Group, GroupState, Member
 from .records import (
     GroupMetadata,
@@ -62,8 +62,8 @@ class GroupStore:
                 {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}, internal=True)
         loaded_groups: dict[str, GroupMetadata | None] = {}
         commits = 0
-        for plog in topic.partitions:
-            for record in _read_all(plog):
+        for partition in topic.partitions:
+            for record in _read_all(partition.log):
                 key = decode_key(record.key or b"")
                 if isinstance(key, tuple):
                     group_id, t, p = key
@@ -90,7 +90,7 @@ class GroupStore:
     def _append(self, group_id: str, records: KV) -> None:
         if not records:
             return
-        plog = self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        plog = self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id)).log
         now = int(time.time() * 1000)
         batch = bytearray(build_batch([Record(offset=i, timestamp=now, key=k, value=v)
                                        for i, (k, v) in enumerate(records)]))

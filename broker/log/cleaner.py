@@ -63,13 +63,13 @@ from headwater.kafka.records import (
 )
 from headwater.kafka.types import DecodeError, read_varint
 
-from ..topic_configs import LONG_MAX
+from ..config.topic_configs import LONG_MAX
 from .errors import LogClosed
 from .recovery import CLEANER_SWAP_FILE, fsync_dir
 from .segment import MAX_RELATIVE_OFFSET, LogSegment
 
 if TYPE_CHECKING:
-    from ..config import TopicConfig
+    from ..config.broker_config import TopicConfig
     from .partition_log import PartitionLog
 
 __all__ = [

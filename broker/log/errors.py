@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
+
+from ..errors import BrokerError
 
 __all__ = ["LogClosed", "OffsetOutOfRange"]
 
 
-class OffsetOutOfRange(KafkaError):
+class OffsetOutOfRange(BrokerError):
     """A fetch/read offset outside ``[log_start_offset, log_end_offset]`` (OFFSET_OUT_OF_RANGE)."""
 
     def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:

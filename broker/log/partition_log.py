@@ -26,7 +26,7 @@ from pathlib import Path
 
 from headwater.kafka.records import HEADER_SIZE, BatchHeader, decode_batch_records, iter_batches, set_base_offset
 
-from ..config import TopicConfig
+from ..config.broker_config import TopicConfig
 from .errors import LogClosed, OffsetOutOfRange
 from .recovery import (
     LOG_START_OFFSET_FILE,
@@ -161,13 +161,14 @@ class PartitionLog:
         seg = self._active
         now = self._clock()
         base = self._log_end_offset
-        if not seg._size:
+        size = seg.size
+        if not size:
             seg.rolling_base_ms = now  # segment.ms counts from the first append
         elif (
-            seg._size + len(batch) > self._segment_bytes
+            size + len(batch) > self._segment_bytes
             or now - (seg.rolling_base_ms or now) > self._segment_ms - self._roll_jitter_ms
             or base + header.last_offset_delta - seg.base_offset > MAX_RELATIVE_OFFSET
-            or (seg._size >= self._index_full_floor and self._index_full(seg))
+            or (size >= self._index_full_floor and self._index_full(seg))
         ):
             seg = self._roll(now)
         if type(batch) is not bytearray:

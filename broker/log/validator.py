@@ -15,7 +15,7 @@ from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import ATTR_LOG_APPEND_TIME, BatchHeader, RecordSummary, record_summaries
 
 if TYPE_CHECKING:
-    from ..config import TopicConfig
+    from ..config.broker_config import TopicConfig
 
 __all__ = ["RecordErrors", "needs_record_checks", "validate_records"]
 

@@ -20,6 +20,7 @@ from headwater.kafka.types import DecodeError, read_uvarint
 __all__ = [
     "MalformedRequest",
     "RequestHeader",
+    "UnknownResponseField",
     "build_response",
     "decode_request",
     "encode_response",
@@ -186,22 +187,45 @@ def _nested_classes(cls: Any) -> dict[str, type | None]:
     return cached
 
 
+class UnknownResponseField(ValueError):
+    """A handler named a field that no version of the response's schema has (a misspelt key would
+    otherwise be dropped silently and the field sent as its default)."""
+
+    def __init__(self, key: str, fields: list[str]) -> None:
+        super().__init__(key)
+        self.key, self.fields = key, fields
+        self.path: list[str] = []  # the nested structs it is in, outermost first (filled on the way out)
+
+
 def _build(cls: type, values: dict[str, Any], **extra: Any) -> Any:
     nested = _nested_classes(cls)
     kwargs = dict(extra)
     for key, value in values.items():
         if key not in nested:
-            continue  # a field of other versions (or schemas): handlers may name it freely
+            raise UnknownResponseField(key, list(nested))
         sub = nested[key]
         if sub is not None:
-            if isinstance(value, list):
-                value = [_build(sub, v) if isinstance(v, dict) else v for v in value]
-            elif isinstance(value, dict):
-                value = _build(sub, value)
+            try:
+                if isinstance(value, list):
+                    value = [_build(sub, v) if isinstance(v, dict) else v for v in value]
+                elif isinstance(value, dict):
+                    value = _build(sub, value)
+            except UnknownResponseField as exc:
+                exc.path.insert(0, f"{key}[]" if isinstance(value, list) else key)
+                raise
         kwargs[key] = value
     return cls(**kwargs)
 
 
 def build_response(api_key: int, version: int, values: dict[str, Any]) -> Any:
-    """Build a response message from plain dicts and lists (nested structs included)."""
-    return _build(_RESPONSES[api_key], values, version=version)
+    """Build a response message from plain dicts and lists (nested structs included).
+
+    A key may name a field of another version (it is then not sent), but not a field the schema does not
+    have at all: that raises UnknownResponseField naming the API, the version and where the key is."""
+    cls = _RESPONSES[api_key]
+    try:
+        return _build(cls, values, version=version)
+    except UnknownResponseField as exc:
+        where = " ".join([f"{cls.name} v{version}", *exc.path])
+        exc.args = (f"{where}: no field {exc.key!r} in any version of the schema (fields: {', '.join(exc.fields)})",)
+        raise

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from headwater.broker.config import BrokerConfig
+from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.server import BrokerServer
 from headwater.connect.kafka import clients
 from headwater.connect.kafka.cluster_view import ClusterView, TopicOffsets

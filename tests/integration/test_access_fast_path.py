@@ -17,8 +17,8 @@ from kafka.protocol.producer import ProduceResponse
 from rawkafka import Conn, end_offset, fetch_req, frame, produce_req
 from test_quotas import alter
 
-from headwater.broker.acls import Authorizer
-from headwater.broker.quotas import QuotaStore, Throttler
+from headwater.broker.access.acls import Authorizer
+from headwater.broker.access.quotas import QuotaStore, Throttler
 from headwater.kafka.records import Record, build_batch, decode_batch_records, iter_batches
 from headwater.testing import EmbeddedBroker
 

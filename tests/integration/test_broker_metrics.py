@@ -142,8 +142,8 @@ def test_headwater_up_carries_on_without_its_default_port(tmp_path: Path, monkey
                                                           caplog: pytest.LogCaptureFixture) -> None:
     """``headwater up``'s default metrics address is taken only when free; when taken, a warning and no metrics."""
     from headwater import up
-    from headwater.broker.config import BrokerConfig
-    from headwater.broker.server import BrokerServer
+    from headwater.broker.config.broker_config import BrokerConfig
+    from headwater.broker.server.broker_server import BrokerServer
 
     async def go() -> None:
         with socket.socket() as taken:

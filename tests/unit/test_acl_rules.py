@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from headwater.broker.acls import (
+from headwater.broker.access.acls import (
     AclBinding,
     AclFilter,
     AclOperation,

@@ -11,7 +11,7 @@ import cramjam
 import pytest
 from crc32c import crc32c
 
-from headwater.broker.config import TopicConfig
+from headwater.broker.config.broker_config import TopicConfig
 from headwater.broker.log import PartitionLog
 from headwater.broker.log.cleaner import (
     CHECKPOINT_FILE,
@@ -24,7 +24,7 @@ from headwater.broker.log.cleaner import (
     read_checkpoint,
 )
 from headwater.broker.log.recovery import CLEANER_SWAP_FILE
-from headwater.broker.producer_state import PartitionProducerState, replay
+from headwater.broker.topics.producer_state import PartitionProducerState, replay
 from headwater.kafka.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from headwater.kafka.records import (
     ATTR_CONTROL,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from headwater.broker.broker_configs import DYNAMIC_BROKER_CONFIGS, PER_BROKER_ONLY
-from headwater.broker.cluster import Cluster
-from headwater.broker.config import BrokerConfig
+from headwater.broker.config.broker_config import BrokerConfig
+from headwater.broker.config.dynamic_configs import DYNAMIC_BROKER_CONFIGS, PER_BROKER_ONLY
+from headwater.broker.topics.cluster import Cluster
 from headwater.kafka.errors import ErrorCode, KafkaError
 
 
@@ -34,7 +34,7 @@ def test_levels_apply_in_kafkas_order_and_persist(tmp_path: Path) -> None:
     cluster.alter_broker_configs("", {"log.retention.ms": "2000", "log.segment.bytes": "1048576"})
     cluster.alter_broker_configs("1", {"log.retention.ms": "3000"})
     assert (topic.config.retention_ms, topic.config.segment_bytes) == (3000, 1048576)
-    assert all(p.config.retention_ms == 3000 for p in topic.partitions)
+    assert all(p.log.config.retention_ms == 3000 for p in topic.partitions)
     cluster.alter_broker_configs("1", {})
     assert topic.config.retention_ms == 2000
     cluster.close()

@@ -9,15 +9,15 @@ import asyncio
 import selectors
 from collections.abc import Coroutine
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import pytest
 
-from headwater.broker.cluster import Cluster
-from headwater.broker.config import BrokerConfig
+from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.group.coordinator import GroupCoordinator
 from headwater.broker.group.group import GroupState
+from headwater.broker.group.requests import HeartbeatRequest, JoinRequest, SyncRequest
+from headwater.broker.topics.cluster import Cluster
 from headwater.kafka.errors import ErrorCode
 
 T = TypeVar("T")
@@ -57,23 +57,23 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         loop.close()
 
 
-def _join_request(group: str, member_id: str = "") -> SimpleNamespace:
-    return SimpleNamespace(group_id=group, member_id=member_id, group_instance_id=None,
-                           session_timeout_ms=SESSION_MS, rebalance_timeout_ms=SESSION_MS, protocol_type="consumer",
-                           protocols=[SimpleNamespace(name="range", metadata=b"")])
+def _join_request(group: str, member_id: str = "") -> JoinRequest:
+    """A v5 JoinGroup of a consumer: a new member first gets MEMBER_ID_REQUIRED."""
+    return JoinRequest(group_id=group, member_id=member_id, instance_id=None, session_timeout_ms=SESSION_MS,
+                       rebalance_timeout_ms=SESSION_MS, protocol_type="consumer", protocols=[("range", b"")],
+                       member_id_required=True, client_id="c", client_host="/127.0.0.1")
 
 
 async def _stable_member(groups: GroupCoordinator, group: str) -> str:
     """One consumer through JoinGroup (v5: MEMBER_ID_REQUIRED first) and SyncGroup as leader; its member id."""
-    first = await groups.join(_join_request(group), 5, "c", "/127.0.0.1")
+    first = await groups.join(_join_request(group))
     assert first["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
-    joined = await groups.join(_join_request(group, first["member_id"]), 5, "c", "/127.0.0.1")
+    joined = await groups.join(_join_request(group, first["member_id"]))
     assert joined["error_code"] == 0 and joined["leader"] == joined["member_id"]
     member_id: str = joined["member_id"]
-    sync = SimpleNamespace(group_id=group, member_id=member_id, generation_id=joined["generation_id"],
-                           group_instance_id=None, protocol_type="consumer", protocol_name="range",
-                           assignments=[SimpleNamespace(member_id=member_id, assignment=b"a")])
-    synced = await groups.sync(sync, 5)
+    sync = SyncRequest(group_id=group, member_id=member_id, instance_id=None, generation_id=joined["generation_id"],
+                       protocol_type="consumer", protocol_name="range", assignments={member_id: b"a"})
+    synced = await groups.sync(sync)
     assert synced["error_code"] == 0
     assert groups.groups[group].state == GroupState.STABLE
     return member_id
@@ -100,9 +100,9 @@ def test_a_member_expires_at_its_own_deadline(coordinator: GroupCoordinator) -> 
             member_id = await _stable_member(coordinator, "g")
             group = coordinator.groups["g"]
             await asyncio.sleep(1.2345)
-            heartbeat = SimpleNamespace(group_id="g", member_id=member_id, generation_id=group.generation,
-                                        group_instance_id=None)
-            assert coordinator.heartbeat(heartbeat, 4) == ErrorCode.NONE
+            heartbeat = HeartbeatRequest(group_id="g", member_id=member_id, instance_id=None,
+                                         generation_id=group.generation)
+            assert coordinator.heartbeat(heartbeat) == ErrorCode.NONE
             deadline = loop.time() + SESSION_MS / 1000
             member = group.members[member_id]
             assert member.expiry is not None and member.expiry.when() == deadline
@@ -126,11 +126,11 @@ def test_a_heartbeat_moves_the_deadline(coordinator: GroupCoordinator) -> None:
         try:
             member_id = await _stable_member(coordinator, "g")
             group = coordinator.groups["g"]
-            heartbeat = SimpleNamespace(group_id="g", member_id=member_id, generation_id=group.generation,
-                                        group_instance_id=None)
+            heartbeat = HeartbeatRequest(group_id="g", member_id=member_id, instance_id=None,
+                                         generation_id=group.generation)
             for _ in range(10):
                 await asyncio.sleep(3)
-                assert coordinator.heartbeat(heartbeat, 4) == ErrorCode.NONE
+                assert coordinator.heartbeat(heartbeat) == ErrorCode.NONE
             assert group.state == GroupState.STABLE
             await asyncio.sleep(SESSION_MS / 1000 + 0.001)
             assert group.state == GroupState.EMPTY
@@ -147,7 +147,7 @@ def test_an_unused_member_id_is_forgotten_at_its_deadline(coordinator: GroupCoor
         coordinator.start()
         try:
             await asyncio.sleep(0.0345)  # off any 100 ms grid
-            first = await coordinator.join(_join_request("p"), 5, "c", "/127.0.0.1")
+            first = await coordinator.join(_join_request("p"))
             group = coordinator.groups["p"]
             assert group.pending_members == {first["member_id"]}
             await asyncio.sleep(SESSION_MS / 1000 - 0.001)

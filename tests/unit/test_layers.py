@@ -93,3 +93,32 @@ def test_the_floor_check_catches_a_relative_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from ...broker.config import BrokerConfig\n")
     assert "headwater.broker.config.BrokerConfig" in _imports("headwater.connect.runtime.bad", bad)
+
+
+def test_the_broker_has_no_import_cycle() -> None:
+    # Every import counts, those under TYPE_CHECKING and inside functions too: a cycle hidden in either still
+    # ties the two modules together (as broker/metrics.py and broker/server.py once were).
+    broker = {name: {t for t in IMPORTS[name] if t in MODULES and t.startswith("headwater.broker")}
+              for name in MODULES if name.startswith("headwater.broker")}
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            cycles.append(path[path.index(name):] + [name])
+            return
+        if name in done:
+            return
+        for target in sorted(broker[name] - {name}):
+            visit(target, [*path, name])
+        done.add(name)
+
+    for name in sorted(broker):
+        visit(name, [])
+    assert cycles == []
+
+
+def test_the_broker_keeps_its_modules_in_role_packages() -> None:
+    # errors.py is the room's error root, which every package raises from
+    loose = sorted(p.name for p in (ROOT / "broker").glob("*.py") if p.name not in ("__init__.py", "errors.py"))
+    assert loose == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from headwater.broker.config import TopicConfig
+from headwater.broker.config.broker_config import TopicConfig
 from headwater.broker.log import LogClosed, LogSegment, OffsetOutOfRange, PartitionLog
 from headwater.broker.log.partition_log import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE
 from headwater.kafka.records import (

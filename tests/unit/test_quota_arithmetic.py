@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from headwater.broker.quotas import Debt, QuotaStore, Throttler, entity
+from headwater.broker.access.quotas import Debt, QuotaStore, Throttler, entity
 
 
 def test_debt_allows_one_burst_then_the_quota() -> None:

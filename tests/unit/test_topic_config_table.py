@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from headwater.broker.config import BrokerConfig, ConfigError, TopicConfig
+from headwater.broker.config.broker_config import BrokerConfig, ConfigError, TopicConfig
+from headwater.broker.config.topic_configs import LONG_MAX, TOPIC_CONFIGS
 from headwater.broker.log import PartitionLog
 from headwater.broker.log.cleaner import clean_partition, plan_cleaning
 from headwater.broker.log.validator import needs_record_checks, validate_records
-from headwater.broker.topic_configs import LONG_MAX, TOPIC_CONFIGS
 from headwater.kafka.compression import LZ4, NONE
 from headwater.kafka.errors import ErrorCode, KafkaError
 from headwater.kafka.records import Record, build_batch, parse_header, record_summaries

@@ -15,16 +15,14 @@ import contextlib
 import logging
 import struct
 import time
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from . import apis
-from .access import ANONYMOUS, Access
-from .cluster import Cluster
-from .config import BrokerConfig, Listener
-from .group.coordinator import GroupCoordinator
-from .housekeeping import LogHousekeeping
-from .producer_state import ProducerIdManager
-from .protocol.codec import (
+from .. import apis
+from ..access.service import ANONYMOUS, Access
+from ..config.broker_config import BrokerConfig, Listener
+from ..group.coordinator import GroupCoordinator
+from ..protocol.codec import (
     MalformedRequest,
     RequestHeader,
     decode_request,
@@ -33,10 +31,13 @@ from .protocol.codec import (
     parse_request_header,
     request_class,
 )
+from ..topics.cluster import Cluster
+from ..topics.housekeeping import LogHousekeeping
+from ..topics.producer_state import ProducerIdManager
 
 if TYPE_CHECKING:
-    from .metrics import MetricsEndpoint
-    from .quotas import Throttler
+    from ..access.quotas import Throttler
+    from ..metrics.prometheus import MetricsEndpoint
 
 __all__ = ["BrokerServer"]
 
@@ -84,7 +85,6 @@ class BrokerServer:
         self.config = config
         self.cluster = Cluster(config)
         self.housekeeping = LogHousekeeping(self.cluster, config)
-        self.services: dict[str, Any] = {}
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
@@ -98,12 +98,10 @@ class BrokerServer:
     async def start(self) -> None:
         self.cluster.load()
         self.access = Access(self.config, self.cluster.log_dir)
-        self.services["access"] = self.access
-        self.services["producer_ids"] = ProducerIdManager(self.cluster.log_dir)
         self.groups = GroupCoordinator(self.cluster, self.config)
         self.groups.load()
         self.groups.start()
-        self.services["groups"] = self.groups
+        self.services = apis.Services(self.access, ProducerIdManager(self.cluster.log_dir), self.groups)
         for listener in self.config.listener_list():
             server = await asyncio.start_server(self._on_connection, listener.host or None, listener.port,
                                                 reuse_address=True, limit=1 << 20)
@@ -130,14 +128,16 @@ class BrokerServer:
     async def serve_metrics(self, listener: str) -> str:
         """Serve Prometheus metrics on ``listener`` (``http://HOST:PORT``) until ``stop``; returns the
         scrape URL. OSError naming ``metrics.listener`` when the address cannot be bound."""
-        from .metrics import MetricsEndpoint  # prometheus-client and aiohttp load only when metrics are served
+        from ..metrics.prometheus import (
+            MetricsEndpoint,  # prometheus-client and aiohttp load only when metrics are served
+        )
 
-        endpoint = MetricsEndpoint(self)
+        endpoint = MetricsEndpoint(self.cluster, self.groups)
         self.metrics_url = await endpoint.start(listener)
         self._metrics = endpoint
         return self.metrics_url
 
-    async def _supervise(self, name: str, coro: Any) -> None:
+    async def _supervise(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
         try:
             await coro
         except asyncio.CancelledError:
@@ -161,8 +161,10 @@ class BrokerServer:
         await asyncio.gather(*self._connections, *self._background, return_exceptions=True)
         await self.groups.stop()
         for server in self._servers:
-            with contextlib.suppress(Exception):
+            try:
                 await server.wait_closed()
+            except Exception:  # stopping goes on: the logs must still be flushed
+                log.warning("a listener did not close cleanly", exc_info=True)
         await self.housekeeping.flush_all()
         self.cluster.close()
         log.info("broker stopped; all logs flushed")
@@ -200,11 +202,16 @@ class BrokerServer:
                 # Let answers already under way go out, unless we are shutting down.
                 if self._closing:
                     writer_task.cancel()
-                with contextlib.suppress(BaseException):
-                    await writer_task
+                with contextlib.suppress(asyncio.CancelledError):
+                    try:
+                        await writer_task
+                    except Exception as exc:  # the client went away while answers were written
+                        log.debug("answers to %s ended: %r", peer_str, exc)
             writer.close()
-            with contextlib.suppress(Exception):
+            try:
                 await writer.wait_closed()
+            except Exception as exc:  # e.g. the client reset the connection: nothing left to do
+                log.debug("connection from %s closed: %r", peer_str, exc)
             self._connections.discard(task)
 
     async def _read_requests(self, reader: asyncio.StreamReader, pending: asyncio.Queue[Any], conn: _Connection,

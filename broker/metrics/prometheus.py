@@ -60,16 +60,15 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from . import apis
-from .cluster import Cluster
-from .config import parse_metrics_listener
-from .group.group import Group, GroupState
-from .protocol.codec import request_class
+from .. import apis
+from ..config.broker_config import parse_metrics_listener
+from ..group.group import Group, GroupState
+from ..protocol.codec import request_class
+from ..topics.cluster import Cluster
 from .stats import BrokerStats
 
 if TYPE_CHECKING:
-    from .group.coordinator import GroupCoordinator
-    from .server import BrokerServer
+    from ..group.coordinator import GroupCoordinator
 
 __all__ = ["CONTENT_TYPE", "BrokerCollector", "MetricsEndpoint"]
 
@@ -98,17 +97,16 @@ _FETCH = 1  # API key
 class BrokerCollector:
     """A prometheus-client collector over one broker's state; every figure is read at scrape time."""
 
-    def __init__(self, server: BrokerServer) -> None:
-        self.server = server
+    def __init__(self, cluster: Cluster, groups: GroupCoordinator) -> None:
+        self.cluster = cluster
+        self.groups = groups
 
     def collect(self) -> Iterator[Metric]:
-        cluster = self.server.cluster
+        cluster = self.cluster
         yield from topic_metrics(cluster)
         yield from request_metrics(cluster.stats)
         yield from log_metrics(cluster)
-        groups = self.server.services.get("groups")
-        if groups is not None:
-            yield from group_metrics(groups, cluster)
+        yield from group_metrics(self.groups, cluster)
 
 
 def topic_metrics(cluster: Cluster) -> Iterator[Metric]:
@@ -178,8 +176,9 @@ def log_metrics(cluster: Cluster) -> Iterator[Metric]:
     count = 0
     for name, topic in sorted(cluster.topics.items()):
         partitions.add_metric([name], len(topic.partitions))
-        for index, plog in enumerate(topic.partitions):
-            labels = [name, str(index)]
+        for p in topic.partitions:
+            plog = p.log
+            labels = [name, str(p.index)]
             end.add_metric(labels, plog.log_end_offset)
             start.add_metric(labels, plog.log_start_offset)
             size.add_metric(labels, plog.size_bytes)
@@ -234,7 +233,8 @@ def _lag_metrics(groups: list[tuple[str, Group]], cluster: Cluster) -> Iterator[
             if topic is None:  # offsets of a deleted topic
                 continue
             offsets_sum = lags_sum = 0
-            for index, plog in enumerate(topic.partitions):
+            for p in topic.partitions:
+                index, plog = p.index, p.log
                 committed = group.offsets.get((topic_name, index))
                 labels = [group_id, topic_name, str(index)]
                 if committed is None:
@@ -254,9 +254,9 @@ def _lag_metrics(groups: list[tuple[str, Group]], cluster: Cluster) -> Iterator[
 class MetricsEndpoint:
     """The HTTP listener Prometheus scrapes, on the broker's own event loop."""
 
-    def __init__(self, server: BrokerServer) -> None:
+    def __init__(self, cluster: Cluster, groups: GroupCoordinator) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(server))
+        self.registry.register(BrokerCollector(cluster, groups))
         self._runner: web.AppRunner | None = None
 
     async def start(self, listener: str) -> str:

@@ -12,10 +12,10 @@ import asyncio
 import logging
 import time
 
+from ..config.broker_config import BrokerConfig
+from ..log import PartitionLog
+from ..log.cleaner import CleanerAborted, clean_partition_async
 from .cluster import Cluster
-from .config import BrokerConfig
-from .log import PartitionLog
-from .log.cleaner import CleanerAborted, clean_partition_async
 from .producer_state import PartitionProducerState
 
 __all__ = ["LogHousekeeping"]
@@ -32,8 +32,8 @@ class LogHousekeeping:
 
     async def flush_all(self) -> None:
         for topic in list(self.cluster.topics.values()):
-            for flusher in topic.flushers:
-                await flusher.flush_to(flusher.plog.log_end_offset)
+            for p in topic.partitions:
+                await p.flusher.flush_to(p.log.log_end_offset)
 
     async def run_flush_scheduler(self) -> None:
         """Flush partitions whose ``flush.ms`` has elapsed (Kafka's log flusher)."""
@@ -47,7 +47,8 @@ class LogHousekeeping:
                 last_snapshot = now
             for topic in list(self.cluster.topics.values()):
                 limit = topic.config.flush_ms / 1000
-                for flusher in topic.flushers:
+                for p in topic.partitions:
+                    flusher = p.flusher
                     if flusher.plog.log_end_offset > flusher.flushed_offset and now - flusher.last_flush >= limit:
                         await flusher.flush_to(flusher.plog.log_end_offset)
                     flusher.plog.delete_due(now)  # segments removed file.delete.delay.ms ago
@@ -73,7 +74,9 @@ class LogHousekeeping:
         for topic in list(self.cluster.topics.values()):
             if not topic.config.compact:
                 continue
-            for index, (plog, state) in enumerate(zip(list(topic.partitions), list(topic.producers), strict=True)):
+            for partition in list(topic.partitions):
+                index, plog, state = partition.index, partition.log, partition.producers
+
                 def snapshot(plog: PartitionLog = plog, state: PartitionProducerState = state) -> None:
                     # A pass may remove whole idempotent batches: replay after a crash must start past them.
                     if state.producers:
@@ -103,6 +106,6 @@ class LogHousekeeping:
         for topic in list(self.cluster.topics.values()):
             if not topic.config.delete:
                 continue
-            for plog in topic.partitions:
-                deleted += plog.apply_retention(now_ms)
+            for p in topic.partitions:
+                deleted += p.log.apply_retention(now_ms)
         return deleted

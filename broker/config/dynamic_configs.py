@@ -17,8 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
-
+from ..errors import InvalidConfig, InvalidRequest
 from .state_file import read_json, write_json
 from .topic_configs import TOPIC_CONFIGS, TopicConfigDef, parse_topic_value
 
@@ -94,7 +93,7 @@ def _scala_set(names: list[str]) -> str:
 
 def parse_dynamic_value(name: str, text: str) -> Any:
     """``text`` parsed and validated as Kafka's ConfigDef does for dynamic broker config ``name``
-    (KafkaError(INVALID_CONFIG) in Kafka's words)."""
+    (BrokerError(INVALID_CONFIG) in Kafka's words)."""
     d = DYNAMIC_BROKER_CONFIGS[name]
     value = parse_topic_value(d, text)
     if d.validator is not None:
@@ -132,8 +131,8 @@ class DynamicBrokerConfigs:
             return self.default
         if resource_name == str(self.node_id):
             return self.per_broker
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {self.node_id} or empty "
-                                                    f"string, but received {resource_name}")
+        raise InvalidRequest(f"Unexpected broker id, expected {self.node_id} or empty "
+                             f"string, but received {resource_name}")
 
     def check(self, resource_name: str, values: dict[str, str], known: set[str]) -> None:
         """Kafka's DynamicBrokerConfig.validateConfigs for the new values of one level: every name dynamic
@@ -141,17 +140,16 @@ class DynamicBrokerConfigs:
         know: INVALID_CONFIG), per-broker-only names not at the default level, every value of its type."""
         unknown = sorted(n for n in values if n not in DYNAMIC_BROKER_CONFIGS and n not in known | KAFKA_READ_ONLY)
         if unknown:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {', '.join(unknown)}")
+            raise InvalidConfig(f"Unknown broker config name: {', '.join(unknown)}")
         resource = f"ConfigResource(type=BROKER, name='{resource_name}')"
         static = sorted(n for n in values if n not in DYNAMIC_BROKER_CONFIGS)
         if static:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: Cannot "
-                                                        f"update these configs dynamically: {_scala_set(static)}")
+            raise InvalidRequest(f"Invalid config value for resource {resource}: Cannot "
+                                 f"update these configs dynamically: {_scala_set(static)}")
         per_broker = sorted(n for n in values if n in PER_BROKER_ONLY)
         if resource_name == "" and per_broker:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Invalid config value for resource {resource}: Cannot update these configs at default "
-                             f"cluster level, broker id must be specified: {_scala_set(per_broker)}")
+            raise InvalidRequest(f"Invalid config value for resource {resource}: Cannot update these configs at "
+                                 f"default cluster level, broker id must be specified: {_scala_set(per_broker)}")
         for name, text in values.items():
             parse_dynamic_value(name, text)
 

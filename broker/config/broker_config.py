@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from headwater.kafka.errors import ErrorCode, KafkaError
 from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
 
+from ..errors import BrokerError, InvalidConfig
 from .topic_configs import (
     LONG_MAX,
     TOPIC_CONFIGS,
@@ -174,7 +174,7 @@ class TopicConfig(_KafkaModel):
 
     def with_overrides(self, overrides: dict[str, str]) -> TopicConfig:
         """These configs with Kafka-named ``overrides`` (text, as clients send them) applied, each
-        parsed and validated as Kafka does, then the checks across keys; KafkaError(INVALID_CONFIG)
+        parsed and validated as Kafka does, then the checks across keys; BrokerError(INVALID_CONFIG)
         carries Kafka's message."""
         check_names(overrides)
         parsed = {_TOPIC_ATTRS[k]: parse_and_validate(k, v) for k, v in overrides.items()}
@@ -258,13 +258,13 @@ class BrokerConfig(_KafkaModel):
     group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", ge=1)
     group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", ge=1)
     offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
-    # Prometheus metrics over HTTP (metrics.py); None or empty: not served
+    # Prometheus metrics over HTTP (metrics/prometheus.py); None or empty: not served
     metrics_listener: str | None = Field(None, alias="metrics.listener")
-    # ACLs (acls.py): enforced on every API when enabled; Kafka's authorizer.class.name switch, simplified
+    # ACLs (access/acls.py): enforced on every API when enabled; Kafka's authorizer.class.name switch, simplified
     authorizer_enabled: bool = Field(False, alias="authorizer.enabled")
     allow_everyone_if_no_acl_found: bool = Field(False, alias="allow.everyone.if.no.acl.found")
     super_users: str = Field("", alias="super.users")  # ';'-separated principals, e.g. User:admin;User:ops
-    # Client quotas (quotas.py): the rate window, Kafka's names and defaults
+    # Client quotas (access/quotas.py): the rate window, Kafka's names and defaults
     quota_window_num: int = Field(11, alias="quota.window.num", ge=1)
     quota_window_size_seconds: int = Field(1, alias="quota.window.size.seconds", ge=1)
 
@@ -334,7 +334,7 @@ class BrokerConfig(_KafkaModel):
                     break
         try:
             return TopicConfig().with_overrides(overrides)
-        except KafkaError as exc:
+        except BrokerError as exc:
             named = next((sources[k] for k in overrides if k in exc.message), "")
             raise ConfigError(f"{named}: {exc.message}" if named else exc.message) from None
 
@@ -355,13 +355,13 @@ class BrokerConfig(_KafkaModel):
 
     def with_dynamic(self, values: dict[str, str]) -> BrokerConfig:
         """These properties with dynamic broker configs (Kafka-named text) over them, validated as a
-        properties file is; KafkaError(INVALID_CONFIG) naming the property when one does not fit."""
+        properties file is; BrokerError(INVALID_CONFIG) naming the property when one does not fit."""
         if not values:
             return self
         try:
             config = validate_model(BrokerConfig, {**self.model_dump(by_alias=True, exclude_unset=True), **values})
         except ConfigError as exc:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            raise InvalidConfig(str(exc)) from None
         return config
 
 

@@ -15,16 +15,17 @@ import asyncio
 import logging
 import uuid
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from headwater.kafka.errors import ErrorCode
 
-from .broker_configs import DynamicBrokerConfigs, honoured_values
-from .config import BrokerConfig, Listener, TopicConfig
-from .log import PartitionLog
-from .log.flusher import PartitionFlusher
+from ..config.broker_config import BrokerConfig, Listener, TopicConfig
+from ..config.dynamic_configs import DynamicBrokerConfigs, honoured_values
+from ..config.state_file import read_json, write_json
+from ..errors import BrokerError, UnknownTopicOrPartition
+from ..log import PartitionLog
+from ..log.flusher import PartitionFlusher
+from ..metrics.stats import BrokerStats, TopicCounters
 from .producer_state import PartitionProducerState, replay
-from .state_file import read_json, write_json
-from .stats import BrokerStats, TopicCounters
-from .topic import Topic, validate_topic_name
+from .topic import Partition, Topic, validate_topic_name
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]
 
@@ -59,7 +60,7 @@ class Cluster:
         try:
             self._reconfigure(self.static_config.with_dynamic(honoured_values(self.dynamic.default,
                                                                               self.dynamic.per_broker)))
-        except KafkaError as exc:  # e.g. a properties file changed since: the broker starts on the file's values
+        except BrokerError as exc:  # e.g. a properties file changed since: the broker starts on the file's values
             log.error("dynamic broker configs in %s ignored: %s", self.dynamic.path, exc.message)
         saved = read_json(self.log_dir / TOPICS_FILE)
         if saved is None:
@@ -75,10 +76,10 @@ class Cluster:
 
     def close(self) -> None:
         for topic in self.topics.values():
-            for plog, state in zip(topic.partitions, topic.producers, strict=True):
-                plog.close()
-                if state.producers:
-                    state.snapshot(plog.log_end_offset)
+            for p in topic.partitions:
+                p.log.close()
+                if p.producers.producers:
+                    p.producers.snapshot(p.log.log_end_offset)
 
     def _open_partition(self, topic: Topic, index: int) -> None:
         directory = self.log_dir / f"{topic.name}-{index}"
@@ -91,16 +92,15 @@ class Cluster:
         replayed = replay(state, plog, start)
         if replayed:
             log.info("%s-%d: replayed %d idempotent batches into producer state", topic.name, index, replayed)
-        topic.partitions.append(plog)
-        topic.flushers.append(PartitionFlusher(plog))
-        topic.producers.append(state)
+        topic.partitions.append(Partition(index, plog, PartitionFlusher(plog), state))
 
     def snapshot_producer_state(self) -> None:
         """Snapshot producer state that moved on, so a crash replays only what followed."""
         for topic in self.topics.values():
-            for plog, state in zip(topic.partitions, topic.producers, strict=True):
-                if state.producers and state.snapshot_offset != plog.log_end_offset:
-                    state.snapshot(plog.log_end_offset)
+            for p in topic.partitions:
+                state = p.producers
+                if state.producers and state.snapshot_offset != p.log.log_end_offset:
+                    state.snapshot(p.log.log_end_offset)
 
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -112,7 +112,7 @@ class Cluster:
     # -- topics -------------------------------------------------------------------------
 
     def topic_config(self, overrides: dict[str, str]) -> TopicConfig:
-        """Validate overrides into a full TopicConfig; KafkaError(INVALID_CONFIG) in Kafka's words
+        """Validate overrides into a full TopicConfig; BrokerError(INVALID_CONFIG) in Kafka's words
         (``Unknown topic config name: x``, ``Invalid value v for configuration k: ...``)."""
         return self.defaults.with_overrides(overrides)
 
@@ -120,14 +120,14 @@ class Cluster:
                         overrides: dict[str, str]) -> TopicConfig:
         validate_topic_name(name)
         if name in self.topics:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
         if num_partitions <= 0:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Number of partitions must be larger than 0 (got {num_partitions}).")
+            raise BrokerError(ErrorCode.INVALID_PARTITIONS,
+                              f"Number of partitions must be larger than 0 (got {num_partitions}).")
         if replication_factor not in (-1, 1):
-            raise KafkaError(
+            raise BrokerError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Replication factor {replication_factor} is larger than the 1 available broker.",
             )
@@ -153,17 +153,17 @@ class Cluster:
     def delete_topic(self, name: str) -> None:
         topic = self.topics.pop(name, None)
         if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
         self.topics_by_id.pop(topic.topic_id, None)
         self._save()
-        for plog in topic.partitions:
-            plog.delete()
+        for p in topic.partitions:
+            p.log.delete()
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, count: int) -> None:
         topic = self.get_topic(name)
         if count <= len(topic.partitions):
-            raise KafkaError(
+            raise BrokerError(
                 ErrorCode.INVALID_PARTITIONS,
                 f"Topic currently has {len(topic.partitions)} partitions, {count} would not be an increase.",
             )
@@ -176,15 +176,15 @@ class Cluster:
         config = self.topic_config(overrides)
         topic.overrides = dict(overrides)
         topic.config = config
-        for plog in topic.partitions:
-            plog.update_config(config)
+        for p in topic.partitions:
+            p.log.update_config(config)
         self._save()
 
     # -- dynamic broker configs ----------------------------------------------------------------
 
     def check_broker_configs(self, resource_name: str, values: dict[str, str]) -> BrokerConfig:
         """This broker's properties were ``values`` the dynamic configs of level ``resource_name`` (this
-        node's id, or "" for the cluster default); KafkaError in Kafka's words when they may not be, or
+        node's id, or "" for the cluster default); BrokerError in Kafka's words when they may not be, or
         when a topic's overrides would not fit the new defaults."""
         self.dynamic.check(resource_name, values, self.static_config.property_names())
         per_broker = values if resource_name else self.dynamic.per_broker
@@ -194,8 +194,8 @@ class Cluster:
         for topic in self.topics.values():
             try:
                 defaults.with_overrides(topic.overrides)
-            except KafkaError as exc:
-                raise KafkaError(exc.code, f"topic {topic.name}: {exc.message}") from None
+            except BrokerError as exc:
+                raise BrokerError(exc.code, f"topic {topic.name}: {exc.message}") from None
         return config
 
     def alter_broker_configs(self, resource_name: str, values: dict[str, str]) -> None:
@@ -215,19 +215,20 @@ class Cluster:
         self.defaults = config.topic_defaults()
         for topic in self.topics.values():
             topic.config = self.defaults.with_overrides(topic.overrides)
-            for plog in topic.partitions:
-                plog.update_config(topic.config)
+            for p in topic.partitions:
+                p.log.update_config(topic.config)
 
     def get_topic(self, name: str) -> Topic:
         topic = self.topics.get(name)
         if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
         return topic
 
-    def partition(self, name: str, index: int) -> PartitionLog:
+    def partition(self, name: str, index: int) -> Partition:
+        """Partition ``index`` of topic ``name``; UnknownTopicOrPartition when there is none."""
         topic = self.topics.get(name)
         if topic is None or not 0 <= index < len(topic.partitions):
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            raise UnknownTopicOrPartition()
         return topic.partitions[index]
 
     def counters(self, name: str) -> tuple[TopicCounters, ...]:
@@ -235,12 +236,6 @@ class Cluster:
         when it exists (an unknown name gets none, so clients cannot grow them)."""
         topic = self.topics.get(name)
         return (self.stats.all_topics,) if topic is None else (self.stats.all_topics, topic.stats)
-
-    def flusher(self, name: str, index: int) -> PartitionFlusher:
-        return self.topics[name].flushers[index]
-
-    def producer_state(self, name: str, index: int) -> PartitionProducerState:
-        return self.topics[name].producers[index]
 
     # -- long-poll fetch support ----------------------------------------------------------
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config.broker_config import BrokerConfig
 from .acls import AclOperation, AclStore, Authorizer, ResourceType
-from .config import BrokerConfig
 from .quotas import QuotaStore, Throttler
 
 __all__ = ["ANONYMOUS", "Access", "user_of"]

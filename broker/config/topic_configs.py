@@ -1,7 +1,7 @@
 """Kafka's topic configs: one table of every key of Kafka 3.9's ``LogConfig`` with its type, default,
 validator and broker synonyms, and the parsing and validation that speak Kafka's error texts.
 
-``TopicConfig`` (config.py) is the typed holder built from this table; DescribeConfigs
+``TopicConfig`` (broker_config.py) is the typed holder built from this table; DescribeConfigs
 (apis/configs.py) reads the types, synonyms and documentation here; BROKER_CONFIGS.md lists which
 keys the broker honours and which it accepts only.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
+from ..errors import InvalidConfig
 
 __all__ = [
     "LONG_MAX",
@@ -32,12 +32,12 @@ INT_MIN, INT_MAX, LONG_MIN = -(2**31), 2**31 - 1, -(2**63)
 CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8,
                 "PASSWORD": 9}
 
-Validator = Callable[[str, Any], None]  # (name, parsed value) -> raises KafkaError(INVALID_CONFIG)
+Validator = Callable[[str, Any], None]  # (name, parsed value) -> raises BrokerError(INVALID_CONFIG)
 
 
-def config_error(name: str, value: Any, message: str) -> KafkaError:
+def config_error(name: str, value: Any, message: str) -> InvalidConfig:
     """Kafka's ``ConfigException(name, value, message)``: INVALID_CONFIG with its text."""
-    return KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {_java_str(value)} for configuration {name}: {message}")
+    return InvalidConfig(f"Invalid value {_java_str(value)} for configuration {name}: {message}")
 
 
 def _java_str(value: Any) -> str:
@@ -81,9 +81,9 @@ def list_of(*valid: str) -> Validator:
 
     def check(name: str, value: Any) -> None:
         if any(not v for v in value):
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Configuration '{name}' values must not be empty.")
+            raise InvalidConfig(f"Configuration '{name}' values must not be empty.")
         if len(set(value)) != len(value):
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Configuration '{name}' values must not be duplicated.")
+            raise InvalidConfig(f"Configuration '{name}' values must not be duplicated.")
         for v in value:
             element(name, v)
     return check
@@ -278,10 +278,10 @@ def to_kafka_string(d: TopicConfigDef, value: Any) -> str:
 
 
 def parse_and_validate(name: str, text: str) -> Any:
-    """One override, checked as Kafka checks it; KafkaError(INVALID_CONFIG) in Kafka's words."""
+    """One override, checked as Kafka checks it; BrokerError(INVALID_CONFIG) in Kafka's words."""
     d = TOPIC_CONFIGS.get(name)
     if d is None:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        raise InvalidConfig(f"Unknown topic config name: {name}")
     value = parse_topic_value(d, text)
     if d.validator is not None:
         d.validator(name, value)
@@ -291,7 +291,7 @@ def parse_and_validate(name: str, text: str) -> Any:
 def check_names(names: Iterable[str]) -> None:
     for name in names:
         if name not in TOPIC_CONFIGS:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+            raise InvalidConfig(f"Unknown topic config name: {name}")
 
 
 def validate_topic_values(values: dict[str, Any]) -> None:
@@ -299,11 +299,11 @@ def validate_topic_values(values: dict[str, Any]) -> None:
     effective values by Kafka name."""
     low, high = values["min.compaction.lag.ms"], values["max.compaction.lag.ms"]
     if low > high:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, "conflict topic config setting min.compaction.lag.ms "
-                                                   f"({low}) > max.compaction.lag.ms ({high})")
+        raise InvalidConfig("conflict topic config setting min.compaction.lag.ms "
+                            f"({low}) > max.compaction.lag.ms ({high})")
     if values["remote.storage.enable"]:  # this broker has no tiered storage (remote.log.storage.system.enable)
-        raise KafkaError(ErrorCode.INVALID_CONFIG, "Tiered Storage functionality is disabled in the broker. "
-                                                   "Topic cannot be configured with remote log storage.")
+        raise InvalidConfig("Tiered Storage functionality is disabled in the broker. "
+                            "Topic cannot be configured with remote log storage.")
 
 
 # Kafka 3.9's documentation of each topic config (TopicConfig.java, QuotaConfigs.java), as DescribeConfigs v3+

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .state_file import read_json, write_json
+from ..config.state_file import read_json, write_json
 
 __all__ = ["ENTITY_TYPES", "QUOTA_KEYS", "Debt", "Entity", "QuotaStore", "Throttler", "entity"]
 

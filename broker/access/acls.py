@@ -17,7 +17,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-from .state_file import read_json, write_json
+from ..config.state_file import read_json, write_json
 
 __all__ = ["AclBinding", "AclFilter", "AclOperation", "AclPermission", "AclStore", "Authorizer", "PatternType",
            "ResourceType", "invalid_binding", "invalid_filter"]

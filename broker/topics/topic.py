@@ -7,15 +7,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.kafka.errors import ErrorCode, KafkaError
-
-from .config import TopicConfig
-from .log import PartitionLog
-from .log.flusher import PartitionFlusher
+from ..config.broker_config import TopicConfig
+from ..errors import InvalidTopic
+from ..log import PartitionLog
+from ..log.flusher import PartitionFlusher
+from ..metrics.stats import TopicCounters
 from .producer_state import PartitionProducerState
-from .stats import TopicCounters
 
-__all__ = ["MAX_TOPIC_LENGTH", "Topic", "validate_topic_name"]
+__all__ = ["MAX_TOPIC_LENGTH", "Partition", "Topic", "validate_topic_name"]
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
@@ -23,16 +22,25 @@ MAX_TOPIC_LENGTH = 249
 
 def validate_topic_name(name: str) -> None:
     if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+        raise InvalidTopic("topic name is empty")
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+        raise InvalidTopic(f"topic name cannot be {name!r}")
     if len(name) > MAX_TOPIC_LENGTH:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
+        raise InvalidTopic(f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
     if not _LEGAL_TOPIC.match(name):
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
+        raise InvalidTopic(
             f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
         )
+
+
+@dataclass(slots=True)
+class Partition:
+    """One partition of a topic: its log, what flushes it, and its idempotent producers' state."""
+
+    index: int
+    log: PartitionLog
+    flusher: PartitionFlusher
+    producers: PartitionProducerState
 
 
 @dataclass
@@ -41,9 +49,7 @@ class Topic:
     topic_id: uuid.UUID
     overrides: dict[str, str]
     config: TopicConfig
-    partitions: list[PartitionLog] = field(default_factory=list)
-    flushers: list[PartitionFlusher] = field(default_factory=list)
-    producers: list[PartitionProducerState] = field(default_factory=list)
+    partitions: list[Partition] = field(default_factory=list)  # by index
     internal: bool = False
     stats: TopicCounters = field(default_factory=TopicCounters)  # BrokerTopicMetrics, bumped by Produce/Fetch
 

@@ -17,7 +17,7 @@ from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import BatchHeader
 
 if TYPE_CHECKING:
-    from .log import PartitionLog
+    from ..log import PartitionLog
 
 __all__ = ["PartitionProducerState", "ProducerIdManager", "replay"]
 

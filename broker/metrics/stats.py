@@ -1,4 +1,4 @@
-"""Counters the request path bumps, read by the metrics collector (``metrics.py``) at scrape time.
+"""Counters the request path bumps, read by the metrics collector (``prometheus.py``) at scrape time.
 
 Kafka keeps these figures as Yammer meters and histograms (``BrokerTopicMetrics``,
 ``RequestMetrics``). Here a produce, a fetch or any request only adds to a few ints on objects

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .config import BrokerConfig
-from .server import BrokerServer
+from ..config.broker_config import BrokerConfig
+from .broker_server import BrokerServer
 
 __all__ = ["serve"]
 
