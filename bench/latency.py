@@ -77,6 +77,16 @@ def python_path(path: Path | None) -> Iterator[None]:
             os.environ["PYTHONPATH"] = old
 
 
+def check_imports(name: str, tree: Path | None) -> None:
+    """Fail unless a broker started here now would import ``headwater.broker`` from ``tree`` (None: the
+    installed checkout), so that a comparison never measures one tree twice."""
+    found = subprocess.run([sys.executable, "-c", "import headwater.broker as b; print(list(b.__path__)[0])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    want = (tree / "headwater" / "broker") if tree is not None else ROOT / "broker"
+    if Path(found).resolve() != want.resolve():
+        raise SystemExit(f"{name}: headwater.broker would come from {found}, not {want}")
+
+
 def measure(broker: Any, args: argparse.Namespace, topic: str) -> dict[str, float]:
     """One latency run against ``broker``, with the cores it and the rest of the machine used."""
     pid = broker.proc.pid
@@ -155,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         for i, rev in enumerate(args.against):
             trees[rev] = source_tree(rev, tmp / f"against-{i}")
         for i, (name, tree) in enumerate(trees.items()):
-            with python_path(tree):
+            # from outside the checkout: `python -m` puts the working directory first on sys.path, where
+            # this tree's headwater/ would win over PYTHONPATH's
+            with python_path(tree), contextlib.chdir(tmp):
+                check_imports(name, tree)
                 brokers[name] = BrokerProcess(tmp / f"data-{i}", *overrides, log_file=tmp / f"broker-{i}.log").start()
             print(f"{name}: broker pid {brokers[name].proc.pid} on {brokers[name].bootstrap}", file=sys.stderr)
         spy = None
