@@ -1,6 +1,6 @@
 """Broker throughput, latency and memory benchmark (prints a table; not a test).
 
-Starts its own broker (tests/brokerproc.py's BrokerProcess, temp log dir) and measures:
+Starts its own broker (tests/support/brokerproc.py's BrokerProcess, temp log dir) and measures:
 
 - produce: N records of 100 B into a 1-partition and a 6-partition topic, driven from C
   (kcat, acks=1, linger.ms=5, batch.size=1 MiB), timed from kcat's start to its exit, then
@@ -71,7 +71,7 @@ KCAT_CONSUME = ["-X", "queued.min.messages=1000000", "-X", "fetch.wait.max.ms=10
 
 
 def _load_broker_process() -> type:
-    spec = importlib.util.spec_from_file_location("brokerproc", ROOT / "tests" / "brokerproc.py")
+    spec = importlib.util.spec_from_file_location("brokerproc", ROOT / "tests" / "support" / "brokerproc.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import psycopg  # noqa: E402
-from connectproc import ConnectProcess, end_offset, unique  # noqa: E402
-from pgserver import find_bindir, start_postgres  # noqa: E402
+from support.connectproc import ConnectProcess, end_offset, unique  # noqa: E402
+from support.pgserver import find_bindir, start_postgres  # noqa: E402
 
 JSON = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -201,8 +201,8 @@ class SplitWorker:
     """A broker process and one distributed worker, answering what the phases ask of ``headwater up``."""
 
     def __init__(self, base: Path) -> None:
-        from brokerproc import BrokerProcess
-        from workerproc import BROKER_OVERRIDES, Cluster
+        from support.brokerproc import BrokerProcess
+        from support.workerproc import BROKER_OVERRIDES, Cluster
 
         self.broker = BrokerProcess(base / "broker", *BROKER_OVERRIDES, "num.partitions=1").start()
         self.bootstrap = self.broker.bootstrap

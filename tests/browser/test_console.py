@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connectproc import ConnectProcess, create_topic, produce, sink_config, unique, wait_for
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
+from support.connectproc import ConnectProcess, create_topic, produce, sink_config, unique, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -20,7 +19,8 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from connectproc import unique
+from support.brokerproc import BrokerProcess
+from support.connectproc import unique
 
 pytestmark = pytest.mark.timeout(120)
 ME = "User:ANONYMOUS"  # every client, without authentication

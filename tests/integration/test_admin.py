@@ -18,7 +18,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from hwclients import (
+from kafka.admin import ConfigResource as KConfigResource
+from kafka.admin import KafkaAdminClient
+from support.hwclients import (
     TIMEOUT,
     Rec,
     check_consumed,
@@ -30,8 +32,6 @@ from hwclients import (
     produce_confluent,
     unique,
 )
-from kafka.admin import ConfigResource as KConfigResource
-from kafka.admin import KafkaAdminClient
 
 TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS = 36, 17, 40, 37
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE = 3, 1

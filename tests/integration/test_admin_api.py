@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
-from connectproc import ConnectProcess, create_topic, module_connect, sink_config, unique, wait_for
+from support.connectproc import ConnectProcess, create_topic, module_connect, sink_config, unique, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import aiokafka
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from hwclients import unique
+from support.hwclients import unique
 
 from headwater.connect import kafka as adapter
 from headwater.connect.kafka import GroupClient, RecordFetcher, fill_batch, murmur2
@@ -282,7 +282,7 @@ def test_produce_requests_stay_within_max_request_size(tmp_path) -> None:
     """Batches for four partitions queued at once, 200 kB each: aiokafka alone sends them in one request of
     800 kB, which a broker with socket.request.max.bytes=500000 answers by closing the connection (again
     at every retry); the adapter's producer (max.request.size 300000) sends them a request each."""
-    from brokerproc import BrokerProcess
+    from support.brokerproc import BrokerProcess
 
     from headwater.connect.kafka import PrebuiltBatch
     from headwater.kafka.records import Record, build_batch

@@ -21,7 +21,6 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from hwclients import TIMEOUT, unique
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
@@ -30,7 +29,8 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from rawkafka import produce, request
+from support.hwclients import TIMEOUT, unique
+from support.rawkafka import produce, request
 
 from headwater.kafka.records import Record, build_batch
 

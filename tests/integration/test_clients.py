@@ -8,7 +8,7 @@ import time
 
 import pytest
 from confluent_kafka import OFFSET_END, KafkaError, Producer, TopicPartition
-from hwclients import (
+from support.hwclients import (
     CLIENTS,
     CODECS,
     Rec,
@@ -327,7 +327,7 @@ def test_idempotent_confluent_producer(broker) -> None:
     check_consumed(got, recs, 3)
     assert {(a.partition, a.offset, a.value) for a in acked} == {(g.partition, g.offset, g.value) for g in got}
     for p in range(3):  # one producer id on every batch, sequences contiguous per partition
-        from hwclients import segment_batches
+        from support.hwclients import segment_batches
 
         batches = segment_batches(broker.log_dir, topic, p)
         assert len({(h.producer_id, h.producer_epoch) for h in batches}) == 1

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
-from hwclients import (
+from kafka.protocol.consumer import FetchResponse
+from support.hwclients import (
     TIMEOUT,
     Rec,
     confluent_consumer,
@@ -28,8 +29,7 @@ from hwclients import (
     produce_confluent,
     unique,
 )
-from kafka.protocol.consumer import FetchResponse
-from rawkafka import fetch_req, request
+from support.rawkafka import fetch_req, request
 
 from headwater.testing.waiting import wait_until
 

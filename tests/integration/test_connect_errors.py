@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from connectproc import (
+from support.connectproc import (
     JSON_CONVERTER,
     ConnectProcess,
     Response,

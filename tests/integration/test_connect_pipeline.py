@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from connectproc import (
+from support.connectproc import (
     ConnectProcess,
     TopicReader,
     consume,

@@ -1,6 +1,6 @@
 """Distributed mode end to end: worker subprocesses sharing a group over a real broker subprocess.
 
-Each test starts its own workers (tests/workerproc.py) with a group and internal topics of its own,
+Each test starts its own workers (tests/support/workerproc.py) with a group and internal topics of its own,
 session timeout 3 s, heartbeats every 0.5 s and ``scheduled.rebalance.max.delay.ms=1000``. The broker
 (one for the module) allows such short sessions and forms groups without an initial delay.
 DataGen (plugins/headwater-datagen) numbers its records, so lost or repeated records can be counted:
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
-from connectproc import TopicReader, unique, wait_for
-from workerproc import (
+from support.brokerproc import BrokerProcess
+from support.connectproc import TopicReader, unique, wait_for
+from support.workerproc import (
     BROKER_OVERRIDES,
     Cluster,
     WorkerProcess,

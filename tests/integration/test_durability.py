@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-from hwclients import (
+from support.hwclients import (
     TIMEOUT,
     Ack,
     Rec,

@@ -29,13 +29,13 @@ from functools import partial
 from typing import Any
 
 import pytest
-import rawkafka
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import DeleteRecordsRequest, DescribeConfigsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
-from rawkafka import fetch_req, frame, metadata_req, produce_req, raw_header, read_exactly
+from support import rawkafka
+from support.rawkafka import fetch_req, frame, metadata_req, produce_req, raw_header, read_exactly
 
 from headwater.broker.protocol.codec import request_class, response_class
 from headwater.kafka.records import Record, build_batch
@@ -268,7 +268,7 @@ def mutated_requests(draw: st.DrawFn, bases: list[tuple[str, bytes]]) -> bytes:
 
 def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
     pytest.importorskip("confluent_kafka")
-    from hwclients import Rec, consume_confluent, produce_confluent
+    from support.hwclients import Rec, consume_confluent, produce_confluent
 
     port = broker.port
     create_topic(port, KEPT)

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
-from hwclients import TIMEOUT, confluent_consumer, consume_confluent, create_topic, poll_messages, unique
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
-from rawkafka import Conn
+from support.brokerproc import BrokerProcess
+from support.hwclients import TIMEOUT, confluent_consumer, consume_confluent, create_topic, poll_messages, unique
+from support.rawkafka import Conn
 
 from headwater.kafka.records import Record, build_batch, iter_batches
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
-from connectproc import scrape_metrics, unique, wait_for
-from mirrorkit import (
+from support.brokerproc import BrokerProcess
+from support.connectproc import scrape_metrics, unique, wait_for
+from support.mirrorkit import (
     Rec,
     by_partition,
     create,
@@ -31,7 +31,7 @@ from mirrorkit import (
     unpack_heartbeat,
     unpack_offset_sync,
 )
-from workerproc import BROKER_OVERRIDES, Cluster, fast_settings
+from support.workerproc import BROKER_OVERRIDES, Cluster, fast_settings
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -459,7 +459,7 @@ def test_compressed_and_log_append_time_topics_copy_exactly(brokers: tuple[Broke
 
 def test_mirror_into_headwater_up(brokers: tuple[BrokerProcess, BrokerProcess], tmp_path: Path) -> None:
     """The three connectors in a standalone worker: ``headwater up`` is the target cluster B."""
-    from connectproc import ConnectProcess
+    from support.connectproc import ConnectProcess
 
     a, _ = brokers
     topic, group = unique("up"), unique("up-group")

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess, LoggedProcess
-from connectproc import unique, wait_for
-from mirrorkit import Rec, create, produce_keyed, read_all, topics
-from workerproc import BROKER_OVERRIDES, REPO
+from support.brokerproc import BrokerProcess, LoggedProcess
+from support.connectproc import unique, wait_for
+from support.mirrorkit import Rec, create, produce_keyed, read_all, topics
+from support.workerproc import BROKER_OVERRIDES, REPO
 
 from headwater.kafka.mirror import Checkpoint, Heartbeat
 

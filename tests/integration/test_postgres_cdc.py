@@ -1,4 +1,4 @@
-"""Postgres CDC through ``headwater up``: a real PostgreSQL (tests/pgserver.py), the real broker and
+"""Postgres CDC through ``headwater up``: a real PostgreSQL (tests/support/pgserver.py), the real broker and
 worker; Debezium's topics, keys and envelopes; snapshot, then streaming with no gap and no overlap."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, TopicReader, module_connect, scrape_metrics, unique, wait_for
+from support.connectproc import ConnectProcess, TopicReader, module_connect, scrape_metrics, unique, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -287,7 +287,7 @@ def test_a_restart_mid_snapshot_snapshots_again_and_loses_nothing(postgres, data
         proc.create(name, source(postgres, database, prefix, **{"snapshot.fetch.size": "500",
                                                                  "max.batch.size": "500"}))
         topic = f"{prefix}.public.big"
-        from connectproc import end_offset
+        from support.connectproc import end_offset
 
         at_kill = wait_for(lambda: (n := end_offset(proc.bootstrap, topic)) > 1000 and n, 60, 0.05,
                            "the snapshot under way")

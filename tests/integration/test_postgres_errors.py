@@ -9,7 +9,7 @@ import uuid
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
 from test_postgres_cdc import events, source
 
 pytestmark = pytest.mark.timeout(120)
@@ -69,7 +69,7 @@ def test_a_user_without_replication_fails_and_leaves_nothing_behind(connect: Con
 
 
 def test_wal_level_replica_fails_the_task_saying_to_set_logical(connect: ConnectProcess) -> None:
-    from pgserver import start_postgres
+    from support.pgserver import start_postgres
 
     server = start_postgres(wal_level="replica")
     try:
@@ -123,7 +123,7 @@ def test_the_shipped_configs_validate(connect: ConnectProcess) -> None:
     """configs/postgres/*.json pass PUT /connector-plugins/{plugin}/config/validate with no error."""
     import json
 
-    from workerproc import REPO
+    from support.workerproc import REPO
 
     for path in sorted((REPO / "configs" / "postgres").glob("*.json")):
         body = json.loads(path.read_text())

@@ -12,7 +12,7 @@ import uuid
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
 from test_postgres_cdc import source
 
 pytestmark = pytest.mark.timeout(300)
@@ -125,8 +125,8 @@ def test_a_to_b_table_for_table(connect: ConnectProcess, postgres) -> None:
 @pytest.fixture(scope="module")
 def fast_broker(tmp_path_factory: pytest.TempPathFactory):
     """A broker that allows the workers' short session timeouts (fast failover)."""
-    from brokerproc import BrokerProcess
-    from workerproc import BROKER_OVERRIDES
+    from support.brokerproc import BrokerProcess
+    from support.workerproc import BROKER_OVERRIDES
 
     with BrokerProcess(tmp_path_factory.mktemp("broker") / "data", *BROKER_OVERRIDES, "num.partitions=1") as proc:
         yield proc
@@ -137,7 +137,7 @@ def test_a_to_b_with_the_source_worker_killed_mid_stream(fast_broker, postgres, 
     workload runs; the task moves to the other worker and resumes from the stored offset; B equals A."""
     import threading
 
-    from workerproc import Cluster
+    from support.workerproc import Cluster
 
     a, b = databases(postgres)
     prefix = unique("repk")

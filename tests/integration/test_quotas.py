@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, Producer
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
@@ -20,7 +19,8 @@ from kafka.protocol.admin import (
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
 )
-from rawkafka import Conn
+from support.brokerproc import BrokerProcess
+from support.rawkafka import Conn
 
 pytestmark = pytest.mark.timeout(180)
 INVALID_REQUEST = 42

@@ -10,11 +10,11 @@ import time
 from functools import partial
 
 import pytest
-import rawkafka
 from confluent_kafka import Producer
-from hwclients import TIMEOUT, create_topic, unique
 from kafka import KafkaProducer
 from kafka.errors import InvalidRecordError, InvalidTimestampError, KafkaError
+from support import rawkafka
+from support.hwclients import TIMEOUT, create_topic, unique
 
 from headwater.kafka.compression import GZIP, NONE, ZSTD
 from headwater.kafka.records import Record, build_batch

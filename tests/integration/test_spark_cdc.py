@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
-from connectproc import ConnectProcess, create_topic, end_offsets, unique, wait_for
+from support.brokerproc import BrokerProcess
+from support.connectproc import ConnectProcess, create_topic, end_offsets, unique, wait_for
+from support.workerproc import BROKER_OVERRIDES, Cluster
 from test_spark_sink import JSON_PLAIN, change_stream, produce, sink, table_rows, wait_committed
-from workerproc import BROKER_OVERRIDES, Cluster
+
+from headwater.testing.names import free_port
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -191,7 +192,7 @@ def test_a_type_conflict_fails_the_task_and_leaves_the_lake_as_it_was(up: Connec
 
 def test_with_tolerance_all_conflicts_and_keyless_upserts_go_to_the_dlq(up: ConnectProcess, spark,
                                                                         tmp_path: Path) -> None:
-    from connectproc import TopicReader
+    from support.connectproc import TopicReader
 
     name, topic, lake, dlq = unique("dlq"), unique("t"), tmp_path / "lake", unique("dlq")
     create_topic(up.bootstrap, topic)
@@ -215,12 +216,6 @@ def test_with_tolerance_all_conflicts_and_keyless_upserts_go_to_the_dlq(up: Conn
     assert table_rows(spark, lake / "topics" / topic) == {i: {"id": i, "qty": i} for i in range(10) if i != 5}
     assert up.status(name)["tasks"][0]["state"] == "RUNNING"
     up.ok("DELETE", f"/connectors/{name}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_spark_master_that_does_not_answer_fails_the_task_naming_it(tmp_path: Path) -> None:

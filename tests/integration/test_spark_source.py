@@ -19,24 +19,20 @@ from __future__ import annotations
 import json
 import struct
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewPartitions
-from rawkafka import produce as raw_produce
+from support.rawkafka import produce as raw_produce
 
 import headwater.spark
 from headwater.kafka.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, Record, build_batch
 from headwater.spark.decode import Columns, decode_fetched
+from headwater.testing.names import unique
 
 T0 = 1_700_000_000_000  # record timestamps, ms
 COLUMNS = "topic, partition, offset, key, value, unix_millis(timestamp) AS ts, timestampType"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture(scope="module")

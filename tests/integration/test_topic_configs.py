@@ -19,11 +19,11 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from hwclients import TIMEOUT, Rec, produce_confluent, unique
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
-from rawkafka import request
+from support.hwclients import TIMEOUT, Rec, produce_confluent, unique
+from support.rawkafka import request
 
 INVALID_CONFIG = 40
 L = "9223372036854775807"

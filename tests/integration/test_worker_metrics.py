@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, scrape_metrics, unique, wait_for
+from support.connectproc import ConnectProcess, scrape_metrics, unique, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
-from connectproc import NEVER_MATCHING_FILTER
+from support.connectproc import NEVER_MATCHING_FILTER
 
 from headwater.connect.api import (
     OffsetStorageReader,

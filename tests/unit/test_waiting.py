@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from connectproc import wait_for
+from support.connectproc import wait_for
 
 from headwater.testing import WaitTimeout, wait_until
 

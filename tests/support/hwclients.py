@@ -11,7 +11,6 @@ import asyncio
 import json
 import subprocess
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,16 +21,13 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CNewTopic
 
 from headwater.kafka.records import iter_batches
+from headwater.testing.names import unique
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 CLIENTS = ["confluent", "kafka-python", "aiokafka", "kcat"]
 KCAT = "/usr/bin/kcat"
 TIMEOUT = 30.0  # seconds any single produce/consume may take
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brokerproc import LoggedProcess
-from connectproc import Response, http, unique, wait_for
+from .brokerproc import LoggedProcess
+from .connectproc import Response, http, unique, wait_for
 
 __all__ = ["BROKER_OVERRIDES", "REPO", "Join", "SHIPPED_PROPERTIES", "Cluster", "WorkerProcess", "cluster_settings",
            "leader_ids", "placement", "tasks_per_worker", "fast_settings"]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED_PROPERTIES = REPO / "configs" / "worker-distributed.properties"
 PLUGINS = REPO / "plugins"
 

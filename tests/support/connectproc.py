@@ -17,16 +17,17 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from brokerproc import LoggedProcess
 
+from headwater.testing.names import unique
 from headwater.testing.waiting import wait_until
+
+from .brokerproc import LoggedProcess
 
 __all__ = ["JSON_CONVERTER", "NEVER_MATCHING_FILTER", "ConnectProcess", "Message", "Response", "TopicReader", "consume",
            "create_topic", "end_offset", "end_offsets", "module_connect", "produce", "sink_config", "source_config",
@@ -47,10 +48,6 @@ _READY = re.compile(r"Headwater is up: Kafka bootstrap (\S+):(\d+), Connect REST
 
 HTTP_TIMEOUT = 30.0  # seconds for any one REST call
 T = TypeVar("T")
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def module_connect(name: str) -> Any:

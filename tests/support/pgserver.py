@@ -11,12 +11,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from headwater.testing.names import free_port
 
 __all__ = ["PostgresServer", "find_bindir", "start_postgres"]
 
@@ -80,12 +81,6 @@ def find_bindir() -> Path | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _from_docker() -> PostgresServer | None:
     try:
         from testcontainers.community.postgres import PostgresContainer
@@ -117,7 +112,7 @@ def _from_binaries(base: Path, overrides: dict[str, str] | None = None) -> Postg
         shutil.chown(base, "postgres", "postgres")
     subprocess.run([*run_as, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E",
                     "UTF8", "--no-sync"], check=True, capture_output=True)
-    port = _free_port()
+    port = free_port()
     settings = {**SETTINGS, **(overrides or {}), "listen_addresses": "'127.0.0.1'", "port": str(port),
                 "unix_socket_directories": f"'{base}'"}
     with open(data / "postgresql.conf", "a") as conf:
