@@ -303,7 +303,7 @@ def latency_consumer(bootstrap: str, topic: str, partitions: int, count: int, ti
         now_ns = time.time_ns()
         if msg is None or msg.error():
             continue
-        seq, sent = msg.value()[:40].split(b" ", 2)[:2]
+        seq, sent = (msg.value() or b"")[:40].split(b" ", 2)[:2]
         samples.append((int(seq), now_ns / 1e6 - msg.timestamp()[1], (now_ns - int(sent)) / 1e6))
     c.close()
     print(json.dumps({"samples": samples, "cpu": sum(os.times()[:2]) - cpu0}), flush=True)
@@ -457,12 +457,14 @@ def main() -> None:
             assert sum(source_ends) == n, f"A holds {source_ends}"
             print(f"produced {n:,} records ({KEY_SIZE} B keys, {args.value_size} B values) to A in {seconds:.1f}s "
                   f"= {n / seconds:,.0f} records/s; per partition {source_ends}", flush=True)
+            assert a.proc is not None and b.proc is not None
             pids = {"broker A": a.proc.pid, "broker B": b.proc.pid}
             tag = unique("mm-bench")
             cluster = Cluster(base / "workers", b.bootstrap, tag, fast_settings(tag))
             with cluster:
                 workers = cluster.start(args.workers)
                 for k, w in enumerate(workers):
+                    assert w.proc is not None
                     pids[f"worker{k}" if args.workers > 1 else "worker"] = w.proc.pid
                 aliases = (f"A{i}" for i in range(1, 1000))  # a new alias: a new target topic, no stored offsets
                 last = None

@@ -163,6 +163,7 @@ def test_source_resumes_exactly_once_after_sigterm(tmp_path: Path) -> None:
         proc.stop()
 
 
+@pytest.mark.slow
 def test_source_loses_nothing_after_sigkill(tmp_path: Path) -> None:
     lines, got, proc = _restart_scenario(tmp_path, kill=True)
     try:

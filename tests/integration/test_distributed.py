@@ -198,6 +198,7 @@ def test_joining_worker_gets_work_and_no_task_runs_twice(cluster: Cluster) -> No
 # -- 4. nothing lost when a worker dies ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_sequence_number_lost_when_a_worker_is_killed(cluster: Cluster, tmp_path: Path) -> None:
     total, tasks, rate = 6000, 3, 500
     cluster.start(3)

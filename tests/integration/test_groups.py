@@ -644,6 +644,7 @@ def test_committed_offsets_survive_clean_restart_and_sigkill(fresh_broker: Broke
 # --------------------------------------------------------------------------- 4. static membership
 
 
+@pytest.mark.slow
 def test_static_member_restart_keeps_assignment_without_rebalance(gbroker: BrokerProcess, consumer_procs) -> None:
     session_ms = 10000  # the restarted process (its start and imports: seconds on a loaded machine) joins within it
     topic, group = unique("grp-static"), unique("g-static")

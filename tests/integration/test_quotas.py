@@ -142,6 +142,7 @@ class Meter:
         return statistics.linear_regression([t for t, _ in points], [b for _, b in points]).slope
 
 
+@pytest.mark.slow
 def test_a_consumer_over_its_quota_is_throttled_and_its_neighbour_is_not(tmp_path: Path) -> None:
     quota = 1_000_000.0
     with BrokerProcess(tmp_path / "data", "num.partitions=1", "group.initial.rebalance.delay.ms=0") as proc:
@@ -188,6 +189,7 @@ def test_a_consumer_over_its_quota_is_throttled_and_its_neighbour_is_not(tmp_pat
         assert free.samples[-1][1] == 40_000_000 and not free.throttles
 
 
+@pytest.mark.slow
 def test_a_producer_over_its_quota_is_throttled_and_its_neighbour_is_not(tmp_path: Path) -> None:
     quota = 1_000_000.0
     with BrokerProcess(tmp_path / "data", "num.partitions=1") as proc:

@@ -23,6 +23,8 @@ from confluent_kafka.admin import NewTopic as CNewTopic
 from headwater.kafka.records import iter_batches
 from headwater.testing.names import unique
 
+from .confluent import headers_of, position
+
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 CLIENTS = ["confluent", "kafka-python", "aiokafka", "kcat"]
@@ -44,7 +46,7 @@ class Got:
     partition: int
     offset: int
     key: bytes | None
-    value: bytes
+    value: bytes | None
     headers: tuple[tuple[str, bytes], ...] = ()
     timestamp: int = -1
 
@@ -196,9 +198,8 @@ def produce_confluent(bootstrap: str, topic: str, recs: list[Rec], codec: str = 
                 on_ack(acked[-1])
 
     for r in recs:
-        kwargs = {"timestamp": r.timestamp} if r.timestamp is not None else {}
         prod.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
-                     on_delivery=on_delivery, **kwargs)
+                     on_delivery=on_delivery, timestamp=r.timestamp if r.timestamp is not None else 0)  # 0: now
         if one_by_one:
             assert prod.flush(timeout) == 0, f"record not acknowledged within {timeout}s"
         else:
@@ -292,15 +293,17 @@ def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int
         c.assign([TopicPartition(topic, p, start) for p in range(partitions)])
         eof: set[int] = set()
         for m in poll_messages(c, timeout):
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
+            err = m.error()
+            if err:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    eof.add(position(m)[0])
                     if len(eof) == partitions and len(got) >= expected:
                         break
                     continue
-                raise AssertionError(f"consumer error: {m.error()}")
-            eof.discard(m.partition())
-            got.append(Got(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
+                raise AssertionError(f"consumer error: {err}")
+            partition, offset = position(m)
+            eof.discard(partition)
+            got.append(Got(partition, offset, m.key(), m.value(), headers_of(m), m.timestamp()[1]))
         else:
             raise AssertionError(f"confluent consumer got {len(got)} of {expected} records in {timeout}s")
     finally:
@@ -315,8 +318,9 @@ def offset_reset_error(bootstrap: str, topic: str, offset: int, timeout: float =
     try:
         c.assign([TopicPartition(topic, 0, offset)])
         for m in poll_messages(c, timeout):
-            assert m.error() is not None, f"got a record at offset {m.offset()}, outside the log"
-            return m.error()
+            err = m.error()
+            assert err is not None, f"got a record at offset {m.offset()}, outside the log"
+            return err
         raise AssertionError(f"no error within {timeout}s from a fetch at {offset}, outside the log")
     finally:
         c.close()

@@ -11,6 +11,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from .confluent import headers_of, position
+
 
 @dataclass(frozen=True)
 class Rec:
@@ -44,7 +46,8 @@ def produce_keyed(bootstrap: str, topic: str, count: int, start: int = 0, header
     more bytes in each value; ``config``: more librdkafka settings (e.g. ``{"batch.size": 16384}``)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **config})
     for i in range(start, start + count):
-        hdrs = [("n", str(i).encode()), ("dup", b"a"), ("dup", b"b")] if headers and i % 3 else None
+        hdrs: list[tuple[str, str | bytes | None]] | None = (
+            [("n", str(i).encode()), ("dup", b"a"), ("dup", b"b")] if headers and i % 3 else None)
         p.produce(topic, key=f"k{i % 50}".encode(), value=f"v{i}".encode() * (1 + i % 4) + b"." * pad, headers=hdrs,
                   timestamp=base_ts + i)
         if i % 5000 == 0:
@@ -68,8 +71,7 @@ def read_all(bootstrap: str, topic: str, expect: int | None = None, timeout: flo
             for m in msgs:
                 if m.error():
                     continue
-                out.append(Rec(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()),
-                               m.timestamp()[1]))
+                out.append(Rec(*position(m), m.key(), m.value(), headers_of(m), m.timestamp()[1]))
             if msgs:
                 quiet_since = time.monotonic()
             if expect is not None and len(out) >= expect and time.monotonic() - quiet_since >= settle:

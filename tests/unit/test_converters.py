@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import math
 from decimal import Decimal
+from typing import Any
 
 import pluggy
 import pytest
@@ -172,7 +173,7 @@ def test_struct_schema_mismatch_and_missing_required_field(conv):
 
 
 def test_struct_accepts_a_plain_dict(conv):
-    value = {"id": 1, "name": None, "address": {"street": "s"}, "tags": []}
+    value: dict[str, Any] = {"id": 1, "name": None, "address": {"street": "s"}, "tags": []}
     assert conv.from_connect_data("t", PERSON, value).endswith(
         b'"payload":{"id":1,"name":null,"address":{"street":"s","zip":null},"tags":[]}}')
 
