@@ -24,14 +24,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import psycopg  # noqa: E402
 from support.connectproc import ConnectProcess, end_offset, unique  # noqa: E402
-from support.pgserver import find_bindir, start_postgres  # noqa: E402
+from support.pgserver import fetch_one, find_bindir, start_postgres  # noqa: E402
 
 JSON = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -55,13 +54,6 @@ def wait_offset(bootstrap: str, topic: str, count: int, timeout: float) -> float
     raise SystemExit(f"{topic} did not reach {count} records within {timeout}s")
 
 
-def one(db: psycopg.Connection, query: str) -> Any:
-    """The one value a query answers."""
-    row = db.execute(query).fetchone()
-    assert row is not None, f"no row from {query}"
-    return row[0]
-
-
 def streaming(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, dbname: str, changes: int) -> None:
     db.execute("CREATE TABLE stream_t (id bigint PRIMARY KEY, v text, n int)")
     db.execute("CREATE PUBLICATION bench_pub FOR ALL TABLES")
@@ -76,7 +68,7 @@ def streaming(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, 
         db.execute("INSERT INTO stream_t SELECT g, 'value ' || g, g %% 100 FROM generate_series(%s::bigint, "
                    "%s::bigint) g", (start, start + 999))
     committed = time.monotonic()
-    end_lsn = one(db, "SELECT pg_current_wal_lsn()::text")
+    end_lsn = fetch_one(db, "SELECT pg_current_wal_lsn()::text")[0]
     done = wait_offset(up.bootstrap, topic, changes, 600)
     ours = changes / (done - started)
 
@@ -187,7 +179,7 @@ def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> No
     with psycopg.connect(server.dsn("bench_b"), autocommit=True) as b:
         while True:
             try:
-                n = one(b, "SELECT count(*) FROM public.lat_t")
+                n = fetch_one(b, "SELECT count(*) FROM public.lat_t")[0]
             except psycopg.errors.UndefinedTable:
                 n = 0
             if n and first is None:

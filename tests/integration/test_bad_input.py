@@ -339,6 +339,7 @@ def test_every_advertised_api_is_served(broker: Any) -> None:
     failures = []
     for k in served:
         cls = request_class(k.api_key)
+        assert cls is not None, f"no request class for api_key={k.api_key}"
         for version in range(k.min_version, k.max_version + 1):
             req = minimal_request(cls, version)
             with Conn(broker.port) as c:

@@ -8,6 +8,7 @@ import struct
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
@@ -271,7 +272,8 @@ def test_delete_records_across_segments_survives_restart(fresh_broker) -> None:
 
     _restart_on_new_port(b)
     assert _watermarks(b.bootstrap, topic, 1) == [(cut, 400)]
-    got = consume_confluent(b.bootstrap, topic, 1, 400 - cut, start=0, **{"auto.offset.reset": "earliest"})
+    earliest: dict[str, Any] = {"auto.offset.reset": "earliest"}
+    got = consume_confluent(b.bootstrap, topic, 1, 400 - cut, start=0, **earliest)
     assert [(g.offset, g.value) for g in got] == [(o, recs[o].value) for o in range(cut, 400)]
     acked = produce_confluent(b.bootstrap, topic, [Rec(0, b"k", b"next")])
     assert [(a.partition, a.offset) for a in acked] == [(0, 400)]

@@ -140,6 +140,7 @@ def _check_decodes(
         f"answered a request for api_key={api_key} v{version}, which is not served"
     )
     cls = response_class(api_key)
+    assert cls is not None, f"no response class for api_key={api_key}"
     data = body[4:]
     if cls.flexible_version_q(version) and api_key != 18:
         assert data[:1] == b"\x00", "flexible response header should carry an empty tagged-field list"
@@ -222,6 +223,7 @@ def _default_requests(served: dict[int, tuple[int, int]]) -> list[tuple[str, byt
     out = []
     for key, (lo, hi) in sorted(served.items()):
         cls = request_class(key)
+        assert cls is not None, f"no request class for api_key={key}"
         for version in range(lo, hi + 1):
             req = cls[version]()
             if key == 0:

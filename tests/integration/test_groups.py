@@ -64,6 +64,7 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 from support.brokerproc import BrokerProcess
+from support.confluent import position
 from support.rawkafka import Conn
 
 from headwater.testing.names import unique
@@ -278,8 +279,8 @@ class ConsumerProc:
 def consumer_procs(tmp_path: Path) -> Iterator[Callable[..., ConsumerProc]]:
     started: list[ConsumerProc] = []
 
-    def start(*args: Any, **kw: Any) -> ConsumerProc:
-        p = ConsumerProc(*args, log_dir=tmp_path, **kw)
+    def start(client: str, bootstrap: str, topic: str, group: str, **kw: Any) -> ConsumerProc:
+        p = ConsumerProc(client, bootstrap, topic, group, tmp_path, **kw)
         started.append(p)
         return p
 
@@ -544,7 +545,7 @@ def consume_from_group(client: str, bootstrap: str, topic: str, group: str,
                 m = c.poll(0.1)
                 if m is not None:
                     assert not m.error(), m.error()
-                    got.append((m.partition(), m.offset(), m.value()))
+                    got.append((*position(m), m.value() or b""))
                 if extra_until is None and len(got) >= expected and len(c.assignment()) == len(RESTART_COUNTS):
                     extra_until = time.monotonic() + 1.0
         finally:
@@ -629,8 +630,8 @@ def test_committed_offsets_survive_clean_restart_and_sigkill(fresh_broker: Broke
         for client, group in groups.items():
             resp = conn.call(OffsetFetchRequest[5](group_id=group, topics=None), OffsetFetchResponse)
             assert resp.error_code == NONE
-            got = {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
-            assert got == {(topic, p): o for p, o in COMMITS[client][1].items()}, client
+            committed = {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
+            assert committed == {(topic, p): o for p, o in COMMITS[client][1].items()}, client
 
     # a new member of each group resumes exactly at the committed offsets
     for client, group in groups.items():

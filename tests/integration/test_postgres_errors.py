@@ -10,6 +10,7 @@ import uuid
 import psycopg
 import pytest
 from support.connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.pgserver import fetch_one
 from test_postgres_cdc import events, source
 
 pytestmark = pytest.mark.timeout(120)
@@ -153,7 +154,7 @@ def test_a_change_that_cannot_be_converted_goes_through_errors_tolerance(connect
                  30, 0.1, "both slots streaming")
         time.sleep(1)
         db.execute("INSERT INTO orders VALUES (1, 'NaN')")
-        bad_end = db.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+        bad_end = fetch_one(db, "SELECT pg_current_wal_lsn()")[0]
         db.execute("INSERT INTO orders VALUES (2, 2.50)")
 
         trace = failed_trace(connect, slots["none"][0])

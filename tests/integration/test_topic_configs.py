@@ -136,7 +136,7 @@ def _kdescribe(kadmin: KafkaAdminClient, topic: str) -> dict[str, dict]:
     return out["topic"][topic]
 
 
-def _state(admin: AdminClient, topic: str) -> dict[str, tuple[str, ConfigSource]]:
+def _state(admin: AdminClient, topic: str) -> dict[str, tuple[str | None, ConfigSource]]:
     return {k: (e.value, ConfigSource(e.source)) for k, e in _describe(admin, topic).items()}
 
 

@@ -36,7 +36,7 @@ TIMEOUT = 30.0  # seconds any single produce/consume may take
 class Rec:
     partition: int
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone
     headers: tuple[tuple[str, bytes], ...] = ()
     timestamp: int | None = None  # ms; None = the client's clock
 
@@ -55,7 +55,7 @@ class Got:
 class Ack:
     partition: int
     offset: int
-    value: bytes
+    value: bytes | None
 
 
 def make_records(n: int, partitions: int, tag: str, *, headers: str = "per-record") -> list[Rec]:

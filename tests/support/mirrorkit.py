@@ -109,16 +109,18 @@ def _string(data: bytes, pos: int) -> tuple[str, int]:
     return data[pos + 2:pos + 2 + n].decode(), pos + 2 + n
 
 
-def unpack_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
+def unpack_offset_sync(key: bytes | None, value: bytes | None) -> tuple[str, int, int, int]:
     """(topic, partition, upstream, downstream): key {topic STRING, partition INT32}, value {INT64, INT64}."""
+    assert key is not None and value is not None, "an offset sync has a key and a value"
     topic, pos = _string(key, 0)
     (partition,) = struct.unpack_from(">i", key, pos)
     upstream, downstream = struct.unpack_from(">qq", value, 0)
     return topic, partition, upstream, downstream
 
 
-def unpack_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int, str]:
+def unpack_checkpoint(key: bytes | None, value: bytes | None) -> tuple[str, str, int, int, int, str]:
     """(group, topic, partition, upstream, downstream, metadata): value starts with version INT16 = 0."""
+    assert key is not None and value is not None, "a checkpoint has a key and a value"
     group, pos = _string(key, 0)
     topic, pos = _string(key, pos)
     (partition,) = struct.unpack_from(">i", key, pos)
@@ -128,7 +130,8 @@ def unpack_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int
     return group, topic, partition, upstream, downstream, metadata
 
 
-def unpack_heartbeat(key: bytes, value: bytes) -> tuple[str, str, int]:
+def unpack_heartbeat(key: bytes | None, value: bytes | None) -> tuple[str, str, int]:
+    assert key is not None and value is not None, "a heartbeat has a key and a value"
     source, pos = _string(key, 0)
     target, _ = _string(key, pos)
     version, timestamp = struct.unpack(">hq", value)

@@ -66,6 +66,13 @@ class PostgresServer:
             self.stop_server = None
 
 
+def fetch_one(conn: Any, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+    """The one row ``query`` answers on the psycopg connection ``conn`` (AssertionError when it answers none)."""
+    row = conn.execute(query, params).fetchone()
+    assert row is not None, f"no row from {query}"
+    return tuple(row)
+
+
 def find_bindir() -> Path | None:
     """The folder of ``initdb``/``pg_ctl``/``postgres``: ``pg_config --bindir``, else Debian's layout."""
     candidates = []
