@@ -1,0 +1,37 @@
+"""Each room's exceptions share its root: what the connectors raise is a ``ConnectException`` (Kafka
+Connect's family, in the plugin API), so that the worker and plugin code can tell a connector's error
+from a bug by class, as Kafka Connect does."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+from headwater.connect.api import ConnectException
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _exceptions(folder: str, package: str) -> dict[str, type[BaseException]]:
+    """Every exception class defined under ``folder`` (the package ``package``), by dotted name."""
+    found: dict[str, type[BaseException]] = {}
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+        module = ".".join([package, *(parts[:-1] if parts[-1] == "__init__" else parts)])
+        names = [node.name for node in ast.walk(ast.parse(path.read_text(), str(path)))
+                 if isinstance(node, ast.ClassDef) and node.bases]
+        if not names:
+            continue
+        loaded = importlib.import_module(module)
+        for name in names:
+            cls = getattr(loaded, name, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                found[f"{module}.{name}"] = cls
+    return found
+
+
+def test_the_connectors_exceptions_are_connect_exceptions() -> None:
+    found = _exceptions("connectors", "headwater.connectors")
+    assert "headwater.connectors.postgres.pgoutput.DecodeError" in found  # the scan sees them
+    assert [name for name, cls in found.items() if not issubclass(cls, ConnectException)] == []
