@@ -1,6 +1,6 @@
 """Each room's exceptions share its root: what the connectors raise is a ``ConnectException`` (Kafka
 Connect's family, in the plugin API), so that the worker and plugin code can tell a connector's error
-from a bug by class, as Kafka Connect does."""
+from a bug by class, as Kafka Connect does; what the Spark source raises is a ``SparkSourceError``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import importlib
 from pathlib import Path
 
 from headwater.connect.api import ConnectException
+from headwater.spark.errors import SparkSourceError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +39,12 @@ def test_the_connectors_exceptions_are_connect_exceptions() -> None:
     found = _exceptions("connectors", "headwater.connectors")
     assert "headwater.connectors.postgres.pgoutput.DecodeError" in found  # the scan sees them
     assert [name for name, cls in found.items() if not issubclass(cls, ConnectException)] == []
+
+
+def test_the_spark_sources_exceptions_share_its_root() -> None:
+    found = _exceptions("headwater/spark", "headwater.spark")
+    assert "headwater.spark.options.OptionError" in found  # the scan sees them
+    assert [name for name, cls in found.items() if not issubclass(cls, SparkSourceError)] == []
 
 
 # Being moved onto the family in their own changes: the runtime, the Kafka side, the herder, REST, storage
