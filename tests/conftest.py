@@ -6,26 +6,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from support.brokerproc import BrokerProcess  # noqa: E402
-
-# What a test needs beyond the broker and Python, as markers that `make check` leaves out: the fixtures
-# that start it, and the modules whose tests start it themselves (a worker process's Spark session, a
-# PostgreSQL server of their own), or a folder of such tests.
-NEEDS_FIXTURE = {"spark": "spark", "postgres": "postgres"}
-NEEDS_MODULE = {"spark": {"test_spark_sink.py", "test_spark_lake_faults.py", "test_spark_cdc.py",
-                          "test_spark_source.py"},
-                "postgres": {"test_postgres_errors.py"}}
-NEEDS_FOLDER = {"browser": Path(__file__).parent / "browser"}
+from support.markers import needs  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        for marker, fixture in NEEDS_FIXTURE.items():
-            if fixture in fixtures or item.path.name in NEEDS_MODULE.get(marker, ()):
-                item.add_marker(marker)
-        for marker, folder in NEEDS_FOLDER.items():
-            if folder in item.path.parents:
-                item.add_marker(marker)
+        for marker in needs(getattr(item, "fixturenames", ()), item.path):
+            item.add_marker(marker)
 
 
 @pytest.fixture(scope="session")
