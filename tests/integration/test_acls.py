@@ -136,6 +136,7 @@ def _consume_error(bootstrap: str, topic: str, group: str) -> int | None:
         consumer.close()
 
 
+@pytest.mark.slow
 def test_acls_are_kept_and_enforced(tmp_path: Path) -> None:
     ok, denied, secret = "ok-data", "no-data", "ok-secret"
     with BrokerProcess(tmp_path / "data", "num.partitions=1") as proc:  # not enforced yet: set everything up

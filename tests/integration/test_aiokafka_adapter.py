@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aiokafka
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from support.hwclients import unique
 
@@ -244,6 +245,7 @@ def test_admin_partition_counts_and_group_offset_commit(broker) -> None:
     _run(go())
 
 
+@pytest.mark.slow
 def test_delivery_timeout_outlasts_request_timeout_and_stop_producer_aborts(fresh_broker) -> None:
     """``delivery.timeout.ms`` sets the accumulator's batch TTL: a batch is retried (aiokafka re-queues it at the
     head of its partition) through a broker outage longer than request.timeout.ms, where aiokafka alone gives
