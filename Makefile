@@ -40,8 +40,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 
-# The fast door, before every commit: lint, types and the tests that need no JVM, PostgreSQL or browser and
-# take under about 10 s each (markers set in tests/conftest.py). `make test` runs them all (CI).
+# The quick door, before every commit: lint, types and the tests that need no JVM, PostgreSQL or browser and
+# are not slow (tests/support/markers.py says which). `make test` runs them all (CI).
 FAST := not spark and not postgres and not browser and not slow
 
 check: lint
