@@ -5,8 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # mypy reads the packages as installed: headwater/ holds headwater, broker/ holds headwater.broker, ...
 TYPECHECK := build/typecheck
+TYPECHECK_PATH := $(CURDIR)/$(TYPECHECK):$(CURDIR)/tests:$(CURDIR)/tests/integration:$(CURDIR)/bench$(foreach p,$(wildcard plugins/*/src),:$(CURDIR)/$(p))
+MYPY := MYPYPATH="$(TYPECHECK_PATH)" "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/pyproject.toml"
 
-.PHONY: run test lint typecheck bench bench-latency clean
+.PHONY: run check test lint typecheck bench bench-latency clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -22,14 +24,28 @@ run: $(STAMP)
 	$(BIN)/headwater up configs/quickstart/file-source.json configs/quickstart/file-sink.json
 
 typecheck: $(STAMP)
-	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/headwater
+	rm -rf $(TYPECHECK)/headwater && mkdir -p $(TYPECHECK)/headwater
 	for f in headwater/*; do ln -s "$(CURDIR)/$$f" $(TYPECHECK)/headwater/; done
 	for d in broker connect connectors; do ln -s "$(CURDIR)/$$d" $(TYPECHECK)/headwater/$$d; done
-	cd $(TYPECHECK) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/pyproject.toml" -p headwater
+	cd $(TYPECHECK) && $(MYPY) -p headwater
+	@# Tests, benchmarks and plugins import what their conftest.py or script puts on sys.path; checked in
+	@# groups holding no two modules of one name (each test folder has a conftest.py)
+	cd $(TYPECHECK) && $(MYPY) "$(CURDIR)/tests/conftest.py" "$(CURDIR)/tests/support" "$(CURDIR)/tests/unit" \
+		"$(CURDIR)/bench"
+	cd $(TYPECHECK) && $(MYPY) "$(CURDIR)/tests/integration"
+	cd $(TYPECHECK) && $(MYPY) "$(CURDIR)/tests/browser"
+	for p in plugins/*/; do (cd $(TYPECHECK) && $(MYPY) "$(CURDIR)/$$p") || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
+
+# The quick door, before every commit: lint, types and the tests that need no JVM, PostgreSQL or browser and
+# are not slow (tests/support/markers.py says which). `make test` runs them all (CI).
+FAST := not spark and not postgres and not browser and not slow
+
+check: lint
+	$(BIN)/python -m pytest -q -m "$(FAST)"
 
 # The full suite, its files spread over TEST_WORKERS processes (a file's tests stay together, so module
 # fixtures start once); TEST_WORKERS=0 runs everything in this process.

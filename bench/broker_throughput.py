@@ -1,6 +1,6 @@
 """Broker throughput, latency and memory benchmark (prints a table; not a test).
 
-Starts its own broker (tests/brokerproc.py's BrokerProcess, temp log dir) and measures:
+Starts its own broker (tests/support/brokerproc.py's BrokerProcess, temp log dir) and measures:
 
 - produce: N records of 100 B into a 1-partition and a 6-partition topic, driven from C
   (kcat, acks=1, linger.ms=5, batch.size=1 MiB), timed from kcat's start to its exit, then
@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,7 +72,7 @@ KCAT_CONSUME = ["-X", "queued.min.messages=1000000", "-X", "fetch.wait.max.ms=10
 
 
 def _load_broker_process() -> type:
-    spec = importlib.util.spec_from_file_location("brokerproc", ROOT / "tests" / "brokerproc.py")
+    spec = importlib.util.spec_from_file_location("brokerproc", ROOT / "tests" / "support" / "brokerproc.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -172,7 +173,7 @@ class Results:
 QUIET_WAIT = 0.0  # set from --wait-quiet
 
 
-def _timed(broker_pid: int, name: str, records: int, record_size: int, run: callable) -> Phase:
+def _timed(broker_pid: int, name: str, records: int, record_size: int, run: Callable[[], tuple[bool, str]]) -> Phase:
     if QUIET_WAIT:
         wait_for_quiet(QUIET_WAIT)
     cpu0, child0, sys0, t0 = _cpu_seconds(broker_pid), _children_cpu(), _system_busy(), time.perf_counter()
@@ -279,6 +280,7 @@ def kcat_consume_count(bootstrap: str, topic: str, counts: list[int], consumers:
     kcats = [subprocess.Popen([*base, *extra], stdout=subprocess.PIPE) for extra in plan]
     counters = [subprocess.Popen(["wc", "-l"], stdin=k.stdout, stdout=subprocess.PIPE) for k in kcats]
     for k in kcats:
+        assert k.stdout is not None
         k.stdout.close()  # wc holds the pipe now
     got = sum(int(c.communicate()[0].split()[0]) for c in counters)
     codes = [k.wait() for k in kcats]
@@ -325,7 +327,7 @@ def latency_consumer(bootstrap: str, topic: str, count: int, timeout: float) -> 
         now = time.time_ns()
         if msg is None or msg.error():
             continue
-        seq, sent = msg.value()[:40].split(b" ", 2)[:2]
+        seq, sent = (msg.value() or b"")[:40].split(b" ", 2)[:2]
         lat_us.append((int(seq), (now - int(sent)) / 1000))
     cpu, elapsed = sum(os.times()[:2]) - cpu0, time.monotonic() - t0
     c.poll(0.6)  # one more statistics callback

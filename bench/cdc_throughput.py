@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import psycopg  # noqa: E402
-from connectproc import ConnectProcess, end_offset, unique  # noqa: E402
-from pgserver import find_bindir, start_postgres  # noqa: E402
+from support.connectproc import ConnectProcess, end_offset, unique  # noqa: E402
+from support.pgserver import fetch_one, find_bindir, start_postgres  # noqa: E402
 
 JSON = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -54,7 +54,7 @@ def wait_offset(bootstrap: str, topic: str, count: int, timeout: float) -> float
     raise SystemExit(f"{topic} did not reach {count} records within {timeout}s")
 
 
-def streaming(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, changes: int) -> None:
+def streaming(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, dbname: str, changes: int) -> None:
     db.execute("CREATE TABLE stream_t (id bigint PRIMARY KEY, v text, n int)")
     db.execute("CREATE PUBLICATION bench_pub FOR ALL TABLES")
     db.execute("SELECT pg_create_logical_replication_slot('recvlogical', 'pgoutput')")
@@ -68,7 +68,7 @@ def streaming(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, c
         db.execute("INSERT INTO stream_t SELECT g, 'value ' || g, g %% 100 FROM generate_series(%s::bigint, "
                    "%s::bigint) g", (start, start + 999))
     committed = time.monotonic()
-    end_lsn = db.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+    end_lsn = fetch_one(db, "SELECT pg_current_wal_lsn()::text")[0]
     done = wait_offset(up.bootstrap, topic, changes, 600)
     ours = changes / (done - started)
 
@@ -92,7 +92,7 @@ def streaming(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, c
     return None
 
 
-def snapshot(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, rows: int) -> None:
+def snapshot(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, dbname: str, rows: int) -> None:
     db.execute("CREATE TABLE snap_t (id bigint PRIMARY KEY, v text, n int, at timestamptz DEFAULT now())")
     db.execute("INSERT INTO snap_t (id, v, n) SELECT g, 'row ' || g, g %% 1000 FROM generate_series(1, %s) g",
                (rows,))
@@ -107,7 +107,8 @@ def snapshot(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, ro
     up.ok("DELETE", f"/connectors/{prefix}", expect=204)
 
 
-def latency(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, rate: int, seconds: int) -> str:
+def latency(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, dbname: str, rate: int,
+            seconds: int) -> str:
     from confluent_kafka import Consumer, TopicPartition
 
     db.execute("CREATE TABLE lat_t (id bigint PRIMARY KEY, v text)")
@@ -128,7 +129,7 @@ def latency(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, rat
             for m in consumer.consume(500, 0.005):  # short waits: the wait is part of what is measured
                 if m.error() is None and m.value():
                     now_ms = time.time() * 1000
-                    event = json.loads(m.value())
+                    event = json.loads(m.value() or b"")
                     if event["after"]["id"] < 0:
                         warm.set()  # the topic exists and the consumer reads it: measuring starts
                         continue
@@ -161,7 +162,7 @@ def latency(server, up: ConnectProcess, db: psycopg.Connection, dbname: str, rat
     return topic
 
 
-def sink(server, up: ConnectProcess, topic: str, count: int) -> None:
+def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> None:
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
         admin.execute("CREATE DATABASE bench_b")
     name = unique("sink")
@@ -178,7 +179,7 @@ def sink(server, up: ConnectProcess, topic: str, count: int) -> None:
     with psycopg.connect(server.dsn("bench_b"), autocommit=True) as b:
         while True:
             try:
-                n = b.execute("SELECT count(*) FROM public.lat_t").fetchone()[0]
+                n = fetch_one(b, "SELECT count(*) FROM public.lat_t")[0]
             except psycopg.errors.UndefinedTable:
                 n = 0
             if n and first is None:
@@ -201,8 +202,8 @@ class SplitWorker:
     """A broker process and one distributed worker, answering what the phases ask of ``headwater up``."""
 
     def __init__(self, base: Path) -> None:
-        from brokerproc import BrokerProcess
-        from workerproc import BROKER_OVERRIDES, Cluster
+        from support.brokerproc import BrokerProcess
+        from support.workerproc import BROKER_OVERRIDES, Cluster
 
         self.broker = BrokerProcess(base / "broker", *BROKER_OVERRIDES, "num.partitions=1").start()
         self.bootstrap = self.broker.bootstrap

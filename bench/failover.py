@@ -36,8 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from brokerproc import BrokerProcess  # noqa: E402
-from workerproc import BROKER_OVERRIDES, Cluster, WorkerProcess, tasks_per_worker  # noqa: E402
+from support.brokerproc import BrokerProcess  # noqa: E402
+from support.workerproc import BROKER_OVERRIDES, Cluster, WorkerProcess, tasks_per_worker  # noqa: E402
 
 TASKS = 6
 POLL_S = 0.05

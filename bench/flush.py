@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from brokerproc import BrokerProcess  # noqa: E402
+from support.brokerproc import BrokerProcess  # noqa: E402
 
 IN_MOVED_TO = 0x80
 _EVENT = struct.Struct("iIII")

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from brokerproc import BrokerProcess  # noqa: E402
+from support.brokerproc import BrokerProcess  # noqa: E402
 
 CONSUMER = r"""
 import json, sys, time

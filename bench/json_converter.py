@@ -1,11 +1,13 @@
-"""JsonConverter throughput, in process (prints a table; not a test).
+"""JsonConverter throughput, in process (prints a table; not a test), beside the StringConverter and
+the SimpleHeaderConverter for scale.
 
 Records of a 10-field struct schema (ints, a long, floats, strings, a boolean, an optional
 string, a timestamp) and of schemaless maps, converted one at a time, as the worker's record
 path does:
 
     from_connect_data (serialize, Connect value -> bytes) and to_connect_data (bytes -> value),
-    with schemas.enable=true (the envelope) and false.
+    with schemas.enable=true (the envelope) and false; then a 100-character string through the
+    StringConverter and a short string and an int header value through the SimpleHeaderConverter.
 
     python bench/json_converter.py [--records N] [--repeat R]
 """
@@ -29,7 +31,7 @@ from headwater.connect.api.data import (
     STRING_SCHEMA,
 )
 from headwater.connect.api.logical import TIMESTAMP_SCHEMA
-from headwater.connect.converters import JsonConverter
+from headwater.connect.converters import JsonConverter, SimpleHeaderConverter, StringConverter
 
 SCHEMA = (SchemaBuilder.struct().name("bench.Order")
           .field("id", INT64_SCHEMA).field("customer", INT32_SCHEMA).field("quantity", INT16_SCHEMA)
@@ -74,6 +76,21 @@ def main() -> None:
         read = _rate(lambda d, c=conv: c.to_connect_data("t", d), data, args.repeat)
         print(f"{'from_connect_data ' + label:<38} {write:>24,.0f}")
         print(f"{'to_connect_data ' + label:<38} {read:>24,.0f}")
+    string, header = StringConverter(), SimpleHeaderConverter()
+    string.configure({}, is_key=False)
+    text = "x" * 100
+    n, repeat = args.records, args.repeat
+    others = {
+        "StringConverter from_connect_data": _rate(lambda v: string.from_connect_data("t", None, v), [text] * n,
+                                                   repeat),
+        "StringConverter to_connect_data": _rate(lambda d: string.to_connect_data("t", d), [text.encode()] * n, repeat),
+        "SimpleHeaderConverter string header": _rate(lambda d: header.to_connect_header("t", "h", d),
+                                                      [b"some-trace-id"] * n, repeat),
+        "SimpleHeaderConverter int header": _rate(lambda d: header.to_connect_header("t", "h", d), [b"1234"] * n,
+                                                  repeat),
+    }
+    for label, rate in others.items():
+        print(f"{label:<38} {rate:>24,.0f}")
 
 
 if __name__ == "__main__":

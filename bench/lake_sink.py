@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from connectproc import ConnectProcess, create_topic, end_offsets, unique  # noqa: E402
+from support.connectproc import ConnectProcess, create_topic, end_offsets, unique  # noqa: E402
 
 SCHEMA = {"type": "struct", "name": "bench.Value", "optional": False, "fields": [
     {"field": "id", "type": "int64", "optional": False},

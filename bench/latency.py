@@ -3,7 +3,7 @@
 A confluent-kafka (librdkafka) producer process sends 100-byte records carrying their send time at
 10,000 msg/s for 10 s (``linger.ms=0``, ``acks=1``); a confluent-kafka consumer process
 (``fetch.min.bytes=1``, ``fetch.wait.max.ms=100``, ``poll()`` per message) computes receive - send.
-The broker runs as its own process (tests/brokerproc.py's ``BrokerProcess``, temp log dir, default
+The broker runs as its own process (tests/support/brokerproc.py's ``BrokerProcess``, temp log dir, default
 settings: no ACL, no quota). The first second is warm-up and not counted. The workload pieces are
 ``bench/broker_throughput.py``'s latency run; this prints p50/p90/p99/max per run, and the cores
 the broker and everything else took (the machine's cores are shared: "other" is load from outside).

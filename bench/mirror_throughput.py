@@ -2,7 +2,7 @@
 a test).
 
 Two Headwater brokers, A (source) and B (target), each its own subprocess with a temp log dir, and a group of
-``--workers`` distributed Connect workers on B (tests/workerproc.py's ``Cluster``). N records (8-byte ASCII
+``--workers`` distributed Connect workers on B (tests/support/workerproc.py's ``Cluster``). N records (8-byte ASCII
 keys, 100-byte ASCII values: no tab or newline, so the line-based pipe copies them exactly) are produced to a
 topic of P partitions on A with confluent-kafka, then copied to B, ``--repeat`` rounds of:
 
@@ -46,7 +46,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from broker_throughput import (  # noqa: E402
@@ -232,7 +231,7 @@ def result(name: str, count: int, started: float, first: float | None, done: flo
 def mirror(cluster: Any, a: str, b: str, topic: str, partitions: int, count: int, tasks: int, alias: str,
            pids: dict[str, int], source_ends: list[int],
            profile: tuple[Path, int] | None = None) -> dict[str, Any]:
-    from mirrorkit import mirror_config
+    from support.mirrorkit import mirror_config
 
     worker = cluster.workers[0]
     name = f"mirror-{alias}"
@@ -304,7 +303,7 @@ def latency_consumer(bootstrap: str, topic: str, partitions: int, count: int, ti
         now_ns = time.time_ns()
         if msg is None or msg.error():
             continue
-        seq, sent = msg.value()[:40].split(b" ", 2)[:2]
+        seq, sent = (msg.value() or b"")[:40].split(b" ", 2)[:2]
         samples.append((int(seq), now_ns / 1e6 - msg.timestamp()[1], (now_ns - int(sent)) / 1e6))
     c.close()
     print(json.dumps({"samples": samples, "cpu": sum(os.times()[:2]) - cpu0}), flush=True)
@@ -439,9 +438,9 @@ def main() -> None:
     if args.role == "latency-producer":
         return latency_producer(args.bootstrap, args.topic, args.rate, args.seconds, args.value_size)
 
-    from brokerproc import BrokerProcess
-    from connectproc import unique
-    from workerproc import BROKER_OVERRIDES, Cluster, fast_settings
+    from support.brokerproc import BrokerProcess
+    from support.connectproc import unique
+    from support.workerproc import BROKER_OVERRIDES, Cluster, fast_settings
 
     base = Path(tempfile.mkdtemp(prefix="hw-mirror-bench-"))
     n, parts = args.records, args.partitions
@@ -458,12 +457,14 @@ def main() -> None:
             assert sum(source_ends) == n, f"A holds {source_ends}"
             print(f"produced {n:,} records ({KEY_SIZE} B keys, {args.value_size} B values) to A in {seconds:.1f}s "
                   f"= {n / seconds:,.0f} records/s; per partition {source_ends}", flush=True)
+            assert a.proc is not None and b.proc is not None
             pids = {"broker A": a.proc.pid, "broker B": b.proc.pid}
             tag = unique("mm-bench")
             cluster = Cluster(base / "workers", b.bootstrap, tag, fast_settings(tag))
             with cluster:
                 workers = cluster.start(args.workers)
                 for k, w in enumerate(workers):
+                    assert w.proc is not None
                     pids[f"worker{k}" if args.workers > 1 else "worker"] = w.proc.pid
                 aliases = (f"A{i}" for i in range(1, 1000))  # a new alias: a new target topic, no stored offsets
                 last = None

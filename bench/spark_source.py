@@ -1,6 +1,6 @@
 """Spark source benchmark (not a test): ``format("headwater")`` reading a topic into Parquet.
 
-Starts a broker (tests/brokerproc.py, temp log dir), produces N records (~100-byte JSON values,
+Starts a broker (tests/support/brokerproc.py, temp log dir), produces N records (~100-byte JSON values,
 keyed) to a 2-partition topic with aiokafka, then on a local[2] Spark session times:
 
 - ``stream``: ``spark.readStream.format("headwater") ... .trigger(availableNow=True)`` into Parquet
@@ -125,8 +125,8 @@ def main() -> int:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
-    from brokerproc import BrokerProcess
     from kafka.admin import KafkaAdminClient, NewTopic
+    from support.brokerproc import BrokerProcess
 
     from headwater.connectors.spark.session import shared_session, stop_shared_session
 

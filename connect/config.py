@@ -8,11 +8,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from headwater.properties import ConfigError, format_validation_error, load_properties, parse_overrides
 
+from .api.errors import ConfigException
+
 __all__ = ["WorkerConfig", "WorkerConfigError", "load_worker_config"]
 
 
-class WorkerConfigError(ConfigError):
-    """A worker property is missing or invalid (the message names it)."""
+class WorkerConfigError(ConfigException, ConfigError):
+    """A worker property is missing or invalid (the message names it); a ConfigError as the other rooms'
+    configuration problems are, and one of Connect's exceptions."""
 
 
 class WorkerConfig(BaseModel):

@@ -29,6 +29,7 @@ from typing import Any
 import pluggy
 
 from .api import Connector, Converter, HeaderConverter, Predicate, SinkConnector, Transformation
+from .api.errors import ConnectException
 from .api.hookspecs import HeadwaterSpec
 
 __all__ = ["PluginInfo", "PluginRegistry", "UnknownPlugin"]
@@ -45,7 +46,9 @@ WATCH_QUIET_SECONDS = 0.5
 CLASS_HOOKS = tuple(hook for hook in HOOKS if hook != "headwater_worker_stopped")  # the hooks that return classes
 
 
-class UnknownPlugin(LookupError):
+class UnknownPlugin(ConnectException, LookupError):
+    """No registered plugin of that kind has that name (still a LookupError, as it was)."""
+
     def __init__(self, kind: str, name: str) -> None:
         super().__init__(f"Failed to find any class that implements {kind} and which name matches {name}")
         self.kind = kind

@@ -5,7 +5,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from brokerproc import BrokerProcess  # noqa: E402
+from support.brokerproc import BrokerProcess  # noqa: E402
+from support.markers import needs  # noqa: E402
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker in needs(getattr(item, "fixturenames", ()), item.path):
+            item.add_marker(marker)
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +37,7 @@ _postgres: list = []  # the session's PostgreSQL server, once a test asked for i
 @pytest.fixture(scope="session")
 def postgres():
     """One PostgreSQL server (wal_level=logical) for the session; tests use databases of their own."""
-    from pgserver import start_postgres
+    from support.pgserver import start_postgres
 
     server = start_postgres()
     _postgres.append(server)

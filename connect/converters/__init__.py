@@ -9,6 +9,8 @@
 Logical types (Decimal, Date, Time, Timestamp) live in ``headwater.connect.api.logical``.
 """
 
+from headwater.connect.api.converters import Converter, HeaderConverter
+
 from .bytearray_converter import ByteArrayConverter
 from .json import JsonConverter
 from .simple_header import SimpleHeaderConverter
@@ -16,5 +18,6 @@ from .string_converter import StringConverter
 
 __all__ = ["CONVERTERS", "ByteArrayConverter", "JsonConverter", "SimpleHeaderConverter", "StringConverter"]
 
-CONVERTERS: list[type] = [JsonConverter, StringConverter, ByteArrayConverter, SimpleHeaderConverter]
+CONVERTERS: list[type[Converter] | type[HeaderConverter]] = [JsonConverter, StringConverter, ByteArrayConverter,
+                                                             SimpleHeaderConverter]
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from headwater.connect.api.errors import ConfigException
+
 __all__ = ["CONNECTORS", "Flow", "MirrorMakerConfig", "MirrorConfigError", "cluster_client_settings"]
 
 CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
@@ -39,8 +41,8 @@ _FLOW = re.compile(r"^([^.\s>-][^\s>]*?)->([^.\s]+?)\.(.+)$")
 _ALIAS = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-class MirrorConfigError(ValueError):
-    """An mm2.properties file that cannot be run, naming the key."""
+class MirrorConfigError(ConfigException, ValueError):
+    """An mm2.properties file that cannot be run, naming the key (still a ValueError, as it was)."""
 
 
 @dataclass

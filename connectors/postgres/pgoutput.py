@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
+from headwater.connect.api.errors import DataException
+
 __all__ = [
     "Begin", "Column", "Commit", "Delete", "DecodeError", "Insert", "LogicalMessage", "Message", "Origin",
     "Relation", "Truncate", "TypeInfo", "Update", "UNCHANGED_TOAST", "decode", "lsn_text", "parse_lsn",
@@ -25,8 +27,8 @@ _PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 _PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970-01-01
 
 
-class DecodeError(ValueError):
-    """A pgoutput message that does not follow the format."""
+class DecodeError(DataException, ValueError):
+    """A pgoutput message that does not follow the format (still a ValueError, as it was)."""
 
 
 class Begin(NamedTuple):  # a tuple: the hot path makes one per message

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any, cast
 
 import pyarrow as pa
@@ -81,7 +82,7 @@ class JsonPayloads:
             self.shapes[prefix] = shape
         return prefix, shape
 
-    def decode(self, topic: str, values: list[bytes | None]) -> tuple[pa.Table, Schema] | None:
+    def decode(self, topic: str, values: Sequence[bytes | None]) -> tuple[pa.Table, Schema] | None:
         """The values as an Arrow table with the schema's columns and types, and their Connect schema;
         None when this batch must go the usual way."""
         first = values[0]

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from headwater.connect.api.data import Schema, SchemaType, Struct
+from headwater.connect.api.errors import DataException
 from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
 
 __all__ = ["TableShape", "TypeConflict", "arrow_type", "infer_type", "plain", "row_fields", "spark_frame"]
@@ -29,8 +30,8 @@ _DEBEZIUM_TIME = {
 }
 
 
-class TypeConflict(ValueError):
-    """A field whose type differs from the table's."""
+class TypeConflict(DataException, ValueError):
+    """A field whose type differs from the table's (still a ValueError, as it was)."""
 
     def __init__(self, field: str, table_type: pa.DataType, record_type: pa.DataType) -> None:
         super().__init__(f"field {field!r} is {table_type} in the table but {record_type} in the record")

@@ -16,6 +16,8 @@ import sys
 import threading
 from typing import Any
 
+from headwater.connect.api.errors import ConnectException
+
 __all__ = ["SparkUnavailable", "shared_session", "stop_shared_session"]
 
 log = logging.getLogger(__name__)
@@ -37,8 +39,9 @@ DEFAULTS = {
 }
 
 
-class SparkUnavailable(RuntimeError):
-    """The Spark session could not be started (no Java, a master that does not answer, ...)."""
+class SparkUnavailable(ConnectException, RuntimeError):
+    """The Spark session could not be started (no Java, a master that does not answer, ...); still a
+    RuntimeError, as it was."""
 
 
 def shared_session(master: str = "local[2]", conf: dict[str, str] | None = None,

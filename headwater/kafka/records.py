@@ -172,7 +172,7 @@ class Record:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
-def decode_batch_records(buf: bytes | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+def decode_batch_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     """Decode every record in the batch at ``pos`` (decompressing as needed)."""
     header = parse_header(buf, pos)
     payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import SparkSourceError
 from .options import OptionError, SourceOptions, parse_options
 from .source import HeadwaterDataSource, kafka_schema
 
-__all__ = ["HeadwaterDataSource", "OptionError", "SourceOptions", "kafka_schema", "parse_options", "register"]
+__all__ = ["HeadwaterDataSource", "OptionError", "SourceOptions", "SparkSourceError", "kafka_schema", "parse_options",
+           "register"]
 
 
 def register(spark: Any) -> None:

@@ -22,6 +22,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 
 from headwater.kafka.errors import ErrorCode
 
+from .errors import SparkSourceError
+
 __all__ = ["EARLIEST", "LATEST", "RETRIABLE", "TP", "ClusterMetadata", "Connection", "KafkaClient", "KafkaReadError",
            "PartitionFetch", "error_name"]
 
@@ -42,7 +44,7 @@ RETRIABLE = frozenset({
 _SIZE = struct.Struct(">i")
 
 
-class KafkaReadError(RuntimeError):
+class KafkaReadError(SparkSourceError, RuntimeError):
     """A request the cluster refused or could not answer; ``code`` is the Kafka error code (if any)."""
 
     def __init__(self, message: str, code: int | None = None) -> None:

@@ -31,6 +31,8 @@ from headwater.kafka.records import (
 )
 from headwater.kafka.types import DecodeError, read_uvarint, read_varint
 
+from .errors import SparkSourceError
+
 __all__ = ["ARROW_SCHEMA", "ARROW_SCHEMA_NO_HEADERS", "Columns", "CorruptRecords", "decode_fetched"]
 
 _HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
@@ -49,7 +51,7 @@ ARROW_SCHEMA_NO_HEADERS = pa.schema(list(ARROW_SCHEMA)[:-1])
 _CONTROL_KEY = struct.Struct(">hh")  # version, type (0 = abort, 1 = commit)
 
 
-class CorruptRecords(ValueError):
+class CorruptRecords(SparkSourceError, ValueError):
     """Fetched bytes that are not valid record batches."""
 
 

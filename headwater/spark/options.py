@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .errors import SparkSourceError
+
 __all__ = ["OffsetSpec", "OptionError", "SourceOptions", "parse_offsets_json", "parse_options"]
 
 # "earliest", "latest", or {topic: {partition: offset}} where -2 means earliest and -1 latest.
@@ -32,7 +34,7 @@ _UNSUPPORTED = ("startingTimestamp", "endingTimestamp", "startingOffsetsByTimest
                 "startingOffsetsByTimestampStrategy", "minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger")
 
 
-class OptionError(ValueError):
+class OptionError(SparkSourceError, ValueError):
     """An option of the ``headwater`` source that is missing, contradictory or malformed."""
 
 

@@ -11,19 +11,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .broker import EmbeddedBroker, Record, unique
+    from .broker import EmbeddedBroker, Record
     from .conformance import CHECKS, SinkConnectorConformance, SourceConnectorConformance
+    from .names import free_port, unique
     from .rest import ConnectClient, Response
     from .waiting import NOT_YET, WaitTimeout, wait_until
     from .worker import EmbeddedWorker
 
 __all__ = ["CHECKS", "NOT_YET", "ConnectClient", "EmbeddedBroker", "EmbeddedWorker", "Record", "Response",
-           "SinkConnectorConformance", "SourceConnectorConformance", "WaitTimeout", "unique", "wait_until"]
+           "SinkConnectorConformance", "SourceConnectorConformance", "WaitTimeout", "free_port", "unique",
+           "wait_until"]
 
-_HOMES = {"EmbeddedBroker": "broker", "Record": "broker", "unique": "broker", "CHECKS": "conformance",
-          "SinkConnectorConformance": "conformance", "SourceConnectorConformance": "conformance",
-          "ConnectClient": "rest", "Response": "rest", "NOT_YET": "waiting", "WaitTimeout": "waiting",
-          "wait_until": "waiting", "EmbeddedWorker": "worker"}
+_HOMES = {"EmbeddedBroker": "broker", "Record": "broker", "free_port": "names", "unique": "names",
+          "CHECKS": "conformance", "SinkConnectorConformance": "conformance",
+          "SourceConnectorConformance": "conformance", "ConnectClient": "rest", "Response": "rest",
+          "NOT_YET": "waiting", "WaitTimeout": "waiting", "wait_until": "waiting", "EmbeddedWorker": "worker"}
 
 
 def __getattr__(name: str) -> Any:

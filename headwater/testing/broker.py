@@ -4,7 +4,6 @@ own, with helpers that create topics, produce and consume through a real Kafka c
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,17 +15,13 @@ from headwater.connect.kafka.cluster_view import ClusterView, TopicOffsets
 from headwater.connect.kafka.topics import create_topic
 
 from .loop import LoopThread
+from .names import unique
 from .waiting import wait_until
 
 __all__ = ["BROKER_SETTINGS", "EmbeddedBroker", "Record", "unique"]
 
 # What a broker serving in-process workers needs: no initial join delay, short sessions allowed.
 BROKER_SETTINGS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
-
-
-def unique(prefix: str) -> str:
-    """A name no other test uses (topics, connectors, groups)."""
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True)

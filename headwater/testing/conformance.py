@@ -22,7 +22,8 @@ from pydantic import ValidationError
 
 from headwater.connect.api import ConnectorConfig, SinkConnectorConfig, SourceConnectorConfig
 
-from .broker import EmbeddedBroker, unique
+from .broker import EmbeddedBroker
+from .names import unique
 from .probe import Polled, TaskJournal, json_key
 from .rest import ConnectClient
 from .waiting import wait_until

@@ -26,7 +26,7 @@ class WaitTimeout(AssertionError):
         self.what, self.timeout, self.last = what, timeout, last
 
 
-def wait_until(check: Callable[[], T], what: str, timeout: float = 30.0, interval: float = 0.05,
+def wait_until(check: Callable[[], T | None], what: str, timeout: float = 30.0, interval: float = 0.05,
                seen: Callable[[], Any] | None = None, log: Callable[[], str] | None = None,
                not_yet: tuple[type[BaseException], ...] = NOT_YET) -> T:
     """Call ``check`` until it returns something truthy, and return that. An exception of a kind in

@@ -16,8 +16,8 @@ from headwater.connect.config import WorkerConfig
 from headwater.connect.herder import BaseHerder
 from headwater.connect.main import serve_distributed
 
-from .broker import unique
 from .loop import LoopThread
+from .names import unique
 from .probe import Journal, probe_plugin
 
 __all__ = ["WORKER_SETTINGS", "EmbeddedWorker"]

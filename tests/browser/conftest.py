@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess
+from support.connectproc import ConnectProcess
 
 CHROMIUM = Path(os.environ.get("HEADWATER_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("HEADWATER_CHROMEDRIVER", "/usr/bin/chromedriver"))

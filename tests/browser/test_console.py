@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connectproc import ConnectProcess, create_topic, produce, sink_config, unique, wait_for
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
+from support.connectproc import ConnectProcess, create_topic, produce, sink_config, unique, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -61,7 +61,11 @@ def text_of(driver: WebDriver, css: str) -> str:
 def click(driver: WebDriver, css: str, what: str) -> None:
     """Click what ``css`` finds, once it can be: pages redraw their tables and buttons as they poll, so an
     element found a moment ago may have been replaced."""
-    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, css).click() or True, f"to click {what}")
+    def press(d: WebDriver) -> bool:
+        d.find_element(By.CSS_SELECTOR, css).click()
+        return True
+
+    until(driver, press, f"to click {what}")
 
 
 def number(text: str) -> int | None:
@@ -97,7 +101,7 @@ def test_a_bad_field_is_named_next_to_it(up: ConnectProcess, browser: WebDriver)
     tasks.send_keys("two")
     error = until(browser, lambda d: field_error(d, "tasks.max"), "the tasks.max error next to the field")
     assert "tasks.max" in error and "integer" in error
-    assert "invalid" in browser.find_element(By.CSS_SELECTOR, '[data-field="tasks.max"]').get_attribute("class")
+    assert "invalid" in (browser.find_element(By.CSS_SELECTOR, '[data-field="tasks.max"]').get_attribute("class") or "")
     assert field_error(browser, "topic") == ""  # not shown before the user got to it
     # Creating shows the missing required field too, and creates nothing.
     click(browser, "#submit", "Create")
@@ -135,7 +139,7 @@ def test_a_file_pipeline_created_through_the_form_runs_counts_and_pauses(up: Con
         with source.open("a") as f:
             f.write("".join(f"more {burst}-{i}\n" for i in range(size)))
         written += size
-        until(browser, lambda d, n=written: number(text_of(d, '[data-figure="out-total"]')) == n,
+        until(browser, lambda d, n=written: number(text_of(d, '[data-figure="out-total"]')) == n,  # type: ignore[misc]
               f"{written} records written")
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chart path")) >= 2, "the throughput chart")
     assert text_of(browser, ".page-head .state") == "RUNNING"
@@ -173,7 +177,8 @@ def test_edit_stop_resume_restart_and_delete_with_confirmation(up: ConnectProces
     click(browser, '[data-action="edit"]', "Edit")
     size = until(browser, lambda d: field(d, "batch.size"), "the edit form")
     assert browser.find_element(By.ID, "f-name").get_attribute("value") == name
-    assert "transforms.stamp.type=InsertHeader" in browser.find_element(By.ID, "f-extras").get_attribute("value")
+    extras = browser.find_element(By.ID, "f-extras").get_attribute("value") or ""
+    assert "transforms.stamp.type=InsertHeader" in extras
     size.send_keys("25")
     until(browser, lambda d: "accepts" in text_of(d, ".validity"), "the worker to accept the change")
     click(browser, "#submit", "Create")
@@ -289,7 +294,8 @@ def test_a_cdc_connector_shows_its_snapshot_and_the_slots_retained_wal(up: Conne
             db.execute("INSERT INTO orders SELECT g, 'item ' || g FROM generate_series(%s::int, %s::int) g",
                        (total + 1, total + size))
             total += size
-            until(browser, lambda d, n=total: number(text_of(d, '[data-figure="out-total"]')) == n, f"{total} records")
+            until(browser, lambda d, n=total: number(text_of(d, '[data-figure="out-total"]')) == n,  # type: ignore[misc]
+                  f"{total} records")
     assert number(text_of(browser, '[data-figure="cdc-events"]')) == total - 500
     config = text_of(browser, ".config")
     assert password not in config and "••••••" in config  # the password is not shown
@@ -300,5 +306,6 @@ def test_a_cdc_connector_shows_its_snapshot_and_the_slots_retained_wal(up: Conne
 
 def test_no_script_failed(browser: WebDriver) -> None:
     """Nothing the pages ran threw (network answers such as a 404 for a task not running yet aside)."""
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE" and e.get("source") != "network"]
+    logged = browser.get_log("browser")  # type: ignore[attr-defined]  # Chromium's driver has it
+    errors = [e for e in logged if e["level"] == "SEVERE" and e.get("source") != "network"]
     assert errors == []

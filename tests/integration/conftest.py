@@ -1,9 +1,9 @@
 """Fixtures of the integration suite (the ``broker`` and ``fresh_broker`` fixtures live in tests/conftest.py)."""
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
+from support.brokerproc import BrokerProcess
 
 
 @pytest.fixture(scope="session")

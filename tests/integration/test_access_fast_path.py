@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.producer import ProduceResponse
-from rawkafka import Conn, end_offset, fetch_req, frame, produce_req
+from support.rawkafka import Conn, end_offset, fetch_req, frame, produce_req
 from test_quotas import alter
 
 from headwater.broker.access.acls import Authorizer

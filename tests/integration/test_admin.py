@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -18,7 +19,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from hwclients import (
+from kafka.admin import ConfigResource as KConfigResource
+from kafka.admin import KafkaAdminClient
+from support.hwclients import (
     TIMEOUT,
     Rec,
     check_consumed,
@@ -30,8 +33,6 @@ from hwclients import (
     produce_confluent,
     unique,
 )
-from kafka.admin import ConfigResource as KConfigResource
-from kafka.admin import KafkaAdminClient
 
 TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS = 36, 17, 40, 37
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE = 3, 1
@@ -55,7 +56,7 @@ def _describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
     return admin.describe_configs([res], request_timeout=15)[res].result(timeout=TIMEOUT)
 
 
-def _values(entries: dict[str, ConfigEntry], keys) -> dict[str, tuple[str, ConfigSource]]:
+def _values(entries: dict[str, ConfigEntry], keys) -> dict[str, tuple[str | None, ConfigSource]]:
     return {k: (entries[k].value, ConfigSource(entries[k].source)) for k in keys}
 
 
@@ -293,7 +294,8 @@ def test_delete_records(admin, broker) -> None:
     err = offset_reset_error(broker.bootstrap, topic, 0, timeout=15)
     assert err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE), err
     # ... and with earliest it restarts at the new low watermark.
-    got = consume_confluent(broker.bootstrap, topic, 1, 60, start=0, **{"auto.offset.reset": "earliest"})
+    earliest: dict[str, Any] = {"auto.offset.reset": "earliest"}
+    got = consume_confluent(broker.bootstrap, topic, 1, 60, start=0, **earliest)
     want = [r for r in recs if r.partition == 0][40:]
     assert [(g.offset, g.value) for g in got] == [(40 + i, r.value) for i, r in enumerate(want)]
 
@@ -329,7 +331,7 @@ def test_delete_records(admin, broker) -> None:
     try:
         kc.assign([tp])
         kc.seek(tp, 0)
-        first = []
+        first: list[Any] = []
         deadline = time.monotonic() + 15
         while not first and time.monotonic() < deadline:
             for msgs in kc.poll(timeout_ms=200).values():

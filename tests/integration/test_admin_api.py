@@ -4,12 +4,13 @@ newest records (text, base64, headers, cut values), members and lag, 404s that c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
-from connectproc import ConnectProcess, create_topic, module_connect, sink_config, unique, wait_for
+from support.connectproc import ConnectProcess, create_topic, module_connect, sink_config, unique, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -20,8 +21,8 @@ def _run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
-def send(bootstrap: str, topic: str, records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]
-         ) -> None:
+def send(bootstrap: str, topic: str,
+         records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes]]]]) -> None:
     """(partition, key, value, headers) records, in order, each acknowledged."""
 
     async def go() -> None:

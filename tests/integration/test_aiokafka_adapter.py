@@ -10,15 +10,18 @@ from __future__ import annotations
 import ast
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import aiokafka
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from hwclients import unique
+from support.hwclients import unique
 
 from headwater.connect import kafka as adapter
 from headwater.connect.kafka import GroupClient, RecordFetcher, fill_batch, murmur2
 from headwater.connect.kafka.partitioner import partition_for_key
 from headwater.kafka.errors import ErrorCode
+from headwater.kafka.records import BatchHeader
 
 ROOT = Path(__file__).resolve().parents[2]
 PRIVATE = ("aiokafka.consumer", "aiokafka.producer", "aiokafka.client", "aiokafka.protocol", "aiokafka.partitioner",
@@ -64,7 +67,7 @@ def test_batch_builder_fill_batch(broker) -> None:
     """fill_batch writes values through the producer's record builder, stops when the batch is full,
     and the broker stores exactly those records."""
     topic = unique("adapter-fill")
-    values = [f"line-{i}".encode() for i in range(2000)]
+    values: list[bytes | None] = [f"line-{i}".encode() for i in range(2000)]
 
     async def go() -> list[bytes]:
         producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", max_batch_size=16384)
@@ -180,7 +183,7 @@ def test_prebuilt_batches_and_batch_fetcher_copy_bytes_exactly(broker) -> None:
         tp = TopicPartition(source, 0)
         fetcher = BatchFetcher(consumer, {tp: 0}, max_wait_ms=200)
         try:
-            got: list[tuple[int, int, bytes]] = []
+            got: list[tuple[int, BatchHeader, bytes]] = []
             while sum(h.record_count for _, h, _ in got) < 300:
                 data = (await fetcher.fetch()).get(tp, b"")
                 for pos, header in iter_batches(data):
@@ -205,7 +208,7 @@ def test_prebuilt_batches_and_batch_fetcher_copy_bytes_exactly(broker) -> None:
         reader = AIOKafkaConsumer(target, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
                                   enable_auto_commit=False)
         await reader.start()
-        copied_records = []
+        copied_records: list[Any] = []
         try:
             while len(copied_records) < 600:
                 for msgs in (await reader.getmany(timeout_ms=1000)).values():
@@ -242,6 +245,7 @@ def test_admin_partition_counts_and_group_offset_commit(broker) -> None:
     _run(go())
 
 
+@pytest.mark.slow
 def test_delivery_timeout_outlasts_request_timeout_and_stop_producer_aborts(fresh_broker) -> None:
     """``delivery.timeout.ms`` sets the accumulator's batch TTL: a batch is retried (aiokafka re-queues it at the
     head of its partition) through a broker outage longer than request.timeout.ms, where aiokafka alone gives
@@ -282,7 +286,7 @@ def test_produce_requests_stay_within_max_request_size(tmp_path) -> None:
     """Batches for four partitions queued at once, 200 kB each: aiokafka alone sends them in one request of
     800 kB, which a broker with socket.request.max.bytes=500000 answers by closing the connection (again
     at every retry); the adapter's producer (max.request.size 300000) sends them a request each."""
-    from brokerproc import BrokerProcess
+    from support.brokerproc import BrokerProcess
 
     from headwater.connect.kafka import PrebuiltBatch
     from headwater.kafka.records import Record, build_batch

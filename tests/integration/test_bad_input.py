@@ -18,12 +18,12 @@ from functools import partial
 from typing import Any
 
 import pytest
-import rawkafka
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
-from rawkafka import fetch_req, framed, list_offsets_req, metadata_req, produce_req
+from support import rawkafka
+from support.rawkafka import fetch_req, framed, list_offsets_req, metadata_req, produce_req
 
 from headwater.broker.protocol.codec import request_class
 from headwater.kafka.records import Record, build_batch
@@ -339,6 +339,7 @@ def test_every_advertised_api_is_served(broker: Any) -> None:
     failures = []
     for k in served:
         cls = request_class(k.api_key)
+        assert cls is not None, f"no request class for api_key={k.api_key}"
         for version in range(k.min_version, k.max_version + 1):
             req = minimal_request(cls, version)
             with Conn(broker.port) as c:
@@ -689,7 +690,7 @@ def test_many_bad_connections_at_once(broker: Any) -> None:
 
 def test_confluent_kafka_still_produces_and_consumes(broker: Any) -> None:
     pytest.importorskip("confluent_kafka")
-    from hwclients import Rec, consume_confluent, produce_confluent
+    from support.hwclients import Rec, consume_confluent, produce_confluent
 
     topic = "bad-input-confluent"
     create_topic(broker.port, topic)

@@ -21,7 +21,6 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from hwclients import TIMEOUT, unique
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
@@ -30,7 +29,8 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from rawkafka import produce, request
+from support.hwclients import TIMEOUT, unique
+from support.rawkafka import produce, request
 
 from headwater.kafka.records import Record, build_batch
 
@@ -162,8 +162,8 @@ def test_dynamic_broker_configs_take_effect_and_persist(fresh_broker) -> None:
     code, text = _refused(admin, NODE, ("log.dirs", "/elsewhere", SET), ("num.partitions", "3", SET))
     assert code == INVALID_REQUEST
     assert "Cannot update these configs dynamically: Set(log.dirs, num.partitions)" in text
-    code, text = _set_default(b.port, {"sasl.kerberos.min.time.before.relogin": "1000"})
-    assert code == INVALID_REQUEST and text is not None and "broker id must be specified" in text
+    code, answer = _set_default(b.port, {"sasl.kerberos.min.time.before.relogin": "1000"})
+    assert code == INVALID_REQUEST and answer is not None and "broker id must be specified" in answer
     assert _set_default(b.port, {"log.retention.ms": "60000"}, validate_only=True) == (0, None)
     code, text = _refused(admin, NODE, ("log.retention.ms", "soon", SET))
     assert (code, text) == (INVALID_CONFIG, "Invalid value soon for configuration log.retention.ms: "

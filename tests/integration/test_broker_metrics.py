@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
-from connectproc import wait_for
-from hwclients import create_topic, make_records, produce_confluent, unique
 from prometheus_client.parser import text_string_to_metric_families
+from support.brokerproc import BrokerProcess
+from support.connectproc import wait_for
+from support.hwclients import create_topic, make_records, produce_confluent, unique
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, unique, wait_for
+from support.connectproc import ConnectProcess, unique, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connectproc import ConnectProcess, unique, wait_for
+from support.connectproc import ConnectProcess, unique, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_END, KafkaError, Producer, TopicPartition
-from hwclients import (
+from support.hwclients import (
     CLIENTS,
     CODECS,
     Rec,
@@ -47,7 +48,7 @@ def test_roundtrip_same_client(client: str, codec: str, broker, broker3) -> None
     recs = make_records(N, PARTITIONS, f"{client}-{codec}", headers="constant" if client == "kcat" else "per-record")
     acks = produce(client, b.bootstrap, topic, recs, codec)
     if acks:  # every client but kcat reports offsets: offset i of partition p is its i-th record there
-        per_p: dict[int, list[tuple[int, bytes]]] = {}
+        per_p: dict[int, list[tuple[int, bytes | None]]] = {}
         for a in acks:
             per_p.setdefault(a.partition, []).append((a.offset, a.value))
         for p, items in per_p.items():
@@ -216,7 +217,7 @@ def test_fetch_long_poll_wakes_on_append(broker) -> None:
         k.seek(tp, 0)
         assert k.poll(timeout_ms=500) == {}
         t = _produce_later(broker.bootstrap, topic, b"wake-up", 1.0, when)
-        got = []
+        got: list[Any] = []
         deadline = time.monotonic() + 20
         while not got and time.monotonic() < deadline:
             for msgs in k.poll(timeout_ms=200).values():
@@ -241,11 +242,11 @@ def test_consume_from_end_then_new_records(broker) -> None:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:  # wait until positioned at the end
             m = c.poll(0.2)
-            if m is not None and m.error() and m.error().code() == KafkaError._PARTITION_EOF:
+            if m is not None and (err := m.error()) and err.code() == KafkaError._PARTITION_EOF:
                 break
         second = make_records(5, 1, "after", headers="none")
         produce_confluent(broker.bootstrap, topic, second)
-        got = []
+        got: list[tuple[int | None, bytes | None]] = []
         while len(got) < 5 and time.monotonic() < deadline:
             m = c.poll(0.2)
             if m is not None and not m.error():
@@ -327,7 +328,7 @@ def test_idempotent_confluent_producer(broker) -> None:
     check_consumed(got, recs, 3)
     assert {(a.partition, a.offset, a.value) for a in acked} == {(g.partition, g.offset, g.value) for g in got}
     for p in range(3):  # one producer id on every batch, sequences contiguous per partition
-        from hwclients import segment_batches
+        from support.hwclients import segment_batches
 
         batches = segment_batches(broker.log_dir, topic, p)
         assert len({(h.producer_id, h.producer_epoch) for h in batches}) == 1

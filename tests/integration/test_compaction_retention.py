@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
-from hwclients import (
+from kafka.protocol.consumer import FetchResponse
+from support.confluent import position
+from support.hwclients import (
     TIMEOUT,
     Rec,
     confluent_consumer,
@@ -28,8 +30,7 @@ from hwclients import (
     produce_confluent,
     unique,
 )
-from kafka.protocol.consumer import FetchResponse
-from rawkafka import fetch_req, request
+from support.rawkafka import fetch_req, request
 
 from headwater.testing.waiting import wait_until
 
@@ -46,16 +47,16 @@ def _read_all(bootstrap: str, topic: str) -> list:
     """Every record of partition 0 from the beginning, until end of partition (confluent)."""
     lo, hi = _watermarks(bootstrap, topic)
     c = confluent_consumer(bootstrap, **{"enable.partition.eof": True})
-    out = []
+    out: list = []
     try:
         c.assign([TopicPartition(topic, 0, lo)])
         for m in poll_messages(c):
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= hi:
+            if err := m.error():
+                if err.code() == KafkaError._PARTITION_EOF and position(m)[1] >= hi:
                     return out
-                if m.error().code() == KafkaError._PARTITION_EOF:
+                if err.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise AssertionError(f"consumer error: {m.error()}")
+                raise AssertionError(f"consumer error: {err}")
             out.append(m)
         raise AssertionError(f"did not reach the end offset {hi} in {TIMEOUT}s")
     finally:

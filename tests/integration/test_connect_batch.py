@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from connectproc import (
+from support.connectproc import (
     JSON_CONVERTER,
     NEVER_MATCHING_FILTER,
     ConnectProcess,

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from connectproc import (
+from support.connectproc import (
     JSON_CONVERTER,
     ConnectProcess,
     Response,
@@ -173,7 +173,7 @@ CONTEXT_HEADERS = ["__connect.errors.topic", "__connect.errors.partition", "__co
 
 def _mixed_records() -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]], bool]]:
     """(key, value, headers, valid) with valid JSON strings and bytes that are not JSON."""
-    out = []
+    out: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]], bool]] = []
     for i in range(30):
         if i % 4 == 3:
             bad = [b"not json {", b"\xff\xfe\x00binary", b'{"unterminated": ', b"nul\x00l"][i // 4 % 4]

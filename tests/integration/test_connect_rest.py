@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, Response, consume, module_connect, produce, unique, values, wait_for
+from support.connectproc import ConnectProcess, Response, consume, module_connect, produce, unique, values, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

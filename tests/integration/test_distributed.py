@@ -1,6 +1,6 @@
 """Distributed mode end to end: worker subprocesses sharing a group over a real broker subprocess.
 
-Each test starts its own workers (tests/workerproc.py) with a group and internal topics of its own,
+Each test starts its own workers (tests/support/workerproc.py) with a group and internal topics of its own,
 session timeout 3 s, heartbeats every 0.5 s and ``scheduled.rebalance.max.delay.ms=1000``. The broker
 (one for the module) allows such short sessions and forms groups without an initial delay.
 DataGen (plugins/headwater-datagen) numbers its records, so lost or repeated records can be counted:
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
-from connectproc import TopicReader, unique, wait_for
-from workerproc import (
+from support.brokerproc import BrokerProcess
+from support.connectproc import TopicReader, unique, wait_for
+from support.workerproc import (
     BROKER_OVERRIDES,
     Cluster,
     WorkerProcess,
@@ -65,7 +65,7 @@ def records(messages: Any) -> list[dict[str, Any]]:
 
 def topic_records(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     """The DataGen values of ``topic`` up to its current end, in offset order."""
-    return [json.loads(v) for _, _, _, v in sorted(read_topic(bootstrap, topic))]
+    return [json.loads(v or b"") for _, _, _, v in sorted(read_topic(bootstrap, topic))]
 
 
 def gaps_and_duplicates(values: list[dict[str, Any]], step: int) -> tuple[dict[int, list[int]], int]:
@@ -158,7 +158,7 @@ def test_joining_worker_gets_work_and_no_task_runs_twice(cluster: Cluster) -> No
                 if state == "RUNNING" and (not owners[t] or owners[t][-1] != wid):
                     owners[t].append(wid)
         st = statuses[-1]
-        if any(s is None or placement(s) != placement(st) for s in statuses):
+        if st is None or any(s is None or placement(s) != placement(st) for s in statuses):
             return None
         counts = tasks_per_worker(st)
         if any(t["state"] != "RUNNING" for t in st["tasks"]) or sorted(counts.values()) != [1, 1, 2, 2]:
@@ -198,6 +198,7 @@ def test_joining_worker_gets_work_and_no_task_runs_twice(cluster: Cluster) -> No
 # -- 4. nothing lost when a worker dies ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_sequence_number_lost_when_a_worker_is_killed(cluster: Cluster, tmp_path: Path) -> None:
     total, tasks, rate = 6000, 3, 500
     cluster.start(3)
@@ -286,8 +287,10 @@ def test_rest_writes_to_a_follower_are_forwarded_to_the_leader(cluster: Cluster)
 
     assert follower.call("DELETE", "/connectors/fwd").status == 204
     for w in workers:
-        wait_for(lambda w=w: w.call("GET", "/connectors/fwd").status == 404, 30, 0.1, f"fwd gone on {w.name}")
-        wait_for(lambda w=w: sorted(w.ok("GET", "/connectors", expect=200)) == ["fwd2", "fwd3", "fwd4"], 30, 0.1,
+        wait_for(lambda w=w: w.call("GET", "/connectors/fwd").status == 404,  # type: ignore[misc]
+                 30, 0.1, f"fwd gone on {w.name}")
+        wait_for(lambda w=w: sorted(w.ok("GET", "/connectors", expect=200)) == ["fwd2", "fwd3", "fwd4"],  # type: ignore[misc]
+                 30, 0.1,
                  f"connector list on {w.name}")
     assert follower.call("DELETE", "/connectors/fwd").status == 404
 
@@ -301,7 +304,8 @@ def test_cluster_scoped_log_level_reaches_every_worker(cluster: Cluster) -> None
         assert w.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "INFO"
     assert workers[1].call("PUT", f"/admin/loggers/{name}?scope=cluster", {"level": "DEBUG"}).status == 204
     for w in workers:
-        wait_for(lambda w=w: w.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "DEBUG", 30, 0.1,
+        wait_for(lambda w=w: w.ok("GET", f"/admin/loggers/{name}", expect=200)["level"] == "DEBUG",  # type: ignore[misc]
+                 30, 0.1,
                  f"{name} at DEBUG on {w.name}")
     # Worker scope changes this worker only.
     assert workers[0].call("PUT", f"/admin/loggers/{name}", {"level": "ERROR"}).status == 200
@@ -454,7 +458,7 @@ def test_worker_exits_when_an_internal_topic_cannot_be_created(broker: BrokerPro
     w = WorkerProcess(broker.bootstrap, settings, tmp_path / "worker.log").launch()
     assert w.proc is not None
     try:  # until it exits, or says it is up (then it went on without the topic it asked for)
-        wait_for(lambda: w.proc.poll() is not None or "REST API at" in w.log_text(), 30, 0.1, "exit or ready line")
+        wait_for(lambda: not w.running or "REST API at" in w.log_text(), 30, 0.1, "exit or ready line")
         time.sleep(1)
         code = w.proc.poll()
     finally:
@@ -480,7 +484,7 @@ def test_worker_exits_when_the_broker_refuses_its_session_timeout(tmp_path: Path
         w = WorkerProcess(broker.bootstrap, settings, tmp_path / "worker.log").launch()
         assert w.proc is not None
         try:
-            wait_for(lambda: w.proc.poll() is not None or "REST API at" in w.log_text(), 20, 0.1, "exit or ready")
+            wait_for(lambda: not w.running or "REST API at" in w.log_text(), 20, 0.1, "exit or ready")
             code = w.proc.poll()
         except AssertionError:
             code = None
@@ -513,13 +517,16 @@ def test_sink_with_four_tasks_survives_a_minute_of_rebalances(cluster: Cluster, 
     acked: list[int] = []
     stop = threading.Event()
 
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.append(int(msg.value()))
+
     def produce() -> None:
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "acks": "all"})
         i = 0
         while not stop.is_set():
             for _ in range(20):
-                producer.produce(topic, str(i).encode(), partition=i % 4,
-                                 on_delivery=lambda err, msg: acked.append(int(msg.value())) if err is None else None)
+                producer.produce(topic, str(i).encode(), partition=i % 4, on_delivery=delivered)
                 i += 1
             producer.poll(0)
             time.sleep(0.05)  # about 400 records/s

@@ -8,11 +8,12 @@ import struct
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-from hwclients import (
+from support.hwclients import (
     TIMEOUT,
     Ack,
     Rec,
@@ -26,6 +27,7 @@ from hwclients import (
 )
 
 from headwater.kafka.records import iter_batches
+from headwater.testing.waiting import wait_until
 
 
 def _restart_on_new_port(b):
@@ -237,11 +239,13 @@ def test_retention_deletes_old_segments(fresh_broker) -> None:
     recs = [Rec(0, b"k%d" % i, b"old-%04d-" % i + b"r" * 200, (), old + i) for i in range(400)]
     produce_confluent(b.bootstrap, topic, recs, "none", extra={"linger.ms": 0, "batch.num.messages": 5})
     pdir = Path(b.log_dir) / f"{topic}-0"
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and len(list(pdir.glob("*.log"))) > 1:
-        time.sleep(0.1)
-    logs = sorted(pdir.glob("*.log"))
-    assert len(logs) == 1, f"closed segments past retention.ms were not deleted: {[p.name for p in logs]}"
+
+    def one_segment() -> list[Path]:
+        logs = sorted(pdir.glob("*.log"))
+        assert len(logs) == 1, f"closed segments past retention.ms were not deleted: {[p.name for p in logs]}"
+        return logs
+
+    logs = wait_until(one_segment, "the closed segments past retention.ms deleted", 15, interval=0.1)
     active_base = int(logs[0].stem)
     assert 0 < active_base < 400
     assert _watermarks(b.bootstrap, topic, 1) == [(active_base, 400)]
@@ -271,7 +275,8 @@ def test_delete_records_across_segments_survives_restart(fresh_broker) -> None:
 
     _restart_on_new_port(b)
     assert _watermarks(b.bootstrap, topic, 1) == [(cut, 400)]
-    got = consume_confluent(b.bootstrap, topic, 1, 400 - cut, start=0, **{"auto.offset.reset": "earliest"})
+    earliest: dict[str, Any] = {"auto.offset.reset": "earliest"}
+    got = consume_confluent(b.bootstrap, topic, 1, 400 - cut, start=0, **earliest)
     assert [(g.offset, g.value) for g in got] == [(o, recs[o].value) for o in range(cut, 400)]
     acked = produce_confluent(b.bootstrap, topic, [Rec(0, b"k", b"next")])
     assert [(a.partition, a.offset) for a in acked] == [(0, 400)]

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, consume, produce, sink_config, source_config, unique, values, wait_for
-from workerproc import REPO
+from support.connectproc import ConnectProcess, consume, produce, sink_config, source_config, unique, values, wait_for
+from support.workerproc import REPO
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -29,13 +29,13 @@ from functools import partial
 from typing import Any
 
 import pytest
-import rawkafka
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import DeleteRecordsRequest, DescribeConfigsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
-from rawkafka import fetch_req, frame, metadata_req, produce_req, raw_header, read_exactly
+from support import rawkafka
+from support.rawkafka import fetch_req, frame, metadata_req, produce_req, raw_header, read_exactly
 
 from headwater.broker.protocol.codec import request_class, response_class
 from headwater.kafka.records import Record, build_batch
@@ -140,6 +140,7 @@ def _check_decodes(
         f"answered a request for api_key={api_key} v{version}, which is not served"
     )
     cls = response_class(api_key)
+    assert cls is not None, f"no response class for api_key={api_key}"
     data = body[4:]
     if cls.flexible_version_q(version) and api_key != 18:
         assert data[:1] == b"\x00", "flexible response header should carry an empty tagged-field list"
@@ -222,6 +223,7 @@ def _default_requests(served: dict[int, tuple[int, int]]) -> list[tuple[str, byt
     out = []
     for key, (lo, hi) in sorted(served.items()):
         cls = request_class(key)
+        assert cls is not None, f"no request class for api_key={key}"
         for version in range(lo, hi + 1):
             req = cls[version]()
             if key == 0:
@@ -268,7 +270,7 @@ def mutated_requests(draw: st.DrawFn, bases: list[tuple[str, bytes]]) -> bytes:
 
 def test_fuzzed_frames_leave_the_broker_serving(broker: Any) -> None:
     pytest.importorskip("confluent_kafka")
-    from hwclients import Rec, consume_confluent, produce_confluent
+    from support.hwclients import Rec, consume_confluent, produce_confluent
 
     port = broker.port
     create_topic(port, KEPT)

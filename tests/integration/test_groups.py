@@ -30,14 +30,12 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import ConsumerGroupState as CGState
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -65,8 +63,11 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from rawkafka import Conn
+from support.brokerproc import BrokerProcess
+from support.confluent import position
+from support.rawkafka import Conn
 
+from headwater.testing.names import unique
 from headwater.testing.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -88,10 +89,6 @@ GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +116,6 @@ def produce_values(bootstrap: str, topic: str, per_partition: dict[int, int]) ->
                          on_delivery=lambda err, _m: errors.append(err) if err else None)
     assert prod.flush(TIMEOUT) == 0
     assert not errors, errors[:3]
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    return wait_until(cond, what, timeout, interval)
 
 
 # --------------------------------------------------------------------------- consumer processes
@@ -230,7 +223,7 @@ class ConsumerProc:
                  client_id: str | None = None, lifetime_s: float = 100, debug: str | None = None,
                  commit: bool = False) -> None:
         self.client = client
-        self.client_id = client_id or f"hw-{client}-{uuid.uuid4().hex[:6]}"
+        self.client_id = client_id or unique(f"hw-{client}")
         cfg = {"client": client, "bootstrap": bootstrap, "topic": topic, "group": group,
                "session_ms": session_ms, "heartbeat_ms": heartbeat_ms, "instance_id": instance_id,
                "client_id": self.client_id, "lifetime_s": lifetime_s, "debug": debug,
@@ -286,8 +279,8 @@ class ConsumerProc:
 def consumer_procs(tmp_path: Path) -> Iterator[Callable[..., ConsumerProc]]:
     started: list[ConsumerProc] = []
 
-    def start(*args: Any, **kw: Any) -> ConsumerProc:
-        p = ConsumerProc(*args, log_dir=tmp_path, **kw)
+    def start(client: str, bootstrap: str, topic: str, group: str, **kw: Any) -> ConsumerProc:
+        p = ConsumerProc(client, bootstrap, topic, group, tmp_path, **kw)
         started.append(p)
         return p
 
@@ -308,7 +301,7 @@ def balanced(procs: list[ConsumerProc], partitions: int) -> bool:
 
 def wait_balanced(procs: list[ConsumerProc], partitions: int, timeout: float = TIMEOUT) -> None:
     try:
-        wait_for(lambda: balanced(procs, partitions), timeout, "balanced assignments")
+        wait_until(lambda: balanced(procs, partitions), "balanced assignments", timeout)
     except AssertionError:
         raise AssertionError("no balanced assignment:\n" + "\n".join(p.describe() for p in procs)) from None
 
@@ -339,7 +332,7 @@ def wait_stable(port: int, group: str, members: int, timeout: float = TIMEOUT) -
         return d if d.group_state == "Stable" and len(d.members) == members else None
 
     try:
-        return wait_for(check, timeout, "a Stable group", interval=0.2)
+        return wait_until(check, "a Stable group", timeout, interval=0.2)
     except AssertionError:
         d = last[0] if last else None
         raise AssertionError(f"group {group} not Stable with {members} members: "
@@ -434,8 +427,8 @@ def commit_confluent(bootstrap: str, topic: str, group: str, offsets: dict[int, 
                   "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest"})
     try:
         c.subscribe([topic])
-        wait_for(lambda: (c.poll(0.1), len(c.assignment()) == len(offsets))[1], TIMEOUT, "confluent assignment",
-                 interval=0)
+        wait_until(lambda: (c.poll(0.1), len(c.assignment()) == len(offsets))[1], "confluent assignment", TIMEOUT,
+                   interval=0)
         res = c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
         assert [tp.error for tp in res] == [None] * len(offsets)
         got = c.committed([TopicPartition(topic, p) for p in offsets], timeout=10)
@@ -452,8 +445,8 @@ def commit_kafka_python(bootstrap: str, topic: str, group: str, offsets: dict[in
                       session_timeout_ms=6000, heartbeat_interval_ms=500, auto_offset_reset="earliest")
     try:
         c.subscribe([topic])
-        wait_for(lambda: (c.poll(timeout_ms=1000), len(c.assignment()) == len(offsets))[1], TIMEOUT,
-                 "kafka-python assignment", interval=0)
+        wait_until(lambda: (c.poll(timeout_ms=1000), len(c.assignment()) == len(offsets))[1],
+                   "kafka-python assignment", TIMEOUT, interval=0)
         c.commit({KTP(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
         return {p: c.committed(KTP(topic, p)) for p in offsets}
     finally:
@@ -552,7 +545,7 @@ def consume_from_group(client: str, bootstrap: str, topic: str, group: str,
                 m = c.poll(0.1)
                 if m is not None:
                     assert not m.error(), m.error()
-                    got.append((m.partition(), m.offset(), m.value()))
+                    got.append((*position(m), m.value() or b""))
                 if extra_until is None and len(got) >= expected and len(c.assignment()) == len(RESTART_COUNTS):
                     extra_until = time.monotonic() + 1.0
         finally:
@@ -637,8 +630,8 @@ def test_committed_offsets_survive_clean_restart_and_sigkill(fresh_broker: Broke
         for client, group in groups.items():
             resp = conn.call(OffsetFetchRequest[5](group_id=group, topics=None), OffsetFetchResponse)
             assert resp.error_code == NONE
-            got = {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
-            assert got == {(topic, p): o for p, o in COMMITS[client][1].items()}, client
+            committed = {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
+            assert committed == {(topic, p): o for p, o in COMMITS[client][1].items()}, client
 
     # a new member of each group resumes exactly at the committed offsets
     for client, group in groups.items():
@@ -652,6 +645,7 @@ def test_committed_offsets_survive_clean_restart_and_sigkill(fresh_broker: Broke
 # --------------------------------------------------------------------------- 4. static membership
 
 
+@pytest.mark.slow
 def test_static_member_restart_keeps_assignment_without_rebalance(gbroker: BrokerProcess, consumer_procs) -> None:
     session_ms = 10000  # the restarted process (its start and imports: seconds on a loaded machine) joins within it
     topic, group = unique("grp-static"), unique("g-static")
@@ -668,7 +662,7 @@ def test_static_member_restart_keeps_assignment_without_rebalance(gbroker: Broke
     killed_at = time.monotonic()
     a.kill()
     a2 = consumer_procs("confluent", gbroker.bootstrap, topic, group, instance_id="inst-a", **kw)
-    wait_for(lambda: a2.assignment is not None, TIMEOUT, "the restarted static member's assignment")
+    wait_until(lambda: a2.assignment is not None, "the restarted static member's assignment", TIMEOUT)
     back_after = time.monotonic() - killed_at
     assert a2.assignment == a_parts, a2.describe()
     assert back_after < session_ms / 1000, f"static member got its partitions back only after {back_after:.2f}s"
@@ -702,10 +696,10 @@ def test_duplicate_static_instance_id_fences_the_old_member(gbroker: BrokerProce
     old_parts, other_events = old.assignment, len(other.snapshot())
 
     new = consumer_procs("kafka-python", gbroker.bootstrap, topic, group, instance_id="inst-x", **kw)
-    wait_for(lambda: new.assignment is not None, TIMEOUT, "the new static member's assignment")
+    wait_until(lambda: new.assignment is not None, "the new static member's assignment", TIMEOUT)
     assert new.assignment == old_parts
-    wait_for(lambda: [e for e in old.errors() if e.get("name") == "FencedInstanceIdError"],
-             15, f"FENCED_INSTANCE_ID on the old member: {old.describe()}")
+    wait_until(lambda: [e for e in old.errors() if e.get("name") == "FencedInstanceIdError"],
+               f"FENCED_INSTANCE_ID on the old member: {old.describe()}", 15)
     assert other.snapshot()[other_events:] == [], "the other member saw a rebalance"
     assert new.errors() == [] and other.errors() == []
     check_described(wait_stable(gbroker.port, group, 2), topic, [new, other])
@@ -990,7 +984,7 @@ def test_join_group_errors_raw(gbroker: BrokerProcess) -> None:
         assert c1.call(hb_req(group, 1, j.member_id), HeartbeatResponse).error_code == UNKNOWN_MEMBER_ID
         assert c1.call(leave_req(group, j.member_id), LeaveGroupResponse).error_code == UNKNOWN_MEMBER_ID
         # within 10 s: well under the 20 s rebalance timeout a wait for the pending member would take
-        wait_for(lambda: describe_raw(c1, group).group_state == "Empty", 10, "the group to become Empty")
+        wait_until(lambda: describe_raw(c1, group).group_state == "Empty", "the group to become Empty", 10)
 
 
 def test_connect_protocol_group_two_members_raw(gbroker: BrokerProcess) -> None:
@@ -1013,8 +1007,8 @@ def test_connect_protocol_group_two_members_raw(gbroker: BrokerProcess) -> None:
         b_id = first.member_id
         b_join = b.send(join_req(group, b_id, protocols=[("default", meta_b)], **kw))
         assert b.nothing_within(0.3), "B's JoinGroup answered before the leader rejoined"
-        assert wait_for(lambda: a.call(hb_req(group, 1, ja.member_id), HeartbeatResponse).error_code
-                        == REBALANCE_IN_PROGRESS, TIMEOUT, "REBALANCE_IN_PROGRESS", interval=0.1)
+        assert wait_until(lambda: a.call(hb_req(group, 1, ja.member_id), HeartbeatResponse).error_code
+                          == REBALANCE_IN_PROGRESS, "REBALANCE_IN_PROGRESS", TIMEOUT, interval=0.1)
         assert describe_raw(a, group).group_state == "PreparingRebalance"
         ja2 = a.call(join_req(group, ja.member_id, protocols=[("sessioned", meta_a), ("default", meta_a)], **kw),
                      JoinGroupResponse)
@@ -1105,7 +1099,7 @@ def test_commit_of_the_current_generation_is_stored_while_a_rebalance_is_prepare
                       SyncGroupResponse).error_code == NONE
         first = b.call(join_req(group, "", protocols=sub, session_ms=10000), JoinGroupResponse)
         b_join = b.send(join_req(group, first.member_id, protocols=sub, session_ms=10000))
-        wait_for(lambda: describe_raw(a, group).group_state == "PreparingRebalance", TIMEOUT, "PreparingRebalance")
+        wait_until(lambda: describe_raw(a, group).group_state == "PreparingRebalance", "PreparingRebalance", TIMEOUT)
 
         assert _commit_raw(a, group, 1, ja.member_id, topic, 7) == NONE  # the revoke-time commit
         assert raw_offset_fetch(gbroker.port, group, topic, [0]) == {0: 7}

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
-from hwclients import TIMEOUT, confluent_consumer, consume_confluent, create_topic, poll_messages, unique
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
-from rawkafka import Conn
+from support.brokerproc import BrokerProcess
+from support.confluent import position
+from support.hwclients import TIMEOUT, confluent_consumer, consume_confluent, create_topic, poll_messages, unique
+from support.rawkafka import Conn
 
 from headwater.kafka.records import Record, build_batch, iter_batches
 
@@ -71,11 +72,11 @@ def consume_all(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[in
     try:
         c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         for m in poll_messages(c):
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
+            if err := m.error():
+                if err.code() == KafkaError._PARTITION_EOF:
                     break
-                raise AssertionError(m.error())
-            got.append((m.offset(), m.value()))
+                raise AssertionError(err)
+            got.append((position(m)[1], m.value() or b""))
         else:
             raise AssertionError(f"no end of partition within {TIMEOUT}s ({len(got)} records)")
         low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
@@ -327,7 +328,7 @@ def test_idempotent_client_stores_exactly_once_in_key_order(broker: BrokerProces
     recs = keyed_records(client)
     PRODUCERS[client](broker.bootstrap, topic, recs)
 
-    got = [(g.partition, g.offset, g.key, g.value)
+    got = [(g.partition, g.offset, g.key or b"", g.value or b"")  # every record here has both
            for g in consume_confluent(broker.bootstrap, topic, PARTITIONS, N_RECORDS)]
 
     assert len(got) == N_RECORDS, f"{len(got)} records stored for {N_RECORDS} sent"

@@ -12,13 +12,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
-from connectproc import scrape_metrics, unique, wait_for
-from mirrorkit import (
+from support.brokerproc import BrokerProcess
+from support.connectproc import scrape_metrics, unique, wait_for
+from support.mirrorkit import (
     Rec,
     by_partition,
     create,
@@ -31,7 +31,7 @@ from mirrorkit import (
     unpack_heartbeat,
     unpack_offset_sync,
 )
-from workerproc import BROKER_OVERRIDES, Cluster, fast_settings
+from support.workerproc import BROKER_OVERRIDES, Cluster, fast_settings
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -239,7 +239,7 @@ def test_consumer_fails_over_to_b_without_skipping_a_record(brokers: tuple[Broke
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest"})
     c.subscribe([remote])
-    read_on_b: list[bytes] = []
+    read_on_b: list[bytes | None] = []
     deadline = time.monotonic() + 60
     while len(read_on_a) + len(read_on_b) < 6000 and time.monotonic() < deadline:
         read_on_b.extend(m.value() for m in c.consume(1000, 0.5) if not m.error())
@@ -254,7 +254,7 @@ def test_consumer_fails_over_to_b_without_skipping_a_record(brokers: tuple[Broke
     assert duplicates == 0, f"{duplicates} records read twice"
 
 
-def read_group(bootstrap: str, topic: str, group: str, committed: dict[int, int]) -> list[bytes]:
+def read_group(bootstrap: str, topic: str, group: str, committed: dict[int, int]) -> list[bytes | None]:
     """The values a group consumed on a cluster: everything below its committed offsets."""
     return [r.value for r in read_all(bootstrap, topic, sum(committed.values()) + 1, timeout=5)
             if r.offset < committed.get(r.partition, 0)]
@@ -335,10 +335,11 @@ def test_mirror_worker_killed_mid_stream_loses_nothing(brokers: tuple[BrokerProc
     tag = unique("mm-crash")
     total, chunk = 100_000, 10_000
     produced = [0]
+    small_batches: dict[str, Any] = {"batch.size": 8192}
 
     def keep_producing() -> None:
         while produced[0] < total:  # batches of at most 8 KiB: the mirror merges them
-            produce_keyed(a.bootstrap, topic, chunk, start=produced[0], pad=80, **{"batch.size": 8192})
+            produce_keyed(a.bootstrap, topic, chunk, start=produced[0], pad=80, **small_batches)
             produced[0] += chunk
 
     with Cluster(tmp_path, b.bootstrap, tag, worker_settings(tag)) as cluster:
@@ -395,7 +396,7 @@ def test_batches_bigger_than_the_target_takes_are_split(brokers: tuple[BrokerPro
     assert p.flush(60) == 0
     status = wait_for(lambda: (s := worker.status(name)) and any(t["state"] == "FAILED" for t in s["tasks"]) and s,
                       60, 0.5, "the task FAILED", target_workers.logs)
-    trace = next(t["trace"] for t in status["tasks"] if t["state"] == "FAILED")
+    trace = next(t["trace"] for t in cast(dict[str, Any], status)["tasks"] if t["state"] == "FAILED")
     assert "cannot be split to fit the target's limit of 200000 bytes" in trace, trace
 
 
@@ -449,7 +450,8 @@ def test_compressed_and_log_append_time_topics_copy_exactly(brokers: tuple[Broke
         name, SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=f"{zipped}|{stamped}"))
     for topic in (zipped, stamped):
         source = read_all(a.bootstrap, topic, 3000)
-        wait_for(lambda t=topic: len(read_all(b.bootstrap, f"A.{t}", 3000, timeout=5)) == 3000, 60, 0.5, topic)
+        wait_for(lambda t=topic: len(read_all(b.bootstrap, f"A.{t}", 3000, timeout=5)) == 3000,  # type: ignore[misc]
+                 60, 0.5, topic)
         assert by_partition(read_all(b.bootstrap, f"A.{topic}", 3000)) == by_partition(source)
     stamps = {r.timestamp for r in read_all(a.bootstrap, stamped, 3000)}
     assert all(ts > 1_700_000_000_000 for ts in stamps)  # the broker's append times, not the producer's
@@ -459,7 +461,7 @@ def test_compressed_and_log_append_time_topics_copy_exactly(brokers: tuple[Broke
 
 def test_mirror_into_headwater_up(brokers: tuple[BrokerProcess, BrokerProcess], tmp_path: Path) -> None:
     """The three connectors in a standalone worker: ``headwater up`` is the target cluster B."""
-    from connectproc import ConnectProcess
+    from support.connectproc import ConnectProcess
 
     a, _ = brokers
     topic, group = unique("up"), unique("up-group")

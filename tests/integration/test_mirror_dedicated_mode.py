@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess, LoggedProcess
-from connectproc import unique, wait_for
-from mirrorkit import Rec, create, produce_keyed, read_all, topics
-from workerproc import BROKER_OVERRIDES, REPO
+from support.brokerproc import BrokerProcess, LoggedProcess
+from support.connectproc import unique, wait_for
+from support.mirrorkit import Rec, create, produce_keyed, read_all, topics
+from support.workerproc import BROKER_OVERRIDES, REPO
 
 from headwater.kafka.mirror import Checkpoint, Heartbeat
 
@@ -159,7 +159,8 @@ def test_two_processes_share_the_flows_and_survive_a_kill(brokers: tuple[BrokerP
         beats = [Heartbeat.decode(r.key, r.value) for r in read_all(b.bootstrap, "A.heartbeats", 1, timeout=15)
                  if r.key and r.value]
         assert beats and {(h.source_cluster_alias, h.target_cluster_alias) for h in beats} == {("B", "A")}
-        own = [Heartbeat.decode(r.key, r.value) for r in read_all(b.bootstrap, "heartbeats", 1, timeout=15)]
+        own = [Heartbeat.decode(r.key, r.value) for r in read_all(b.bootstrap, "heartbeats", 1, timeout=15)
+               if r.key and r.value]
         assert own and {(h.source_cluster_alias, h.target_cluster_alias) for h in own} == {("A", "B")}
 
         # SIGKILL one process: the other takes its connectors and tasks over and keeps mirroring.

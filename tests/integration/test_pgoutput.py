@@ -7,6 +7,7 @@ import uuid
 
 import psycopg
 import pytest
+from support.pgserver import fetch_one
 
 from headwater.connectors.postgres.pgoutput import (
     UNCHANGED_TOAST,
@@ -56,7 +57,7 @@ def test_a_transaction_of_every_kind_of_change_decodes(database: str) -> None:
             conn.execute("DELETE FROM items WHERE id = 3")
         conn.execute("TRUNCATE items")
         msgs = changes(conn, "s")
-        current = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+        current = fetch_one(conn, "SELECT pg_current_wal_lsn()::text")[0]
 
     kinds = [type(m).__name__ for m in msgs]
     # the enum's Type message comes before the Relation that uses it, in each transaction
@@ -103,6 +104,7 @@ def test_replica_identity_full_sends_the_whole_old_row(database: str) -> None:
         conn.execute("DELETE FROM t")
         msgs = changes(conn, "full_slot")
     update, delete = [m for m in msgs if isinstance(m, (Update, Delete))]
+    assert isinstance(update, Update) and isinstance(delete, Delete)
     assert update.old == ("1", "a") and not update.old_is_key and update.new == ("1", "b")
     assert delete.old == ("1", "b") and not delete.old_is_key
 

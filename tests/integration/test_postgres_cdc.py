@@ -1,4 +1,4 @@
-"""Postgres CDC through ``headwater up``: a real PostgreSQL (tests/pgserver.py), the real broker and
+"""Postgres CDC through ``headwater up``: a real PostgreSQL (tests/support/pgserver.py), the real broker and
 worker; Debezium's topics, keys and envelopes; snapshot, then streaming with no gap and no overlap."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, TopicReader, module_connect, scrape_metrics, unique, wait_for
+from support.connectproc import ConnectProcess, TopicReader, module_connect, scrape_metrics, unique, wait_for
+from support.pgserver import fetch_one
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -97,9 +98,8 @@ def test_a_killed_worker_resumes_from_its_offsets_and_the_slot_advances(postgres
                                (start, min(start + 9, last)))
 
         def slot_lsn() -> int:
-            row = db.execute("SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
-                             (slot,)).fetchone()
-            return int(row[0])
+            return int(fetch_one(db, "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots "
+                                     "WHERE slot_name = %s", (slot,))[0])
 
         topic = f"{prefix}.public.t"
         insert(1, 100)
@@ -233,13 +233,13 @@ def test_an_idle_captured_table_does_not_pin_wal_while_others_write(connect: Con
             return int(row[0]) if row and row[0] is not None else -1
 
         wait_for(lambda: retained() >= 0 or None, 20, 0.1, "the slot")
-        start = db.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+        start = fetch_one(db, "SELECT pg_current_wal_lsn()")[0]
         peak = 0
         for _ in range(25):
             db.execute("INSERT INTO noise SELECT g, repeat('x', 200) FROM generate_series(1, 80000) g")
             peak = max(peak, retained())
             time.sleep(0.2)
-        written = int(db.execute("SELECT pg_current_wal_lsn() - %s::pg_lsn", (str(start),)).fetchone()[0])
+        written = int(fetch_one(db, "SELECT pg_current_wal_lsn() - %s::pg_lsn", (str(start),))[0])
         settled = wait_for(lambda: (r := retained()) < (16 << 20) and r + 1, 20, 0.2, "the slot to catch up")
         with TopicReader(connect.bootstrap, f"__debezium-heartbeat.{prefix}") as beats:
             heartbeat = events(beats, 2)
@@ -287,7 +287,7 @@ def test_a_restart_mid_snapshot_snapshots_again_and_loses_nothing(postgres, data
         proc.create(name, source(postgres, database, prefix, **{"snapshot.fetch.size": "500",
                                                                  "max.batch.size": "500"}))
         topic = f"{prefix}.public.big"
-        from connectproc import end_offset
+        from support.connectproc import end_offset
 
         at_kill = wait_for(lambda: (n := end_offset(proc.bootstrap, topic)) > 1000 and n, 60, 0.05,
                            "the snapshot under way")
@@ -467,7 +467,7 @@ def test_snapshot_records_carry_debeziums_source_block(connect: ConnectProcess, 
         for table in ("a", "b"):
             db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
             db.execute(f"INSERT INTO {table} VALUES (1), (2), (3)")
-        before = db.execute("SELECT (extract(epoch FROM now()) * 1000)::bigint, txid_current()").fetchone()
+        before = fetch_one(db, "SELECT (extract(epoch FROM now()) * 1000)::bigint, txid_current()")
         name = unique("pg-src")
         connect.create(name, source(postgres, database, prefix))
         snap = []

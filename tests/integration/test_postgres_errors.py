@@ -9,7 +9,8 @@ import uuid
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.pgserver import fetch_one
 from test_postgres_cdc import events, source
 
 pytestmark = pytest.mark.timeout(120)
@@ -69,7 +70,7 @@ def test_a_user_without_replication_fails_and_leaves_nothing_behind(connect: Con
 
 
 def test_wal_level_replica_fails_the_task_saying_to_set_logical(connect: ConnectProcess) -> None:
-    from pgserver import start_postgres
+    from support.pgserver import start_postgres
 
     server = start_postgres(wal_level="replica")
     try:
@@ -123,7 +124,7 @@ def test_the_shipped_configs_validate(connect: ConnectProcess) -> None:
     """configs/postgres/*.json pass PUT /connector-plugins/{plugin}/config/validate with no error."""
     import json
 
-    from workerproc import REPO
+    from support.workerproc import REPO
 
     for path in sorted((REPO / "configs" / "postgres").glob("*.json")):
         body = json.loads(path.read_text())
@@ -153,7 +154,7 @@ def test_a_change_that_cannot_be_converted_goes_through_errors_tolerance(connect
                  30, 0.1, "both slots streaming")
         time.sleep(1)
         db.execute("INSERT INTO orders VALUES (1, 'NaN')")
-        bad_end = db.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+        bad_end = fetch_one(db, "SELECT pg_current_wal_lsn()")[0]
         db.execute("INSERT INTO orders VALUES (2, 2.50)")
 
         trace = failed_trace(connect, slots["none"][0])

@@ -12,7 +12,8 @@ import uuid
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.pgserver import fetch_one
 from test_postgres_cdc import source
 
 pytestmark = pytest.mark.timeout(300)
@@ -125,8 +126,8 @@ def test_a_to_b_table_for_table(connect: ConnectProcess, postgres) -> None:
 @pytest.fixture(scope="module")
 def fast_broker(tmp_path_factory: pytest.TempPathFactory):
     """A broker that allows the workers' short session timeouts (fast failover)."""
-    from brokerproc import BrokerProcess
-    from workerproc import BROKER_OVERRIDES
+    from support.brokerproc import BrokerProcess
+    from support.workerproc import BROKER_OVERRIDES
 
     with BrokerProcess(tmp_path_factory.mktemp("broker") / "data", *BROKER_OVERRIDES, "num.partitions=1") as proc:
         yield proc
@@ -137,7 +138,7 @@ def test_a_to_b_with_the_source_worker_killed_mid_stream(fast_broker, postgres, 
     workload runs; the task moves to the other worker and resumes from the stored offset; B equals A."""
     import threading
 
-    from workerproc import Cluster
+    from support.workerproc import Cluster
 
     a, b = databases(postgres)
     prefix = unique("repk")
@@ -223,7 +224,7 @@ def test_a_to_b_through_extract_new_record_state(connect: ConnectProcess, postgr
                 return False
 
         wait_for(same, 120, 0.5, "B's tables to equal A's", connect.log_text)
-        ops = dict(db_b.execute("SELECT __op, count(*) FROM items GROUP BY 1").fetchall())
+        ops: dict[str, int] = dict(db_b.execute("SELECT __op, count(*) FROM items GROUP BY 1").fetchall())
         table = db_b.execute("SELECT DISTINCT __table FROM items").fetchall()
         for name in (src, sink):
             connect.ok("DELETE", f"/connectors/{name}", expect=204)
@@ -295,8 +296,8 @@ def test_unchanged_toast_bytea_and_arrays_stream_as_debeziums_placeholder_and_th
             db_a.execute(f"INSERT INTO {t} SELECT g, 0, " + ", ".join(BIG[type_] for _, type_ in columns)
                          + " FROM generate_series(1, 2) g")
         db_a.execute("ALTER TABLE blobs_full REPLICA IDENTITY FULL")
-        sizes = db_a.execute("SELECT " + ", ".join(f"min(pg_column_size({n}))" for n, _ in columns)
-                             + " FROM blobs").fetchone()
+        sizes = fetch_one(db_a, "SELECT " + ", ".join(f"min(pg_column_size({n}))" for n, _ in columns)
+                          + " FROM blobs")
         assert min(sizes) > 2048, sizes
         src, sink = unique("toast-src"), unique("toast-sink")
         connect.create(src, source(postgres, a, prefix, **JSON))
@@ -320,7 +321,7 @@ def test_unchanged_toast_bytea_and_arrays_stream_as_debeziums_placeholder_and_th
         got = {}
         for t in tables:  # the snapshot's two reads, then the two updates
             with TopicReader(connect.bootstrap, f"{prefix}.public.{t}") as reader:
-                read = [json.loads(m.value)["payload"] for m in reader.read(4, 30)]
+                read = [json.loads(m.value or b"")["payload"] for m in reader.read(4, 30)]
             task = connect.status(src)["tasks"][0]
             assert len(read) == 4, (t, len(read), task["state"], task.get("trace", "")[-1500:])
             got[t] = read[2:]

@@ -10,11 +10,11 @@ import time
 from functools import partial
 
 import pytest
-import rawkafka
 from confluent_kafka import Producer
-from hwclients import TIMEOUT, create_topic, unique
 from kafka import KafkaProducer
 from kafka.errors import InvalidRecordError, InvalidTimestampError, KafkaError
+from support import rawkafka
+from support.hwclients import TIMEOUT, create_topic, unique
 
 from headwater.kafka.compression import GZIP, NONE, ZSTD
 from headwater.kafka.records import Record, build_batch
@@ -70,7 +70,7 @@ def test_confluent_kafka_reports_each_message(broker) -> None:
     reports: dict[bytes, int] = {}
     for i, key in enumerate([b"a", None, b"b", None]):
         prod.produce(topic, key=key, value=b"%d" % i, partition=0,
-                     on_delivery=lambda err, msg: reports.__setitem__(msg.value(), err.code() if err else 0))
+                     on_delivery=lambda err, msg: reports.__setitem__(msg.value() or b"", err.code() if err else 0))
     assert prod.flush(TIMEOUT) == 0
     assert reports == {b"0": LIBRDKAFKA_INVALID_DIFFERENT_RECORD, b"1": INVALID_RECORD,
                        b"2": LIBRDKAFKA_INVALID_DIFFERENT_RECORD, b"3": INVALID_RECORD}

@@ -10,7 +10,7 @@ import weakref
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from hwclients import unique
+from support.hwclients import unique
 
 from headwater.connect.kafka import RecordFetcher
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connectproc import ConnectProcess, sink_config, source_config, unique
+from support.connectproc import ConnectProcess, sink_config, source_config, unique
 
 pytestmark = pytest.mark.timeout(300)
 

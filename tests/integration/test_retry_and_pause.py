@@ -17,7 +17,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, consume, end_offset, sink_config, source_config, unique, values, wait_for
+from support.connectproc import (
+    ConnectProcess,
+    consume,
+    end_offset,
+    sink_config,
+    source_config,
+    unique,
+    values,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.pgserver import fetch_one
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -197,7 +198,7 @@ def test_unchanged_toast_values_are_kept_by_the_upsert_lake_and_the_postgres_sin
                        f"FROM generate_series(1, 3) g")
         db.execute("ALTER TABLE docs_full REPLICA IDENTITY FULL")
         # the values are stored out of line, so an update that leaves them alone does not resend them
-        sizes = db.execute("SELECT min(pg_column_size(body)), min(pg_column_size(meta)) FROM docs").fetchone()
+        sizes = fetch_one(db, "SELECT min(pg_column_size(body)), min(pg_column_size(meta)) FROM docs")
         assert min(sizes) > 2048, sizes
         names = [unique("cdc"), unique("lake"), unique("replica")]
         connect.create(names[0], cdc_source(postgres, dbname, prefix))

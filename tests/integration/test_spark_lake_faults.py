@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
-from connectproc import ConnectProcess, create_topic, end_offsets, unique, wait_for
+from support.brokerproc import BrokerProcess
+from support.connectproc import ConnectProcess, create_topic, end_offsets, unique, wait_for
+from support.workerproc import BROKER_OVERRIDES, Cluster
 from test_spark_sink import JSON_PLAIN, change_stream, produce, sink, table_rows, wait_committed
-from workerproc import BROKER_OVERRIDES, Cluster
+
+from headwater.testing.names import free_port
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -105,7 +106,8 @@ def test_upsert_table_is_right_after_crashes_mid_flush(spark, tmp_path: Path) ->
         kills = 0
         for wanted in (2, 3):
             # SIGKILL right after a flush starts: Spark is reading and merging buckets
-            wait_for(lambda w=wanted: flushes_started(proc.log_text(True)) >= w, 120, 0.01, "flushes to start",
+            wait_for(lambda w=wanted: flushes_started(proc.log_text(True)) >= w,  # type: ignore[misc]
+                     120, 0.01, "flushes to start",
                      lambda: proc.log_text(True)[-4000:])
             proc.restart(kill=True)
             kills += 1
@@ -143,7 +145,8 @@ def test_recovery_publishes_a_half_published_commit_and_drops_uncommitted_stagin
     ids = sorted(r[0] for r in spark.read.parquet(lake.path("topics/t/a"), lake.path("topics/t/b")).collect())
     assert ids == list(range(20))
     assert not (tmp_path / "lake" / "_headwater" / "tmp" / "t+0").exists()
-    assert lake.recover("t", 0).next == 20  # recovering again changes nothing
+    again = lake.recover("t", 0)
+    assert again is not None and again.next == 20  # recovering again changes nothing
     assert lake.recover("t", 1) is None
 
 
@@ -191,7 +194,7 @@ def test_a_type_conflict_fails_the_task_and_leaves_the_lake_as_it_was(up: Connec
 
 def test_with_tolerance_all_conflicts_and_keyless_upserts_go_to_the_dlq(up: ConnectProcess, spark,
                                                                         tmp_path: Path) -> None:
-    from connectproc import TopicReader
+    from support.connectproc import TopicReader
 
     name, topic, lake, dlq = unique("dlq"), unique("t"), tmp_path / "lake", unique("dlq")
     create_topic(up.bootstrap, topic)
@@ -205,7 +208,7 @@ def test_with_tolerance_all_conflicts_and_keyless_upserts_go_to_the_dlq(up: Conn
         "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true"}))
     reader = TopicReader(up.bootstrap, dlq)
     dead = reader.read(2, 60)
-    assert [json.loads(m.value) for m in dead] == [{"id": 99, "qty": 1}, {"id": 5, "qty": "five"}]
+    assert [json.loads(m.value or b"") for m in dead] == [{"id": 99, "qty": 1}, {"id": 5, "qty": "five"}]
     reasons = [dict(m.headers).get("__connect.errors.exception.message", b"").decode() for m in dead]
     assert "no key" in reasons[0] and "'qty'" in reasons[1]
     wait_for(lambda: (lake / "topics" / topic).exists(), 60, 0.2, "the table")
@@ -215,12 +218,6 @@ def test_with_tolerance_all_conflicts_and_keyless_upserts_go_to_the_dlq(up: Conn
     assert table_rows(spark, lake / "topics" / topic) == {i: {"id": i, "qty": i} for i in range(10) if i != 5}
     assert up.status(name)["tasks"][0]["state"] == "RUNNING"
     up.ok("DELETE", f"/connectors/{name}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_spark_master_that_does_not_answer_fails_the_task_naming_it(tmp_path: Path) -> None:

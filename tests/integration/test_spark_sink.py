@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from connectproc import ConnectProcess, create_topic, end_offsets, module_connect, unique, wait_for
+from support.connectproc import ConnectProcess, create_topic, end_offsets, module_connect, unique, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -19,24 +19,21 @@ from __future__ import annotations
 import json
 import struct
 import time
-import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewPartitions
-from rawkafka import produce as raw_produce
+from support.rawkafka import produce as raw_produce
 
 import headwater.spark
 from headwater.kafka.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, Record, build_batch
 from headwater.spark.decode import Columns, decode_fetched
+from headwater.testing.names import unique
 
 T0 = 1_700_000_000_000  # record timestamps, ms
 COLUMNS = "topic, partition, offset, key, value, unix_millis(timestamp) AS ts, timestampType"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +69,9 @@ def produce(bootstrap: str, topic: str, numbers: range, partitions: int, codec: 
             sent.append((future, key, value, T0 + i, tuple(headers)))
         prod.flush(30)
         rows = []
-        for future, key, value, ts, headers in sent:
+        for future, key, value, ts, sent_headers in sent:
             meta = future.get(30)
-            rows.append((topic, meta.partition, meta.offset, key, value, ts, 0, headers))
+            rows.append((topic, meta.partition, meta.offset, key, value, ts, 0, sent_headers))
         return sorted(rows)
     finally:
         prod.close(10)
@@ -84,7 +81,7 @@ def as_rows(df, headers: bool = True) -> list[tuple]:
     cols = COLUMNS + (", headers" if headers else "")
     out = []
     for r in df.selectExpr(*cols.split(", ")).collect():
-        row = (r.topic, r.partition, r.offset, _bytes(r.key), _bytes(r.value), r.ts, r.timestampType)
+        row: tuple[Any, ...] = (r.topic, r.partition, r.offset, _bytes(r.key), _bytes(r.value), r.ts, r.timestampType)
         if headers:
             row += (tuple((h.key, _bytes(h.value)) for h in r.headers),)
         out.append(row)
@@ -268,7 +265,7 @@ def test_read_committed_drops_aborted_transactions() -> None:
                + build_batch([Record(7, T0, None, b"plain")], base_offset=7))
     committed = Columns(False)
     assert decode_fetched(fetched, 0, 100, committed, aborted=[(7, 0)]) == 8
-    assert [bytes(v) for v in committed.values] == [b"p8-3", b"p8-4", b"plain"]
+    assert [bytes(v or b"") for v in committed.values] == [b"p8-3", b"p8-4", b"plain"]
     assert committed.offsets == [3, 4, 7]
     everything = Columns(False)
     decode_fetched(fetched, 1, 4, everything)  # read_uncommitted, and a range that starts inside a batch

@@ -19,11 +19,11 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from hwclients import TIMEOUT, Rec, produce_confluent, unique
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
-from rawkafka import request
+from support.hwclients import TIMEOUT, Rec, produce_confluent, unique
+from support.rawkafka import request
 
 INVALID_CONFIG = 40
 L = "9223372036854775807"
@@ -136,7 +136,7 @@ def _kdescribe(kadmin: KafkaAdminClient, topic: str) -> dict[str, dict]:
     return out["topic"][topic]
 
 
-def _state(admin: AdminClient, topic: str) -> dict[str, tuple[str, ConfigSource]]:
+def _state(admin: AdminClient, topic: str) -> dict[str, tuple[str | None, ConfigSource]]:
     return {k: (e.value, ConfigSource(e.source)) for k, e in _describe(admin, topic).items()}
 
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from connectproc import ConnectProcess, scrape_metrics, unique, wait_for
+from support.connectproc import ConnectProcess, scrape_metrics, unique, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -16,6 +16,7 @@ def scrape(up: ConnectProcess) -> tuple[str, dict[str, float]]:
     return scrape_metrics(up.rest)
 
 
+@pytest.mark.slow
 def test_worker_metrics_follow_a_file_pipeline(tmp_path: Path) -> None:
     source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
     source_file.write_text("".join(f"line {i}\n" for i in range(100)))

@@ -102,13 +102,13 @@ def test_filters_any_and_match(tmp_path: Path) -> None:
 
 def test_validation_names_the_problem() -> None:
     assert invalid_binding(acl(T, "t", Op.READ)) is None
-    assert "patternType" in invalid_binding(acl(T, "t", Op.READ, pattern=PatternType.MATCH))
-    assert "operation" in invalid_binding(acl(T, "t", Op.ANY))
-    assert "kafka-cluster" in invalid_binding(acl(C, "other", Op.ALTER))
-    assert "principal" in invalid_binding(acl(T, "t", Op.READ, principal="alice"))
-    assert "empty" in invalid_binding(acl(T, "", Op.READ))
+    assert "patternType" in (invalid_binding(acl(T, "t", Op.READ, pattern=PatternType.MATCH)) or "")
+    assert "operation" in (invalid_binding(acl(T, "t", Op.ANY)) or "")
+    assert "kafka-cluster" in (invalid_binding(acl(C, "other", Op.ALTER)) or "")
+    assert "principal" in (invalid_binding(acl(T, "t", Op.READ, principal="alice")) or "")
+    assert "empty" in (invalid_binding(acl(T, "", Op.READ)) or "")
     bad = AclFilter(ResourceType.UNKNOWN, None, PatternType.ANY, None, None, Op.ANY, AclPermission.ANY)
-    assert "resourceType" in invalid_filter(bad)
+    assert "resourceType" in (invalid_filter(bad) or "")
 
 
 def test_authorize_any_resource_of_a_type(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
-from connectproc import NEVER_MATCHING_FILTER
+from support.connectproc import NEVER_MATCHING_FILTER
 
 from headwater.connect.api import (
     OffsetStorageReader,
@@ -239,7 +239,8 @@ IDLE_POLLS = 3  # polls in a row that return nothing before a file counts as dra
 
 async def drain_poll(task: FileStreamSourceTask) -> list[list[SourceRecord]]:
     """Poll until ``IDLE_POLLS`` polls in a row return nothing."""
-    polls, idle = [], 0
+    polls: list[list[SourceRecord]] = []
+    idle = 0
     for _ in range(100_000):
         got = await task.poll()
         if not got:
@@ -253,7 +254,8 @@ async def drain_poll(task: FileStreamSourceTask) -> list[list[SourceRecord]]:
 
 
 async def drain_poll_batch(task: FileStreamSourceTask) -> list[SourceBatch]:
-    batches, idle = [], 0
+    batches: list[SourceBatch] = []
+    idle = 0
     for _ in range(100_000):
         got = await task.poll_batch()
         if got is None:
@@ -532,7 +534,7 @@ def pipeline(task: Any, converters: tuple[Any, Any, Any], chain: Any = None,
 
 def source_worker(task: Any, value_converter: Any = None, chain: Any = None) -> WorkerSourceTask:
     converters = (string_converter(), value_converter or string_converter(), string_converter())
-    return WorkerSourceTask(TaskId("conn", 0), pipeline(task, converters, chain), offset_store=None,
+    return WorkerSourceTask(TaskId("conn", 0), pipeline(task, converters, chain), offset_store=None,  # type: ignore[arg-type]
                             flush_timeout_ms=1000, target_state=TargetState.STARTED, on_status=lambda *a: None)
 
 
@@ -621,7 +623,7 @@ def test_worker_send_batch_produces_what_send_produces(batch_size: int) -> None:
         return by_batch, by_records, before, int(time.time() * 1000)
 
     by_batch, by_records, before, after = run(scenario)
-    want = [(TOPIC, 0, None, line.encode(), []) for line in LINES]
+    want: list[tuple[Any, ...]] = [(TOPIC, 0, None, line.encode(), []) for line in LINES]
     assert by_records.producer.records() == want
     assert by_batch.producer.records() == want
     for producer in (by_batch.producer, by_records.producer):
@@ -715,8 +717,8 @@ def test_a_retriable_send_failure_is_retried_not_failing_the_task() -> None:
     def worker(producer: FakeProducer) -> WorkerSourceTask:
         converters = (string_converter(), string_converter(), string_converter())
         out = WorkerSourceTask(TaskId("conn", 0), pipeline(FileStreamSourceTask(), converters, None, "none"),
-                               offset_store=None, flush_timeout_ms=1000, target_state=TargetState.STARTED,
-                               on_status=lambda *a: None)
+                               offset_store=None,  # type: ignore[arg-type]
+                               flush_timeout_ms=1000, target_state=TargetState.STARTED, on_status=lambda *a: None)
         out.producer_overrides = {"retry.backoff.ms": "10"}
         out.producer = producer
         return out
@@ -844,7 +846,7 @@ def test_worker_sink_commit_that_meets_a_rebalance_is_kept_for_after_it() -> Non
 def test_a_file_source_whose_start_failed_early_stops_cleanly() -> None:
     """The worker stops a task whose start raised: stop() must not trip over what start never set."""
     task = FileStreamSourceTask()
-    task.initialize(SimpleNamespace(offset_storage_reader=SimpleNamespace(offset=lambda partition: None)))
+    task.initialize(SimpleNamespace(offset_storage_reader=SimpleNamespace(offset=lambda partition: None)))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="zz"):
         run(lambda: task.start({"file": "/nonexistent/in.txt", "topic": "t", "batch.size": "zz"}))
     task.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 import cramjam
@@ -16,6 +17,7 @@ from headwater.broker.log import PartitionLog
 from headwater.broker.log.cleaner import (
     CHECKPOINT_FILE,
     CleanerAborted,
+    CleanerCheckpoint,
     _commit,
     _run_pass,
     clean_partition,
@@ -48,7 +50,7 @@ class Clock:
         return self.now
 
 
-def compact_log(path: Path, clock: Clock | None = None, **overrides) -> PartitionLog:
+def compact_log(path: Path, clock: Clock | None = None, /, **overrides: object) -> PartitionLog:
     props = {"cleanup.policy": "compact", "segment.bytes": 1024, **overrides}
     return PartitionLog.open(path, TopicConfig(**props), clock=clock or Clock())
 
@@ -64,13 +66,19 @@ def raw_snappy_batch(records: list[Record], **kw) -> bytes:
     return head + bytes(tail)
 
 
-def put(log: PartitionLog, items: list[tuple[bytes | None, bytes | None]], *, codec: int = NONE,
+def put(log: PartitionLog, items: Sequence[tuple[bytes | None, bytes | None]], *, codec: int = NONE,
         ts: int = T0, raw_snappy: bool = False, **kw) -> int:
     """Append one batch of (key, value) records; returns its base offset."""
     records = [Record(offset=i, timestamp=ts + i, key=k, value=v) for i, (k, v) in enumerate(items)]
-    batch = raw_snappy_batch(records, **kw) if raw_snappy else build_batch(records, codec=codec, **kw)
-    batch = bytearray(batch)
+    batch = bytearray(raw_snappy_batch(records, **kw) if raw_snappy else build_batch(records, codec=codec, **kw))
     return log.append(batch, parse_header(batch))
+
+
+def checkpoint(log: PartitionLog) -> CleanerCheckpoint:
+    """The log's cleaner checkpoint, which the test expects to be there."""
+    found = read_checkpoint(log.directory)
+    assert found is not None, "no cleaner checkpoint"
+    return found
 
 
 def read_all(log: PartitionLog) -> list[Record]:
@@ -139,7 +147,7 @@ def test_newest_value_per_key_kept_and_offsets_preserved(tmp_path: Path) -> None
     assert len(keys) == len(set(keys))
     assert len(log.segments) < segments_before
     assert result.records_kept < result.records_read
-    assert read_checkpoint(log.directory).first_dirty_offset == log.active_segment.base_offset
+    assert checkpoint(log).first_dirty_offset == log.active_segment.base_offset
 
     log.close()
     log = compact_log(tmp_path / "t-0")
@@ -241,6 +249,7 @@ def test_active_segment_is_never_touched(tmp_path: Path) -> None:
     assert active.log_path.stat().st_mtime_ns == mtime
     # Duplicates in the active segment stay until it is closed and cleaned.
     active_keys = [r.key for r in read_all(log) if r.offset >= active.base_offset]
+    assert active.next_offset is not None
     assert len(active_keys) == active.next_offset - active.base_offset
     log.close()
 
@@ -305,7 +314,7 @@ def test_tombstones_kept_then_removed_after_delete_retention(tmp_path: Path) -> 
     records = closed_records(log)
     assert {r.key for r in records if r.value is None} == dead  # kept: consumers must see the deletes
     assert not [r for r in records if r.key in dead and r.value is not None]
-    assert set(read_checkpoint(log.directory).tombstone_segments)
+    assert set(checkpoint(log).tombstone_segments)
 
     # Not due yet: no pass is planned, and a forced one keeps them.
     assert plan_cleaning(log, T0 + 9_999) is None
@@ -319,7 +328,7 @@ def test_tombstones_kept_then_removed_after_delete_retention(tmp_path: Path) -> 
     records = read_all(log)
     assert not [r for r in records if r.key in dead]
     assert {r.key for r in records} == {f"k{i}".encode() for i in range(5, 10)}
-    assert read_checkpoint(log.directory).tombstone_segments == []
+    assert checkpoint(log).tombstone_segments == []
     log.close()
 
 
@@ -444,6 +453,7 @@ def test_leftover_cleaned_files_are_discarded(tmp_path: Path) -> None:
     log = compact_log(path)
     expect = fill(log, 60)
     plan = plan_cleaning(log, T0)
+    assert plan is not None
     work, swaps, end = _run_pass(log, plan, 1000)
     # A crash before the marker: rename the swaps back to .cleaned and drop the marker.
     for group in swaps:
@@ -464,6 +474,7 @@ def test_swap_without_marker_is_discarded(tmp_path: Path) -> None:
     log = compact_log(path)
     expect = fill(log, 60)
     plan = plan_cleaning(log, T0)
+    assert plan is not None
     work, swaps, end = _run_pass(log, plan, 1000)
     (path / CLEANER_SWAP_FILE).unlink()  # the crash came before the marker was durable
     crash(log)
@@ -483,6 +494,7 @@ def test_committed_swap_is_finished_on_open(tmp_path: Path, renamed: int | str) 
     expect = fill(log, 80)
     n_before = len(log.segments)
     plan = plan_cleaning(log, T0)
+    assert plan is not None
     work, swaps, end = _run_pass(log, plan, 1000)
     assert (path / CLEANER_SWAP_FILE).exists() and list(path.glob("*.log.swap"))
     originals = [seg for group in swaps for seg in group.originals]
@@ -492,6 +504,7 @@ def test_committed_swap_is_finished_on_open(tmp_path: Path, renamed: int | str) 
                 seg.change_suffix(".deleted")
             group.output.change_suffix("")
     else:
+        assert isinstance(renamed, int)
         for seg in originals[:renamed]:
             seg.change_suffix(".deleted")
     crash(log)
@@ -512,6 +525,7 @@ def test_crash_between_swap_and_checkpoint_is_safe(tmp_path: Path) -> None:
     path = tmp_path / "t-0"
     log, dead = tombstone_log(path, retention=10_000)
     plan = plan_cleaning(log, T0)
+    assert plan is not None
     work, swaps, end = _run_pass(log, plan, 1000)
     crash(log)
     log = reopen(path, **{"delete.retention.ms": 10_000})
@@ -526,6 +540,7 @@ def test_stale_marker_blocks_cleaning_until_reopen(tmp_path: Path) -> None:
     log = compact_log(path)
     expect = fill(log, 60)
     plan = plan_cleaning(log, T0)
+    assert plan is not None
     _run_pass(log, plan, 1000)  # as if the commit on the event loop never ran
     with pytest.raises(RuntimeError, match="did not complete"):
         clean_partition(log, T0, force=True)
@@ -571,6 +586,7 @@ def test_retention_during_a_pass_rolls_back_the_touched_groups(tmp_path: Path) -
     put(log, [(b"newer", b"x" * 30)] * 3, ts=T0 + 10_000)
     expect = fill(log, 40, tag="w")
     plan = plan_cleaning(log, T0)
+    assert plan is not None
     work, swaps, end = _run_pass(log, plan, 1000)
     assert log.apply_retention(T0 + 5_000) > 0  # deletes the oldest segments meanwhile
     result = _commit(log, plan, work, swaps, end, 0.0)
@@ -602,7 +618,7 @@ def test_compact_delete_applies_both(tmp_path: Path) -> None:
     assert start > 0
     assert clean_partition(log, T0 + 100_000) is not None
     records = read_all(log)
-    assert not [r for r in records if r.key.startswith(b"old")]
+    assert not [r for r in records if (r.key or b"").startswith(b"old")]
     keys = [r.key for r in closed_records(log)]
     assert len(keys) == len(set(keys)) == 4
     assert log.log_start_offset == start  # compaction never moves the log start
@@ -645,7 +661,7 @@ def test_map_capacity_limits_a_pass_to_whole_segments(tmp_path: Path) -> None:
     expect = fill(log, 200, keys=5000)  # every key distinct
     result = clean_partition(log, T0, map_capacity=50)
     assert result is not None
-    first = read_checkpoint(log.directory).first_dirty_offset
+    first = checkpoint(log).first_dirty_offset
     assert 0 < first < log.active_segment.base_offset
     assert first in {s.base_offset for s in log.segments}
     while (result := clean_partition(log, T0, map_capacity=50)) is not None:
@@ -658,7 +674,7 @@ def test_segment_mtime_is_the_tombstone_clock(tmp_path: Path) -> None:
     log, dead = tombstone_log(tmp_path / "t-0")
     clean_partition(log, T0 + 1234)
     stamps = {s.base_offset: s.last_modified_ms() for s in log.segments[:-1]}
-    hinted = read_checkpoint(log.directory).tombstone_segments
+    hinted = checkpoint(log).tombstone_segments
     assert hinted and all(stamps[b] == T0 + 1234 for b in hinted)
     assert all(os.stat(s.log_path).st_mtime_ns // 1_000_000 == T0 + 1234 for s in log.segments[:-1])
     log.close()

@@ -1,7 +1,8 @@
 """The floors of the house: which package may import which.
 
-``headwater.kafka`` and ``headwater.properties`` are the floor; ``broker`` and ``connect``
-stand on it and never import each other; ``connectors`` stand on ``connect``; only the front
+``headwater.kafka``, ``headwater.spark`` and ``headwater.properties`` are the floor; ``broker`` and
+``connect`` stand on it and never import each other; ``connectors`` stand on ``connect``, whose plugin
+API (``headwater.connect.api``) imports nothing else of ``connect``; only the front
 door (``headwater.cli``, ``headwater.up``) composes them all, and so may the plugin authors' test
 kit (``headwater.testing``), which nothing else imports. Relative imports are resolved, so
 ``from ..broker import x`` is caught as well as ``import headwater.broker``.
@@ -65,8 +66,8 @@ def _offenders(importer_prefix: str, forbidden: tuple[str, ...]) -> list[str]:
 
 
 def test_the_module_map_sees_every_room() -> None:
-    for module in ("headwater.cli", "headwater.kafka.errors", "headwater.broker.server",
-                   "headwater.connect.runtime.worker", "headwater.connectors.file"):
+    for module in ("headwater.cli", "headwater.kafka.errors", "headwater.spark.client", "headwater.broker.server",
+                   "headwater.connect.api.errors", "headwater.connect.runtime.worker", "headwater.connectors.file"):
         assert module in MODULES, module
 
 
@@ -76,10 +77,33 @@ def test_the_module_map_sees_every_room() -> None:
     ("headwater.connectors", ("headwater.broker", "headwater.cli", "headwater.up")),
     ("headwater.kafka", ("headwater.broker", "headwater.connect", "headwater.connectors", "headwater.cli",
                          "headwater.up")),
+    ("headwater.spark", ("headwater.broker", "headwater.connect", "headwater.connectors", "headwater.cli",
+                         "headwater.up")),
     ("headwater.properties", ("headwater.broker", "headwater.connect", "headwater.connectors")),
 ])
 def test_floors(importer: str, forbidden: tuple[str, ...]) -> None:
     assert _offenders(importer, forbidden) == []
+
+
+def _outside_the_api(imported: set[str]) -> list[str]:
+    """What of ``imported`` is part of ``headwater.connect`` but not of its plugin API."""
+    return sorted(target for target in imported
+                  if (target == "headwater.connect" or target.startswith("headwater.connect."))
+                  and not (target == "headwater.connect.api" or target.startswith("headwater.connect.api.")))
+
+
+def test_the_plugin_api_imports_nothing_else_of_connect() -> None:
+    # Plugins build on connect/api alone, so the runtime behind it can change without breaking them
+    assert [f"{name} imports {target}" for name, imported in IMPORTS.items()
+            if name == "headwater.connect.api" or name.startswith("headwater.connect.api.")
+            for target in _outside_the_api(imported)] == []
+
+
+def test_the_api_check_catches_an_import_of_the_runtime(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from ..runtime.errors import ErrorReporter\nfrom . import data\n")
+    assert _outside_the_api(_imports("headwater.connect.api.bad", bad)) == [
+        "headwater.connect.runtime.errors", "headwater.connect.runtime.errors.ErrorReporter"]
 
 
 def test_only_tests_use_the_test_kit() -> None:

@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,7 @@ def cfg(**overrides) -> TopicConfig:
     return TopicConfig(**overrides)
 
 
-def open_log(path: Path, clock: Clock | None = None, **overrides) -> PartitionLog:
+def open_log(path: Path, clock: Clock | None = None, /, **overrides: Any) -> PartitionLog:
     return PartitionLog.open(path, cfg(**overrides), clock=clock)
 
 

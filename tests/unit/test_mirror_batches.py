@@ -10,6 +10,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from headwater.connect.api import RecordBatches
 from headwater.connectors.mirror.source import MERGE_MAX, MirrorSourceTask
 from headwater.kafka.compression import LZ4
 from headwater.kafka.records import (
@@ -61,6 +62,7 @@ def sent(task: MirrorSourceTask, data: bytes, position: int) -> tuple[list[Any],
     out = asyncio.run(task.poll_encoded())
     assert out is not None and len(out) == 1
     rb = out[0]
+    assert isinstance(rb, RecordBatches)
     assert (rb.topic, rb.kafka_partition) == ("A.orders", 0)
     _, upstream, _ = task._raw[id(rb)]
     decoded = []
@@ -122,6 +124,7 @@ def test_merged_batches_stay_within_merge_max() -> None:
     out = asyncio.run(task.poll_encoded())
     assert out is not None and len(out) == 1
     rb = out[0]
+    assert isinstance(rb, RecordBatches)
     assert len(rb.batches) > 1 and all(len(b) <= MERGE_MAX for b in rb.batches)
     assert all(len(b) > MERGE_MAX * 0.9 for b in rb.batches[:-1])  # as few batches as fit
     _, upstream, _ = task._raw[id(rb)]
@@ -156,6 +159,7 @@ def test_offset_syncs_follow_batches_the_worker_split() -> None:
     out = asyncio.run(task.poll_encoded())
     assert out is not None
     rb = out[0]
+    assert isinstance(rb, RecordBatches)
     assert rb.counts == [10, 10]
     # the first batch went as pieces of 4, 4 and 2 records to 100, 104, 108; the second whole to 110
     asyncio.run(task.commit_encoded(rb, [(0, 100), (4, 104), (8, 108), (10, 110)]))

@@ -193,11 +193,11 @@ def test_the_leader_writes_what_differs_and_a_follower_waits_for_it() -> None:
         stored = dict(flow.connectors)
         stored["MirrorSourceConnector"] = {**stored["MirrorSourceConnector"], "topics": "old"}
         leader = _Herder(dict(stored), leader=True)
-        await runner._configure(flow, leader, halt)
+        await runner._configure(flow, leader, halt)  # type: ignore[arg-type]  # a fake herder
         assert leader.writes == ["put MirrorSourceConnector"] and leader.configs == flow.connectors
         # a follower writes nothing, until it becomes the leader with the configs still not stored
         follower = _Herder({}, leader=False)
-        task = asyncio.ensure_future(runner._configure(flow, follower, halt))
+        task = asyncio.ensure_future(runner._configure(flow, follower, halt))  # type: ignore[arg-type]
         await asyncio.sleep(0.05)
         assert follower.writes == [] and not task.done()
         follower.membership.is_leader = True
@@ -206,7 +206,7 @@ def test_the_leader_writes_what_differs_and_a_follower_waits_for_it() -> None:
         # a flow now heartbeats-only: its other MirrorMaker connectors are removed
         was_enabled = _Herder({"MirrorSourceConnector": {}, "MirrorCheckpointConnector": {},
                                **beats.connectors}, leader=True)
-        await runner._configure(beats, was_enabled, halt)
+        await runner._configure(beats, was_enabled, halt)  # type: ignore[arg-type]
         assert sorted(was_enabled.writes) == ["delete MirrorCheckpointConnector", "delete MirrorSourceConnector"]
 
     asyncio.run(scenario())

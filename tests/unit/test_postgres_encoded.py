@@ -159,7 +159,7 @@ FALLBACKS: dict[str, Any] = {
     "ts": 0, "tstz": "1970-01-01T00:00:00Z", "span": 0, "uid": "", "doc": "", "mood": "", "ints": [], "words": [],
     "pt": "",
 }
-DECIMAL_FALLBACKS = {"precise": {"money": "AA==", "num": {"scale": 0, "value": "AA=="}},
+DECIMAL_FALLBACKS: dict[str, dict[str, Any]] = {"precise": {"money": "AA==", "num": {"scale": 0, "value": "AA=="}},
                      "double": {"money": 0.0, "num": 0.0}, "string": {"money": "0.00", "num": "0"}}
 
 
@@ -178,14 +178,15 @@ def test_not_null_columns_left_out_of_an_old_key_take_debeziums_fallback(decimal
     src = ChangeSource(1_700_000_000_000_000, "false", 5, 100, 90, '["90","100"]')
     only_key = ["42"] + [None] * (len(columns) - 1)
     _both(table, encoded, key, value, lambda t: t.event("d", t.row(only_key), None, src, {}, {}))
-    before = json.loads(encoded.event("d", encoded.row(only_key), None, src, {}, {})[2])["before"]
+    before = json.loads(encoded.event("d", encoded.row(only_key), None, src, {}, {})[2] or b"")["before"]
     assert before == {"id": 42, **FALLBACKS, **DECIMAL_FALLBACKS[decimal_mode]}
 
 
 def test_a_row_that_does_not_convert_names_the_table_and_column_in_both_paths() -> None:
     key, value = _converters({"schemas.enable": "false"})
-    columns = [("id", 20, -1, None, True, True, []), ("day", 1082, -1, None, False, False, []),
-               ("money", 1700, NUMERIC_8_2, None, True, False, [])]
+    columns: list[tuple[str, int, int, PgType | None, bool, bool, list[Any]]] = [
+        ("id", 20, -1, None, True, True, []), ("day", 1082, -1, None, False, False, []),
+        ("money", 1700, NUMERIC_8_2, None, True, False, [])]
     table = _table(columns)
     encoded = EncodedTable(table, Encoders(key, value))
     for row, problem in ((["1", "10000-01-01", "1.00"], "Cannot convert column day (io.debezium.time.Date) of table "
@@ -230,7 +231,7 @@ def test_unchanged_toast_values_are_debeziums_placeholder_in_every_shape_in_both
     src = ChangeSource(1_700_000_000_000_002, "false", 77, 8192, 8000, '["8000","8192"]')
     row = [c[6][0] for c in TOASTED]
     _both(table, encoded, key, value, lambda t: t.event("u", None, t.row(row), src, {}, {}))
-    got = json.loads(encoded.event("u", None, encoded.row(row), src, {}, {})[2])
+    got = json.loads(encoded.event("u", None, encoded.row(row), src, {}, {})[2] or b"")
     after = got["payload"]["after"] if "payload" in got else got["after"]
     b64 = base64.b64encode(binary).decode()
     assert after == {"id": 1, "body": text, "doc": text, "blob": b64, "blob_n": b64, "words": [text],

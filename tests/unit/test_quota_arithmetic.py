@@ -32,7 +32,8 @@ def test_throttle_times(tmp_path: Path) -> None:
 
 def test_precedence_of_user_and_client_id_quotas(tmp_path: Path) -> None:
     store = QuotaStore(tmp_path)
-    levels = [[("user", "u"), ("client-id", "c")], [("user", "u"), ("client-id", None)], [("user", "u")],
+    levels: list[list[tuple[str, str | None]]] = [
+              [("user", "u"), ("client-id", "c")], [("user", "u"), ("client-id", None)], [("user", "u")],
               [("user", None), ("client-id", "c")], [("user", None), ("client-id", None)], [("user", None)],
               [("client-id", "c")], [("client-id", None)]]
     store.alter([(entity(parts), {"consumer_byte_rate": float(i + 1)}) for i, parts in enumerate(levels)])
@@ -85,7 +86,8 @@ def test_a_client_that_waits_out_its_throttles_gets_its_quota(tmp_path: Path) ->
     store = QuotaStore(tmp_path)
     store.alter([(entity([("client-id", "fast")]), {"producer_byte_rate": 1_000_000.0})])
     throttler = Throttler(store, "producer_byte_rate", 11, 1000)
-    now, sent, at = 0.0, 0, {}
+    now, sent = 0.0, 0
+    at: dict[int, tuple[float, int]] = {}  # the first (time, bytes sent) of each 10 s window
     while now < 60_000:  # 64 KiB requests as fast as the client may: every 5 ms unless muted
         sent += 65536
         throttle = throttler.record("ANONYMOUS", "fast", 65536, now)

@@ -75,7 +75,7 @@ def test_what_the_encoded_path_declines() -> None:
     plain = JsonConverter()
     plain.configure({"schemas.enable": "false"}, is_key=False)
     assert JsonPayloads(plain).decode("t", [b'{"id": 1}']) is None
-    head, _, payload = good[0].partition(b'"payload":')
+    head, _, payload = (good[0] or b"").partition(b'"payload":')
     newline = head + b'"payload":' + payload.replace(b',"name"', b',\n"name"')  # a newline inside the payload
     assert payloads.decode("t", [newline]) is None
 
@@ -85,7 +85,8 @@ def test_spaced_json_from_other_producers_is_read_too() -> None:
 
     c = converter()
     compact = [c.from_connect_data("t", SCHEMA, value(i)) for i in range(20)]
-    spaced = [json.dumps(json.loads(v)).encode() for v in compact]  # ", " and ": " as json.dumps writes
+    spaced = [json.dumps(json.loads(v or b"")).encode() for v in compact]  # ", " and ": " as json.dumps writes
     assert b', "payload": ' in spaced[0]
     got = JsonPayloads(c).decode("t", spaced)
-    assert got is not None and got[0].equals(JsonPayloads(c).decode("t", compact)[0])
+    expected = JsonPayloads(c).decode("t", compact)
+    assert got is not None and expected is not None and got[0].equals(expected[0])

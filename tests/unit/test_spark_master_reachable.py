@@ -8,12 +8,7 @@ import socket
 import pytest
 
 from headwater.connectors.spark.session import SparkUnavailable, _check_reachable
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from headwater.testing.names import free_port as closed_port
 
 
 def test_a_listening_master_in_the_list_passes() -> None:

@@ -51,7 +51,7 @@ class FakeOffsets(OffsetStorageReader):
 
 
 class FakeContext(SourceTaskContext):
-    def __init__(self, configs: dict[str, str], reader: FakeOffsets) -> None:
+    def __init__(self, configs: dict[str, str], reader: OffsetStorageReader) -> None:
         self.configs = configs
         self.reader = reader
 
@@ -90,7 +90,7 @@ def write(folder: Path, name: str, text: str, age: float = 0.0) -> Path:
 
 
 async def start_task(cls: type[AbstractSpoolDirSourceConnector], config: dict[str, str],
-                     reader: FakeOffsets | None = None) -> SpoolDirSourceTask:
+                     reader: OffsetStorageReader | None = None) -> SpoolDirSourceTask:
     connector = cls()
     errors = cls.validate(config)
     assert errors == {}, errors
@@ -114,6 +114,13 @@ async def drain(task: SpoolDirSourceTask, polls: int = 20) -> list[SourceRecord]
             continue
         out.extend(batch)
     return out
+
+
+async def polled(task: SpoolDirSourceTask) -> list[SourceRecord]:
+    """One poll that is expected to return records."""
+    records = await task.poll()
+    assert records is not None, "the poll returned nothing"
+    return records
 
 
 async def ack(task: SpoolDirSourceTask, records: list[SourceRecord]) -> None:
@@ -248,7 +255,9 @@ def test_lines_values_headers_offsets(dirs: dict[str, Path]) -> None:
         assert header(r, "file.path") == str(path.absolute())
         assert header(r, "file.length") == st.st_size
         assert header(r, "file.offset") == 3
-        assert r.header("file.last.modified").schema.name == "org.apache.kafka.connect.data.Timestamp"
+        last_modified = r.header("file.last.modified")
+        assert last_modified is not None and last_modified.schema is not None
+        assert last_modified.schema.name == "org.apache.kafka.connect.data.Timestamp"
         assert header(r, "file.last.modified") == dt.datetime.fromtimestamp(modified / 1000, dt.UTC)
         assert (dirs["input"] / "a.txt.PROCESSING").exists()
         task.stop()
@@ -278,6 +287,7 @@ def test_csv_struct_from_header(dirs: dict[str, Path]) -> None:
         records = await drain(task)
         assert len(records) == 3
         schema = records[0].value_schema
+        assert schema is not None
         assert schema.type is SchemaType.STRUCT and [f.name for f in schema.fields] == ["id", "name", "note"]
         assert all(f.schema.type is SchemaType.STRING and f.schema.optional for f in schema.fields)
         assert all(isinstance(r.value, Struct) for r in records)
@@ -371,8 +381,8 @@ def test_move_only_after_offsets_committed(dirs: dict[str, Path]) -> None:
 
     async def main() -> None:
         task = await start_task(SpoolDirLineDelimitedSourceConnector, props(dirs, batch_size=2))
-        first = await task.poll()
-        second = await task.poll()
+        first = await polled(task)
+        second = await polled(task)
         assert [r.value for r in first + second] == ["1", "2", "3"]
         await task.commit()  # nothing stored yet
         await ack(task, first)  # only part of the file is acknowledged
@@ -509,10 +519,11 @@ def test_resume_from_stored_offset_without_duplicates(dirs: dict[str, Path]) -> 
     async def main() -> None:
         config = props(dirs, batch_size=3)
         task = await start_task(SpoolDirLineDelimitedSourceConnector, config)
-        first, _lost = await task.poll(), await task.poll()
+        first, _lost = await polled(task), await task.poll()
         await ack(task, first)  # the second batch is lost in the crash: never acknowledged
         reader = task.context.offset_storage_reader
         task.watch.stop()  # a crash: no stop(), so the marker is left behind
+        assert task.current is not None and task.current.handle is not None
         task.current.handle.close()
         assert (dirs["input"] / "r.txt.PROCESSING").exists()
 
@@ -583,9 +594,10 @@ def test_watchdog_wakes_an_idle_poll(dirs: dict[str, Path]) -> None:
         await asyncio.sleep(0.2)
         assert not polling.done()  # waiting: nothing to read yet
         write(dirs["input"], "late.txt", "hi\n")
-        records: list[SourceRecord] = (await asyncio.wait_for(polling, 5)) or []
+        records = (await asyncio.wait_for(polling, 5)) or []
         while not records:
-            records = await asyncio.wait_for(task.poll(), 5) or []
+            more: list[SourceRecord] | None = await asyncio.wait_for(task.poll(), 5)
+            records = more or []
         assert [r.value for r in records] == ["hi"]
         assert time.monotonic() - started < 5  # half the 10 s idle wait
         task.stop()

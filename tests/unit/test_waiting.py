@@ -4,11 +4,11 @@ is still converging waits; a check that raises anything else fails at once."""
 from __future__ import annotations
 
 import urllib.error
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from connectproc import wait_for
+from support.connectproc import wait_for
 
 from headwater.testing import WaitTimeout, wait_until
 
@@ -31,7 +31,8 @@ class Answers:
 def offsets_before_the_first_commit() -> Callable[[], int]:
     """The check of the Spark sink test: ``GET /connectors/{name}/offsets`` answers ``{"offsets": []}``
     until the group has committed."""
-    answers_ = iter([{"offsets": []}, {"offsets": []}, {"offsets": [{"offset": {"kafka_offset": 7}}]}])
+    answers_: Iterator[dict[str, Any]] = iter([{"offsets": []}, {"offsets": []},
+                                               {"offsets": [{"offset": {"kafka_offset": 7}}]}])
     last: dict[str, Any] = {}
 
     def check() -> int:

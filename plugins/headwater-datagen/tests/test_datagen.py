@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import headwater_datagen
-from headwater_datagen import DataGenSourceConnector, DataGenSourceTask
+from headwater_datagen import DataGenConfig, DataGenSourceConnector, DataGenSourceTask
 
 from headwater.connect.api import OffsetStorageReader, SourceRecord, SourceTaskContext
 from headwater.testing import ConnectClient, EmbeddedBroker, unique, wait_until
@@ -95,7 +95,7 @@ class _Context(SourceTaskContext):
 def started_task(**settings: str) -> DataGenSourceTask:
     props = {"name": "gen", "connector.class": "DataGen", "topic": "seq", **settings}
     connector = DataGenSourceConnector()
-    connector.start(DataGenSourceConnector.config_class.model_validate(props))
+    connector.start(DataGenConfig.model_validate(props))
     task = DataGenSourceTask()
     task.initialize(_Context())
     task.start(connector.task_configs(1)[0])

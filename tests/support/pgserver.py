@@ -11,12 +11,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from headwater.testing.names import free_port
 
 __all__ = ["PostgresServer", "find_bindir", "start_postgres"]
 
@@ -65,6 +66,13 @@ class PostgresServer:
             self.stop_server = None
 
 
+def fetch_one(conn: Any, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+    """The one row ``query`` answers on the psycopg connection ``conn`` (AssertionError when it answers none)."""
+    row = conn.execute(query, params).fetchone()
+    assert row is not None, f"no row from {query}"
+    return tuple(row)
+
+
 def find_bindir() -> Path | None:
     """The folder of ``initdb``/``pg_ctl``/``postgres``: ``pg_config --bindir``, else Debian's layout."""
     candidates = []
@@ -78,12 +86,6 @@ def find_bindir() -> Path | None:
         if (Path(folder) / "initdb").exists() and (Path(folder) / "pg_ctl").exists():
             return Path(folder)
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _from_docker() -> PostgresServer | None:
@@ -117,7 +119,7 @@ def _from_binaries(base: Path, overrides: dict[str, str] | None = None) -> Postg
         shutil.chown(base, "postgres", "postgres")
     subprocess.run([*run_as, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E",
                     "UTF8", "--no-sync"], check=True, capture_output=True)
-    port = _free_port()
+    port = free_port()
     settings = {**SETTINGS, **(overrides or {}), "listen_addresses": "'127.0.0.1'", "port": str(port),
                 "unix_socket_directories": f"'{base}'"}
     with open(data / "postgresql.conf", "a") as conf:

@@ -11,7 +11,6 @@ import asyncio
 import json
 import subprocess
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +21,9 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CNewTopic
 
 from headwater.kafka.records import iter_batches
+from headwater.testing.names import unique
+
+from .confluent import headers_of, position
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -30,15 +32,11 @@ KCAT = "/usr/bin/kcat"
 TIMEOUT = 30.0  # seconds any single produce/consume may take
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
 @dataclass(frozen=True)
 class Rec:
     partition: int
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone
     headers: tuple[tuple[str, bytes], ...] = ()
     timestamp: int | None = None  # ms; None = the client's clock
 
@@ -48,7 +46,7 @@ class Got:
     partition: int
     offset: int
     key: bytes | None
-    value: bytes
+    value: bytes | None
     headers: tuple[tuple[str, bytes], ...] = ()
     timestamp: int = -1
 
@@ -57,7 +55,7 @@ class Got:
 class Ack:
     partition: int
     offset: int
-    value: bytes
+    value: bytes | None
 
 
 def make_records(n: int, partitions: int, tag: str, *, headers: str = "per-record") -> list[Rec]:
@@ -200,9 +198,8 @@ def produce_confluent(bootstrap: str, topic: str, recs: list[Rec], codec: str = 
                 on_ack(acked[-1])
 
     for r in recs:
-        kwargs = {"timestamp": r.timestamp} if r.timestamp is not None else {}
         prod.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
-                     on_delivery=on_delivery, **kwargs)
+                     on_delivery=on_delivery, timestamp=r.timestamp if r.timestamp is not None else 0)  # 0: now
         if one_by_one:
             assert prod.flush(timeout) == 0, f"record not acknowledged within {timeout}s"
         else:
@@ -296,15 +293,17 @@ def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int
         c.assign([TopicPartition(topic, p, start) for p in range(partitions)])
         eof: set[int] = set()
         for m in poll_messages(c, timeout):
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
+            err = m.error()
+            if err:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    eof.add(position(m)[0])
                     if len(eof) == partitions and len(got) >= expected:
                         break
                     continue
-                raise AssertionError(f"consumer error: {m.error()}")
-            eof.discard(m.partition())
-            got.append(Got(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
+                raise AssertionError(f"consumer error: {err}")
+            partition, offset = position(m)
+            eof.discard(partition)
+            got.append(Got(partition, offset, m.key(), m.value(), headers_of(m), m.timestamp()[1]))
         else:
             raise AssertionError(f"confluent consumer got {len(got)} of {expected} records in {timeout}s")
     finally:
@@ -319,8 +318,9 @@ def offset_reset_error(bootstrap: str, topic: str, offset: int, timeout: float =
     try:
         c.assign([TopicPartition(topic, 0, offset)])
         for m in poll_messages(c, timeout):
-            assert m.error() is not None, f"got a record at offset {m.offset()}, outside the log"
-            return m.error()
+            err = m.error()
+            assert err is not None, f"got a record at offset {m.offset()}, outside the log"
+            return err
         raise AssertionError(f"no error within {timeout}s from a fetch at {offset}, outside the log")
     finally:
         c.close()

@@ -11,6 +11,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from .confluent import headers_of, position
+
 
 @dataclass(frozen=True)
 class Rec:
@@ -44,7 +46,8 @@ def produce_keyed(bootstrap: str, topic: str, count: int, start: int = 0, header
     more bytes in each value; ``config``: more librdkafka settings (e.g. ``{"batch.size": 16384}``)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **config})
     for i in range(start, start + count):
-        hdrs = [("n", str(i).encode()), ("dup", b"a"), ("dup", b"b")] if headers and i % 3 else None
+        hdrs: list[tuple[str, str | bytes | None]] | None = (
+            [("n", str(i).encode()), ("dup", b"a"), ("dup", b"b")] if headers and i % 3 else None)
         p.produce(topic, key=f"k{i % 50}".encode(), value=f"v{i}".encode() * (1 + i % 4) + b"." * pad, headers=hdrs,
                   timestamp=base_ts + i)
         if i % 5000 == 0:
@@ -68,8 +71,7 @@ def read_all(bootstrap: str, topic: str, expect: int | None = None, timeout: flo
             for m in msgs:
                 if m.error():
                     continue
-                out.append(Rec(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()),
-                               m.timestamp()[1]))
+                out.append(Rec(*position(m), m.key(), m.value(), headers_of(m), m.timestamp()[1]))
             if msgs:
                 quiet_since = time.monotonic()
             if expect is not None and len(out) >= expect and time.monotonic() - quiet_since >= settle:
@@ -107,16 +109,18 @@ def _string(data: bytes, pos: int) -> tuple[str, int]:
     return data[pos + 2:pos + 2 + n].decode(), pos + 2 + n
 
 
-def unpack_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
+def unpack_offset_sync(key: bytes | None, value: bytes | None) -> tuple[str, int, int, int]:
     """(topic, partition, upstream, downstream): key {topic STRING, partition INT32}, value {INT64, INT64}."""
+    assert key is not None and value is not None, "an offset sync has a key and a value"
     topic, pos = _string(key, 0)
     (partition,) = struct.unpack_from(">i", key, pos)
     upstream, downstream = struct.unpack_from(">qq", value, 0)
     return topic, partition, upstream, downstream
 
 
-def unpack_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int, str]:
+def unpack_checkpoint(key: bytes | None, value: bytes | None) -> tuple[str, str, int, int, int, str]:
     """(group, topic, partition, upstream, downstream, metadata): value starts with version INT16 = 0."""
+    assert key is not None and value is not None, "a checkpoint has a key and a value"
     group, pos = _string(key, 0)
     topic, pos = _string(key, pos)
     (partition,) = struct.unpack_from(">i", key, pos)
@@ -126,7 +130,8 @@ def unpack_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int
     return group, topic, partition, upstream, downstream, metadata
 
 
-def unpack_heartbeat(key: bytes, value: bytes) -> tuple[str, str, int]:
+def unpack_heartbeat(key: bytes | None, value: bytes | None) -> tuple[str, str, int]:
+    assert key is not None and value is not None, "a heartbeat has a key and a value"
     source, pos = _string(key, 0)
     target, _ = _string(key, pos)
     version, timestamp = struct.unpack(">hq", value)

@@ -17,16 +17,18 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from brokerproc import LoggedProcess
 
+from headwater.testing.names import unique
 from headwater.testing.waiting import wait_until
+
+from .brokerproc import LoggedProcess
+from .confluent import headers_of, position
 
 __all__ = ["JSON_CONVERTER", "NEVER_MATCHING_FILTER", "ConnectProcess", "Message", "Response", "TopicReader", "consume",
            "create_topic", "end_offset", "end_offsets", "module_connect", "produce", "sink_config", "source_config",
@@ -47,10 +49,6 @@ _READY = re.compile(r"Headwater is up: Kafka bootstrap (\S+):(\d+), Connect REST
 
 HTTP_TIMEOUT = 30.0  # seconds for any one REST call
 T = TypeVar("T")
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def module_connect(name: str) -> Any:
@@ -75,7 +73,7 @@ def sink_config(path: Path, topics: str, **extra: str) -> dict[str, str]:
     return {"connector.class": "FileStreamSinkConnector", "file": str(path), "topics": topics, **extra}
 
 
-def wait_for(check: Callable[[], T], timeout: float = 20.0, interval: float = 0.05, what: str = "condition",
+def wait_for(check: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05, what: str = "condition",
              log: Callable[[], str] | None = None) -> T:
     """Poll ``check()`` until it returns something truthy; return it. A check that raises what
     ``headwater.testing.waiting.NOT_YET`` lists (an assertion, an IndexError or KeyError, a refused
@@ -273,8 +271,7 @@ class TopicReader:
                     self.at_eof = True
                 continue  # e.g. an unknown topic while it is being auto-created
             self.at_eof = False
-            self.messages.append(Message(m.offset(), m.key(), m.value(), tuple(m.headers() or ()),
-                                         m.timestamp()[1]))
+            self.messages.append(Message(position(m)[1], m.key(), m.value(), headers_of(m), m.timestamp()[1]))
         return len(self.messages) - before
 
     def read(self, count: int | None = None, timeout: float = 30.0, settle: float = 0.0) -> list[Message]:

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brokerproc import LoggedProcess
-from connectproc import Response, http, unique, wait_for
+from .brokerproc import LoggedProcess
+from .confluent import position
+from .connectproc import Response, http, unique, wait_for
 
 __all__ = ["BROKER_OVERRIDES", "REPO", "Join", "SHIPPED_PROPERTIES", "Cluster", "WorkerProcess", "cluster_settings",
            "leader_ids", "placement", "tasks_per_worker", "fast_settings"]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED_PROPERTIES = REPO / "configs" / "worker-distributed.properties"
 PLUGINS = REPO / "plugins"
 
@@ -337,9 +338,10 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[
             for m in consumer.consume(10000, timeout=0.2):
                 if m.error() is not None:
                     continue
-                out.append((m.partition(), m.offset(), m.key(), m.value()))
-                if m.offset() + 1 >= ends[m.partition()]:
-                    pending.discard(m.partition())
+                partition, offset = position(m)
+                out.append((partition, offset, m.key(), m.value()))
+                if offset + 1 >= ends[partition]:
+                    pending.discard(partition)
         assert not pending, f"could not read {topic} to its end within {timeout}s"
         return out
     finally:
