@@ -10,11 +10,11 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import NewTopic
-from hwclients import unique
 
 from headwater.connect.kafka import admin_client
 from headwater.connect.kafka.offsets_admin import GroupOffsetsAdmin
 from headwater.kafka.errors import ErrorCode
+from headwater.testing import unique
 
 ROOT = Path(__file__).resolve().parents[2]
 

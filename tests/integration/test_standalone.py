@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from brokerproc import BrokerProcess, LoggedProcess
-from connectproc import consume, http, produce, sink_config, source_config, unique, wait_for
-from workerproc import REPO
+from support.brokerproc import BrokerProcess, LoggedProcess
+from support.connectproc import consume, http, produce, sink_config, source_config, unique, wait_for
+from support.workerproc import REPO
 
 _READY = re.compile(r"Headwater Connect worker \(standalone\) REST API at (http://\S+?)/?\s")
 
