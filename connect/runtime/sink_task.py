@@ -330,7 +330,7 @@ class WorkerSinkTask(RecordTask):
                                     topic, partition, offset)
                 if chain is not None:
                     try:
-                        record = chain.apply(record)
+                        record = chain.apply(record)  # type: ignore[assignment]  # None: filtered, see below
                     except Exception as exc:
                         ok, record = await execute(Stage.TRANSFORMATION, chain, partial(chain.apply, record),
                                                    failed=exc, raw=_raw(tp, m))

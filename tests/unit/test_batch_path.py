@@ -43,6 +43,7 @@ from headwater.connect.converters import ByteArrayConverter, JsonConverter, Stri
 from headwater.connect.plugins import PluginRegistry
 from headwater.connect.runtime.errors import ErrorHandler
 from headwater.connect.runtime.sink_task import WorkerSinkTask
+from headwater.connect.runtime.source_paths import BatchPath, RecordPath, choose_send_path
 from headwater.connect.runtime.source_task import WorkerSourceTask
 from headwater.connect.runtime.transform_chain import TransformationChain, build_chain
 from headwater.connect.runtime.worker_task import TaskPipeline
@@ -563,13 +564,16 @@ def test_worker_uses_batches_only_when_allowed(registry: PluginRegistry, never_c
     empty_chain = build_chain({"connector.class": "FileStreamSourceConnector", "transforms": ""}, registry)
 
     async def scenario() -> None:
-        assert source_worker(FileStreamSourceTask()).uses_batches()
-        assert source_worker(FileStreamSourceTask(), chain=empty_chain).uses_batches()
+        def path(worker: WorkerSourceTask) -> type:
+            return type(choose_send_path(worker))
+
+        assert path(source_worker(FileStreamSourceTask())) is BatchPath
+        assert path(source_worker(FileStreamSourceTask(), chain=empty_chain)) is BatchPath
         assert sink_worker(FileStreamSinkTask(), chain=empty_chain).uses_batches()
-        assert not source_worker(FileStreamSourceTask(), chain=never_chain).uses_batches()
-        assert not source_worker(CommitRecordSource()).uses_batches()
+        assert path(source_worker(FileStreamSourceTask(), chain=never_chain)) is RecordPath
+        assert path(source_worker(CommitRecordSource())) is RecordPath
         from headwater.connectors.file.spooldir import SpoolDirSourceTask  # no poll_batch of its own
-        assert not source_worker(SpoolDirSourceTask()).uses_batches()
+        assert path(source_worker(SpoolDirSourceTask())) is RecordPath
         assert sink_worker(FileStreamSinkTask()).uses_batches()
         assert not sink_worker(FileStreamSinkTask(), chain=never_chain).uses_batches()
 
@@ -616,8 +620,8 @@ def test_worker_send_batch_produces_what_send_produces(batch_size: int) -> None:
         by_batch, by_records = source_worker(FileStreamSourceTask()), source_worker(FileStreamSourceTask())
         by_batch.producer, by_records.producer = FakeProducer(batch_size), FakeProducer(batch_size)
         before = int(time.time() * 1000)
-        await by_batch.send_batch(source_batch())
-        await by_records.send(source_batch().records())
+        await BatchPath(by_batch).send(source_batch())
+        await RecordPath(by_records).send(source_batch().records())
         return by_batch, by_records, before, int(time.time() * 1000)
 
     by_batch, by_records, before, after = run(scenario)
@@ -648,8 +652,8 @@ def test_worker_send_batch_with_nulls_and_non_strings() -> None:
         by_batch, by_records = source_worker(FileStreamSourceTask()), source_worker(FileStreamSourceTask())
         by_batch.producer, by_records.producer = FakeProducer(), FakeProducer()
         batch = SourceBatch(TOPIC, values, None, {"filename": "f"}, {"position": 5})
-        await by_batch.send_batch(batch)
-        await by_records.send(batch.records())
+        await BatchPath(by_batch).send(batch)
+        await RecordPath(by_records).send(batch.records())
         return by_batch, by_records
 
     by_batch, by_records = run(scenario)
@@ -668,13 +672,14 @@ def test_worker_send_batch_falls_back_to_records_when_conversion_fails() -> None
         async def send(records: list[SourceRecord]) -> None:
             sent.append(records)
 
-        worker.send = send  # type: ignore[method-assign]
-        await worker.send_batch(source_batch())
+        path = BatchPath(worker)
+        path.fallback.send = send  # type: ignore[method-assign]
+        await path.send(source_batch())
         assert worker.producer.sent == []
         # and the real record path skips the bad records under errors.tolerance=all
         real = source_worker(FileStreamSourceTask(), value_converter=ByteArrayConverter())
         real.producer = FakeProducer()
-        await real.send_batch(source_batch())
+        await BatchPath(real).send(source_batch())
         assert real.errors.skipped == len(LINES)
         assert real.producer.sent == []
         # the skipped records' offset is still committed once the (empty) send is done
@@ -723,13 +728,13 @@ def test_a_retriable_send_failure_is_retried_not_failing_the_task() -> None:
 
     async def scenario() -> None:
         patient = worker(RefusingProducer([KafkaTimeoutError(), KafkaTimeoutError(), KafkaTimeoutError()]))
-        await patient.send_batch(source_batch())
+        await BatchPath(patient).send(source_batch())
         assert patient.producer.calls == 4 and patient.producer.records() == [
             (TOPIC, 0, None, line.encode(), []) for line in LINES]
         assert patient.errors.failures == 0
         refused = worker(RefusingProducer([KafkaTimeoutError(), UnsupportedVersionError()]))
         with pytest.raises(ToleranceExceeded):
-            await refused.send_batch(source_batch())
+            await BatchPath(refused).send(source_batch())
         assert refused.producer.sent == []
 
     run(scenario)
