@@ -29,6 +29,7 @@ from headwater.connect.api import (
     SourceRecord,
     SourceTaskContext,
     Struct,
+    TopicPartition,
 )
 from headwater.connect.api.converters import Converter, SchemaAndValue
 from headwater.connect.api.data import (
@@ -758,7 +759,7 @@ def message(offset: int, value: bytes | None, key: bytes | None = None, headers:
                            timestamp_type=0, key=key, value=value, headers=headers)
 
 
-def deliver(worker: WorkerSinkTask, fetched: dict[Any, list[Any]]) -> None:
+def deliver(worker: WorkerSinkTask, fetched: dict[TopicPartition, list[Any]]) -> None:
     async def scenario() -> None:
         await worker._deliver_batches(fetched)
 
@@ -766,15 +767,13 @@ def deliver(worker: WorkerSinkTask, fetched: dict[Any, list[Any]]) -> None:
 
 
 def test_worker_sink_batches_and_record_path_fallbacks() -> None:
-    from aiokafka import TopicPartition as KafkaTP
-
     sink = RecordingSink()
     worker = sink_worker(sink, value_converter=json_converter(False))
     clean = [message(i, json.dumps(f"v-{i}").encode()) for i in range(4)]
     with_bad = [message(10 + i, b"not json {" if i == 2 else json.dumps(f"w-{i}").encode(), partition=1)
                 for i in range(5)]
     with_headers = [message(20, b'"h-0"', headers=[("trace", b"t")], partition=2), message(21, b'"h-1"', partition=2)]
-    tp0, tp1, tp2 = KafkaTP(TOPIC, 0), KafkaTP(TOPIC, 1), KafkaTP(TOPIC, 2)
+    tp0, tp1, tp2 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1), TopicPartition(TOPIC, 2)
     deliver(worker, {tp0: clean, tp1: with_bad, tp2: with_headers})
     assert sink.calls[0] == ("put_batch", [(i, f"v-{i}", []) for i in range(4)])
     # the other partitions go through put: the bad record skipped, the headers kept
@@ -785,30 +784,26 @@ def test_worker_sink_batches_and_record_path_fallbacks() -> None:
 
 
 def test_worker_sink_differing_schemas_use_the_record_path() -> None:
-    from aiokafka import TopicPartition as KafkaTP
-
     sink = RecordingSink()
     worker = sink_worker(sink, value_converter=json_converter(True))
     a = b'{"schema":{"type":"string","optional":false},"payload":"a"}'
     b = b'{"schema":{"type":"int32","optional":false},"payload":5}'
-    deliver(worker, {KafkaTP(TOPIC, 0): [message(0, a), message(1, b), message(2, a)]})
+    deliver(worker, {TopicPartition(TOPIC, 0): [message(0, a), message(1, b), message(2, a)]})
     assert sink.calls == [("put", [(0, "a", []), (1, 5, []), (2, "a", [])])]
     sink.calls.clear()
-    deliver(worker, {KafkaTP(TOPIC, 0): [message(3, a), message(4, a)]})
+    deliver(worker, {TopicPartition(TOPIC, 0): [message(3, a), message(4, a)]})
     assert sink.calls == [("put_batch", [(3, "a", []), (4, "a", [])])]
     assert worker.errors.skipped == 0
 
 
 def test_worker_sink_bad_record_fails_under_tolerance_none() -> None:
     """The fallback keeps errors.tolerance=none strict: the record path raises at the bad record."""
-    from aiokafka import TopicPartition as KafkaTP
-
     from headwater.connect.runtime.errors import ToleranceExceeded
 
     sink = RecordingSink()
     worker = sink_worker(sink, value_converter=json_converter(False), tolerance="none")
     with pytest.raises(ToleranceExceeded):
-        deliver(worker, {KafkaTP(TOPIC, 0): [message(0, b'"a"'), message(1, b"oops {"), message(2, b'"c"')]})
+        deliver(worker, {TopicPartition(TOPIC, 0): [message(0, b'"a"'), message(1, b"oops {"), message(2, b'"c"')]})
     assert sink.calls == []
 
 
@@ -818,7 +813,7 @@ def test_worker_sink_commit_that_meets_a_rebalance_is_kept_for_after_it() -> Non
     from aiokafka import TopicPartition as KafkaTP
     from aiokafka.errors import CommitFailedError, RebalanceInProgressError
 
-    from headwater.connect.api import TopicPartition
+    from headwater.connect.kafka.sink_consumer import SinkConsumer
 
     class Consumer:
         def __init__(self) -> None:
@@ -835,7 +830,8 @@ def test_worker_sink_commit_that_meets_a_rebalance_is_kept_for_after_it() -> Non
 
     worker = sink_worker(RecordingSink())
     worker.task.flush = lambda offsets: None  # type: ignore[method-assign]
-    consumer = worker.consumer = Consumer()
+    consumer = Consumer()
+    worker.consumer = SinkConsumer(consumer)
     worker.current = {TopicPartition(TOPIC, 0): 5}
 
     run(worker.commit_offsets)  # raises nothing: the task carries on
