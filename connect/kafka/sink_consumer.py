@@ -138,10 +138,17 @@ class SinkConsumer:
     async def fetch(self, timeout_ms: int, max_records: int) -> Fetched:
         """Records by partition, waiting up to ``timeout_ms`` for some; nothing as soon as a rebalance
         event waits for the loop (aiokafka's fetch would wait for the rebalance, which waits for it)."""
-        assert self._fetcher is not None, "fetch before start"
+        fetcher = self._fetcher
+        assert fetcher is not None, "fetch before start"
         if self.events:
             return {}
-        fetching = asyncio.ensure_future(self._fetcher.getmany(timeout_ms, max_records))
+        if not self._rebalancing():
+            # records already fetched come back without waiting: no race to set up (the usual case while
+            # the task keeps up with a busy topic)
+            ready = await fetcher.getmany(0, max_records)
+            if ready or not timeout_ms:
+                return {to_connect(tp): records for tp, records in ready.items()}
+        fetching = asyncio.ensure_future(fetcher.getmany(timeout_ms, max_records))
         arrived = self._arrived = asyncio.get_running_loop().create_future()
         try:
             await asyncio.wait((fetching, arrived), return_when=asyncio.FIRST_COMPLETED)
@@ -154,6 +161,12 @@ class SinkConsumer:
         if fetching.cancelled():
             return {}
         return {to_connect(tp): records for tp, records in fetching.result().items()}
+
+    def _rebalancing(self) -> bool:
+        """Whether aiokafka is between a revocation and the next assignment (a fetch then waits for the
+        assignment); True when its internals are not as expected, so that a fetch is always raced."""
+        subscription = getattr(self.consumer, "_subscription", None)
+        return getattr(subscription, "reassignment_in_progress", True) is not False
 
     def assignment(self) -> set[TopicPartition]:
         return {to_connect(tp) for tp in self.consumer.assignment()}
