@@ -145,10 +145,15 @@ class WorkerSinkTask(RecordTask[SinkTask]):
         """Handle the rebalance events that came since the last time, in order (a point where no
         records are being delivered)."""
         consumer = self.started_consumer
-        for event in consumer.take_events():
-            try:
-                await self.on_rebalance(event)
-            finally:
+        events = consumer.take_events()
+        try:
+            for event in events:
+                try:
+                    await self.on_rebalance(event)
+                finally:
+                    consumer.handled(event)
+        finally:
+            for event in events:  # after a failure (the task fails with it) the rebalance must still go on
                 consumer.handled(event)
 
     async def on_rebalance(self, event: RebalanceEvent) -> None:
