@@ -29,6 +29,7 @@ from headwater.connect.api import (
     SourceRecord,
     SourceTaskContext,
     Struct,
+    TopicPartition,
 )
 from headwater.connect.api.converters import Converter, SchemaAndValue
 from headwater.connect.api.data import (
@@ -43,6 +44,7 @@ from headwater.connect.converters import ByteArrayConverter, JsonConverter, Stri
 from headwater.connect.plugins import PluginRegistry
 from headwater.connect.runtime.errors import ErrorHandler
 from headwater.connect.runtime.sink_task import WorkerSinkTask
+from headwater.connect.runtime.source_paths import BatchPath, RecordPath, choose_send_path
 from headwater.connect.runtime.source_task import WorkerSourceTask
 from headwater.connect.runtime.transform_chain import TransformationChain, build_chain
 from headwater.connect.runtime.worker_task import TaskPipeline
@@ -565,13 +567,16 @@ def test_worker_uses_batches_only_when_allowed(registry: PluginRegistry, never_c
     empty_chain = build_chain({"connector.class": "FileStreamSourceConnector", "transforms": ""}, registry)
 
     async def scenario() -> None:
-        assert source_worker(FileStreamSourceTask()).uses_batches()
-        assert source_worker(FileStreamSourceTask(), chain=empty_chain).uses_batches()
+        def path(worker: WorkerSourceTask) -> type:
+            return type(choose_send_path(worker))
+
+        assert path(source_worker(FileStreamSourceTask())) is BatchPath
+        assert path(source_worker(FileStreamSourceTask(), chain=empty_chain)) is BatchPath
         assert sink_worker(FileStreamSinkTask(), chain=empty_chain).uses_batches()
-        assert not source_worker(FileStreamSourceTask(), chain=never_chain).uses_batches()
-        assert not source_worker(CommitRecordSource()).uses_batches()
+        assert path(source_worker(FileStreamSourceTask(), chain=never_chain)) is RecordPath
+        assert path(source_worker(CommitRecordSource())) is RecordPath
         from headwater.connectors.file.spooldir import SpoolDirSourceTask  # no poll_batch of its own
-        assert not source_worker(SpoolDirSourceTask()).uses_batches()
+        assert path(source_worker(SpoolDirSourceTask())) is RecordPath
         assert sink_worker(FileStreamSinkTask()).uses_batches()
         assert not sink_worker(FileStreamSinkTask(), chain=never_chain).uses_batches()
 
@@ -618,8 +623,8 @@ def test_worker_send_batch_produces_what_send_produces(batch_size: int) -> None:
         by_batch, by_records = source_worker(FileStreamSourceTask()), source_worker(FileStreamSourceTask())
         by_batch.producer, by_records.producer = FakeProducer(batch_size), FakeProducer(batch_size)
         before = int(time.time() * 1000)
-        await by_batch.send_batch(source_batch())
-        await by_records.send(source_batch().records())
+        await BatchPath(by_batch).send(source_batch())
+        await RecordPath(by_records).send(source_batch().records())
         return by_batch, by_records, before, int(time.time() * 1000)
 
     by_batch, by_records, before, after = run(scenario)
@@ -650,8 +655,8 @@ def test_worker_send_batch_with_nulls_and_non_strings() -> None:
         by_batch, by_records = source_worker(FileStreamSourceTask()), source_worker(FileStreamSourceTask())
         by_batch.producer, by_records.producer = FakeProducer(), FakeProducer()
         batch = SourceBatch(TOPIC, values, None, {"filename": "f"}, {"position": 5})
-        await by_batch.send_batch(batch)
-        await by_records.send(batch.records())
+        await BatchPath(by_batch).send(batch)
+        await RecordPath(by_records).send(batch.records())
         return by_batch, by_records
 
     by_batch, by_records = run(scenario)
@@ -670,13 +675,14 @@ def test_worker_send_batch_falls_back_to_records_when_conversion_fails() -> None
         async def send(records: list[SourceRecord]) -> None:
             sent.append(records)
 
-        worker.send = send  # type: ignore[method-assign]
-        await worker.send_batch(source_batch())
+        path = BatchPath(worker)
+        path.fallback.send = send  # type: ignore[method-assign]
+        await path.send(source_batch())
         assert worker.producer.sent == []
         # and the real record path skips the bad records under errors.tolerance=all
         real = source_worker(FileStreamSourceTask(), value_converter=ByteArrayConverter())
         real.producer = FakeProducer()
-        await real.send_batch(source_batch())
+        await BatchPath(real).send(source_batch())
         assert real.errors.skipped == len(LINES)
         assert real.producer.sent == []
         # the skipped records' offset is still committed once the (empty) send is done
@@ -725,13 +731,13 @@ def test_a_retriable_send_failure_is_retried_not_failing_the_task() -> None:
 
     async def scenario() -> None:
         patient = worker(RefusingProducer([KafkaTimeoutError(), KafkaTimeoutError(), KafkaTimeoutError()]))
-        await patient.send_batch(source_batch())
+        await BatchPath(patient).send(source_batch())
         assert patient.producer.calls == 4 and patient.producer.records() == [
             (TOPIC, 0, None, line.encode(), []) for line in LINES]
         assert patient.errors.failures == 0
         refused = worker(RefusingProducer([KafkaTimeoutError(), UnsupportedVersionError()]))
         with pytest.raises(ToleranceExceeded):
-            await refused.send_batch(source_batch())
+            await BatchPath(refused).send(source_batch())
         assert refused.producer.sent == []
 
     run(scenario)
@@ -755,7 +761,7 @@ def message(offset: int, value: bytes | None, key: bytes | None = None, headers:
                            timestamp_type=0, key=key, value=value, headers=headers)
 
 
-def deliver(worker: WorkerSinkTask, fetched: dict[Any, list[Any]]) -> None:
+def deliver(worker: WorkerSinkTask, fetched: dict[TopicPartition, list[Any]]) -> None:
     async def scenario() -> None:
         await worker._deliver_batches(fetched)
 
@@ -763,15 +769,13 @@ def deliver(worker: WorkerSinkTask, fetched: dict[Any, list[Any]]) -> None:
 
 
 def test_worker_sink_batches_and_record_path_fallbacks() -> None:
-    from aiokafka import TopicPartition as KafkaTP
-
     sink = RecordingSink()
     worker = sink_worker(sink, value_converter=json_converter(False))
     clean = [message(i, json.dumps(f"v-{i}").encode()) for i in range(4)]
     with_bad = [message(10 + i, b"not json {" if i == 2 else json.dumps(f"w-{i}").encode(), partition=1)
                 for i in range(5)]
     with_headers = [message(20, b'"h-0"', headers=[("trace", b"t")], partition=2), message(21, b'"h-1"', partition=2)]
-    tp0, tp1, tp2 = KafkaTP(TOPIC, 0), KafkaTP(TOPIC, 1), KafkaTP(TOPIC, 2)
+    tp0, tp1, tp2 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1), TopicPartition(TOPIC, 2)
     deliver(worker, {tp0: clean, tp1: with_bad, tp2: with_headers})
     assert sink.calls[0] == ("put_batch", [(i, f"v-{i}", []) for i in range(4)])
     # the other partitions go through put: the bad record skipped, the headers kept
@@ -782,30 +786,26 @@ def test_worker_sink_batches_and_record_path_fallbacks() -> None:
 
 
 def test_worker_sink_differing_schemas_use_the_record_path() -> None:
-    from aiokafka import TopicPartition as KafkaTP
-
     sink = RecordingSink()
     worker = sink_worker(sink, value_converter=json_converter(True))
     a = b'{"schema":{"type":"string","optional":false},"payload":"a"}'
     b = b'{"schema":{"type":"int32","optional":false},"payload":5}'
-    deliver(worker, {KafkaTP(TOPIC, 0): [message(0, a), message(1, b), message(2, a)]})
+    deliver(worker, {TopicPartition(TOPIC, 0): [message(0, a), message(1, b), message(2, a)]})
     assert sink.calls == [("put", [(0, "a", []), (1, 5, []), (2, "a", [])])]
     sink.calls.clear()
-    deliver(worker, {KafkaTP(TOPIC, 0): [message(3, a), message(4, a)]})
+    deliver(worker, {TopicPartition(TOPIC, 0): [message(3, a), message(4, a)]})
     assert sink.calls == [("put_batch", [(3, "a", []), (4, "a", [])])]
     assert worker.errors.skipped == 0
 
 
 def test_worker_sink_bad_record_fails_under_tolerance_none() -> None:
     """The fallback keeps errors.tolerance=none strict: the record path raises at the bad record."""
-    from aiokafka import TopicPartition as KafkaTP
-
     from headwater.connect.runtime.errors import ToleranceExceeded
 
     sink = RecordingSink()
     worker = sink_worker(sink, value_converter=json_converter(False), tolerance="none")
     with pytest.raises(ToleranceExceeded):
-        deliver(worker, {KafkaTP(TOPIC, 0): [message(0, b'"a"'), message(1, b"oops {"), message(2, b'"c"')]})
+        deliver(worker, {TopicPartition(TOPIC, 0): [message(0, b'"a"'), message(1, b"oops {"), message(2, b'"c"')]})
     assert sink.calls == []
 
 
@@ -815,7 +815,7 @@ def test_worker_sink_commit_that_meets_a_rebalance_is_kept_for_after_it() -> Non
     from aiokafka import TopicPartition as KafkaTP
     from aiokafka.errors import CommitFailedError, RebalanceInProgressError
 
-    from headwater.connect.api import TopicPartition
+    from headwater.connect.kafka.sink_consumer import SinkConsumer
 
     class Consumer:
         def __init__(self) -> None:
@@ -832,7 +832,8 @@ def test_worker_sink_commit_that_meets_a_rebalance_is_kept_for_after_it() -> Non
 
     worker = sink_worker(RecordingSink())
     worker.task.flush = lambda offsets: None  # type: ignore[method-assign]
-    consumer = worker.consumer = Consumer()
+    consumer = Consumer()
+    worker.consumer = SinkConsumer(consumer)
     worker.current = {TopicPartition(TOPIC, 0): 5}
 
     run(worker.commit_offsets)  # raises nothing: the task carries on
