@@ -7,7 +7,6 @@ import asyncio
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from hwclients import unique
 
 from headwater.connect.api import TopicPartition
 from headwater.connect.kafka.sink_consumer import (
@@ -16,6 +15,7 @@ from headwater.connect.kafka.sink_consumer import (
     RebalanceEvent,
     SinkConsumer,
 )
+from headwater.testing import unique
 
 
 def _consumer(bootstrap: str, group: str) -> AIOKafkaConsumer:
