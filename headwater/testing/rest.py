@@ -7,18 +7,19 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .waiting import wait_until
 
-__all__ = ["ConnectClient", "Response"]
+__all__ = ["ConnectClient", "Response", "send"]
 
 
 @dataclass(frozen=True)
 class Response:
     status: int
     body: bytes
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
     @property
     def json(self) -> Any:
@@ -26,6 +27,17 @@ class Response:
 
     def __repr__(self) -> str:
         return f"Response({self.status}, {self.body[:1000]!r})"
+
+
+def send(method: str, url: str, data: bytes | None = None, headers: dict[str, str] | None = None,
+         timeout: float = 30.0) -> Response:
+    """One HTTP request with exactly these bytes and headers; 4xx and 5xx answers are returned, not raised."""
+    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return Response(answer.status, answer.read(), {k.lower(): v for k, v in answer.headers.items()})
+    except urllib.error.HTTPError as exc:
+        return Response(exc.code, exc.read(), {k.lower(): v for k, v in exc.headers.items()})
 
 
 class ConnectClient:
@@ -43,13 +55,8 @@ class ConnectClient:
     def call(self, method: str, path: str, body: Any = None, **params: Any) -> Response:
         query = urllib.parse.urlencode({k: str(v).lower() if isinstance(v, bool) else v for k, v in params.items()})
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path + (f"?{query}" if query else ""), data=data, method=method,
-                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
-                return Response(answer.status, answer.read())
-        except urllib.error.HTTPError as exc:
-            return Response(exc.code, exc.read())
+        return send(method, self.url + path + (f"?{query}" if query else ""), data,
+                    {"Content-Type": "application/json", "Accept": "application/json"}, self.timeout)
 
     def ok(self, method: str, path: str, body: Any = None, expect: Iterable[int] = (200, 201, 202, 204),
            **params: Any) -> Any:

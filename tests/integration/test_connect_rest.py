@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from support.connectproc import ConnectProcess, Response, consume, module_connect, produce, unique, values, wait_for
 
+from headwater.testing import rest
+
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -160,14 +162,7 @@ def test_openapi_document_says_what_the_server_enforces(connect: ConnectProcess)
 def send(connect: ConnectProcess, method: str, path: str, data: bytes | None,
          content_type: str | None = "application/json") -> Response:
     """A request with exactly these bytes and this Content-Type (none: no header)."""
-    req = urllib.request.Request(connect.rest + path, data=data, method=method)
-    if content_type is not None:
-        req.add_header("Content-Type", content_type)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return Response(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
-    except urllib.error.HTTPError as exc:
-        return Response(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
+    return rest.send(method, connect.rest + path, data, {} if content_type is None else {"Content-Type": content_type})
 
 
 def test_every_documented_operation_is_served_and_nothing_else(connect: ConnectProcess) -> None:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import pytest
 
 from headwater.testing.names import unique
+from headwater.testing.rest import Response, send
 from headwater.testing.waiting import wait_until
 
 from .brokerproc import LoggedProcess
@@ -82,34 +83,13 @@ def wait_for(check: Callable[[], T | None], timeout: float = 20.0, interval: flo
     return wait_until(check, what, timeout, interval, log=log)
 
 
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.body) if self.body else None
-
-    def __repr__(self) -> str:
-        return f"Response({self.status}, {self.body[:500]!r})"
-
-
 def http(method: str, url: str, body: Any = None, raw: bytes | None = None,
          timeout: float = HTTP_TIMEOUT) -> Response:
     """One HTTP call with the stdlib; 4xx/5xx are returned, not raised. ``body`` is sent as JSON,
     ``raw`` as is."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    req.add_header("Accept", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return Response(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
-    except urllib.error.HTTPError as exc:
-        return Response(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
+    headers = {"Accept": "application/json"} | ({"Content-Type": "application/json"} if data is not None else {})
+    return send(method, url, data, headers, timeout)
 
 
 @dataclass
