@@ -3,8 +3,9 @@
 Offsets are committed to the group only after ``pre_commit`` (by default ``flush``)
 returned them: every ``offset.flush.interval.ms``, when the task asks, before
 partitions are revoked, and on stop. Records that fail conversion or transformation
-go through the error handler (retry, tolerate, log, dead letter queue). A task with
-``put_batch`` and no transforms gets each partition's records as one SinkBatch.
+go through the error handler (retry, tolerate, log, dead letter queue). How fetched records
+reach the task (``put``, ``put_batch``, ``put_encoded``) is a delivery path chosen once the task
+started (``sink_paths.py``).
 
 Rebalances reach the task as events (``SinkConsumer``) that its own loop handles between
 deliveries: ``open``, ``close`` and the commit before a revocation never run while records
@@ -16,17 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Iterable
-from functools import partial
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .. import kafka as clients
 from ..api import (
     ConnectException,
-    EncodedSinkBatch,
-    Header,
     RetriableException,
-    SinkBatch,
     SinkConnectorConfig,
     SinkRecord,
     SinkTask,
@@ -36,21 +33,19 @@ from ..api import (
 from ..kafka.batch_producer import RecordSender
 from ..kafka.sink_consumer import (
     CommitRefused,
-    ConsumedRecord,
-    Fetched,
     PartitionsRevoked,
     RebalanceEvent,
     SinkConsumer,
 )
 from ..status import TargetState, TaskId
-from .errors import SKIP, RawRecord, Stage, TaskStopping, dlq_reporter
+from .errors import RawRecord, Stage, TaskStopping, dlq_reporter
+from .sink_paths import DeliveryPath, choose_delivery_path
 from .worker_task import RecordTask, StatusListener, TaskPipeline, call
 
 __all__ = ["WorkerSinkTask"]
 
 log = logging.getLogger(__name__)
 
-_TS_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 D = TypeVar("D")
 
 
@@ -93,10 +88,7 @@ class WorkerSinkTask(RecordTask[SinkTask]):
         self.current: dict[TopicPartition, int] = {}
         self.committed: dict[TopicPartition, int] = {}
         self.rewinds: dict[TopicPartition, int] = {}
-        self.batched = self.uses_batches()
-        # put_batch of its own (else a batch path task only has put_encoded, and a batch it hands back
-        # goes through put)
-        self.has_put_batch = type(self.task).put_batch is not SinkTask.put_batch
+        self.delivery: DeliveryPath | None = None  # chosen once the task started
         self.retry_timeout = 1.0
         self.started = False
         self.commit_failed = False
@@ -104,7 +96,6 @@ class WorkerSinkTask(RecordTask[SinkTask]):
         self.records_read = 0
         self.max_poll_records = int(consumer_overrides.get("max.poll.records", 10000))
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.encoded = False  # the task reads the converters' wire form itself (decode_with)
         self.opened: set[TopicPartition] = set()  # partitions whose open() returned
         self.loop_thread = 0
 
@@ -132,7 +123,7 @@ class WorkerSinkTask(RecordTask[SinkTask]):
         self.task.initialize(_Context(self, self.task_config))
         await call(self.task.start, self.task_config)
         self.started = True
-        self.encoded = self.batched and bool(self.task.decode_with(self.key_converter, self.value_converter))
+        self.delivery = choose_delivery_path(self)
         consumer.serving = True  # from now on the loop handles rebalances
         if cfg.topics_regex:
             consumer.subscribe(pattern=f"^(?:{cfg.topics_regex})$")
@@ -252,61 +243,8 @@ class WorkerSinkTask(RecordTask[SinkTask]):
                 if messages:
                     self.rewinds.setdefault(tp, messages[0].offset)
         if fetched:
-            await (self._deliver_batches(fetched) if self.batched else self._deliver(fetched))
-
-    def uses_batches(self) -> bool:
-        """Whether the task's ``put_batch`` (or ``put_encoded``) can stand in for ``put``: no transforms
-        need record objects."""
-        return (type(self.task).put_batch is not SinkTask.put_batch
-                or type(self.task).put_encoded is not SinkTask.put_encoded) and not self.chain
-
-    async def _deliver(self, fetched: Fetched) -> None:
-        records, offsets = await self._convert(fetched)
-        if records:
-            await self._put(self.task.put, records, len(records))
-        self.current.update(offsets)  # only now: a stop or a failure before put commits none of them
-
-    async def _deliver_batches(self, fetched: Fetched) -> None:
-        """One put_batch (or put_encoded) per partition; partitions that need the record path go through put."""
-        leftovers: Fetched = {}
-        for tp, messages in fetched.items():
-            if not messages:
-                continue
-            if self.encoded and not any([m.headers for m in messages]):
-                # counted only when taken: a batch handed back is counted by the path that delivers it
-                taken = await self._put(self.task.put_encoded, EncodedSinkBatch(tp.topic, tp.partition, messages), 0)
-                if taken:
-                    self.records_put += len(messages)
-                    self.topics.add(tp.topic)
-                    self.current[tp] = messages[-1].offset + 1
-                    continue
-            batch = self._batch(tp, messages) if self.has_put_batch else None
-            if batch is None:
-                leftovers[tp] = messages
-                continue
-            self.topics.add(tp.topic)
-            await self._put(self.task.put_batch, batch, len(messages))
-            self.current[tp] = messages[-1].offset + 1
-        if leftovers:
-            await self._deliver(leftovers)
-
-    def _batch(self, tp: TopicPartition, messages: list[ConsumedRecord]) -> SinkBatch | None:
-        """The partition's records as columns, or None when they need the record path: headers,
-        keys or values of differing schemas, or a record that does not convert (the record path
-        finds it and applies errors.tolerance)."""
-        if any([m.headers for m in messages]):
-            return None
-        topic = tp.topic
-        try:
-            keys = self.key_converter.to_connect_values(topic, [m.key for m in messages])
-            values = self.value_converter.to_connect_values(topic, [m.value for m in messages])
-        except Exception:
-            log.debug("task %s: %s-%d goes through the record path: a record does not convert as a batch", self.id,
-                      topic, tp.partition, exc_info=True)
-            return None
-        if keys is None or values is None:
-            return None
-        return SinkBatch(topic, tp.partition, keys.schema, keys.value, values.schema, values.value, messages)
+            assert self.delivery is not None, "iteration before initialize"
+            await self.delivery.deliver(fetched)
 
     def _apply_rewinds(self) -> None:
         if not self.rewinds:
@@ -319,60 +257,7 @@ class WorkerSinkTask(RecordTask[SinkTask]):
                 self.current[tp] = offset
         self.rewinds.clear()
 
-    async def _convert(self, fetched: Fetched) -> tuple[list[SinkRecord], dict[TopicPartition, int]]:
-        """The fetched records as SinkRecords (each stage through the error handler), and the offset
-        each partition reaches once they are delivered."""
-        out: list[SinkRecord] = []
-        offsets: dict[TopicPartition, int] = {}
-        append = out.append
-        kc, vc, hc = self.key_converter, self.value_converter, self.header_converter
-        key_of, value_of, headers_of = kc.to_connect_data, vc.to_connect_data, self._headers
-        attempt = self.errors.attempt
-        chain = self.chain if self.chain else None  # tested once, not per record
-        for tp, messages in fetched.items():
-            if not messages:
-                continue
-            topic, partition = tp.topic, tp.partition
-            self.topics.add(topic)
-            for m in messages:
-                raw = partial(_raw, tp, m)
-                key_sv = await attempt(Stage.KEY_CONVERTER, kc, key_of, topic, m.key, raw=raw)
-                if key_sv is SKIP:
-                    continue
-                value_sv = await attempt(Stage.VALUE_CONVERTER, vc, value_of, topic, m.value, raw=raw)
-                if value_sv is SKIP:
-                    continue
-                headers: list[Header] = []
-                if m.headers:
-                    converted = await attempt(Stage.HEADER_CONVERTER, hc, headers_of, topic, m.headers, raw=raw)
-                    if converted is SKIP:
-                        continue
-                    headers = converted
-                offset = m.offset
-                record: SinkRecord | None = SinkRecord(
-                    topic, value_sv.value, key_sv.value, partition, key_sv.schema, value_sv.schema, m.timestamp,
-                    headers, offset,
-                    "CreateTime" if m.timestamp_type == 0 else _TS_TYPES.get(m.timestamp_type, "CreateTime"),
-                    topic, partition, offset)
-                if chain is not None:
-                    transformed = await attempt(Stage.TRANSFORMATION, chain, chain.apply, record, raw=raw)
-                    if transformed is SKIP:
-                        continue
-                    record = transformed
-                if record is None:
-                    continue
-                append(record)
-            offsets[tp] = messages[-1].offset + 1
-        return out, offsets
-
-    def _headers(self, topic: str, headers: Iterable[tuple[str, bytes | None]]) -> list[Header]:
-        out = []
-        for key, value in headers:
-            sv = self.header_converter.to_connect_header(topic, key, value)
-            out.append(Header(key, sv.value, sv.schema))
-        return out
-
-    async def _put(self, deliver: Callable[[D], object], data: D, count: int) -> Any:
+    async def put_with(self, deliver: Callable[[D], object], data: D, count: int) -> Any:
         """``put``, ``put_batch`` or ``put_encoded``, retried after a RetriableException with the partitions
         paused; returns what it returned."""
         while True:
@@ -471,6 +356,3 @@ class WorkerSinkTask(RecordTask[SinkTask]):
             if self.dlq_producer is not None:
                 await self.dlq_producer.stop()
 
-
-def _raw(tp: TopicPartition, m: ConsumedRecord) -> RawRecord:
-    return RawRecord(tp.topic, tp.partition, m.offset, m.timestamp, m.key, m.value, list(m.headers or []))

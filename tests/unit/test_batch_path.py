@@ -43,6 +43,7 @@ from headwater.connect.api.errors import DataException
 from headwater.connect.converters import ByteArrayConverter, JsonConverter, StringConverter
 from headwater.connect.plugins import PluginRegistry
 from headwater.connect.runtime.errors import ErrorHandler
+from headwater.connect.runtime.sink_paths import BatchDelivery, RecordDelivery, choose_delivery_path
 from headwater.connect.runtime.sink_task import WorkerSinkTask
 from headwater.connect.runtime.source_paths import BatchPath, RecordPath, choose_send_path
 from headwater.connect.runtime.source_task import WorkerSourceTask
@@ -571,15 +572,18 @@ def test_worker_uses_batches_only_when_allowed(registry: PluginRegistry, never_c
         def path(worker: WorkerSourceTask) -> type:
             return type(choose_send_path(worker))
 
+        def delivery(worker: WorkerSinkTask) -> type:
+            return type(choose_delivery_path(worker))
+
         assert path(source_worker(FileStreamSourceTask())) is BatchPath
         assert path(source_worker(FileStreamSourceTask(), chain=empty_chain)) is BatchPath
-        assert sink_worker(FileStreamSinkTask(), chain=empty_chain).uses_batches()
+        assert delivery(sink_worker(FileStreamSinkTask(), chain=empty_chain)) is BatchDelivery
         assert path(source_worker(FileStreamSourceTask(), chain=never_chain)) is RecordPath
         assert path(source_worker(CommitRecordSource())) is RecordPath
         from headwater.connectors.file.spooldir import SpoolDirSourceTask  # no poll_batch of its own
         assert path(source_worker(SpoolDirSourceTask())) is RecordPath
-        assert sink_worker(FileStreamSinkTask()).uses_batches()
-        assert not sink_worker(FileStreamSinkTask(), chain=never_chain).uses_batches()
+        assert delivery(sink_worker(FileStreamSinkTask())) is BatchDelivery
+        assert delivery(sink_worker(FileStreamSinkTask(), chain=never_chain)) is RecordDelivery
 
     run(scenario)
 
@@ -778,7 +782,7 @@ def message(offset: int, value: bytes | None, key: bytes | None = None, headers:
 
 def deliver(worker: WorkerSinkTask, fetched: dict[TopicPartition, list[Any]]) -> None:
     async def scenario() -> None:
-        await worker._deliver_batches(fetched)
+        await BatchDelivery(worker).deliver(fetched)
 
     run(scenario)
 
