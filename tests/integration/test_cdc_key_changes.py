@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from support.connectproc import ConnectProcess, unique, wait_for
+from support.lake import mid_swap
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -125,8 +126,8 @@ def test_key_changes_and_deletes_reach_both_sinks_exactly(postgres, spark, tmp_p
             try:
                 return all(lake_rows(spark, lake / "tables" / f"{prefix}.public.{name}", name) == want[name]
                            for name in tables)
-            except Exception as exc:  # listed a bucket just before the sink swapped it: read again
-                if "FILE_NOT_EXIST" in str(exc) or "FileNotFoundException" in str(exc) or "PATH_NOT_FOUND" in str(exc):
+            except Exception as exc:
+                if mid_swap(exc):
                     return False
                 raise
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from support.connectproc import ConnectProcess, TopicReader, module_connect, unique, wait_for
+from support.lake import mid_swap
 from support.pgserver import fetch_one
 
 pytestmark = pytest.mark.timeout(300)
@@ -53,8 +54,8 @@ def test_postgres_table_to_cdc_to_upsert_lake_table_equals_the_source(postgres, 
         def equal() -> bool:
             try:
                 return table.exists() and lake_table(spark, table) == pg_table(db)
-            except Exception as exc:  # listed a bucket just before the sink swapped it: read again
-                if "FILE_NOT_EXIST" in str(exc) or "FileNotFoundException" in str(exc):
+            except Exception as exc:
+                if mid_swap(exc):
                     return False
                 raise
 
@@ -110,10 +111,6 @@ def cdc_source(postgres, dbname: str, prefix: str) -> dict[str, str]:
             "publication.name": f"pub_{uuid.uuid4().hex[:6]}", **SCHEMAS}
 
 
-# what a reader meets when it listed a bucket just before the sink swapped it: it reads again
-SWAPPED = ("FILE_NOT_EXIST", "FileNotFoundException", "PATH_NOT_FOUND", "FAILED_READ_FILE")
-
-
 def read_lake(spark, path: Path):
     """The table (without ``_bucket``), or None while it is absent or a bucket was swapped under the reader."""
     try:
@@ -121,7 +118,7 @@ def read_lake(spark, path: Path):
             return None
         return spark.read.option("mergeSchema", "true").parquet(str(path)).drop("_bucket")
     except Exception as exc:
-        if any(word in str(exc) for word in SWAPPED):
+        if mid_swap(exc):
             return None
         raise
 
@@ -131,7 +128,7 @@ def collected(spark, path: Path) -> list | None:
         df = read_lake(spark, path)
         return None if df is None else df.collect()
     except Exception as exc:
-        if any(word in str(exc) for word in SWAPPED):
+        if mid_swap(exc):
             return None
         raise
 
