@@ -1,0 +1,1 @@
+"""Who a client is: TLS contexts and certificate principals, SASL mechanisms, SCRAM credentials."""
