@@ -17,6 +17,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from headwater.kafka.errors import ErrorCode
 
+from ..api import ConnectException
+
 __all__ = ["TopicCreationFailed", "create_topic", "topic_config", "topic_overrides"]
 
 _DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source of a topic's own override
@@ -24,7 +26,7 @@ _DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source of a topic's own ove
 log = logging.getLogger(__name__)
 
 
-class TopicCreationFailed(RuntimeError):
+class TopicCreationFailed(ConnectException, RuntimeError):
     def __init__(self, topic: str, code: int, message: str | None) -> None:
         try:
             name = ErrorCode(code).name

@@ -4,8 +4,9 @@ Kafka's RetryWithToleranceOperator. Every stage of the record path (conversion,
 transforms, the producer's send) goes through ``ErrorHandler.execute``: a retriable
 failure is retried with Kafka Connect's backoff until ``errors.retry.timeout``, then
 ``errors.tolerance`` decides between skipping the record (logged, reported to the
-dead letter queue) and failing the task. The hot loops call the operation inline and
-hand only a failure to ``execute``, so the path pays nothing until something fails.
+dead letter queue) and failing the task. The record loops go through ``ErrorHandler.attempt``,
+which calls the operation inline and hands only a failure to ``execute``, so the path pays
+nothing beyond the call until something fails.
 """
 
 from __future__ import annotations
@@ -19,15 +20,26 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
+from enum import Enum, StrEnum
+from functools import partial
+from typing import Any, Final, Literal, Protocol, TypeVar
 
-from ..api import RetriableException
+from ..api import ConnectException, RetriableException
 
-__all__ = ["ErrorHandler", "ErrorReporter", "RawRecord", "Stage", "TaskStopping", "ToleranceExceeded",
+__all__ = ["SKIP", "ErrorHandler", "ErrorReporter", "RawRecord", "Stage", "TaskStopping", "ToleranceExceeded",
            "backoff_delay", "is_retriable"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Skip(Enum):
+    SKIP = "skip"
+
+
+#: What ``ErrorHandler.attempt`` returns for a record errors.tolerance=all skips.
+SKIP: Final = _Skip.SKIP
 
 
 class Stage(StrEnum):
@@ -41,11 +53,11 @@ class Stage(StrEnum):
     KAFKA_CONSUME = "KAFKA_CONSUME"
 
 
-class ToleranceExceeded(Exception):
+class ToleranceExceeded(ConnectException):
     """A record failed and errors.tolerance=none: the task must fail."""
 
 
-class TaskStopping(Exception):
+class TaskStopping(ConnectException):
     """The task was asked to stop while an operation was being retried: the record is neither
     delivered nor skipped, and its offset is not committed (the next owner retries it)."""
 
@@ -91,14 +103,30 @@ class ErrorContext:
     executing_class: str
     exception: BaseException
     raw: RawRecord | None
-    record: Any
+    record: object
     connector: str
     task_id: int
     attempts: int = 1
 
 
+class ErrorConfig(Protocol):
+    """The errors.* settings of a connector (``ConnectorConfig``)."""
+
+    @property
+    def errors_tolerance(self) -> str: ...
+    @property
+    def errors_retry_timeout(self) -> int: ...
+    @property
+    def errors_retry_delay_max_ms(self) -> int: ...
+    @property
+    def errors_log_enable(self) -> bool: ...
+    @property
+    def errors_log_include_messages(self) -> bool: ...
+
+
 class ErrorHandler:
-    def __init__(self, connector: str, task_id: int, config: Any, reporters: list[ErrorReporter] | None = None) -> None:
+    def __init__(self, connector: str, task_id: int, config: ErrorConfig,
+                 reporters: list[ErrorReporter] | None = None) -> None:
         self.connector = connector
         self.task_id = task_id
         self.tolerate_all = config.errors_tolerance == "all"
@@ -112,9 +140,21 @@ class ErrorHandler:
         self.retries = 0
         self.skipped = 0
 
-    async def execute(self, stage: Stage, executing: Any, operation: Callable[[], Any] | None, *,
+    async def attempt(self, stage: Stage, executing: object, operation: Callable[..., T], *args: Any,
+                      record: object = None, raw: Callable[[], RawRecord] | None = None) -> T | Literal[_Skip.SKIP]:
+        """``operation(*args)`` for one record at one stage, with retries and errors.tolerance: its
+        result, or ``SKIP`` when errors.tolerance=all skips the record. ``raw`` makes the consumed
+        record for the dead letter queue, only when something failed."""
+        try:
+            return operation(*args)
+        except Exception as exc:
+            ok, result = await self.execute(stage, executing, partial(operation, *args), failed=exc,
+                                            raw=raw() if raw is not None else None, record=record)
+            return result if ok else SKIP
+
+    async def execute(self, stage: Stage, executing: object, operation: Callable[[], Any] | None, *,
                       failed: BaseException | None = None, raw: RawRecord | None = None,
-                      record: Any = None) -> tuple[bool, Any]:
+                      record: object = None) -> tuple[bool, Any]:
         """Run ``operation`` (sync, or returning an awaitable) for one record at one stage.
 
         ``failed``: the operation already ran once and raised this (the hot loops try it inline
@@ -159,8 +199,8 @@ class ErrorHandler:
         await self._failed(stage, executing, exc, attempt, raw, record)
         return False, None
 
-    async def recover(self, stage: Stage, executing: Any, exc: BaseException, raw: RawRecord | None = None,
-                      record: Any = None) -> tuple[bool, Any]:
+    async def recover(self, stage: Stage, executing: object, exc: BaseException, raw: RawRecord | None = None,
+                      record: object = None) -> tuple[bool, Any]:
         """Tolerance only, for a failure there is no operation to retry."""
         return await self.execute(stage, executing, None, failed=exc, raw=raw, record=record)
 
@@ -172,8 +212,8 @@ class ErrorHandler:
                 return
             await asyncio.sleep(min(left, 0.25))
 
-    async def _failed(self, stage: Stage, executing: Any, exc: BaseException, attempts: int,
-                      raw: RawRecord | None, record: Any) -> None:
+    async def _failed(self, stage: Stage, executing: object, exc: BaseException, attempts: int,
+                      raw: RawRecord | None, record: object) -> None:
         ctx = self._count(stage, executing, exc, attempts, raw, record)
         for report in self.reporters:
             try:
@@ -182,13 +222,13 @@ class ErrorHandler:
                 log.exception("error reporter failed for %s task %d", self.connector, self.task_id)
         self._tolerate(ctx)
 
-    def tolerate(self, stage: Stage, executing: Any, exc: BaseException, record: Any = None) -> None:
+    def tolerate(self, stage: Stage, executing: object, exc: BaseException, record: object = None) -> None:
         """A record a source task could not make (nothing to retry, no consumed record for a dead letter
         queue): logged and counted; raises ToleranceExceeded unless errors.tolerance=all."""
         self._tolerate(self._count(stage, executing, exc, 1, None, record))
 
-    def _count(self, stage: Stage, executing: Any, exc: BaseException, attempts: int, raw: RawRecord | None,
-               record: Any) -> ErrorContext:
+    def _count(self, stage: Stage, executing: object, exc: BaseException, attempts: int, raw: RawRecord | None,
+               record: object) -> ErrorContext:
         self.failures += 1
         ctx = ErrorContext(stage, _class_name(executing), exc, raw, record, self.connector, self.task_id, attempts)
         if self.log_enabled:
@@ -215,7 +255,7 @@ class ErrorHandler:
                   exc_info=ctx.exception)
 
 
-def _class_name(executing: Any) -> str:
+def _class_name(executing: object) -> str:
     return executing if isinstance(executing, str) else type(executing).__module__ + "." + type(executing).__qualname__
 
 

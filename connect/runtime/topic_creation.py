@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..api import ConfigException
+
 __all__ = ["TopicCreation", "TopicCreationGroup", "topic_creation_errors"]
 
 PREFIX = "topic.creation."
@@ -111,12 +113,13 @@ class TopicCreation:
     @classmethod
     def from_config(cls, props: dict[str, Any], enabled: bool = True) -> TopicCreation | None:
         """None when topics are not created: the worker turned it off, or the connector sets no
-        ``topic.creation.*`` key. Raises ValueError naming the key when a setting is invalid."""
+        ``topic.creation.*`` key. Raises ConfigException naming the key when a setting is invalid."""
         if not enabled or not _uses_topic_creation(props):
             return None
         groups, errors = _parse(props)
         if errors:
-            raise ValueError("; ".join(message for messages in errors.values() for message in messages))
+            raise ConfigException("; ".join(message for messages in errors.values() for message in messages),
+                                  next(iter(errors)))
         return cls(groups)
 
     def group_for(self, topic: str) -> TopicCreationGroup:

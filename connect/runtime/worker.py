@@ -17,7 +17,16 @@ from pydantic import ValidationError
 
 from headwater.logs import log_context
 
-from ..api import ConfigException, Connector, ConnectorContext, SinkConnector, SinkTask, SourceConnector, SourceTask
+from ..api import (
+    ConfigException,
+    ConnectException,
+    Connector,
+    ConnectorContext,
+    SinkConnector,
+    SinkTask,
+    SourceConnector,
+    SourceTask,
+)
 from ..api.config import field_errors
 from ..config import WorkerConfig
 from ..plugins import PluginRegistry, UnknownPlugin
@@ -37,7 +46,7 @@ log = logging.getLogger(__name__)
 TASK_CLASS_KEY = "task.class"
 
 
-class ConfigErrors(ValueError):
+class ConfigErrors(ConfigException, ValueError):
     """A connector config with problems, per Connect key."""
 
     def __init__(self, errors: dict[str, list[str]]) -> None:
@@ -190,7 +199,8 @@ class Worker:
         max_tasks = running.config.tasks_max
         configs = await call(running.connector.task_configs, max_tasks)
         if len(configs) > max_tasks:
-            raise ValueError(f"connector {name} produced {len(configs)} task configs, more than tasks.max={max_tasks}")
+            raise ConnectException(f"connector {name} produced {len(configs)} task configs, more than "
+                                   f"tasks.max={max_tasks}")
         task_cls = running.connector.task_class()
         path = f"{task_cls.__module__}.{task_cls.__qualname__}"
         return [{**{k: str(v) for k, v in c.items()}, TASK_CLASS_KEY: path} for c in configs]
@@ -263,7 +273,7 @@ class Worker:
                 worker_task = WorkerSinkTask(task_id, pipeline, consumer_overrides=consumer_overrides,
                                              connector_config=config, **status)
             else:
-                raise TypeError(f"{task_cls.__name__} is neither a SourceTask nor a SinkTask")
+                raise ConnectException(f"{task_cls.__name__} is neither a SourceTask nor a SinkTask")
         except Exception as exc:
             log.error("task %s failed to start", task_id, exc_info=exc)
             self.on_status(task_id.connector, task_id.task, State.FAILED, format_trace(exc))

@@ -9,15 +9,17 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from headwater.logs import enter_context
 
+from ..api import Converter, HeaderConverter, MetricSample, SinkTask, SourceTask
 from ..status import State, TargetState, TaskId, format_trace
-from .errors import TaskStopping
+from .errors import ErrorHandler, TaskStopping
 from .timings import Durations
+from .transform_chain import TransformationChain
 
-__all__ = ["RecordTask", "TaskPipeline", "WorkerTask", "call"]
+__all__ = ["RecordTask", "StatusListener", "TaskPipeline", "WorkerTask", "call"]
 
 log = logging.getLogger(__name__)
 
@@ -148,28 +150,32 @@ class WorkerTask:
         """Hook: wake the task's loop so it notices ``stopping``."""
 
 
+T = TypeVar("T", SourceTask, SinkTask)
+
+
 @dataclass
-class TaskPipeline:
+class TaskPipeline(Generic[T]):
     """What source and sink tasks both carry: the plugin task and its config, the record path
     (converters, transforms, error handling) and the Kafka side."""
 
-    task: Any
+    task: T
     config: dict[str, str]
-    converters: tuple[Any, Any, Any]  # key, value, header
-    chain: Any  # TransformationChain
-    errors: Any  # ErrorHandler
+    converters: tuple[Converter, Converter, HeaderConverter]  # key, value, header
+    chain: TransformationChain
+    errors: ErrorHandler
     bootstrap: str
     producer_overrides: dict[str, str]
     flush_interval_ms: int
     topics: set[str]  # the connector's active topics, shared by its tasks
 
 
-class RecordTask(WorkerTask):
+class RecordTask(WorkerTask, Generic[T]):
     """A WorkerTask that moves records: unpacks its pipeline into attributes."""
 
-    def __init__(self, task_id: TaskId, pipeline: TaskPipeline, **kw: Any) -> None:
-        super().__init__(task_id, **kw)
-        self.task = pipeline.task
+    def __init__(self, task_id: TaskId, pipeline: TaskPipeline[T], *, target_state: TargetState,
+                 on_status: StatusListener) -> None:
+        super().__init__(task_id, target_state, on_status)
+        self.task: T = pipeline.task
         self.task_config = pipeline.config
         self.key_converter, self.value_converter, self.header_converter = pipeline.converters
         self.chain = pipeline.chain
@@ -247,7 +253,7 @@ class RecordTask(WorkerTask):
             log.warning("task %s: metrics() failed", self.id, exc_info=exc)
             return {"error": f"{type(exc).__name__}: {exc}"}
 
-    def exported_metrics(self) -> list[Any]:
+    def exported_metrics(self) -> list[MetricSample]:
         """The plugin task's samples under names of its own (``exported_metrics``); none if the hook fails."""
         try:
             return list(self.task.exported_metrics())

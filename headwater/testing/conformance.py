@@ -366,7 +366,7 @@ class SinkConnectorConformance(_Conformance):
     set to it unless ``config`` says otherwise) and must take the records ``record`` makes."""
 
     call_name: ClassVar[str] = "put"
-    #: Records sent before and again after a task restart.
+    #: Records sent before, during and after a task restart (each time).
     records_per_batch: ClassVar[int] = 20
 
     def base_config(self) -> dict[str, str]:
@@ -387,17 +387,25 @@ class SinkConnectorConformance(_Conformance):
                    self.timeout, seen=lambda: [t.describe() for t in instances])
 
     def test_nothing_lost_on_task_restart(self) -> None:
-        """Every record sent to the topic, before and after ``POST .../tasks/0/restart``, is handed to
-        ``put`` (at least once)."""
+        """Every record sent to the topic, before, during and after ``POST .../tasks/0/restart``, is handed
+        to ``put`` (at least once).
+
+        The second batch is sent while the connector is paused, so that the restarted task is the first to
+        see it: a task that resumes past where its predecessor stopped skips records that exist (a position
+        past the end of the partition would only be reset to the earliest offset, hiding the bug)."""
         n = self.records_per_batch
         self.send(0, n)
         name, status = self.start("nothing_lost")
         count = len(status["tasks"])
         self.wait_for_delivered(name)
+        self.connect.pause(name)
+        self.connect.wait_for_state(name, "PAUSED", tasks=count, timeout=self.timeout)
+        self.send(n, n)
         self.connect.restart_task(name, 0)
         self.wait_for_instances(name, count + 1, f"a new instance of task 0 of {name}")
+        self.connect.resume(name)
         self.connect.wait_for_state(name, "RUNNING", tasks=count, timeout=self.timeout)
-        self.send(n, n)
+        self.send(2 * n, n)
         self.wait_for_delivered(name)
         self.connect.delete(name)
 

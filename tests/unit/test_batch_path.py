@@ -29,6 +29,7 @@ from headwater.connect.api import (
     SourceRecord,
     SourceTaskContext,
     Struct,
+    TopicPartition,
 )
 from headwater.connect.api.converters import Converter, SchemaAndValue
 from headwater.connect.api.data import (
@@ -42,7 +43,9 @@ from headwater.connect.api.errors import DataException
 from headwater.connect.converters import ByteArrayConverter, JsonConverter, StringConverter
 from headwater.connect.plugins import PluginRegistry
 from headwater.connect.runtime.errors import ErrorHandler
+from headwater.connect.runtime.sink_paths import BatchDelivery, RecordDelivery, choose_delivery_path
 from headwater.connect.runtime.sink_task import WorkerSinkTask
+from headwater.connect.runtime.source_paths import BatchPath, RecordPath, choose_send_path
 from headwater.connect.runtime.source_task import WorkerSourceTask
 from headwater.connect.runtime.transform_chain import TransformationChain, build_chain
 from headwater.connect.runtime.worker_task import TaskPipeline
@@ -542,7 +545,8 @@ def sink_worker(task: Any, value_converter: Any = None, chain: Any = None, key_c
                 tolerance: str = "all") -> WorkerSinkTask:
     converters = (key_converter or string_converter(), value_converter or string_converter(), string_converter())
     return WorkerSinkTask(TaskId("conn", 0), pipeline(task, converters, chain, tolerance), consumer_overrides={},
-                          connector_config=None, target_state=TargetState.STARTED, on_status=lambda *a: None)
+                          connector_config=None,  # type: ignore[arg-type]
+                          target_state=TargetState.STARTED, on_status=lambda *a: None)
 
 
 def test_never_matching_filter_changes_nothing(never_chain: TransformationChain) -> None:
@@ -565,15 +569,21 @@ def test_worker_uses_batches_only_when_allowed(registry: PluginRegistry, never_c
     empty_chain = build_chain({"connector.class": "FileStreamSourceConnector", "transforms": ""}, registry)
 
     async def scenario() -> None:
-        assert source_worker(FileStreamSourceTask()).uses_batches()
-        assert source_worker(FileStreamSourceTask(), chain=empty_chain).uses_batches()
-        assert sink_worker(FileStreamSinkTask(), chain=empty_chain).uses_batches()
-        assert not source_worker(FileStreamSourceTask(), chain=never_chain).uses_batches()
-        assert not source_worker(CommitRecordSource()).uses_batches()
+        def path(worker: WorkerSourceTask) -> type:
+            return type(choose_send_path(worker))
+
+        def delivery(worker: WorkerSinkTask) -> type:
+            return type(choose_delivery_path(worker))
+
+        assert path(source_worker(FileStreamSourceTask())) is BatchPath
+        assert path(source_worker(FileStreamSourceTask(), chain=empty_chain)) is BatchPath
+        assert delivery(sink_worker(FileStreamSinkTask(), chain=empty_chain)) is BatchDelivery
+        assert path(source_worker(FileStreamSourceTask(), chain=never_chain)) is RecordPath
+        assert path(source_worker(CommitRecordSource())) is RecordPath
         from headwater.connectors.file.spooldir import SpoolDirSourceTask  # no poll_batch of its own
-        assert not source_worker(SpoolDirSourceTask()).uses_batches()
-        assert sink_worker(FileStreamSinkTask()).uses_batches()
-        assert not sink_worker(FileStreamSinkTask(), chain=never_chain).uses_batches()
+        assert path(source_worker(SpoolDirSourceTask())) is RecordPath
+        assert delivery(sink_worker(FileStreamSinkTask())) is BatchDelivery
+        assert delivery(sink_worker(FileStreamSinkTask(), chain=never_chain)) is RecordDelivery
 
     run(scenario)
 
@@ -589,7 +599,7 @@ class FakeProducer:
     def create_batch(self) -> BatchBuilder:
         return BatchBuilder(self.batch_size, 0)
 
-    async def send_batch(self, builder: BatchBuilder, topic: str, partition: int) -> asyncio.Future[Any]:
+    async def send_batch(self, builder: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[Any]:
         records = list(MemoryRecords(bytes(builder._build())).next_batch())
         self.sent.append((topic, partition, [(r.offset, r.key, r.value, list(r.headers)) for r in records]))
         self.timestamps.extend(r.timestamp for r in records)
@@ -600,9 +610,18 @@ class FakeProducer:
     async def partitions_for(self, topic: str) -> set[int]:
         return {0}
 
+    async def flush(self) -> None:
+        pass
+
     def records(self) -> list[tuple[Any, ...]]:
         """(topic, partition, key, value, headers) of every record sent, in order."""
         return [(t, p, k, v, h) for t, p, batch in self.sent for _, k, v, h in batch]
+
+
+def fake(worker: WorkerSourceTask) -> FakeProducer:
+    """The test double a worker was given, as its own type."""
+    assert isinstance(worker.producer, FakeProducer)
+    return worker.producer
 
 
 LINES = ["plain", "", "unicodé ✓", "\ufffd bad", "x" * 300, *(f"line {i}" for i in range(40))]
@@ -618,15 +637,15 @@ def test_worker_send_batch_produces_what_send_produces(batch_size: int) -> None:
         by_batch, by_records = source_worker(FileStreamSourceTask()), source_worker(FileStreamSourceTask())
         by_batch.producer, by_records.producer = FakeProducer(batch_size), FakeProducer(batch_size)
         before = int(time.time() * 1000)
-        await by_batch.send_batch(source_batch())
-        await by_records.send(source_batch().records())
+        await BatchPath(by_batch).send(source_batch())
+        await RecordPath(by_records).send(source_batch().records())
         return by_batch, by_records, before, int(time.time() * 1000)
 
     by_batch, by_records, before, after = run(scenario)
     want: list[tuple[Any, ...]] = [(TOPIC, 0, None, line.encode(), []) for line in LINES]
-    assert by_records.producer.records() == want
-    assert by_batch.producer.records() == want
-    for producer in (by_batch.producer, by_records.producer):
+    assert fake(by_records).records() == want
+    assert fake(by_batch).records() == want
+    for producer in (fake(by_batch), fake(by_records)):
         # every builder numbers its records from 0 (the batch path fills builders itself)
         assert all([o for o, *_ in batch] == list(range(len(batch))) for _, _, batch in producer.sent)
         assert all(before <= ts <= after for ts in producer.timestamps), (before, producer.timestamps, after)
@@ -637,7 +656,7 @@ def test_worker_send_batch_produces_what_send_produces(batch_size: int) -> None:
     # one poll entry, waiting for every builder's future, committing the batch's offset
     for worker in (by_batch, by_records):
         (entry,) = worker.outstanding
-        assert len(entry.futures) == len(worker.producer.sent)
+        assert len(entry.futures) == len(fake(worker).sent)
         assert entry.offsets == {offset_key("conn", {"filename": "f"}): {"position": 99}}
     assert by_batch.records_sent == by_records.records_sent == len(LINES)
 
@@ -650,12 +669,12 @@ def test_worker_send_batch_with_nulls_and_non_strings() -> None:
         by_batch, by_records = source_worker(FileStreamSourceTask()), source_worker(FileStreamSourceTask())
         by_batch.producer, by_records.producer = FakeProducer(), FakeProducer()
         batch = SourceBatch(TOPIC, values, None, {"filename": "f"}, {"position": 5})
-        await by_batch.send_batch(batch)
-        await by_records.send(batch.records())
+        await BatchPath(by_batch).send(batch)
+        await RecordPath(by_records).send(batch.records())
         return by_batch, by_records
 
     by_batch, by_records = run(scenario)
-    assert by_batch.producer.records() == by_records.producer.records() == [
+    assert fake(by_batch).records() == fake(by_records).records() == [
         (TOPIC, 0, None, v, []) for v in (b"a", None, b"7", "é".encode(), b"true", b"lone ? surrogate")]
 
 
@@ -670,15 +689,16 @@ def test_worker_send_batch_falls_back_to_records_when_conversion_fails() -> None
         async def send(records: list[SourceRecord]) -> None:
             sent.append(records)
 
-        worker.send = send  # type: ignore[method-assign]
-        await worker.send_batch(source_batch())
-        assert worker.producer.sent == []
+        path = BatchPath(worker)
+        path.fallback.send = send  # type: ignore[method-assign, assignment]
+        await path.send(source_batch())
+        assert fake(worker).sent == []
         # and the real record path skips the bad records under errors.tolerance=all
         real = source_worker(FileStreamSourceTask(), value_converter=ByteArrayConverter())
         real.producer = FakeProducer()
-        await real.send_batch(source_batch())
+        await BatchPath(real).send(source_batch())
         assert real.errors.skipped == len(LINES)
-        assert real.producer.sent == []
+        assert fake(real).sent == []
         # the skipped records' offset is still committed once the (empty) send is done
         assert [e.offsets for e in real.outstanding] == [{offset_key("conn", {"filename": "f"}): {"position": 99}}]
         return worker
@@ -699,11 +719,16 @@ class RefusingProducer(FakeProducer):
         self.errors = errors
         self.calls = 0
 
-    async def send_batch(self, builder: BatchBuilder, topic: str, partition: int) -> asyncio.Future[Any]:
+    async def send_batch(self, builder: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[Any]:
         self.calls += 1
         if self.errors:
             raise self.errors.pop(0)
-        return await super().send_batch(builder, topic, partition)
+        return await super().send_batch(builder, topic, partition=partition)
+
+
+def refusing(worker: WorkerSourceTask) -> RefusingProducer:
+    assert isinstance(worker.producer, RefusingProducer)
+    return worker.producer
 
 
 def test_a_retriable_send_failure_is_retried_not_failing_the_task() -> None:
@@ -725,14 +750,14 @@ def test_a_retriable_send_failure_is_retried_not_failing_the_task() -> None:
 
     async def scenario() -> None:
         patient = worker(RefusingProducer([KafkaTimeoutError(), KafkaTimeoutError(), KafkaTimeoutError()]))
-        await patient.send_batch(source_batch())
-        assert patient.producer.calls == 4 and patient.producer.records() == [
+        await BatchPath(patient).send(source_batch())
+        assert refusing(patient).calls == 4 and refusing(patient).records() == [
             (TOPIC, 0, None, line.encode(), []) for line in LINES]
         assert patient.errors.failures == 0
         refused = worker(RefusingProducer([KafkaTimeoutError(), UnsupportedVersionError()]))
         with pytest.raises(ToleranceExceeded):
-            await refused.send_batch(source_batch())
-        assert refused.producer.sent == []
+            await BatchPath(refused).send(source_batch())
+        assert refusing(refused).sent == []
 
     run(scenario)
 
@@ -755,23 +780,21 @@ def message(offset: int, value: bytes | None, key: bytes | None = None, headers:
                            timestamp_type=0, key=key, value=value, headers=headers)
 
 
-def deliver(worker: WorkerSinkTask, fetched: dict[Any, list[Any]]) -> None:
+def deliver(worker: WorkerSinkTask, fetched: dict[TopicPartition, list[Any]]) -> None:
     async def scenario() -> None:
-        await worker._deliver_batches(fetched)
+        await BatchDelivery(worker).deliver(fetched)
 
     run(scenario)
 
 
 def test_worker_sink_batches_and_record_path_fallbacks() -> None:
-    from aiokafka import TopicPartition as KafkaTP
-
     sink = RecordingSink()
     worker = sink_worker(sink, value_converter=json_converter(False))
     clean = [message(i, json.dumps(f"v-{i}").encode()) for i in range(4)]
     with_bad = [message(10 + i, b"not json {" if i == 2 else json.dumps(f"w-{i}").encode(), partition=1)
                 for i in range(5)]
     with_headers = [message(20, b'"h-0"', headers=[("trace", b"t")], partition=2), message(21, b'"h-1"', partition=2)]
-    tp0, tp1, tp2 = KafkaTP(TOPIC, 0), KafkaTP(TOPIC, 1), KafkaTP(TOPIC, 2)
+    tp0, tp1, tp2 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1), TopicPartition(TOPIC, 2)
     deliver(worker, {tp0: clean, tp1: with_bad, tp2: with_headers})
     assert sink.calls[0] == ("put_batch", [(i, f"v-{i}", []) for i in range(4)])
     # the other partitions go through put: the bad record skipped, the headers kept
@@ -782,30 +805,26 @@ def test_worker_sink_batches_and_record_path_fallbacks() -> None:
 
 
 def test_worker_sink_differing_schemas_use_the_record_path() -> None:
-    from aiokafka import TopicPartition as KafkaTP
-
     sink = RecordingSink()
     worker = sink_worker(sink, value_converter=json_converter(True))
     a = b'{"schema":{"type":"string","optional":false},"payload":"a"}'
     b = b'{"schema":{"type":"int32","optional":false},"payload":5}'
-    deliver(worker, {KafkaTP(TOPIC, 0): [message(0, a), message(1, b), message(2, a)]})
+    deliver(worker, {TopicPartition(TOPIC, 0): [message(0, a), message(1, b), message(2, a)]})
     assert sink.calls == [("put", [(0, "a", []), (1, 5, []), (2, "a", [])])]
     sink.calls.clear()
-    deliver(worker, {KafkaTP(TOPIC, 0): [message(3, a), message(4, a)]})
+    deliver(worker, {TopicPartition(TOPIC, 0): [message(3, a), message(4, a)]})
     assert sink.calls == [("put_batch", [(3, "a", []), (4, "a", [])])]
     assert worker.errors.skipped == 0
 
 
 def test_worker_sink_bad_record_fails_under_tolerance_none() -> None:
     """The fallback keeps errors.tolerance=none strict: the record path raises at the bad record."""
-    from aiokafka import TopicPartition as KafkaTP
-
     from headwater.connect.runtime.errors import ToleranceExceeded
 
     sink = RecordingSink()
     worker = sink_worker(sink, value_converter=json_converter(False), tolerance="none")
     with pytest.raises(ToleranceExceeded):
-        deliver(worker, {KafkaTP(TOPIC, 0): [message(0, b'"a"'), message(1, b"oops {"), message(2, b'"c"')]})
+        deliver(worker, {TopicPartition(TOPIC, 0): [message(0, b'"a"'), message(1, b"oops {"), message(2, b'"c"')]})
     assert sink.calls == []
 
 
@@ -815,7 +834,7 @@ def test_worker_sink_commit_that_meets_a_rebalance_is_kept_for_after_it() -> Non
     from aiokafka import TopicPartition as KafkaTP
     from aiokafka.errors import CommitFailedError, RebalanceInProgressError
 
-    from headwater.connect.api import TopicPartition
+    from headwater.connect.kafka.sink_consumer import SinkConsumer
 
     class Consumer:
         def __init__(self) -> None:
@@ -832,7 +851,8 @@ def test_worker_sink_commit_that_meets_a_rebalance_is_kept_for_after_it() -> Non
 
     worker = sink_worker(RecordingSink())
     worker.task.flush = lambda offsets: None  # type: ignore[method-assign]
-    consumer = worker.consumer = Consumer()
+    consumer = Consumer()
+    worker.consumer = SinkConsumer(consumer)
     worker.current = {TopicPartition(TOPIC, 0): 5}
 
     run(worker.commit_offsets)  # raises nothing: the task carries on
