@@ -2,6 +2,8 @@
 
 Behavior: raises a topic's partition count (never lowers it); ``validate_only``
 checks without changing anything. Manual assignments must name only this node.
+An internal topic (``__consumer_offsets``) keeps its partition count (INVALID_REQUEST, the words of
+Kafka's ``kafka-topics.sh``): a group's partition is its id's hash modulo that count.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from headwater.kafka.errors import ErrorCode
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
 from ..protocol.requests import CreatePartitionsRequest
+from ..topics.topic import INTERNAL_TOPICS
 from .registry import RequestContext, api
 
 
@@ -25,6 +28,9 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> dict[str,
             if not ctx.allowed_topic(Op.ALTER, t.name):
                 raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             topic = ctx.cluster.get_topic(t.name)
+            if t.name in INTERNAL_TOPICS:
+                raise BrokerError(ErrorCode.INVALID_REQUEST,
+                                  f"The number of partitions for the internal topic {t.name} cannot be changed.")
             if t.count <= len(topic.partitions):
                 raise BrokerError(ErrorCode.INVALID_PARTITIONS,
                                   f"Topic currently has {len(topic.partitions)} partitions, which is higher than or "
