@@ -20,6 +20,7 @@ import ipaddress
 import logging
 import socket
 import time
+from typing import Any
 
 from ..config.broker_config import BrokerConfig, ConfigError, parse_ip_overrides
 
@@ -94,7 +95,7 @@ class ConnectionLimits:
             self._arm()
         return slot
 
-    def started(self, slot: ConnectionSlot, request: asyncio.Future[object]) -> None:
+    def started(self, slot: ConnectionSlot, request: asyncio.Future[Any]) -> None:
         """A request of ``slot``'s connection is under way: the connection is busy until it is answered."""
         slot.in_flight += 1
         slot.last_active = time.monotonic()

@@ -9,8 +9,16 @@ import lz4.frame
 import pytest
 import zstandard
 
-from headwater.kafka.compression import GZIP, LZ4, SNAPPY, ZSTD, CompressionError, DecompressedTooLarge, compress, \
-    decompress
+from headwater.kafka.compression import (
+    GZIP,
+    LZ4,
+    SNAPPY,
+    ZSTD,
+    CompressionError,
+    DecompressedTooLarge,
+    compress,
+    decompress,
+)
 
 DATA = os.urandom(5000) + bytes(200_000) + b"abc" * 10_000
 CODECS = {"gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
