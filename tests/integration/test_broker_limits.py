@@ -211,8 +211,8 @@ def test_a_connection_over_the_limit_is_closed(tmp_path: Path, limit: str) -> No
 
 def test_an_idle_connection_is_closed_and_a_busy_one_is_not(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "data", "connections.max.idle.ms=1000") as proc:
+        opened = time.monotonic()  # the idle connection's last answer comes after this
         idle, busy = _open(proc.port), _open(proc.port)
-        opened = time.monotonic()
         closed_at: list[float] = []
 
         def idle_closed() -> bool:
