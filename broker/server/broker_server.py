@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
 MAX_IN_FLIGHT = 64  # per connection; reading pauses beyond this
+_FETCH_KEY = b"\x00\x01"  # a request frame's first bytes: its API key, int16
 
 
 class _Close(Exception):
@@ -237,6 +238,8 @@ class BrokerServer:
                             conn.peer, size, max_size)
                 raise _Close
             frame = memoryview(await reader.readexactly(size))
+            if frame[:2] == _FETCH_KEY:  # one fetch answer held per connection (up to fetch.max.bytes), not 64
+                await _earlier_answers_written(pending, writer_task)
             task, serial = self._start_request(frame, conn)
             self.limits.started(conn.slot, task)
             await pending.put(task)
@@ -303,7 +306,16 @@ class BrokerServer:
             if answer is not None:
                 writer.write(answer)
                 await writer.drain()
+            pending.task_done()  # written: a fetch waiting for the earlier answers may start
 
 
 async def _ready(value: bytes) -> bytes:
     return value
+
+
+async def _earlier_answers_written(pending: asyncio.Queue[Any], writer_task: asyncio.Task[None]) -> None:
+    """Until every answer queued so far is written (or the writer has ended): a client that pipelines
+    fetches without reading their answers holds one fetch answer in the broker, not MAX_IN_FLIGHT of them."""
+    written = asyncio.ensure_future(pending.join())
+    await asyncio.wait((written, writer_task), return_when=asyncio.FIRST_COMPLETED)
+    written.cancel()
