@@ -14,6 +14,13 @@ Errors as Kafka answers them: CORRUPT_MESSAGE (damaged bytes), INVALID_RECORD (m
 than one batch, impossible counts), MESSAGE_TOO_LARGE (> max.message.bytes),
 UNSUPPORTED_FOR_MESSAGE_FORMAT (magic 0/1), UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUIRED_ACKS;
 these carry no error_message and log_start_offset -1, as Kafka's do.
+An internal topic (``__consumer_offsets``, topics/topic.py's INTERNAL_TOPICS) is INVALID_TOPIC_EXCEPTION
+"Cannot append to internal topic X" after the WRITE check, as in Kafka's ReplicaManager; Kafka lets the
+client id ``__admin_client`` through, which any client can claim: here no client id does (the broker
+writes its own records through the log).
+A batch the broker decompresses to check its records may expand to at most
+``DECOMPRESSED_BATCH_FACTOR`` times the topic's ``max.message.bytes`` (log/validator.py); beyond that it is
+MESSAGE_TOO_LARGE, found without expanding it further.
 ``min.insync.replicas`` never refuses acks=-1 here: Kafka (3.7+, KAFKA-15583) caps it at the
 partition's replica count, which is 1 on one node, so the one in-sync replica always suffices.
 Idempotent producers (producer id >= 0): a batch repeating one of the producer's
@@ -44,7 +51,7 @@ from ..errors import BrokerError
 from ..log.validator import needs_record_checks, validate_records
 from ..metrics.stats import TopicCounters
 from ..protocol.requests import ProduceRequest
-from ..topics.topic import Partition
+from ..topics.topic import INTERNAL_TOPICS, Partition
 from .registry import RequestContext, api
 
 log = logging.getLogger(__name__)
@@ -100,7 +107,8 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         try:
             rejected = validate_records(records, header, config, f"{topic_name}-{index}", int(time.time() * 1000))
         except InvalidBatch as exc:
-            entry.update(error_code=ErrorCode.INVALID_RECORD, log_start_offset=-1)
+            entry.update(error_code=ErrorCode.MESSAGE_TOO_LARGE if exc.too_large else ErrorCode.INVALID_RECORD,
+                         log_start_offset=-1, error_message=str(exc) if exc.too_large else None)
             log.warning("rejected produce to %s-%d from %s: %s", topic_name, index, ctx.peer, exc)
             return entry, None
         if rejected is not None:
@@ -140,11 +148,15 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> dict[str, Any] | N
         counted = ctx.cluster.counters(topic.name)
         partitions = []
         writable = ctx.allowed_topic(Op.WRITE, topic.name)
+        internal = topic.name in INTERNAL_TOPICS
         for pdata in topic.partition_data:
-            if acks not in (-1, 0, 1) or not writable:
+            if acks not in (-1, 0, 1) or not writable or internal:
                 code = (ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1)
-                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                partitions.append({"index": pdata.index, "error_code": code, "base_offset": -1})
+                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED if not writable
+                        else ErrorCode.INVALID_TOPIC_EXCEPTION)
+                partitions.append({"index": pdata.index, "error_code": code, "base_offset": -1,
+                                   "error_message": f"Cannot append to internal topic {topic.name}"
+                                   if code == ErrorCode.INVALID_TOPIC_EXCEPTION else None})
                 continue
             entry, appended_to = _append(ctx, topic.name, pdata.index, pdata.records, counted)
             partitions.append(entry)

@@ -7,6 +7,8 @@ except that the first batch found is returned whole even when larger (as Kafka d
 so a consumer can always progress). Both isolation levels read up to the high
 watermark, which is also the last stable offset (no transactions). Every requested
 partition is listed in the answer.
+The broker's ``fetch.max.bytes`` (Kafka's, 55 MiB by default) bounds every answer whatever the request
+asks, as in Kafka's KafkaApis: v0-v2 have no ``max_bytes`` and may ask 2^31-1 bytes of each partition.
 Version notes: fetch sessions are not kept: the answer always has session id 0 (the
 client then keeps sending full fetches); a request naming a session gets
 FETCH_SESSION_ID_NOT_FOUND.
@@ -70,7 +72,7 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
     if session_id != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
                 "responses": []}
-    max_bytes = req.max_bytes if ctx.version >= 3 else 2**31 - 1
+    max_bytes = min(req.max_bytes if ctx.version >= 3 else 2**31 - 1, ctx.cluster.config.fetch_max_bytes)
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     while True:
         responses, total, errors = _read_all(ctx, req, max_bytes)

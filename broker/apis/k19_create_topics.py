@@ -7,6 +7,8 @@ node. Errors: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, each with a message;
 configs are checked as Kafka checks them, in its words (config/topic_configs.py), and a null value is
 refused as KRaft refuses it.
+A request asking for more than MAX_PARTITIONS_PER_REQUEST (10000) partitions in all is refused whole with
+POLICY_VIOLATION "Excessively large number of partitions per request.", as Kafka's controller refuses it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from headwater.kafka.errors import ErrorCode
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError, InvalidConfig, InvalidRequest
 from ..protocol.requests import CreatableTopic, CreateTopicsRequest
+from ..topics.topic import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
 from .registry import RequestContext, api
 
 
@@ -48,6 +51,13 @@ def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> None
 @api(key=19, min=0, max=4)
 async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> dict[str, Any]:
     validate_only = bool(getattr(req, "validate_only", False))
+    default = ctx.cluster.config.num_partitions
+    asked = sum(len(t.assignments) if t.assignments else t.num_partitions if t.num_partitions > 0 else default
+                for t in req.topics)
+    if asked > MAX_PARTITIONS_PER_REQUEST:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t.name, "error_code": ErrorCode.POLICY_VIOLATION, "error_message": TOO_MANY_PARTITIONS}
+            for t in req.topics]}
     results = []
     seen: set[str] = set()
     for t in req.topics:

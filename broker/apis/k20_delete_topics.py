@@ -2,7 +2,9 @@
 
 Behavior: removes the topic and its partition directories. Unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION; with ``delete.topic.enable=false`` every topic gets
-TOPIC_DELETION_DISABLED (73); internal topics cannot be deleted (INVALID_REQUEST).
+TOPIC_DELETION_DISABLED (73). An internal topic (``__consumer_offsets``) is INVALID_TOPIC_EXCEPTION, as
+Produce and DeleteRecords answer it: Kafka's controller deletes it for a client allowed DELETE (only its
+``kafka-topics.sh`` refuses), but here the group coordinator's state lives in it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
-from ..errors import BrokerError, InvalidRequest
+from ..errors import BrokerError
 from ..protocol.requests import DeleteTopicsRequest
 from .registry import RequestContext, api
 
@@ -29,7 +31,7 @@ async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> dict[str, Any
                 raise BrokerError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             topic = ctx.cluster.get_topic(name)
             if topic.internal:
-                raise InvalidRequest(f"internal topic {name} cannot be deleted")
+                raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete internal topic {name}")
             ctx.cluster.delete_topic(name)
         except BrokerError as exc:
             result.update(error_code=exc.code, error_message=exc.message)

@@ -14,6 +14,7 @@ from headwater.kafka.errors import ErrorCode
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
 from ..protocol.requests import DeleteRecordsRequest
+from ..topics.topic import INTERNAL_TOPICS
 from .registry import RequestContext, api
 
 
@@ -27,6 +28,9 @@ async def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> dict[str, An
             try:
                 if not ctx.allowed_topic(Op.DELETE, topic.name):
                     raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if topic.name in INTERNAL_TOPICS:
+                    raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                      f"Cannot delete records of internal topic {topic.name}")
                 plog = ctx.cluster.partition(topic.name, p.partition_index).log
                 offset = plog.log_end_offset if p.offset == -1 else p.offset
                 if offset < 0 or offset > plog.log_end_offset:

@@ -26,8 +26,8 @@ from .topic_configs import (
     validate_topic_values,
 )
 
-__all__ = ["BrokerConfig", "ConfigError", "Listener", "TopicConfig", "load_broker_config", "parse_listener",
-           "parse_metrics_listener"]
+__all__ = ["BrokerConfig", "ConfigError", "Listener", "TopicConfig", "load_broker_config", "parse_ip_overrides",
+           "parse_listener", "parse_metrics_listener"]
 
 
 class Listener(BaseModel):
@@ -59,6 +59,17 @@ def parse_metrics_listener(value: str) -> tuple[str, int]:
             or parts.query or parts.fragment or parts.username is not None:
         raise ValueError("expected http://HOST:PORT, e.g. http://127.0.0.1:9404 (empty: no metrics)")
     return parts.hostname or "", port
+
+
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:100,127.0.0.1:200`` -> {host: limit}."""
+    out = {}
+    for item in _split_listeners(value):
+        host, sep, limit = item.rpartition(":")
+        if not sep or not host or not limit.isdigit():
+            raise ValueError(f"expected host:limit entries separated by commas, e.g. 127.0.0.1:200; got {item!r}")
+        out[host.strip()] = int(limit)
+    return out
 
 
 def _split_listeners(value: str) -> list[str]:
@@ -267,6 +278,18 @@ class BrokerConfig(_KafkaModel):
     # Client quotas (access/quotas.py): the rate window, Kafka's names and defaults
     quota_window_num: int = Field(11, alias="quota.window.num", ge=1)
     quota_window_size_seconds: int = Field(1, alias="quota.window.size.seconds", ge=1)
+    # Limits no client can break (server/connection_limits.py, apis/k01_fetch.py): Kafka's names and defaults
+    fetch_max_bytes: int = Field(57671680, alias="fetch.max.bytes", ge=1024)
+    max_connections: int = Field(2**31 - 1, alias="max.connections", ge=0)
+    max_connections_per_ip: int = Field(2**31 - 1, alias="max.connections.per.ip", ge=0)
+    max_connections_per_ip_overrides: str = Field("", alias="max.connections.per.ip.overrides")
+    connections_max_idle_ms: int = Field(600000, alias="connections.max.idle.ms", ge=1)
+
+    @field_validator("max_connections_per_ip_overrides")
+    @classmethod
+    def _per_ip_overrides(cls, v: str) -> str:
+        parse_ip_overrides(v)
+        return v
 
     @field_validator("listeners", "advertised_listeners")
     @classmethod

@@ -96,9 +96,18 @@ def encode_offset_value(o: OffsetAndMetadata) -> bytes:
     return w.int64(o.commit_timestamp).to_bytes()
 
 
+def _version(r: Reader, known: int, what: str) -> int:
+    """The value's int16 version; ValueError for one this broker cannot read (Kafka's flexible v4 or a
+    forged one)."""
+    version = r.int16()
+    if not 0 <= version <= known:
+        raise ValueError(f"unknown __consumer_offsets {what} value version {version}")
+    return version
+
+
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
     r = Reader(data)
-    version = r.int16()
+    version = _version(r, OFFSET_VALUE_VERSION, "offset")
     offset = r.int64()
     epoch = r.int32() if version >= 3 else -1
     metadata = r.string() or ""
@@ -117,7 +126,7 @@ def encode_group_value(g: GroupMetadata) -> bytes:
 
 def decode_group_value(data: bytes) -> GroupMetadata:
     r = Reader(data)
-    version = r.int16()
+    version = _version(r, GROUP_VALUE_VERSION, "group")
     protocol_type = r.string() or ""
     generation = r.int32()
     protocol, leader = r.string(), r.string()

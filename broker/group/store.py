@@ -11,10 +11,11 @@ import logging
 import time
 from collections.abc import Iterator
 
-from headwater.kafka.records import Record, build_batch, decode_batch_records, parse_header
+from headwater.kafka.records import InvalidBatch, Record, build_batch, decode_batch_records, parse_header
 
 from ..config.broker_config import BrokerConfig
 from ..log import PartitionLog
+from ..log.validator import decompressed_limit
 from ..topics.cluster import Cluster
 from .group import Group, GroupState, Member
 from .records import (
@@ -59,22 +60,32 @@ class GroupStore:
         if topic is None:
             topic = self.cluster.create_topic(
                 OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1,
-                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}, internal=True)
+                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)})
         loaded_groups: dict[str, GroupMetadata | None] = {}
-        commits = 0
+        commits = skipped = 0
         for partition in topic.partitions:
-            for record in _read_all(partition.log):
-                key = decode_key(record.key or b"")
+            for record in _read_all(partition.log, topic.config.max_message_bytes):
+                try:  # decoded whole before anything changes: a bad value leaves its group as it was
+                    key = decode_key(record.key or b"")
+                    if isinstance(key, tuple):
+                        offset = None if record.value is None else decode_offset_value(record.value)
+                    else:
+                        meta = None if record.value is None else decode_group_value(record.value)
+                except ValueError as exc:  # DecodeError included: a bad version, a truncated field
+                    skipped += 1
+                    log.error("skipped the record at offset %d of %s-%d: it does not decode (%s)",
+                              record.offset, OFFSETS_TOPIC, partition.index, exc)
+                    continue
                 if isinstance(key, tuple):
                     group_id, t, p = key
                     group = group_of(groups, group_id)
-                    if record.value is None:
+                    if offset is None:
                         group.offsets.pop((t, p), None)
                     else:
-                        group.offsets[(t, p)] = decode_offset_value(record.value)
+                        group.offsets[(t, p)] = offset
                         commits += 1
                 else:
-                    loaded_groups[key] = decode_group_value(record.value) if record.value is not None else None
+                    loaded_groups[key] = meta
         for group_id, meta in loaded_groups.items():
             if meta is None:
                 existing = groups.get(group_id)
@@ -82,7 +93,8 @@ class GroupStore:
                     del groups[group_id]
                 continue
             _restore(group_of(groups, group_id), meta)
-        log.info("loaded %d groups (%d offset commits) from %s", len(groups), commits, OFFSETS_TOPIC)
+        log.info("loaded %d groups (%d offset commits) from %s%s", len(groups), commits, OFFSETS_TOPIC,
+                 f"; {skipped} records skipped" if skipped else "")
 
     def partition_for(self, group_id: str) -> int:
         return abs(java_string_hash(group_id)) % len(self.cluster.topics[OFFSETS_TOPIC].partitions)
@@ -134,11 +146,19 @@ def _restore(group: Group, meta: GroupMetadata) -> None:
     group.transition(GroupState.STABLE if group.members else GroupState.EMPTY)
 
 
-def _read_all(plog: PartitionLog) -> Iterator[Record]:
-    """Every record of a partition, from its start offset to its end."""
+def _read_all(plog: PartitionLog, max_message_bytes: int) -> Iterator[Record]:
+    """Every record of a partition, from its start offset to its end. A batch whose records do not decode
+    (or would expand past the validator's limit) is skipped with an error logged, so that one bad batch
+    never keeps the broker from starting."""
     start = plog.log_start_offset
-    for data, pos, _ in plog.batches_from(start):
-        _, records = decode_batch_records(data, pos)
+    limit = decompressed_limit(max_message_bytes)
+    for data, pos, header in plog.batches_from(start):
+        try:
+            _, records = decode_batch_records(data, pos, max_decompressed=limit)
+        except InvalidBatch as exc:
+            log.error("skipped the batch at offsets %d-%d of %s: %s", header.base_offset, header.last_offset,
+                      plog.directory.name, exc)
+            continue
         for r in records:
             if r.offset >= start:
                 yield r

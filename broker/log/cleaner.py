@@ -67,6 +67,7 @@ from ..config.topic_configs import LONG_MAX
 from .errors import LogClosed
 from .recovery import CLEANER_SWAP_FILE, fsync_dir
 from .segment import MAX_RELATIVE_OFFSET, LogSegment
+from .validator import decompressed_limit
 
 if TYPE_CHECKING:
     from ..config.broker_config import TopicConfig
@@ -273,9 +274,9 @@ def _scan_records(data: bytes, count: int) -> list[tuple[int, int, int, int, byt
     return out
 
 
-def _records_payload(header: BatchHeader, batch: bytes) -> bytes:
+def _records_payload(header: BatchHeader, batch: bytes, max_decompressed: int) -> bytes:
     payload = batch[HEADER_SIZE : header.size]
-    return decompress(header.codec, payload) if header.codec != NONE else payload
+    return decompress(header.codec, payload, max_decompressed) if header.codec != NONE else payload
 
 
 def _iter_batches(seg: LogSegment, abort: Callable[[], bool]) -> Iterator[tuple[BatchHeader, bytes]]:
@@ -356,6 +357,7 @@ class _Pass:
 
     def __init__(self, plog: PartitionLog, plan: _Plan, map_capacity: int) -> None:
         self.plog = plog
+        self.max_decompressed = decompressed_limit(plog.config.max_message_bytes)  # past it the pass fails, logged
         self.plan = plan
         self.map_capacity = map_capacity
         self.directory = plog.directory
@@ -386,7 +388,8 @@ class _Pass:
                 if header.is_control:
                     continue
                 base = header.base_offset
-                for _, _, off_delta, _, key, _ in _scan_records(_records_payload(header, batch), header.record_count):
+                for _, _, off_delta, _, key, _ in _scan_records(_records_payload(header, batch, self.max_decompressed),
+                                                                 header.record_count):
                     if key is not None:
                         offset_map[key] = base + off_delta
             end = seg_end
@@ -450,7 +453,7 @@ class _Pass:
             if header.is_control or header.record_count <= 0:
                 out.append(batch, header)
                 continue
-            data = _records_payload(header, batch)
+            data = _records_payload(header, batch, self.max_decompressed)
             records = _scan_records(data, header.record_count)
             base = header.base_offset
             kept = []

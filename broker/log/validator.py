@@ -4,6 +4,13 @@ Records are read only when a check needs them: the topic is compacted (null keys
 bounds (``message.timestamp.before/after.max.ms``) are finite, or the producer set LogAppendTime on
 the batch. Ordinary topics never get here, so the produce hot path stays header-only. Every record
 is checked, key first then timestamp, and any error rejects the whole batch.
+
+Where the broker expands a compressed batch (here, the group store's loading, the cleaner), it expands it
+to at most ``decompressed_limit`` bytes: ``DECOMPRESSED_BATCH_FACTOR`` times the topic's
+``max.message.bytes`` (64 MiB at Kafka's default 1 MiB), well above what real batches reach (a producer's
+batch is at most max.message.bytes compressed, and text rarely compresses beyond 10:1) and far below what a
+crafted one can (1 MB of zstd holds terabytes of zeros). Kafka streams records without such a cap; a
+batch past it is MESSAGE_TOO_LARGE, found without expanding it further.
 """
 
 from __future__ import annotations
@@ -17,7 +24,15 @@ from headwater.kafka.records import ATTR_LOG_APPEND_TIME, BatchHeader, RecordSum
 if TYPE_CHECKING:
     from ..config.broker_config import TopicConfig
 
-__all__ = ["RecordErrors", "needs_record_checks", "validate_records"]
+__all__ = ["DECOMPRESSED_BATCH_FACTOR", "RecordErrors", "decompressed_limit", "needs_record_checks",
+           "validate_records"]
+
+DECOMPRESSED_BATCH_FACTOR = 64
+
+
+def decompressed_limit(max_message_bytes: int) -> int:
+    """How far the broker expands a batch of a topic with this ``max.message.bytes``."""
+    return DECOMPRESSED_BATCH_FACTOR * max_message_bytes
 
 
 def _long(v: int) -> int:
@@ -52,7 +67,8 @@ def validate_records(batch: bytes | bytearray | memoryview, header: BatchHeader,
     before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     log_append_batch = bool(header.attributes & ATTR_LOG_APPEND_TIME)
     errors: list[tuple[int, str, int]] = []
-    for index, record in enumerate(record_summaries(batch, header)):
+    records = record_summaries(batch, header, decompressed_limit(config.max_message_bytes))
+    for index, record in enumerate(records):
         if compact and record.key_size < 0:
             errors.append((index, "Compacted topic cannot accept message without key in topic partition "
                                   f"{partition}", ErrorCode.INVALID_RECORD))

@@ -34,6 +34,7 @@ from ..protocol.codec import (
 from ..topics.cluster import Cluster
 from ..topics.housekeeping import LogHousekeeping
 from ..topics.producer_state import ProducerIdManager
+from .connection_limits import ConnectionLimits, ConnectionSlot
 
 if TYPE_CHECKING:
     from ..access.quotas import Throttler
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
 MAX_IN_FLIGHT = 64  # per connection; reading pauses beyond this
+_FETCH_KEY = b"\x00\x01"  # a request frame's first bytes: its API key, int16
 
 
 class _Close(Exception):
@@ -73,7 +75,8 @@ class _Connection:
     """What every request of one connection shares: the peer, the principal (decided once, when the client
     connects) and whether the ACLs apply to it at all, and the mute its throttles set."""
 
-    __slots__ = ("authorizing", "mute", "peer", "principal")
+    __slots__ = ("authorizing", "mute", "peer", "principal", "slot")
+    slot: ConnectionSlot  # its place under max.connections and connections.max.idle.ms
 
     def __init__(self, peer: str, principal: str, authorizing: bool) -> None:
         self.peer, self.principal, self.authorizing = peer, principal, authorizing
@@ -85,6 +88,7 @@ class BrokerServer:
         self.config = config
         self.cluster = Cluster(config)
         self.housekeeping = LogHousekeeping(self.cluster, config)
+        self.limits = ConnectionLimits(config)
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
@@ -183,12 +187,17 @@ class BrokerServer:
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        slot = self.limits.admit(peer, writer.transport)
+        if slot is None:  # over max.connections or max.connections.per.ip (logged)
+            writer.close()
+            return
+        self._connections.add(task)
         peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         pending: asyncio.Queue[asyncio.Task[bytes | bytearray | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
         writer_task = asyncio.create_task(self._write_answers(pending, writer, peer_str))
         conn = _Connection(peer_str, ANONYMOUS, self.access.acls_apply(ANONYMOUS))
+        conn.slot = slot
         try:
             await self._read_requests(reader, pending, conn, writer_task)
         except (_Close, ConnectionError, asyncio.IncompleteReadError):
@@ -213,6 +222,7 @@ class BrokerServer:
             except Exception as exc:  # e.g. the client reset the connection: nothing left to do
                 log.debug("connection from %s closed: %r", peer_str, exc)
             self._connections.discard(task)
+            self.limits.release(slot)
 
     async def _read_requests(self, reader: asyncio.StreamReader, pending: asyncio.Queue[Any], conn: _Connection,
                              writer_task: asyncio.Task[None]) -> None:
@@ -228,7 +238,10 @@ class BrokerServer:
                             conn.peer, size, max_size)
                 raise _Close
             frame = memoryview(await reader.readexactly(size))
+            if frame[:2] == _FETCH_KEY:  # one fetch answer held per connection (up to fetch.max.bytes), not 64
+                await _earlier_answers_written(pending, writer_task)
             task, serial = self._start_request(frame, conn)
+            self.limits.started(conn.slot, task)
             await pending.put(task)
             if serial:  # its throttle mutes the connection before the next request is read, as in Kafka
                 await asyncio.wait((task,))
@@ -293,7 +306,16 @@ class BrokerServer:
             if answer is not None:
                 writer.write(answer)
                 await writer.drain()
+            pending.task_done()  # written: a fetch waiting for the earlier answers may start
 
 
 async def _ready(value: bytes) -> bytes:
     return value
+
+
+async def _earlier_answers_written(pending: asyncio.Queue[Any], writer_task: asyncio.Task[None]) -> None:
+    """Until every answer queued so far is written (or the writer has ended): a client that pipelines
+    fetches without reading their answers holds one fetch answer in the broker, not MAX_IN_FLIGHT of them."""
+    written = asyncio.ensure_future(pending.join())
+    await asyncio.wait((written, writer_task), return_when=asyncio.FIRST_COMPLETED)
+    written.cancel()

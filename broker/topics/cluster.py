@@ -67,8 +67,7 @@ class Cluster:
             return
         for name, meta in saved.get("topics", {}).items():
             config = self.defaults.with_overrides(meta.get("config", {}))
-            topic = Topic(name, uuid.UUID(meta["id"]), dict(meta.get("config", {})), config,
-                          internal=meta.get("internal", False))
+            topic = Topic(name, uuid.UUID(meta["id"]), dict(meta.get("config", {})), config)
             for p in range(meta["partitions"]):
                 self._open_partition(topic, p)
             self._register(topic)
@@ -136,13 +135,12 @@ class Cluster:
     def create_topic(
         self, name: str, num_partitions: int = -1, replication_factor: int = -1,
         overrides: dict[str, str] | None = None,
-        internal: bool = False,
     ) -> Topic:
         overrides = dict(overrides or {})
         config = self.check_new_topic(name, num_partitions, replication_factor, overrides)
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
-        topic = Topic(name, uuid.uuid4(), overrides, config, internal=internal)
+        topic = Topic(name, uuid.uuid4(), overrides, config)
         for p in range(num_partitions):
             self._open_partition(topic, p)
         self._register(topic)

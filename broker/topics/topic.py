@@ -14,10 +14,22 @@ from ..log.flusher import PartitionFlusher
 from ..metrics.stats import TopicCounters
 from .producer_state import PartitionProducerState
 
-__all__ = ["MAX_TOPIC_LENGTH", "Partition", "Topic", "validate_topic_name"]
+__all__ = ["INTERNAL_TOPICS", "MAX_PARTITIONS_PER_REQUEST", "MAX_TOPIC_LENGTH", "TOO_MANY_PARTITIONS", "Partition",
+           "Topic", "validate_topic_name"]
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
+
+# Kafka's Topic.INTERNAL_TOPICS: topics only the broker writes (through its log, never through Produce).
+# Clients may read them; Produce, DeleteRecords and DeleteTopics refuse them, Metadata flags them
+# is_internal. Internal by name, as in Kafka: a topic the broker comes to own later is added here.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+# New partitions one CreateTopics or CreatePartitions request may ask for, all topics together: Kafka's
+# controller has the same fixed bound (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH) and refuses
+# the whole request with POLICY_VIOLATION.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
 def validate_topic_name(name: str) -> None:
@@ -50,8 +62,11 @@ class Topic:
     overrides: dict[str, str]
     config: TopicConfig
     partitions: list[Partition] = field(default_factory=list)  # by index
-    internal: bool = False
     stats: TopicCounters = field(default_factory=TopicCounters)  # BrokerTopicMetrics, bumped by Produce/Fetch
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
 
     def metadata(self) -> dict[str, Any]:
         return {

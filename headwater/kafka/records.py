@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from .compression import NONE, CompressionError, compress, decompress
+from .compression import NONE, CompressionError, DecompressedTooLarge, compress, decompress
 from .types import DecodeError, Reader, Writer, read_varint, write_varint
 
 __all__ = [
@@ -91,11 +91,25 @@ class BatchHeader(NamedTuple):
 
 
 class InvalidBatch(ValueError):
-    """A batch that fails validation; ``corrupt`` distinguishes CORRUPT_MESSAGE from INVALID_RECORD."""
+    """A batch that fails validation; ``corrupt`` distinguishes CORRUPT_MESSAGE from INVALID_RECORD,
+    ``too_large`` a payload that would expand past the caller's limit (MESSAGE_TOO_LARGE)."""
 
-    def __init__(self, message: str, corrupt: bool = True) -> None:
+    def __init__(self, message: str, corrupt: bool = True, too_large: bool = False) -> None:
         super().__init__(message)
         self.corrupt = corrupt
+        self.too_large = too_large
+
+
+def _records_data(header: BatchHeader, payload: memoryview, max_decompressed: int | None) -> bytes | memoryview:
+    """The records of a batch, decompressed (to at most ``max_decompressed`` bytes) as needed."""
+    if header.codec == NONE:
+        return payload
+    try:
+        return decompress(header.codec, payload, max_decompressed)
+    except DecompressedTooLarge as exc:
+        raise InvalidBatch(str(exc), too_large=True) from None
+    except CompressionError as exc:
+        raise InvalidBatch(str(exc)) from None
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -172,14 +186,13 @@ class Record:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
-def decode_batch_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
-    """Decode every record in the batch at ``pos`` (decompressing as needed)."""
+def decode_batch_records(buf: bytes | bytearray | memoryview, pos: int = 0,
+                         max_decompressed: int | None = None) -> tuple[BatchHeader, list[Record]]:
+    """Decode every record in the batch at ``pos`` (decompressing as needed, to at most
+    ``max_decompressed`` bytes)."""
     header = parse_header(buf, pos)
-    payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
-    try:
-        data = memoryview(decompress(header.codec, payload)) if header.codec != NONE else payload
-    except CompressionError as exc:
-        raise InvalidBatch(str(exc)) from None
+    data = memoryview(_records_data(header, memoryview(buf)[pos + HEADER_SIZE : pos + header.size],
+                                    max_decompressed))
     records = []
     r = Reader(data)
     try:
@@ -215,14 +228,11 @@ class RecordSummary(NamedTuple):
     value_size: int  # -1: null value (a tombstone)
 
 
-def record_summaries(buf: bytes | bytearray | memoryview, header: BatchHeader) -> list[RecordSummary]:
+def record_summaries(buf: bytes | bytearray | memoryview, header: BatchHeader,
+                     max_decompressed: int | None = None) -> list[RecordSummary]:
     """Offset, timestamp and key/value sizes of each record of the one batch in ``buf`` (decompressed
-    as needed); InvalidBatch if the records do not decode."""
-    payload = memoryview(buf)[HEADER_SIZE : header.size]
-    try:
-        data = decompress(header.codec, payload) if header.codec != NONE else payload
-    except CompressionError as exc:
-        raise InvalidBatch(str(exc)) from None
+    as needed, to at most ``max_decompressed`` bytes); InvalidBatch if the records do not decode."""
+    data = _records_data(header, memoryview(buf)[HEADER_SIZE : header.size], max_decompressed)
     out = []
     pos, end_of_data = 0, len(data)
     base_offset, base_ts = header.base_offset, header.base_timestamp
