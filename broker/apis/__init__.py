@@ -30,6 +30,8 @@ from . import (  # noqa: F401 - imported for their @api registrations
     k47_offset_delete,
     k48_describe_client_quotas,
     k49_alter_client_quotas,
+    k50_describe_user_scram_credentials,
+    k51_alter_user_scram_credentials,
     k60_describe_cluster,
 )
 from .registry import REGISTRY, ApiSpec, RequestContext, Services, api
