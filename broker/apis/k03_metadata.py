@@ -16,9 +16,9 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
+from ..config.broker_config import Listener
 from ..errors import BrokerError
 from ..protocol.requests import MetadataRequest
-from ..config.broker_config import Listener
 from ..topics.cluster import Cluster, Topic
 from .registry import RequestContext, api
 

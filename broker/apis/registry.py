@@ -19,8 +19,8 @@ from ..protocol.codec import RequestHeader, build_response
 
 if TYPE_CHECKING:
     from ..access.quotas import Throttler
-    from ..config.broker_config import Listener
     from ..access.service import Access
+    from ..config.broker_config import Listener
     from ..group.coordinator import GroupCoordinator
     from ..security.session import SaslSession
     from ..topics.cluster import Cluster

@@ -29,7 +29,7 @@ def _der_length(n: int) -> bytes:
     return bytes([0x80 | len(body)]) + body
 
 
-def _attribute(attr: x509.NameAttribute[str] | x509.NameAttribute[bytes]) -> str:
+def _attribute(attr: x509.NameAttribute[str | bytes]) -> str:
     keyword = _KEYWORDS.get(attr.oid)
     if keyword is not None:
         # cryptography escapes as RFC 4514, which for these keywords is what RFC 2253 (Java) writes

@@ -24,12 +24,12 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from headwater.properties import ConfigError
+
 from .. import apis
 from ..access.service import ANONYMOUS, Access
 from ..config.broker_config import BrokerConfig, Listener
 from ..group.coordinator import GroupCoordinator
-from headwater.properties import ConfigError
-
 from ..protocol.codec import (
     MalformedRequest,
     RequestHeader,
