@@ -16,6 +16,7 @@ from .process import run
 from .properties import ConfigError
 
 if TYPE_CHECKING:
+    from headwater.broker.config.broker_config import BrokerConfig
     from headwater.connect.config import WorkerConfig
 
 __all__ = ["main"]
@@ -38,12 +39,23 @@ def _load(invalid: str, load: Callable[[], T], errors: tuple[type[Exception], ..
         return None
 
 
+def _checked_broker_config(config: BrokerConfig) -> BrokerConfig:
+    """``config`` once each listener's keystores and SASL settings are read (ConfigError naming the key)."""
+    from headwater.broker.security.settings import BadSetting
+
+    try:
+        config.listener_security()
+    except BadSetting as exc:
+        raise ConfigError(str(exc)) from None
+    return config
+
+
 def _broker(args: argparse.Namespace) -> int:
     from headwater.broker.config.broker_config import load_broker_config
     from headwater.broker.server import serve
 
     config = _load("headwater broker: invalid configuration",
-                   lambda: load_broker_config(args.config, args.set), (ConfigError, OSError))
+                   lambda: _checked_broker_config(load_broker_config(args.config, args.set)), (ConfigError, OSError))
     if config is None:
         return 2
     run(lambda stop: serve(config, stop), record_heavy=False)

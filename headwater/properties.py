@@ -22,8 +22,11 @@ def format_validation_error(exc: ValidationError) -> str:
     """One line naming each bad property, its problem and the value given."""
     problems = []
     for err in exc.errors():
-        name = ".".join(str(p) for p in err["loc"]) or "config"
         msg = err["msg"]
+        if not err["loc"]:  # a check across properties: its message names them; the input is every value
+            problems.append(msg.removeprefix("Value error, "))
+            continue
+        name = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             msg = "unknown property"
         problems.append(f"{name}: {msg} (got {err.get('input')!r})" if err["type"] != "missing" else f"{name}: {msg}")

@@ -21,7 +21,8 @@ __all__ = [
     "FindCoordinatorRequest", "HeartbeatRequest", "IncrementalAlterConfigsRequest", "IncrementalConfigResource",
     "InitProducerIdRequest", "Resource",
     "JoinGroupRequest", "LeaveGroupRequest", "ListGroupsRequest", "ListOffsetsRequest", "MetadataRequest",
-    "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "ProduceRequest", "SyncGroupRequest",
+    "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "ProduceRequest", "SaslAuthenticateRequest",
+    "SaslHandshakeRequest", "SyncGroupRequest",
 ]
 
 
@@ -303,6 +304,16 @@ class CreatePartitionsRequest(Protocol):  # key 37
 
 class DescribeClusterRequest(Protocol):  # key 60: nothing read
     pass
+
+
+# -- authentication ---------------------------------------------------------------------------------------
+
+class SaslHandshakeRequest(Protocol):  # key 17
+    mechanism: str
+
+
+class SaslAuthenticateRequest(Protocol):  # key 36
+    auth_bytes: bytes
 
 
 # -- access -----------------------------------------------------------------------------------------------
