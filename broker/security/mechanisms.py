@@ -8,6 +8,7 @@ from typing import Any
 
 from .mechanism import SaslServer
 from .plain import PlainServer, plain_users
+from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .settings import BadSetting, ListenerSettings
 
 __all__ = ["DEFAULT_MECHANISMS", "REGISTRY", "ListenerMechanisms", "MechanismFactory"]
@@ -22,9 +23,25 @@ def _plain(settings: ListenerSettings, services: Any) -> Callable[[], SaslServer
     return lambda: PlainServer(users)
 
 
+def _scram(mechanism: str) -> MechanismFactory:
+    """SCRAM on the broker's salted credential store (AlterUserScramCredentials keeps it); no listener setting."""
+
+    def factory(settings: ListenerSettings, services: Any) -> Callable[[], SaslServer]:
+        if services is None:  # only checking the configuration: nothing is served
+            return lambda: _no_services(mechanism)
+        store = services.access.scram
+        return lambda: store.server(mechanism)
+
+    return factory
+
+
+def _no_services(mechanism: str) -> SaslServer:
+    raise RuntimeError(f"{mechanism}: mechanisms built without the broker's services cannot serve")
+
+
 REGISTRY: dict[str, MechanismFactory] = {
     "PLAIN": _plain,
-    # SCRAM-SHA-256 and SCRAM-SHA-512 register here, on the broker's salted credential store.
+    **{name: _scram(name) for name in SCRAM_MECHANISMS},
 }
 # Kafka's default is GSSAPI, which is not served here; PLAIN is what an unconfigured SASL listener offers.
 DEFAULT_MECHANISMS = "PLAIN"

@@ -17,6 +17,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ __all__ = [
     "mechanism_by_code",
     "salted_password",
 ]
+
+log = logging.getLogger(__name__)
 
 MAX_ITERATIONS = 16384  # Kafka's ScramControlManager.MAX_ITERATIONS, checked on AlterUserScramCredentials
 
@@ -112,6 +115,16 @@ def _saslname(text: str) -> str:
     return text.replace("=2C", ",").replace("=3D", "=")
 
 
+def _base36(n: int) -> str:
+    """Kafka's server nonce: 130 random bits in base 36."""
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while n:
+        n, d = divmod(n, 36)
+        out = digits[d] + out
+    return out or "0"
+
+
 class _Refused(Exception):
     """Why an exchange fails: a message that does not parse, a wrong proof, no such user. The reason stays
     in the server (``ScramServer.failure``); the client gets Kafka's one generic text."""
@@ -142,7 +155,7 @@ class ScramServer:
     """One SCRAM exchange on one connection (:class:`~.mechanism.SaslServer`)."""
 
     def __init__(self, mechanism: ScramMechanism, lookup: CredentialLookup, decoy_key: bytes,
-                 new_nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24)) -> None:
+                 new_nonce: Callable[[], str] = lambda: _base36(secrets.randbits(130))) -> None:
         self.mechanism = mechanism.name
         self._new_nonce = new_nonce  # the server's part of the nonce (fixed only by the RFC's test vectors)
         self._mech = mechanism
@@ -152,7 +165,7 @@ class ScramServer:
         self._user = ""
         self._credential: ScramCredential | None = None
         self._gs2_header = ""
-        self._nonce = ""
+        self._cnonce = self._nonce = ""
         self._auth_prefix = ""  # client-first-bare "," server-first "," (the start of AuthMessage)
         self.failure = ""  # why the exchange failed, for the server's log (never sent to the client)
 
@@ -191,6 +204,7 @@ class ScramServer:
             raise
 
     def _fail(self, reason: str) -> None:
+        log.info("%s authentication of user %r failed: %s", self.mechanism, self._user, reason)
         self.failure = reason
         self._state = _State.FAILED
         self._credential = None
@@ -229,7 +243,7 @@ class ScramServer:
         self._credential = credential
         salt, iterations = (credential.salt, credential.iterations) if credential else self._decoy(user)
         self._gs2_header = f"{cbind},{authz},"
-        self._nonce = cnonce + self._new_nonce()
+        self._cnonce, self._nonce = cnonce, cnonce + self._new_nonce()
         server_first = f"r={self._nonce},s={_b64(salt)},i={iterations}"
         self._auth_prefix = f"{bare},{server_first},"
         self._state = _State.FINAL
@@ -254,7 +268,9 @@ class ScramServer:
             raise _Refused("client-final message must start c=<binding>,r=<nonce>")
         if _unb64(attrs[0][1], "channel binding") != self._gs2_header.encode("utf-8"):
             raise _Refused("channel binding does not match the gs2 header")
-        if attrs[1][1] != self._nonce:
+        # librdkafka before 2.6.1 (kcat, many distributions' packages) sends its own nonce again in front of
+        # the server's; Kafka 3.8.1-3.9 accept a nonce that ends with the server's, as here, Kafka 4 does not.
+        if attrs[1][1] not in (self._nonce, self._cnonce + self._nonce):
             raise _Refused("Invalid client nonce in the final client message.")
         proof = _unb64(proof_attr[2:], "client proof")
         auth_message = (self._auth_prefix + without_proof).encode("utf-8")

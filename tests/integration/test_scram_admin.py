@@ -8,7 +8,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import stat
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -40,11 +42,12 @@ def upsert(user: str, mech: ScramMechanism, iterations: int, password: str,
 
 def described(admin: AdminClient, users: list[str] | None = None) -> dict[str, set[tuple[str, int]]]:
     """user -> {(mechanism name, iterations)}; a user the broker answered with an error is left out."""
+    answer: Any = admin.describe_user_scram_credentials(users)  # one future for all users, else one per user
     if users is None:
-        found = admin.describe_user_scram_credentials().result(10)
+        found = answer.result(10)
     else:
         found = {}
-        for user, fut in admin.describe_user_scram_credentials(users).items():
+        for user, fut in answer.items():
             try:
                 found[user] = fut.result(10)
             except KafkaException:
@@ -52,7 +55,7 @@ def described(admin: AdminClient, users: list[str] | None = None) -> dict[str, s
     return {u: {(i.mechanism.name, i.iterations) for i in d.scram_credential_infos} for u, d in found.items()}
 
 
-def error_of(fut) -> KafkaError | None:  # type: ignore[no-untyped-def]
+def error_of(fut: Future[Any]) -> KafkaError | None:
     try:
         fut.result(10)
     except KafkaException as exc:
@@ -74,8 +77,9 @@ def test_scram_users_with_confluent_kafka(tmp_path: Path) -> None:
         assert described(admin) == {"alice": {("SCRAM_SHA_256", 4096), ("SCRAM_SHA_512", 8192)},
                                     "bob": {("SCRAM_SHA_256", 4096)}}
         assert described(admin, ["bob"]) == {"bob": {("SCRAM_SHA_256", 4096)}}
-        missing = admin.describe_user_scram_credentials(["nobody"])["nobody"]
-        assert error_of(missing).code() == KafkaError.RESOURCE_NOT_FOUND  # type: ignore[union-attr]
+        per_user: Any = admin.describe_user_scram_credentials(["nobody"])
+        missing = error_of(per_user["nobody"])
+        assert missing is not None and missing.code() == KafkaError.RESOURCE_NOT_FOUND
 
         # iterations out of Kafka's range: refused with UNACCEPTABLE_CREDENTIAL, nothing changed
         for iterations, message in ((1024, "Too few iterations"), (20000, "Too many iterations")):

@@ -1,19 +1,18 @@
 """Kafka client security properties (a ``--command-config`` file) mapped to aiokafka's settings: SASL
 credentials out of ``sasl.jaas.config``, TLS trust and client certificates from PEM and PKCS12 stores (made
-here with ``cryptography``), and every key that is unknown, unsupported or inconsistent refused by name."""
+by tests/support/certs.py), and every key that is unknown, unsupported or inconsistent refused by name."""
 
 from __future__ import annotations
 
-import datetime
 import ssl
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import NameOID
+from support.certs import CertificateAuthority
 
 from headwater.connect.kafka.security import parse_jaas_config, security_settings
 
@@ -74,40 +73,23 @@ def test_bad_properties_are_refused_by_name(props: dict[str, str], named: str) -
     assert named in str(info.value)
 
 
-def _cert(name: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[str, ec.EllipticCurvePrivateKey] | None = None,
-          ca: bool = False) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    issuer_name, signer = issuer or (name, key)
-    return (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer_name)]))
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=1)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-            .sign(signer, hashes.SHA256()))
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("pki")
-    ca_key, client_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca = _cert("test-ca", ca_key, ca=True)
-    client = _cert("alice", client_key, issuer=("test-ca", ca_key))
-    pem = lambda c: c.public_bytes(serialization.Encoding.PEM)  # noqa: E731
-    key_pem = client_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.BestAvailableEncryption(b"keypw"))
-    paths = {"ca.pem": pem(ca), "client.pem": key_pem + pem(client),
-             "truststore.p12": pkcs12.serialize_key_and_certificates(
-                 None, None, None, [ca], serialization.BestAvailableEncryption(b"storepw")),
-             "keystore.p12": pkcs12.serialize_key_and_certificates(
-                 b"alice", client_key, client, [ca], serialization.BestAvailableEncryption(b"storepw"))}
-    for name, data in paths.items():
-        (d / name).write_bytes(data)
-    return {name: d / name for name in paths}
+    ca = CertificateAuthority(d)
+    client = ca.issue("client", key_password="keypw", CN="alice")
+    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
+    truststore = d / "truststore.p12"
+    truststore.write_bytes(pkcs12.serialize_key_and_certificates(
+        None, None, None, [ca_cert], serialization.BestAvailableEncryption(b"storepw")))
+    return {"ca.pem": ca.cert, "client.pem": client.pem, "truststore.p12": truststore,
+            "keystore.p12": client.pkcs12(d / "keystore.p12", "storepw")}
 
 
 def _subjects(context: ssl.SSLContext) -> list[str]:
-    return [dict(x[0] for x in c["subject"])["commonName"] for c in context.get_ca_certs()]
+    """The common names of the certificates the context trusts."""
+    certs: list[dict[str, Any]] = context.get_ca_certs()
+    return [value for c in certs for rdn in c["subject"] for key, value in rdn if key == "commonName"]
 
 
 def test_pem_truststore_and_keystore(pki: dict[str, Path]) -> None:
@@ -117,7 +99,7 @@ def test_pem_truststore_and_keystore(pki: dict[str, Path]) -> None:
                              "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki["client.pem"]),
                              "ssl.key.password": "keypw"})
     context = got["ssl_context"]
-    assert got["security_protocol"] == "SASL_SSL" and _subjects(context) == ["test-ca"]
+    assert got["security_protocol"] == "SASL_SSL" and _subjects(context) == ["Headwater Test CA"]
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
     with pytest.raises(ValueError, match="ssl.keystore"):  # the key's password is wrong
         security_settings({"security.protocol": "SSL", "ssl.keystore.location": str(pki["client.pem"]),
@@ -130,7 +112,7 @@ def test_pkcs12_stores_and_no_hostname_check(pki: dict[str, Path]) -> None:
                                  "ssl.keystore.location": str(pki["keystore.p12"]), "ssl.keystore.type": "PKCS12",
                                  "ssl.keystore.password": "storepw",
                                  "ssl.endpoint.identification.algorithm": ""})["ssl_context"]
-    assert _subjects(context) == ["test-ca"] and not context.check_hostname
+    assert _subjects(context) == ["Headwater Test CA"] and not context.check_hostname
     with pytest.raises(ValueError, match="ssl.truststore.location=.*PKCS12"):
         security_settings({"security.protocol": "SSL", "ssl.truststore.location": str(pki["truststore.p12"]),
                            "ssl.truststore.password": "wrong"})

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 
 import pytest
 
@@ -67,9 +68,10 @@ class Client:
     def first(self) -> bytes:
         return (self.gs2 + self.first_bare).encode()
 
-    def final(self, server_first: bytes, proof_for: str | None = None) -> bytes:
+    def final(self, server_first: bytes, proof_for: str | None = None, nonce_prefix: str = "") -> bytes:
         attrs = dict(a.split("=", 1) for a in server_first.decode().split(","))
         assert attrs["r"].startswith(self.cnonce)
+        attrs["r"] = nonce_prefix + attrs["r"]
         salt, iterations = base64.b64decode(attrs["s"]), int(attrs["i"])
         h = self.mech.hash_name
         salted = hashlib.pbkdf2_hmac(h, (proof_for or self.password).encode(), salt, iterations)
@@ -93,6 +95,18 @@ def test_round_trip(mech: ScramMechanism) -> None:
     assert s.complete and s.principal == "User:alice"
     with pytest.raises(AuthenticationFailed):  # nothing more once complete
         s.step(b"c=biws")
+
+
+def test_librdkafka_before_2_6_1_doubled_client_nonce() -> None:
+    """librdkafka < 2.6.1 (Debian's kcat) sends its nonce again before the server's; accepted as Kafka 3.9
+    accepts it, and only that: another prefix is refused."""
+    users = {"alice": ScramCredential.from_password(SHA512, "pw", b"salt", 4096)}
+    s, c = server(SHA512, users), Client(SHA512, "alice", "pw")
+    assert s.step(c.final(s.step(c.first()), nonce_prefix=c.cnonce)) == b"v=" + c.expected_v
+    s, c = server(SHA512, users), Client(SHA512, "alice", "pw")
+    with pytest.raises(AuthenticationFailed, match=GENERIC):
+        s.step(c.final(s.step(c.first()), nonce_prefix="x" + c.cnonce))
+    assert s.failure == "Invalid client nonce in the final client message."
 
 
 def test_escaped_user_name_and_authzid() -> None:
@@ -160,7 +174,7 @@ def test_malformed_client_first(token: bytes) -> None:
     lambda f: f.rsplit(b",p=", 1)[0] + b",p=AAAA",                   # proof of the wrong length
     lambda f: f.rsplit(b",p=", 1)[0] + b",p=***",                    # proof not base64
 ])
-def test_malformed_client_final(mangle) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_client_final(mangle: Callable[[bytes], bytes]) -> None:
     s = server(SHA512, {"alice": ScramCredential.from_password(SHA512, "pw", b"salt", 4096)})
     c = Client(SHA512, "alice", "pw")
     final = c.final(s.step(c.first()))
