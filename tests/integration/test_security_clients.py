@@ -69,7 +69,7 @@ def _end_offset(secure: SecureBroker, topic: str) -> int:
 
 # -- one produce-and-consume round per library ------------------------------------------------------------
 
-def _confluent(secure: SecureBroker, listener: str, topic: str) -> list[bytes]:
+def _confluent(secure: SecureBroker, listener: str, topic: str) -> list[bytes | None]:
     conf = secure.confluent(listener)
     producer = Producer({**conf, "socket.timeout.ms": 20000})
     errors: list[Any] = []
@@ -78,7 +78,7 @@ def _confluent(secure: SecureBroker, listener: str, topic: str) -> list[bytes]:
     assert producer.flush(30) == 0 and not errors, errors
     consumer = Consumer({**conf, "group.id": unique("sec-g"), "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    got: list[bytes] = []
+    got: list[bytes | None] = []
     try:
         for _ in range(60):
             if len(got) >= len(VALUES):
@@ -256,7 +256,7 @@ def test_a_certificate_principal_without_acls_is_refused(secure: SecureBroker) -
     no ACL, so its produce is refused while alice's, by certificate, went through (above)."""
     topic = _topic(secure)
     producer = Producer({**secure.confluent("MTLS", cert="mallory"), "message.timeout.ms": 8000})
-    errors: list[KafkaError] = []
+    errors: list[KafkaError | None] = []
     producer.produce(topic, b"x", on_delivery=lambda err, _m: errors.append(err))
     producer.flush(20)
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
