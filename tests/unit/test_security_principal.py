@@ -4,13 +4,16 @@ PLAIN reads its users from."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from headwater.broker.config.broker_config import load_broker_config
 from headwater.broker.security.jaas import JaasError, parse_jaas
 from headwater.broker.security.mechanism import AuthenticationFailed
-from headwater.broker.security.plain import PlainServer
+from headwater.broker.security.plain import PlainServer, plain_users
 from headwater.broker.security.principal import NoMatchingRule, SslPrincipalMapper, rfc2253
 
 
@@ -87,3 +90,15 @@ def test_plain_exchange(token: bytes, ok: bool) -> None:
         with pytest.raises(AuthenticationFailed):
             server.step(token)
         assert not server.complete
+
+
+def test_a_kafka_properties_file_with_a_continued_jaas_line(tmp_path: Path) -> None:
+    """The SASL_PLAINTEXT example of docs/SECURITY.md, as Kafka's files write it (a value over two lines)."""
+    path = tmp_path / "server.properties"
+    path.write_text("listeners=SASL_PLAINTEXT://127.0.0.1:0\n"
+                    "sasl.enabled.mechanisms=PLAIN\n"
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+                    '    username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";\n')
+    [settings] = load_broker_config(path).listener_settings().values()
+    assert plain_users(settings) == {"admin": b"admin-secret", "alice": b"alice-secret"}
