@@ -32,7 +32,8 @@ from broker_throughput import wait_for_quiet  # noqa: E402
 from support.securebroker import SecureBroker, start_secure_broker  # noqa: E402
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
-KCAT_PRODUCE = ["-X", "linger.ms=5", "-X", "batch.size=1048576", "-X", "acks=1", "-X", "queue.buffering.max.kbytes=1048576"]
+KCAT_PRODUCE = ["-X", "linger.ms=5", "-X", "batch.size=1048576", "-X", "acks=1",
+                "-X", "queue.buffering.max.kbytes=1048576"]
 
 
 def _kcat(secure: SecureBroker, listener: str) -> list[str]:

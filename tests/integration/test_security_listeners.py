@@ -7,6 +7,7 @@ delayed, refused alike for unknown users and wrong passwords, counted in /metric
 
 from __future__ import annotations
 
+import logging
 import re
 import struct
 import subprocess
@@ -246,3 +247,43 @@ def test_reauthentication_cannot_change_the_principal(secure: SecureBroker) -> N
         resp = _authenticate(conn, "admin", "admin-secret")
         assert resp.error_code == SASL_AUTHENTICATION_FAILED
         conn.assert_closed(10)
+
+
+def test_kafka_python_reauthenticates_and_keeps_producing(secure: SecureBroker) -> None:
+    """A client that follows KIP-368 (kafka-python here) authenticates again on its connection before the
+    session's end, and the broker accepts it: its sends go on over two lifetimes."""
+    from confluent_kafka.admin import NewTopic
+    from kafka import KafkaProducer
+
+    topic = f"reauth-{time.monotonic_ns()}"
+    admin = AdminClient({"bootstrap.servers": secure.bootstrap("PLAINTEXT")})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    logger = logging.getLogger("kafka.net.connection")
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    sent = 0
+    try:
+        producer = KafkaProducer(**secure.kafka_python("SASL_PLAINTEXT"))
+        try:
+            deadline = time.monotonic() + 2.2 * REAUTH_MS / 1000
+            while time.monotonic() < deadline:
+                producer.send(topic, b"%d" % sent).get(30)
+                sent += 1
+                time.sleep(0.2)
+        finally:
+            producer.close(10)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert any("Beginning SASL re-authentication" in m for m in seen), seen
+    assert not any("re-authentication failed" in m for m in seen), seen
+    with Conn(secure.port("PLAINTEXT")) as conn:
+        from kafka.protocol.consumer import ListOffsetsResponse
+        from support.rawkafka import list_offsets_req
+
+        resp = conn.call(list_offsets_req(topic), ListOffsetsResponse)
+        assert resp.topics[0].partitions[0].offset == sent

@@ -99,6 +99,7 @@ def test_a_kafka_properties_file_with_a_continued_jaas_line(tmp_path: Path) -> N
                     "sasl.enabled.mechanisms=PLAIN\n"
                     "listener.name.sasl_plaintext.plain.sasl.jaas.config="
                     "org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
-                    '    username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";\n')
+                    '    username="admin" password="admin-secret" user_admin="admin-secret" '
+                    'user_alice="alice-secret";\n')
     [settings] = load_broker_config(path).listener_settings().values()
     assert plain_users(settings) == {"admin": b"admin-secret", "alice": b"alice-secret"}
