@@ -287,3 +287,46 @@ def test_kafka_python_reauthenticates_and_keeps_producing(secure: SecureBroker) 
 
         resp = conn.call(list_offsets_req(topic), ListOffsetsResponse)
         assert resp.topics[0].partitions[0].offset == sent
+
+
+def test_inline_pem_keystore_protocols_and_cipher_suites(tmp_path: Path) -> None:
+    """KIP-651's inline PEM (an encrypted key and its chain as values), ssl.enabled.protocols and
+    ssl.cipher.suites in Kafka's (IANA) names, ssl.client.auth=requested."""
+    import socket
+    import ssl
+
+    ca = CertificateAuthority(tmp_path / "certs")
+    server = ca.issue("server", server=True, key_password="inline-pw", CN="localhost")
+    with BrokerProcess(tmp_path / "data", "listeners=SSL://127.0.0.1:0", "ssl.keystore.type=PEM",
+                       f"ssl.keystore.certificate.chain={server.cert.read_text()}",
+                       f"ssl.keystore.key={server.key.read_text()}", "ssl.key.password=inline-pw",
+                       "ssl.enabled.protocols=TLSv1.2",
+                       "ssl.cipher.suites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                       "ssl.truststore.type=PEM", f"ssl.truststore.location={ca.cert}",
+                       "ssl.client.auth=requested") as proc:
+        port = proc.ports["SSL"]
+
+        def handshake(ctx: ssl.SSLContext) -> tuple[str, str]:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                    ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                cipher = tls.cipher()
+                assert cipher is not None
+                return tls.version() or "", cipher[0]
+
+        ctx = ssl.create_default_context(cafile=str(ca.cert))  # no client certificate: requested, not required
+        assert handshake(ctx) == ("TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")
+        only13 = ssl.create_default_context(cafile=str(ca.cert))
+        only13.minimum_version = ssl.TLSVersion.TLSv1_3
+        with pytest.raises(ssl.SSLError):
+            handshake(only13)
+        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL",
+                          "ssl.ca.location": str(ca.cert)}).list_topics(timeout=20)
+        assert md.brokers
+
+
+def test_a_cipher_suite_python_cannot_offer_is_a_start_up_error(tmp_path: Path) -> None:
+    ca = CertificateAuthority(tmp_path / "certs")
+    server = ca.issue("server", server=True, CN="localhost")
+    err = _start_fails(tmp_path, "listeners=SSL://127.0.0.1:0", "ssl.keystore.type=PEM",
+                       f"ssl.keystore.location={server.pem}", "ssl.cipher.suites=TLS_FAKE_WITH_NOTHING_SHA1")
+    assert "ssl.cipher.suites:" in err
