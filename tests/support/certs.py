@@ -37,7 +37,8 @@ class Issued:
 def _name(**parts: str) -> x509.Name:
     oids = {"CN": NameOID.COMMON_NAME, "OU": NameOID.ORGANIZATIONAL_UNIT_NAME, "O": NameOID.ORGANIZATION_NAME,
             "L": NameOID.LOCALITY_NAME, "C": NameOID.COUNTRY_NAME}
-    return x509.Name([x509.NameAttribute(oids[k], v) for k, v in parts.items()])
+    # DER order is the reverse of how the subject reads (C ... CN), as CAs issue them: Java then prints CN first
+    return x509.Name([x509.NameAttribute(oids[k], v) for k, v in reversed(parts.items())])
 
 
 class CertificateAuthority:
