@@ -5,9 +5,9 @@ The exchange: client-first ``n,[a=authzid],n=user,r=cnonce[,ext=...]``; server-f
 server-final ``v=<b64 ServerSignature>``. The server keeps only a salted credential per user and
 mechanism (salt, iterations, StoredKey, ServerKey), never the password nor the salted password.
 
-A user with no credential gets the same first answer as one with a credential (a salt and iteration
-count derived from the user name with a key of this process) and fails at the proof, as a wrong password
-does: an attacker cannot tell from the exchange whether a user exists. Kafka answers both with
+A user with no credential goes through the same exchange against a decoy credential (its salt derived from
+the user name with a key of this process, Kafka's minimum iterations) and fails at the proof, as a wrong
+password does: an attacker cannot tell from the exchange whether a user exists. Kafka answers both with
 SASL_AUTHENTICATION_FAILED; its own server fails an unknown user already at the first message.
 """
 
@@ -164,6 +164,7 @@ class ScramServer:
         self._state = _State.FIRST
         self._user = ""
         self._credential: ScramCredential | None = None
+        self._known = False  # whether the user has a credential (else the exchange runs against a decoy)
         self._gs2_header = ""
         self._cnonce = self._nonce = ""
         self._auth_prefix = ""  # client-first-bare "," server-first "," (the start of AuthMessage)
@@ -240,8 +241,9 @@ class ScramServer:
         credential = self._lookup(user, self._mech)
         if credential is not None and credential.iterations < self._mech.min_iterations:
             credential = None  # as Kafka: stored below the minimum = cannot log in
-        self._credential = credential
-        salt, iterations = (credential.salt, credential.iterations) if credential else self._decoy(user)
+        self._known = credential is not None
+        self._credential = credential = credential or self._decoy(user)
+        salt, iterations = credential.salt, credential.iterations
         self._gs2_header = f"{cbind},{authz},"
         self._cnonce, self._nonce = cnonce, cnonce + self._new_nonce()
         server_first = f"r={self._nonce},s={_b64(salt)},i={iterations}"
@@ -249,11 +251,13 @@ class ScramServer:
         self._state = _State.FINAL
         return server_first.encode("ascii")
 
-    def _decoy(self, user: str) -> tuple[bytes, int]:
-        """The salt and iterations shown for a user without a credential: stable per user, so that asking
-        twice does not tell a decoy (fresh each time) from a real one."""
-        salt = hmac.digest(self._decoy_key, f"{self._mech.name}\0{user}".encode(), "sha256")
-        return salt, self._mech.min_iterations
+    def _decoy(self, user: str) -> ScramCredential:
+        """The credential a user without one is checked against: keys no password gives, and a salt stable
+        per user, so that asking twice does not tell a decoy (fresh each time) from a real one."""
+        def part(label: str) -> bytes:
+            return hmac.digest(self._decoy_key, f"{label}\0{self._mech.name}\0{user}".encode(), self._mech.hash_name)
+
+        return ScramCredential(part("salt")[:32], part("stored"), part("server"), self._mech.min_iterations)
 
     def _client_final(self, token: bytes) -> bytes:
         try:
@@ -275,14 +279,14 @@ class ScramServer:
         proof = _unb64(proof_attr[2:], "client proof")
         auth_message = (self._auth_prefix + without_proof).encode("utf-8")
         credential, mech = self._credential, self._mech
-        if credential is None:  # no such user: fail as a wrong proof does
-            raise _Refused(f"no {mech.name} credential for the user")
+        assert credential is not None  # set by the first message
         if len(proof) != mech.digest_size:
             raise _Refused("client proof has the wrong length")
         signature = mech.hmac(credential.stored_key, auth_message)
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
-        if not hmac.compare_digest(mech.hash(client_key), credential.stored_key):
-            raise _Refused("wrong client proof")
+        # an unknown user goes through the same steps against the decoy and fails here, as a wrong password does
+        if not hmac.compare_digest(mech.hash(client_key), credential.stored_key) or not self._known:
+            raise _Refused("wrong client proof" if self._known else f"no {mech.name} credential for the user")
         server_signature = mech.hmac(credential.server_key, auth_message)
         self._credential = None
         self._state = _State.COMPLETE

@@ -146,6 +146,7 @@ def test_unknown_user_fails_at_the_proof_like_a_wrong_password() -> None:
             s.step(c.final(first))
         errors.append(str(info.value))
     assert errors[0] == errors[1] and errors[0].startswith(GENERIC)
+    assert (known.failure, unknown.failure) == ("wrong client proof", "no SCRAM-SHA-512 credential for the user")
     # the decoy salt is stable for a user, as a real one is
     again = server(SHA512, users)
     assert again.step(Client(SHA512, "mallory", "x").first()).split(b",")[1] == first_unknown.split(b",")[1]
