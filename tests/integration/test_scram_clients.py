@@ -266,6 +266,7 @@ def test_wrong_password_and_unknown_user_are_refused_alike(secured: Secured, cli
 
 
 def test_admin_created_user_logs_in_and_deleted_user_cannot(secured: Secured) -> None:
+    """Users created and deleted through confluent-kafka's and kafka-python's admin clients."""
     user, password = unique("bob"), "bob-secret"
     topic = secured.topic("scram-lifecycle")
     secured.set_user(user, password, ["SCRAM-SHA-256"], iterations=8192)
@@ -276,7 +277,22 @@ def test_admin_created_user_logs_in_and_deleted_user_cannot(secured: Secured) ->
             [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)]).values():
         fut.result(TIMEOUT)
     auth_error("kafka-python", secured, "SCRAM-SHA-256", topic, user, password)
-    assert secured.end_offset(topic) == 1
+    # the same with kafka-python's admin client (its own salt and salted password): aiokafka logs in, then not
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import ScramMechanism as KScramMechanism
+    from kafka.admin import UserScramCredentialDeletion as KDeletion
+    from kafka.admin import UserScramCredentialUpsertion as KUpsertion
+
+    kp = KafkaAdminClient(bootstrap_servers=secured.proc.bootstrap, client_id="scram-lifecycle")
+    try:
+        assert kp.alter_user_scram_credentials([KUpsertion(user, KScramMechanism.SCRAM_SHA_512, password)]) \
+            == {user: None}
+        produce("aiokafka", secured, "SASL_PLAINTEXT", "SCRAM-SHA-512", topic, [b"two"], user=user, password=password)
+        assert kp.alter_user_scram_credentials([KDeletion(user, KScramMechanism.SCRAM_SHA_512)]) == {user: None}
+    finally:
+        kp.close()
+    auth_error("aiokafka", secured, "SCRAM-SHA-512", topic, user, password)
+    assert secured.end_offset(topic) == 2
 
 
 def test_principal_is_the_scram_user(tmp_path: Path) -> None:
