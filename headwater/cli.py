@@ -58,6 +58,15 @@ def _broker(args: argparse.Namespace) -> int:
                    lambda: _checked_broker_config(load_broker_config(args.config, args.set)), (ConfigError, OSError))
     if config is None:
         return 2
+    if args.add_scram:
+        from headwater.broker.security.credentials import ScramCredentialStore, parse_add_scram
+
+        try:
+            users = [parse_add_scram(spec) for spec in args.add_scram]
+        except ValueError as exc:
+            print(f"headwater broker: {exc}", file=sys.stderr)
+            return 2
+        ScramCredentialStore(config.log_dir).bootstrap(users)
     run(lambda stop: serve(config, stop), record_heavy=False)
     return 0
 
@@ -207,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     broker = sub.add_parser("broker", help="run a Kafka-protocol broker")
     broker.add_argument("--config", help="broker .properties file (e.g. configs/broker.properties)")
     _add_set(broker, "override one property, e.g. --set log.dirs=data/broker (repeatable)")
+    broker.add_argument("--add-scram", action="append", default=[], metavar="'SCRAM-SHA-512=[name=U,password=P]'",
+                        help="a SCRAM user to create if it has none yet, as kafka-storage.sh format --add-scram "
+                             "(the first admin of a broker whose listeners all take SCRAM; repeatable)")
     broker.set_defaults(func=_broker)
 
     connect = sub.add_parser("connect", help="run a Connect worker")

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config.state_file import read_json, write_json
-from .scram import MECHANISMS, ScramCredential, ScramMechanism, ScramServer
+from .scram import MAX_ITERATIONS, MECHANISMS, ScramCredential, ScramMechanism, ScramServer
 
-__all__ = ["CREDENTIALS_FILE", "CredentialChange", "ScramCredentialStore"]
+__all__ = ["CREDENTIALS_FILE", "CredentialChange", "ScramCredentialStore", "parse_add_scram"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,45 @@ class CredentialChange:
     user: str
     mechanism: ScramMechanism
     credential: ScramCredential | None
+
+
+_ADD_SCRAM = re.compile(r"(?P<mechanism>[A-Z0-9-]+)=\[(?P<body>.*)\]", re.DOTALL)
+_PAIR = re.compile(r'\s*(?P<key>[a-z]+)=(?:"(?P<quoted>[^"]*)"|(?P<bare>[^,]*))\s*(?:,|$)')
+
+
+def parse_add_scram(spec: str) -> CredentialChange:
+    """A credential as Kafka's ``kafka-storage.sh format --add-scram`` writes it (KIP-900):
+    ``SCRAM-SHA-512=[name=admin,password=admin-secret]``, with ``iterations=8192`` optionally (default 4096)
+    and a value in double quotes when it holds a comma. A ValueError naming what is wrong otherwise."""
+    m = _ADD_SCRAM.fullmatch(spec.strip())
+    if not m:
+        raise ValueError("--add-scram: expected 'SCRAM-SHA-512=[name=...,password=...]'")
+    mechanism = MECHANISMS.get(m.group("mechanism"))
+    if mechanism is None:
+        raise ValueError(f"--add-scram: unknown mechanism {m.group('mechanism')} (use {' or '.join(MECHANISMS)})")
+    values: dict[str, str] = {}
+    body, pos = m.group("body"), 0
+    while pos < len(body):
+        pair = _PAIR.match(body, pos)
+        if not pair or pair.end() == pos:
+            raise ValueError(f"--add-scram {mechanism.name}: cannot read {body[pos:pos + 10]!r}... (key=value pairs)")
+        key = pair.group("key")
+        if key not in ("name", "password", "iterations"):
+            raise ValueError(f"--add-scram {mechanism.name}: {key} is not supported (name, password, iterations)")
+        values[key] = pair.group("quoted") if pair.group("quoted") is not None else pair.group("bare")
+        pos = pair.end()
+    for key in ("name", "password"):
+        if not values.get(key):
+            raise ValueError(f"--add-scram {mechanism.name}: {key} is missing")
+    try:
+        iterations = int(values.get("iterations", mechanism.min_iterations))
+    except ValueError:
+        raise ValueError(f"--add-scram {mechanism.name}: iterations={values['iterations']} is not a number") from None
+    if not mechanism.min_iterations <= iterations <= MAX_ITERATIONS:
+        raise ValueError(f"--add-scram {mechanism.name}: iterations must be "
+                         f"{mechanism.min_iterations}..{MAX_ITERATIONS}")
+    credential = ScramCredential.from_password(mechanism, values["password"], secrets.token_bytes(32), iterations)
+    return CredentialChange(values["name"], mechanism, credential)
 
 
 def _to_json(c: ScramCredential) -> dict[str, object]:
@@ -88,6 +128,17 @@ class ScramCredentialStore:
         write_json(self.path, {"users": {u: {n: _to_json(c) for n, c in m.items()} for u, m in users.items()}},
                    mode=0o600)
         self._users = users
+
+    def bootstrap(self, changes: Iterable[CredentialChange]) -> None:
+        """Credentials given at start-up (``headwater broker --add-scram``): each set only if its user has no
+        credential for that mechanism yet, as Kafka's ``format --add-scram`` writes them once; a password
+        changed since through AlterUserScramCredentials stays."""
+        new = [ch for ch in changes if not self.has(ch.user, ch.mechanism)]
+        for ch in changes:
+            log.info("%s credential of user %r %s (--add-scram)", ch.mechanism.name, ch.user,
+                     "added" if ch in new else "already set: kept")
+        if new:
+            self.apply(new)
 
     def server(self, mechanism: str) -> ScramServer:
         """A fresh SCRAM exchange for ``mechanism`` (``SCRAM-SHA-256`` or ``SCRAM-SHA-512``) against these

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -334,3 +335,47 @@ def test_principal_is_the_scram_user(tmp_path: Path) -> None:
         p.flush(TIMEOUT)
         assert errors["carol-topic"] is None
         assert errors["other-topic"].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+class _BootstrappedBroker(BrokerProcess):
+    """``headwater broker`` with ``--add-scram`` arguments."""
+
+    def __init__(self, log_dir: Path, *overrides: str, add_scram: list[str]) -> None:
+        super().__init__(log_dir, *overrides)
+        self.add_scram = add_scram
+
+    def _spawn(self, args: list[str], cwd: Path | None = None) -> None:
+        super()._spawn([*args, *(a for spec in self.add_scram for a in ("--add-scram", spec))], cwd)
+
+
+def test_first_admin_from_add_scram(tmp_path: Path) -> None:
+    """KIP-900's --add-scram: a broker whose only listener takes SCRAM gets its first (super) user at start;
+    a later start with another password keeps the credential the admin API may have changed since."""
+    settings = ["num.partitions=1", "authorizer.enabled=true", "super.users=User:admin",
+                "listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=SCRAM-SHA-512"]
+
+    def admin_for(proc: BrokerProcess, password: str) -> AdminClient:
+        return AdminClient({"bootstrap.servers": proc.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin", "sasl.password": password})
+
+    first = _BootstrappedBroker(tmp_path / "data", *settings,
+                                add_scram=['SCRAM-SHA-512=[name=admin,password="admin,secret",iterations=8192]'])
+    with first as proc:
+        admin = admin_for(proc, "admin,secret")
+        per_user: Any = admin.describe_user_scram_credentials(["admin"])
+        assert per_user["admin"].result(TIMEOUT).scram_credential_infos[0].iterations == 8192
+        carol = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                             b"carol-secret")
+        admin.alter_user_scram_credentials([carol])["carol"].result(TIMEOUT)
+    assert "admin,secret" not in (tmp_path / "data-broker.log").read_text()
+    again = _BootstrappedBroker(tmp_path / "data", *settings,
+                                add_scram=["SCRAM-SHA-512=[name=admin,password=another]"])
+    with again as proc:
+        admin = admin_for(proc, "admin,secret")  # (kept: a client dropped before its future completes cancels it)
+        everyone: Any = admin.describe_user_scram_credentials()
+        users = everyone.result(TIMEOUT)
+        assert set(users) == {"admin", "carol"}
+    done = subprocess.run([sys.executable, "-m", "headwater", "broker", "--set", f"log.dirs={tmp_path / 'x'}",
+                           "--add-scram", "SCRAM-SHA-512=[name=a,password=b,iterations=100]"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "iterations must be 4096..16384" in done.stderr
