@@ -14,7 +14,10 @@ from .settings import BadSetting, ListenerSettings
 __all__ = ["DEFAULT_MECHANISMS", "REGISTRY", "ListenerMechanisms", "MechanismFactory"]
 
 # (the listener's settings, the broker's apis.Services or None while only checking the configuration)
-#   -> a maker of one exchange. BadSetting when the listener's settings cannot serve the mechanism.
+#   -> a maker of one exchange. BadSetting when the listener's settings cannot serve the mechanism. A factory
+# reads its own keys through settings.get(key, mechanism) (listener.name.<l>.<mechanism>.<key> first); with
+# services None it only validates (the config check of `headwater broker` and BrokerConfig), and its maker is
+# never called.
 MechanismFactory = Callable[[ListenerSettings, Any], Callable[[], SaslServer]]
 
 

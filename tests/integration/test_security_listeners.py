@@ -19,7 +19,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataResponse
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -106,11 +111,14 @@ def test_metadata_answers_with_the_listener_the_client_connected_on(tmp_path: Pa
     with BrokerProcess(tmp_path / "data", f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}",
                        f"advertised.listeners=SSL://localhost:{tls},PLAINTEXT://127.0.0.1:{plain}",
                        "ssl.keystore.type=PEM", f"ssl.keystore.location={server.pem}", port=plain):
-        over_plain = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"}).list_topics(timeout=20)
-        over_tls = AdminClient({"bootstrap.servers": f"127.0.0.1:{tls}", "security.protocol": "SSL",
-                                "ssl.ca.location": str(ca.cert)}).list_topics(timeout=20)
+        plain_admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
+        tls_admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{tls}", "security.protocol": "SSL",
+                                 "ssl.ca.location": str(ca.cert)})
+        over_plain, over_tls = plain_admin.list_topics(timeout=20), tls_admin.list_topics(timeout=20)
         assert [(b.host, b.port) for b in over_plain.brokers.values()] == [("127.0.0.1", plain)]
         assert [(b.host, b.port) for b in over_tls.brokers.values()] == [("localhost", tls)]
+        described = tls_admin.describe_cluster(request_timeout=20).result(30)  # DescribeCluster too
+        assert [(n.host, n.port) for n in described.nodes] == [("localhost", tls)]
 
 
 def test_unadvertised_listeners_advertise_their_bound_ports(secure: SecureBroker) -> None:
@@ -119,7 +127,10 @@ def test_unadvertised_listeners_advertise_their_bound_ports(secure: SecureBroker
             if listener == "SASL_PLAINTEXT":
                 _authenticate(conn, "alice", "alice-secret")
             resp = conn.call(metadata_req([]), MetadataResponse)
+            coordinator = conn.call(FindCoordinatorRequest[2](key="any-group", key_type=0),
+                                    FindCoordinatorResponse)
         assert [(b.host, b.port) for b in resp.brokers] == [("127.0.0.1", secure.port(listener))]
+        assert (coordinator.host, coordinator.port) == ("127.0.0.1", secure.port(listener))
 
 
 def test_pkcs12_keystore_and_inline_pem_truststore(tmp_path: Path) -> None:
