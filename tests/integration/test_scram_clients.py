@@ -379,3 +379,44 @@ def test_first_admin_from_add_scram(tmp_path: Path) -> None:
                            "--add-scram", "SCRAM-SHA-512=[name=a,password=b,iterations=100]"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "iterations must be 4096..16384" in done.stderr
+
+
+def test_scram_sessions_are_renewed_by_reauthentication(tmp_path: Path) -> None:
+    """KIP-368 with SCRAM: past connections.max.reauth.ms kafka-python re-authenticates on its connection (a
+    fresh SCRAM exchange; its log says so) and goes on producing, and so do confluent-kafka's sends."""
+    reauth_ms = 2000
+    with BrokerProcess(tmp_path / "data", "num.partitions=1", f"connections.max.reauth.ms={reauth_ms}",
+                       "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                       "sasl.enabled.mechanisms=SCRAM-SHA-256") as proc:
+        s = Secured(proc, tmp_path / "no-ca.pem")
+        s.set_user(USER, PASSWORD, ["SCRAM-SHA-256"])
+        topic = s.topic("scram-reauth")
+        from kafka import KafkaProducer
+
+        seen = _Records()
+        logger = logging.getLogger("kafka.net.connection")
+        level = logger.level
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(seen)
+        sent = 0
+        try:
+            kp = KafkaProducer(**_python_kwargs(s, "SASL_PLAINTEXT", "SCRAM-SHA-256", USER, PASSWORD, aio=False))
+            confluent = Producer(_confluent_conf(s, "SASL_PLAINTEXT", "SCRAM-SHA-256", USER, PASSWORD))
+            try:
+                deadline = time.monotonic() + 2.2 * reauth_ms / 1000
+                while time.monotonic() < deadline:
+                    kp.send(topic, b"kafka-python %d" % sent).get(TIMEOUT)
+                    confluent.produce(topic, b"confluent %d" % sent)
+                    assert confluent.flush(TIMEOUT) == 0
+                    sent += 1
+                    time.sleep(0.2)
+            finally:
+                kp.close(10)
+        finally:
+            logger.removeHandler(seen)
+            logger.setLevel(level)
+        assert any("Beginning SASL re-authentication" in m for m in seen.messages), seen.messages[-5:]
+        assert not any("re-authentication failed" in m for m in seen.messages)
+        assert s.end_offset(topic) == 2 * sent
+        logged = proc.log_text()
+        assert "authentication of user" not in logged  # no SCRAM exchange failed
