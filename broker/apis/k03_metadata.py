@@ -6,7 +6,8 @@ in v0) means all topics. Unknown topics are created when the request allows it
 (v4+ flag, always before v4) and ``auto.create.topics.enable`` is on; being
 synchronous here, they are answered as ready at once instead of LEADER_NOT_AVAILABLE.
 The broker's address is the one advertised for the listener the client connected on.
-Not implemented: authorized operations (answered as -2147483648, "not requested").
+Authorized operations (v8+) are the principal's, for the topics and the cluster when asked for, and
+-2147483648 ("not requested") otherwise, as Kafka answers them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
+from ..access.acls import CLUSTER_NAME, ResourceType
 from ..access.acls import AclOperation as Op
 from ..config.broker_config import Listener
 from ..errors import BrokerError
@@ -31,7 +33,7 @@ def brokers(cluster: Cluster, endpoint: Listener) -> list[dict[str, Any]]:
     return [{"node_id": cluster.node_id, "host": endpoint.host or "localhost", "port": endpoint.port, "rack": None}]
 
 
-def topic_entry(cluster: Cluster, topic: Topic) -> dict[str, Any]:
+def topic_entry(cluster: Cluster, topic: Topic, authorized_operations: set[int] | None = None) -> dict[str, Any]:
     node = cluster.node_id
     return {
         "error_code": 0,
@@ -50,7 +52,7 @@ def topic_entry(cluster: Cluster, topic: Topic) -> dict[str, Any]:
             }
             for p in range(len(topic.partitions))
         ],
-        "authorized_operations": UNREQUESTED_OPERATIONS,
+        "authorized_operations": authorized_operations,
     }
 
 
@@ -89,12 +91,14 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
             except BrokerError as exc:
                 topics.append(error_entry(name, exc.code))
                 continue
-        topics.append(topic_entry(cluster, topic))
+        topics.append(topic_entry(cluster, topic, ctx.authorized_operations(ResourceType.TOPIC, name)
+                                  if getattr(req, "include_topic_authorized_operations", False) else None))
     return {
         "throttle_time_ms": 0,
         "brokers": brokers(cluster, ctx.advertised),
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.node_id,
         "topics": topics,
-        "authorized_operations": UNREQUESTED_OPERATIONS,
+        "authorized_operations": ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+        if getattr(req, "include_cluster_authorized_operations", False) else UNREQUESTED_OPERATIONS,
     }

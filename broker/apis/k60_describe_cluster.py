@@ -1,12 +1,14 @@
 """DescribeCluster (key 60), v0-v2 (flexible versions from the start; kafka-python needs v1+).
 
-Behavior: one broker, which is also the controller.
+Behavior: one broker, which is also the controller; the cluster's authorized operations are the
+principal's when asked for (else -2147483648, as Kafka answers).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..access.acls import CLUSTER_NAME, ResourceType
 from ..protocol.requests import DescribeClusterRequest
 from .registry import RequestContext, api
 
@@ -20,4 +22,6 @@ async def handle(ctx: RequestContext, req: DescribeClusterRequest) -> dict[str, 
         "cluster_id": cluster.cluster_id, "controller_id": cluster.node_id,
         "brokers": [{"broker_id": cluster.node_id, "host": endpoint.host or "localhost", "port": endpoint.port,
                      "rack": None, "is_fenced": False}],
+        "authorized_operations": ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+        if req.include_cluster_authorized_operations else None,
     }

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..access.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..access.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from ..access.service import user_of
 from ..protocol.codec import RequestHeader, build_response
 
@@ -108,6 +108,11 @@ class RequestContext:
         if not self.authorizing:
             return True
         return self.services.access.allowed(self.principal, self.host, operation, resource_type, name)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> set[int]:
+        """The operations this principal may perform on the resource, among those its type supports: the
+        codes of Kafka's authorized-operations bit field (the codec sets bit n for code n)."""
+        return {int(op) for op in SUPPORTED_OPERATIONS[resource_type] if self.allowed(op, resource_type, name)}
 
     def allowed_topic(self, operation: AclOperation, topic: str) -> bool:
         return self.allowed(operation, ResourceType.TOPIC, topic)

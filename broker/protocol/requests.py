@@ -80,7 +80,8 @@ class MetadataTopic(Protocol):
 
 
 class MetadataRequest(Protocol):  # key 3
-    topics: Sequence[MetadataTopic] | None  # None: all topics (v1+); allow_auto_topic_creation (v4+) by getattr
+    # None: all topics (v1+); allow_auto_topic_creation (v4+) and include_*_authorized_operations (v8+) by getattr
+    topics: Sequence[MetadataTopic] | None
 
 
 class DeleteRecordsPartition(Protocol):
@@ -183,7 +184,7 @@ class SyncGroupRequest(Protocol):  # key 14
     assignments: Sequence[SyncGroupAssignment]
 
 
-class DescribeGroupsRequest(Protocol):  # key 15
+class DescribeGroupsRequest(Protocol):  # key 15; include_authorized_operations (v3+) by getattr
     groups: Sequence[str]
 
 
@@ -302,8 +303,8 @@ class CreatePartitionsRequest(Protocol):  # key 37
     validate_only: bool
 
 
-class DescribeClusterRequest(Protocol):  # key 60: nothing read
-    pass
+class DescribeClusterRequest(Protocol):  # key 60
+    include_cluster_authorized_operations: bool
 
 
 # -- authentication ---------------------------------------------------------------------------------------
