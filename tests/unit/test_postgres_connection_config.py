@@ -60,7 +60,8 @@ def test_an_unknown_database_key_is_an_error_naming_it(pem_files: dict[str, str]
         "(did you mean database.sslmode?)"]}
     assert "database.host" in errors(PostgresSourceConfig, {**SOURCE, "database.host": "other"})
     assert "database.replication" in errors(PostgresSourceConfig, {**SOURCE, "database.replication": "true"})
-    sslfactory = errors(PostgresSourceConfig, {**SOURCE, "database.sslfactory": "org.postgresql.ssl.NonValidatingFactory"})
+    factory = "org.postgresql.ssl.NonValidatingFactory"
+    sslfactory = errors(PostgresSourceConfig, {**SOURCE, "database.sslfactory": factory})
     assert "database.sslmode=require" in sslfactory["database.sslfactory"][0]
     assert "database.sslmode" in errors(PostgresSourceConfig, {**SOURCE, "database.sslmode": "verify_full"})
 
