@@ -16,6 +16,7 @@ from .process import run
 from .properties import ConfigError
 
 if TYPE_CHECKING:
+    from headwater.broker.config.broker_config import BrokerConfig
     from headwater.connect.config import WorkerConfig
 
 __all__ = ["main"]
@@ -38,14 +39,34 @@ def _load(invalid: str, load: Callable[[], T], errors: tuple[type[Exception], ..
         return None
 
 
+def _checked_broker_config(config: BrokerConfig) -> BrokerConfig:
+    """``config`` once each listener's keystores and SASL settings are read (ConfigError naming the key)."""
+    from headwater.broker.security.settings import BadSetting
+
+    try:
+        config.listener_security()
+    except BadSetting as exc:
+        raise ConfigError(str(exc)) from None
+    return config
+
+
 def _broker(args: argparse.Namespace) -> int:
     from headwater.broker.config.broker_config import load_broker_config
     from headwater.broker.server import serve
 
     config = _load("headwater broker: invalid configuration",
-                   lambda: load_broker_config(args.config, args.set), (ConfigError, OSError))
+                   lambda: _checked_broker_config(load_broker_config(args.config, args.set)), (ConfigError, OSError))
     if config is None:
         return 2
+    if args.add_scram:
+        from headwater.broker.security.credentials import ScramCredentialStore, parse_add_scram
+
+        try:
+            users = [parse_add_scram(spec) for spec in args.add_scram]
+        except ValueError as exc:
+            print(f"headwater broker: {exc}", file=sys.stderr)
+            return 2
+        ScramCredentialStore(config.log_dir).bootstrap(users)
     run(lambda stop: serve(config, stop), record_heavy=False)
     return 0
 
@@ -195,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     broker = sub.add_parser("broker", help="run a Kafka-protocol broker")
     broker.add_argument("--config", help="broker .properties file (e.g. configs/broker.properties)")
     _add_set(broker, "override one property, e.g. --set log.dirs=data/broker (repeatable)")
+    broker.add_argument("--add-scram", action="append", default=[], metavar="'SCRAM-SHA-512=[name=U,password=P]'",
+                        help="a SCRAM user to create if it has none yet, as kafka-storage.sh format --add-scram "
+                             "(the first admin of a broker whose listeners all take SCRAM; repeatable)")
     broker.set_defaults(func=_broker)
 
     connect = sub.add_parser("connect", help="run a Connect worker")

@@ -22,8 +22,11 @@ def format_validation_error(exc: ValidationError) -> str:
     """One line naming each bad property, its problem and the value given."""
     problems = []
     for err in exc.errors():
-        name = ".".join(str(p) for p in err["loc"]) or "config"
         msg = err["msg"]
+        if not err["loc"]:  # a check across properties: its message names them; the input is every value
+            problems.append(msg.removeprefix("Value error, "))
+            continue
+        name = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             msg = "unknown property"
         problems.append(f"{name}: {msg} (got {err.get('input')!r})" if err["type"] != "missing" else f"{name}: {msg}")
@@ -42,12 +45,20 @@ _PROP_LINE = re.compile(r"^\s*([^=:\s]+)\s*[=:]\s*(.*?)\s*$")
 
 
 def load_properties(path: str | Path) -> dict[str, str]:
-    """Read a Java-style ``.properties`` file (``key=value``, ``#`` and ``!`` comments)."""
+    """Read a Java-style ``.properties`` file (``key=value``, ``#`` and ``!`` comments; a line ending in an
+    odd number of backslashes goes on on the next one, as Kafka's JAAS values often do)."""
     props: dict[str, str] = {}
-    for lineno, raw in enumerate(Path(path).read_text().splitlines(), 1):
+    lines = Path(path).read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        lineno, raw = index + 1, lines[index]
+        index += 1
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and index < len(lines):
+            line = line[:-1] + lines[index].lstrip()
+            index += 1
         m = _PROP_LINE.match(line)
         if not m:
             raise ConfigError(f"{path}:{lineno}: expected key=value, got {raw!r}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.broker_config import BrokerConfig
+from ..security.credentials import ScramCredentialStore
 from .acls import AclOperation, AclStore, Authorizer, ResourceType
 from .quotas import QuotaStore, Throttler
 
@@ -35,6 +36,7 @@ class Access:
         self.produce = Throttler(self.quotas, "producer_byte_rate", samples, window_ms)
         self.fetch = Throttler(self.quotas, "consumer_byte_rate", samples, window_ms)
         self.window_ms, self.samples = window_ms, samples
+        self.scram = ScramCredentialStore(log_dir)  # SCRAM users (KIP-554), what SASL/SCRAM listeners check
 
     def acls_apply(self, principal: str) -> bool:
         """Whether this principal's requests are checked against the ACLs at all (decided once per

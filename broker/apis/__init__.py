@@ -14,6 +14,7 @@ from . import (  # noqa: F401 - imported for their @api registrations
     k14_sync_group,
     k15_describe_groups,
     k16_list_groups,
+    k17_sasl_handshake,
     k18_api_versions,
     k19_create_topics,
     k20_delete_topics,
@@ -24,12 +25,15 @@ from . import (  # noqa: F401 - imported for their @api registrations
     k31_delete_acls,
     k32_describe_configs,
     k33_alter_configs,
+    k36_sasl_authenticate,
     k37_create_partitions,
     k42_delete_groups,
     k44_incremental_alter_configs,
     k47_offset_delete,
     k48_describe_client_quotas,
     k49_alter_client_quotas,
+    k50_describe_user_scram_credentials,
+    k51_alter_user_scram_credentials,
     k60_describe_cluster,
 )
 from .registry import REGISTRY, ApiSpec, RequestContext, Services, api

@@ -5,6 +5,7 @@ partition (leader epoch 0, one replica, in sync). A null topic list (or an empty
 in v0) means all topics. Unknown topics are created when the request allows it
 (v4+ flag, always before v4) and ``auto.create.topics.enable`` is on; being
 synchronous here, they are answered as ready at once instead of LEADER_NOT_AVAILABLE.
+The broker's address is the one advertised for the listener the client connected on.
 Not implemented: authorized operations (answered as -2147483648, "not requested").
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
+from ..config.broker_config import Listener
 from ..errors import BrokerError
 from ..protocol.requests import MetadataRequest
 from ..topics.cluster import Cluster, Topic
@@ -24,8 +26,8 @@ from .registry import RequestContext, api
 UNREQUESTED_OPERATIONS = None
 
 
-def brokers(cluster: Cluster) -> list[dict[str, Any]]:
-    endpoint = cluster.advertised[0]
+def brokers(cluster: Cluster, endpoint: Listener) -> list[dict[str, Any]]:
+    """This node as the connection's listener advertises it."""
     return [{"node_id": cluster.node_id, "host": endpoint.host or "localhost", "port": endpoint.port, "rack": None}]
 
 
@@ -90,7 +92,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
         topics.append(topic_entry(cluster, topic))
     return {
         "throttle_time_ms": 0,
-        "brokers": brokers(cluster),
+        "brokers": brokers(cluster, ctx.advertised),
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.node_id,
         "topics": topics,

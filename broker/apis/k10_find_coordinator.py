@@ -24,6 +24,6 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> dict[str, 
     if not ctx.allowed_group(Op.DESCRIBE, req.key):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
                 "error_message": "Group authorization failed.", "node_id": -1, "host": "", "port": -1}
-    me = brokers(ctx.cluster)[0]
+    me = brokers(ctx.cluster, ctx.advertised)[0]
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "node_id": me["node_id"],
             "host": me["host"], "port": me["port"]}

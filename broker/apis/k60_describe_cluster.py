@@ -14,7 +14,7 @@ from .registry import RequestContext, api
 @api(key=60, min=0, max=2)
 async def handle(ctx: RequestContext, req: DescribeClusterRequest) -> dict[str, Any]:
     cluster = ctx.cluster
-    endpoint = cluster.advertised[0]
+    endpoint = ctx.advertised  # the connection's listener
     return {
         "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
         "cluster_id": cluster.cluster_id, "controller_id": cluster.node_id,

@@ -20,7 +20,9 @@ from ..protocol.codec import RequestHeader, build_response
 if TYPE_CHECKING:
     from ..access.quotas import Throttler
     from ..access.service import Access
+    from ..config.broker_config import Listener
     from ..group.coordinator import GroupCoordinator
+    from ..security.session import SaslSession
     from ..topics.cluster import Cluster
     from ..topics.producer_state import ProducerIdManager
 
@@ -75,6 +77,10 @@ class RequestContext:
     # Decided by the server before the handler runs, so that a client no ACL or quota applies to costs no lookup:
     authorizing: bool = True  # whether the ACLs apply to this principal (Access.acls_apply)
     throttler: Throttler | None = None  # the byte-rate quota this Produce/Fetch counts against (Access.throttler_for)
+    # The connection's listener: the address Metadata and FindCoordinator answer with (None: the first listener's),
+    # and its SASL state on a SASL listener
+    endpoint: Listener | None = None
+    sasl: SaslSession | None = None
 
     @property
     def version(self) -> int:
@@ -84,6 +90,11 @@ class RequestContext:
     def host(self) -> str:
         """The client's address, as ACLs name hosts."""
         return self.peer.rsplit(":", 1)[0].strip("[]")
+
+    @property
+    def advertised(self) -> Listener:
+        """This broker's address as clients of the connection's listener must reach it."""
+        return self.endpoint if self.endpoint is not None else self.cluster.advertised[0]
 
     @property
     def access(self) -> Access:

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
 
 from ..errors import BrokerError, InvalidConfig
+from ..security.listeners import DEFAULT_PROTOCOL_MAP, ListenerSecurity, check_keys, is_security_key, parse_protocol_map
+from ..security.settings import BadSetting, ListenerSettings
 from .topic_configs import (
     LONG_MAX,
     TOPIC_CONFIGS,
@@ -291,6 +293,30 @@ class BrokerConfig(_KafkaModel):
         parse_ip_overrides(v)
         return v
 
+    # Listener security (security/listeners.py): Kafka's names; ssl.*, sasl.* and listener.name.<l>.* keys are
+    # gathered into security_properties (they name listeners and mechanisms, so they cannot all be fields)
+    listener_security_protocol_map: str = Field(DEFAULT_PROTOCOL_MAP, alias="listener.security.protocol.map")
+    inter_broker_listener_name: str | None = Field(None, alias="inter.broker.listener.name")
+    security_inter_broker_protocol: str | None = Field(None, alias="security.inter.broker.protocol")
+    connections_max_reauth_ms: int = Field(0, alias="connections.max.reauth.ms", ge=0)
+    connection_failed_authentication_delay_ms: int = Field(100, alias="connection.failed.authentication.delay.ms",
+                                                           ge=0)
+    security_properties: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold passwords
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_security_properties(cls, values: Any) -> Any:
+        if not isinstance(values, dict) or not any(isinstance(k, str) and is_security_key(k) for k in values):
+            return values
+        gathered = dict(values.get("security_properties") or {})
+        rest = {}
+        for key, value in values.items():
+            if isinstance(key, str) and is_security_key(key):
+                gathered[key] = str(value)
+            else:
+                rest[key] = value
+        return {**rest, "security_properties": gathered}
+
     @field_validator("listeners", "advertised_listeners")
     @classmethod
     def _listeners(cls, v: str | None) -> str | None:
@@ -302,6 +328,66 @@ class BrokerConfig(_KafkaModel):
         for item in items:
             parse_listener(item)
         return v
+
+    @field_validator("listener_security_protocol_map")
+    @classmethod
+    def _protocol_map(cls, v: str) -> str:
+        parse_protocol_map(v)
+        return v
+
+    @model_validator(mode="after")
+    def _check_listeners(self) -> BrokerConfig:
+        protocols = parse_protocol_map(self.listener_security_protocol_map)
+        names: list[str] = []
+        for listener in self.listener_list():
+            if listener.name in names:
+                raise ValueError(f"listeners: listener name {listener.name} appears twice")
+            if listener.name not in protocols:
+                raise ValueError(f"listeners: listener name {listener.name} has no security protocol in "
+                                 f"listener.security.protocol.map ({self.listener_security_protocol_map})")
+            names.append(listener.name)
+        if self.advertised_listeners:
+            for listener in self.advertised_listener_list():
+                if listener.name not in names:
+                    raise ValueError(f"advertised.listeners: {listener.name} is not a listener name in listeners "
+                                     f"({', '.join(names)})")
+                if listener.host in ("", "0.0.0.0", "::"):
+                    raise ValueError(f"advertised.listeners: {listener.name} needs a host clients can reach, "
+                                     f"not {listener.host or 'an empty one'}")
+        if self.inter_broker_listener_name is not None:
+            if self.security_inter_broker_protocol is not None:
+                raise ValueError("inter.broker.listener.name and security.inter.broker.protocol: set only one")
+            if self.inter_broker_listener_name.upper() not in names:
+                raise ValueError(f"inter.broker.listener.name: {self.inter_broker_listener_name} is not a listener "
+                                 f"name in listeners ({', '.join(names)})")
+        elif self.security_inter_broker_protocol is not None:
+            protocol = self.security_inter_broker_protocol.upper()
+            if not any(protocols[n] == protocol for n in names):
+                raise ValueError(f"security.inter.broker.protocol: no listener has protocol {protocol}")
+        try:
+            self.listener_security(check_only=True)
+        except BadSetting as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def security_protocol(self, listener: str) -> str:
+        return parse_protocol_map(self.listener_security_protocol_map)[listener]
+
+    def listener_settings(self) -> dict[str, ListenerSettings]:
+        return check_keys(self.security_properties, [listener.name for listener in self.listener_list()])
+
+    def listener_security(self, services: Any = None, check_only: bool = False) -> dict[str, ListenerSecurity]:
+        """Each listener's security by name; with ``check_only`` nothing is read from disk. BadSetting naming
+        the key when a setting cannot be used."""
+        protocols = parse_protocol_map(self.listener_security_protocol_map)
+        out = {}
+        for name, settings in self.listener_settings().items():
+            if check_only:
+                out[name] = ListenerSecurity.check(name, protocols[name], settings, self.connections_max_reauth_ms)
+            else:
+                out[name] = ListenerSecurity.build(name, protocols[name], settings, self.connections_max_reauth_ms,
+                                                   services)
+        return out
 
     @field_validator("metrics_listener")
     @classmethod

@@ -19,10 +19,15 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text())
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any, mode: int = 0o666) -> None:
+    """Replace ``path`` with ``data``; ``mode`` applies from the file's creation on, so a secret is never
+    readable by others even for a moment (the default leaves it to the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    if mode != 0o666:
+        os.fchmod(fd, mode)  # a leftover of a crash keeps the permissions it was created with
+    with open(fd, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
         f.flush()
         os.fsync(f.fileno())

@@ -105,6 +105,7 @@ class BrokerCollector:
         cluster = self.cluster
         yield from topic_metrics(cluster)
         yield from request_metrics(cluster.stats)
+        yield from authentication_metrics(cluster.stats)
         yield from log_metrics(cluster)
         yield from group_metrics(self.groups, cluster)
 
@@ -147,6 +148,18 @@ def request_metrics(stats: BrokerStats) -> Iterator[Metric]:
             total.add_sample(total.name + "_sum", {"request": name}, counters.time_ms if counters else 0.0)
     yield requests
     yield total
+
+
+def authentication_metrics(stats: BrokerStats) -> Iterator[Metric]:
+    """Kafka's socket-server-metrics successful/failed-authentication-total, by listener (SASL exchanges and
+    TLS client certificates)."""
+    for index, word in ((0, "successful"), (1, "failed")):
+        family = Metric(f"kafka_server_socket_server_metrics_{word}_authentication",
+                        f"Connections that {'passed' if index == 0 else 'failed'} authentication "
+                        f"(kafka.server:type=socket-server-metrics,name={word}-authentication-total)", "counter")
+        for listener, counts in sorted(stats.authentications.items()):
+            family.add_sample(family.name + "_total", {"listener": listener}, counts[index])
+        yield family
 
 
 def _quantile(ordered: list[float], q: float) -> float:

@@ -62,6 +62,12 @@ class BrokerStats:
     def __init__(self) -> None:
         self.all_topics = TopicCounters()
         self.requests: dict[int, RequestCounters] = {}
+        # SASL authentications by listener: [successful, failed] (Kafka's socket-server-metrics)
+        self.authentications: dict[str, list[int]] = {}
+
+    def authentication_done(self, listener: str, ok: bool) -> None:
+        counts = self.authentications.setdefault(listener, [0, 0])
+        counts[0 if ok else 1] += 1
 
     def request_done(self, api_key: int, version: int, seconds: float) -> None:
         """One request answered (or, for acks=0 Produce, handled) after ``seconds``."""

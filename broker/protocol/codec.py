@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol import admin, consumer, metadata, producer, sasl
 from kafka.protocol.api_message import ApiMessage
 
 from headwater.kafka.types import DecodeError, read_uvarint
@@ -41,7 +41,7 @@ class MalformedRequest(ValueError):
 def _collect() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiMessage]]]:
     requests: dict[int, type[ApiMessage]] = {}
     responses: dict[int, type[ApiMessage]] = {}
-    for module in (admin, consumer, metadata, producer):
+    for module in (admin, consumer, metadata, producer, sasl):
         for obj in vars(module).values():
             if inspect.isclass(obj) and issubclass(obj, ApiMessage) and obj is not ApiMessage:
                 message: Any = obj

@@ -12,14 +12,17 @@ from collections.abc import Sequence
 from typing import Protocol
 
 __all__ = [
-    "AlterClientQuotasRequest", "AlterConfigsRequest", "ApiVersionsRequest", "ConfigResource", "CreateAclsRequest",
+    "AlterClientQuotasRequest", "AlterConfigsRequest", "AlterUserScramCredentialsRequest", "ApiVersionsRequest",
+    "ConfigResource", "CreateAclsRequest",
     "CreatePartitionsRequest", "CreateTopicsRequest", "DeleteAclsRequest", "DeleteGroupsRequest",
     "DeleteRecordsRequest", "DeleteTopicsRequest", "DescribeAclsRequest", "DescribeClientQuotasRequest",
-    "DescribeClusterRequest", "DescribeConfigsRequest", "DescribeGroupsRequest", "FetchRequest",
+    "DescribeClusterRequest", "DescribeConfigsRequest", "DescribeGroupsRequest",
+    "DescribeUserScramCredentialsRequest", "FetchRequest",
     "FindCoordinatorRequest", "HeartbeatRequest", "IncrementalAlterConfigsRequest", "IncrementalConfigResource",
     "InitProducerIdRequest", "Resource",
     "JoinGroupRequest", "LeaveGroupRequest", "ListGroupsRequest", "ListOffsetsRequest", "MetadataRequest",
-    "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "ProduceRequest", "SyncGroupRequest",
+    "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "ProduceRequest", "SaslAuthenticateRequest",
+    "SaslHandshakeRequest", "SyncGroupRequest",
 ]
 
 
@@ -303,6 +306,16 @@ class DescribeClusterRequest(Protocol):  # key 60: nothing read
     pass
 
 
+# -- authentication ---------------------------------------------------------------------------------------
+
+class SaslHandshakeRequest(Protocol):  # key 17
+    mechanism: str
+
+
+class SaslAuthenticateRequest(Protocol):  # key 36
+    auth_bytes: bytes
+
+
 # -- access -----------------------------------------------------------------------------------------------
 
 class AclFilterFields(Protocol):
@@ -367,3 +380,29 @@ class QuotaEntry(Protocol):
 class AlterClientQuotasRequest(Protocol):  # key 49
     entries: Sequence[QuotaEntry]
     validate_only: bool
+
+
+class ScramUserName(Protocol):
+    name: str
+
+
+class DescribeUserScramCredentialsRequest(Protocol):  # key 50
+    users: Sequence[ScramUserName] | None  # null or empty: every user
+
+
+class ScramCredentialDeletion(Protocol):
+    name: str
+    mechanism: int
+
+
+class ScramCredentialUpsertion(Protocol):
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+class AlterUserScramCredentialsRequest(Protocol):  # key 51
+    deletions: Sequence[ScramCredentialDeletion]
+    upsertions: Sequence[ScramCredentialUpsertion]

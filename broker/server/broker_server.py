@@ -6,17 +6,25 @@ answers), so clients can pipeline while answers stay in request order. A frame t
 cannot be parsed, an unknown API or an unsupported version closes that connection
 with a log line (ApiVersions excepted: it answers UNSUPPORTED_VERSION in the v0 layout);
 every other connection carries on.
+
+Each listener's security is decided once, at start (security/listeners.py): an SSL listener's server
+wraps its sockets in TLS and a client certificate names the connection's principal; a SASL listener
+runs the authentication exchange (``_authenticate``) before the connection's requests are read as
+usual. What differs per listener is settled when a client connects, not per request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import struct
 import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
+
+from headwater.properties import ConfigError
 
 from .. import apis
 from ..access.service import ANONYMOUS, Access
@@ -31,6 +39,11 @@ from ..protocol.codec import (
     parse_request_header,
     request_class,
 )
+from ..security.listeners import ListenerSecurity
+from ..security.principal import NoMatchingRule
+from ..security.session import SaslSession
+from ..security.settings import BadSetting
+from ..security.tls import peer_principal
 from ..topics.cluster import Cluster
 from ..topics.housekeeping import LogHousekeeping
 from ..topics.producer_state import ProducerIdManager
@@ -46,6 +59,8 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 MAX_IN_FLIGHT = 64  # per connection; reading pauses beyond this
 _FETCH_KEY = b"\x00\x01"  # a request frame's first bytes: its API key, int16
 
@@ -71,15 +86,27 @@ class _Mute:
             await asyncio.sleep(delay)
 
 
+class _Served:
+    """One listener as served: its security, and the address its clients are told (Metadata)."""
+
+    __slots__ = ("endpoint", "security")
+
+    def __init__(self, security: ListenerSecurity, endpoint: Listener) -> None:
+        self.security, self.endpoint = security, endpoint
+
+
 class _Connection:
     """What every request of one connection shares: the peer, the principal (decided once, when the client
-    connects) and whether the ACLs apply to it at all, and the mute its throttles set."""
+    connects or authenticates) and whether the ACLs apply to it at all, the mute its throttles set, the
+    listener's advertised address and, on a SASL listener, the authentication state."""
 
-    __slots__ = ("authorizing", "mute", "peer", "principal", "slot")
+    __slots__ = ("authorizing", "endpoint", "mute", "peer", "principal", "sasl", "slot")
     slot: ConnectionSlot  # its place under max.connections and connections.max.idle.ms
 
-    def __init__(self, peer: str, principal: str, authorizing: bool) -> None:
+    def __init__(self, peer: str, principal: str, authorizing: bool, endpoint: Listener | None = None,
+                 sasl: SaslSession | None = None) -> None:
         self.peer, self.principal, self.authorizing = peer, principal, authorizing
+        self.endpoint, self.sasl = endpoint, sasl
         self.mute = _Mute()
 
 
@@ -94,6 +121,7 @@ class BrokerServer:
         self._background: list[asyncio.Task[None]] = []
         self._closing = False
         self.bound: list[Listener] = []
+        self._served: dict[str, _Served] = {}
         self._metrics: MetricsEndpoint | None = None
         self.metrics_url: str | None = None  # where Prometheus scrapes, once served
 
@@ -104,19 +132,28 @@ class BrokerServer:
         self.access = Access(self.config, self.cluster.log_dir)
         self.groups = GroupCoordinator(self.cluster, self.config)
         self.groups.load()
-        self.groups.start()
         self.services = apis.Services(self.access, ProducerIdManager(self.cluster.log_dir), self.groups)
+        try:
+            security = self.config.listener_security(self.services)  # keystores read, mechanisms ready
+        except BadSetting as exc:
+            self.cluster.close()
+            raise ConfigError(str(exc)) from None
+        self.groups.start()
+        advertised = {a.name: a for a in self.config.advertised_listener_list()} \
+            if self.config.advertised_listeners else {}
         for listener in self.config.listener_list():
-            server = await asyncio.start_server(self._on_connection, listener.host or None, listener.port,
-                                                reuse_address=True, limit=1 << 20)
+            sec = security[listener.name]
+            served = self._served[listener.name] = _Served(sec, listener)
+            server = await asyncio.start_server(functools.partial(self._on_connection, served), listener.host or None,
+                                                listener.port, ssl=sec.ssl_context, reuse_address=True,
+                                                limit=1 << 20)
             port = server.sockets[0].getsockname()[1]
             self.bound.append(Listener(name=listener.name, host=listener.host, port=port))
+            # Port 0 means "any": a listener not in advertised.listeners advertises the port actually bound.
+            served.endpoint = advertised.get(listener.name) or \
+                Listener(name=listener.name, host=listener.host or "localhost", port=port)
             self._servers.append(server)
-        if not self.config.advertised_listeners:
-            # Port 0 means "any": advertise the port actually bound.
-            self.cluster.advertised = [
-                Listener(name=b.name, host=b.host or "localhost", port=b.port) for b in self.bound
-            ]
+        self.cluster.advertised = [self._endpoint(b.name) for b in self.bound]
         self._background = [
             asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler())),
             asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention())),
@@ -173,18 +210,41 @@ class BrokerServer:
         self.cluster.close()
         log.info("broker stopped; all logs flushed")
 
+    def _endpoint(self, name: str) -> Listener:
+        return self._served[name].endpoint
+
     def listener_urls(self) -> list[str]:
         return [f"{b.name}://{b.host or '0.0.0.0'}:{b.port}" for b in self.bound]
 
     # -- connections ----------------------------------------------------------------------
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(self, served: _Served, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> None:
         try:
-            await self._serve_connection(reader, writer)
+            await self._serve_connection(served, reader, writer)
         except asyncio.CancelledError:
             pass  # shutdown cancels connections; asyncio would log a cancelled client task as an error
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _open(self, served: _Served, writer: asyncio.StreamWriter, peer: str) -> _Connection:
+        """The connection's shared state: its principal from the client certificate on an SSL listener, its
+        SASL state on a SASL one. _Close when the certificate's subject maps to no principal."""
+        sec = served.security
+        principal = ANONYMOUS
+        sasl = None
+        if sec.mechanisms is not None:
+            sasl = SaslSession(sec.name, sec.mechanisms, sec.mechanism_reauth_ms)
+        elif sec.mapper is not None:
+            try:
+                principal = peer_principal(writer.get_extra_info("ssl_object"), sec.mapper) or ANONYMOUS
+            except NoMatchingRule as exc:
+                self.cluster.stats.authentication_done(sec.name, ok=False)
+                log.warning("closing connection from %s on listener %s: %s", peer, sec.name, exc)
+                raise _Close from None
+            self.cluster.stats.authentication_done(sec.name, ok=True)
+        return _Connection(peer, principal, self.access.acls_apply(principal), served.endpoint, sasl)
+
+    async def _serve_connection(self, served: _Served, reader: asyncio.StreamReader,
+                                writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         peer = writer.get_extra_info("peername")
@@ -195,17 +255,20 @@ class BrokerServer:
         self._connections.add(task)
         peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         pending: asyncio.Queue[asyncio.Task[bytes | bytearray | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
-        writer_task = asyncio.create_task(self._write_answers(pending, writer, peer_str))
-        conn = _Connection(peer_str, ANONYMOUS, self.access.acls_apply(ANONYMOUS))
-        conn.slot = slot
+        writer_task: asyncio.Task[None] | None = None
         try:
+            conn = self._open(served, writer, peer_str)
+            conn.slot = slot
+            if conn.sasl is not None:
+                await self._authenticate(reader, writer, conn, served.security)
+            writer_task = asyncio.create_task(self._write_answers(pending, writer, peer_str))
             await self._read_requests(reader, pending, conn, writer_task)
         except (_Close, ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
             pass
         finally:
-            if not writer_task.done():
+            if writer_task is not None and not writer_task.done():
                 with contextlib.suppress(asyncio.QueueFull):
                     pending.put_nowait(None)
                 # Let answers already under way go out, unless we are shutting down.
@@ -223,6 +286,53 @@ class BrokerServer:
                 log.debug("connection from %s closed: %r", peer_str, exc)
             self._connections.discard(task)
             self.limits.release(slot)
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection,
+                            sec: ListenerSecurity) -> None:
+        """A SASL listener's exchange, before any other request is served: ApiVersions, SaslHandshake and
+        SaslAuthenticate only (anything else closes the connection, as Kafka does), or bare tokens after a
+        v0 handshake. Returns once authenticated, with the connection's principal set; _Close otherwise."""
+        sasl = conn.sasl
+        assert sasl is not None
+        while sasl.principal is None:
+            head = await reader.readexactly(4)
+            (size,) = _SIZE.unpack(head)
+            if size < 0 or size > sec.max_receive:
+                log.warning("closing connection from %s: %d bytes before authentication (sasl.server.max.receive.size "
+                            "%d)", conn.peer, size, sec.max_receive)
+                raise _Close
+            frame = await reader.readexactly(size)
+            if sasl.raw:  # after a v0 handshake: a bare token in, the server's token (if any) out
+                result = sasl.authenticate(frame)
+                if sasl.failed is not None:
+                    self.cluster.stats.authentication_done(sec.name, ok=False)
+                    log.info("authentication failed on listener %s from %s: %s", sec.name, conn.peer, sasl.failed)
+                    await asyncio.sleep(self.config.connection_failed_authentication_delay_ms / 1000)
+                    raise _Close
+                if result.completed:
+                    self.cluster.stats.authentication_done(sec.name, ok=True)
+                writer.write(_SIZE.pack(len(result.token)) + result.token)
+                await writer.drain()
+                continue
+            view = memoryview(frame)
+            try:
+                api_key = parse_request_header(view).api_key
+            except MalformedRequest as exc:
+                log.warning("closing connection from %s: %s", conn.peer, exc)
+                raise _Close from None
+            if api_key not in _BEFORE_AUTHENTICATION:
+                log.warning("closing connection from %s on SASL listener %s: API key %d before authentication",
+                            conn.peer, sec.name, api_key)
+                raise _Close
+            task, _ = self._start_request(view, conn)
+            answer = await task
+            if answer is not None:
+                writer.write(answer)
+                await writer.drain()
+            if sasl.failed is not None:
+                raise _Close
+        conn.principal = sasl.principal
+        conn.authorizing = self.access.acls_apply(sasl.principal)
 
     async def _read_requests(self, reader: asyncio.StreamReader, pending: asyncio.Queue[Any], conn: _Connection,
                              writer_task: asyncio.Task[None]) -> None:
@@ -245,6 +355,8 @@ class BrokerServer:
             await pending.put(task)
             if serial:  # its throttle mutes the connection before the next request is read, as in Kafka
                 await asyncio.wait((task,))
+                if conn.sasl is not None and conn.sasl.failed is not None:  # a re-authentication failed
+                    raise _Close
 
     def _start_request(self, frame: memoryview,
                        conn: _Connection) -> tuple[asyncio.Task[bytes | bytearray | None], bool]:
@@ -277,14 +389,22 @@ class BrokerServer:
             log.warning("closing connection from %s: %s", peer, exc)
             raise _Close from None
         throttler = self.access.throttler_for(header.api_key, conn.principal, header.client_id or "")
+        serial = throttler is not None
+        if conn.sasl is not None:
+            if header.api_key == SASL_HANDSHAKE or header.api_key == SASL_AUTHENTICATE:
+                serial = True  # a re-authentication: settled before the next request is read
+            elif conn.sasl.expired:  # KIP-368: past its session's lifetime only a re-authentication is served
+                log.info("closing connection from %s: its SASL session expired (connections.max.reauth.ms)", peer)
+                raise _Close
         task = asyncio.create_task(self._handle(spec, header, request, conn, received, len(frame) + 4, throttler))
-        return task, throttler is not None
+        return task, serial
 
     async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, conn: _Connection,
                       received: float, size: int, throttler: Throttler | None) -> bytes | bytearray | None:
         ctx = apis.RequestContext(self.cluster, header, conn.peer, self.services, lambda: self._closing,
                                   principal=conn.principal, mute=conn.mute.extend, request_size=size,
-                                  authorizing=conn.authorizing, throttler=throttler)
+                                  authorizing=conn.authorizing, throttler=throttler, endpoint=conn.endpoint,
+                                  sasl=conn.sasl)
         body = await spec.handler(ctx, request)
         answer = None if body is None else encode_response(ctx.response(body), header.correlation_id)
         self.cluster.stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)

@@ -9,6 +9,7 @@ Metadata request: a broker with ``auto.create.topics.enable`` would create a top
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,9 +98,11 @@ class ClusterView:
     operator commands (``headwater topics|groups``) read through it too. A client that failed to start is
     dropped, so the next request tries again."""
 
-    def __init__(self, bootstrap: str, request_timeout_ms: int = 15000) -> None:
+    def __init__(self, bootstrap: str, request_timeout_ms: int = 15000,
+                 settings: Mapping[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
         self.request_timeout_ms = request_timeout_ms
+        self.settings = dict(settings or {})  # more client settings: how to connect (security.security_settings)
         self._admin: AIOKafkaAdminClient | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._start_lock = asyncio.Lock()
@@ -108,8 +111,8 @@ class ClusterView:
     async def admin(self) -> AIOKafkaAdminClient:
         async with self._start_lock:
             if self._admin is None:
-                client = admin_client(self.bootstrap, request_timeout_ms=self.request_timeout_ms,
-                                      client_id="headwater-console")
+                client = admin_client(self.bootstrap, **{"request_timeout_ms": self.request_timeout_ms,
+                                                         "client_id": "headwater-console", **self.settings})
                 try:
                     await client.start()
                 except BaseException:
@@ -121,8 +124,9 @@ class ClusterView:
     async def consumer(self) -> AIOKafkaConsumer:
         async with self._start_lock:
             if self._consumer is None:
-                client = consumer(self.bootstrap, {}, enable_auto_commit=False, client_id="headwater-console",
-                                  request_timeout_ms=self.request_timeout_ms, fetch_max_wait_ms=100)
+                client = consumer(self.bootstrap, {}, **{"enable_auto_commit": False, "client_id": "headwater-console",
+                                                         "request_timeout_ms": self.request_timeout_ms,
+                                                         "fetch_max_wait_ms": 100, **self.settings})
                 try:
                     await client.start()
                 except BaseException:

@@ -12,7 +12,7 @@ from headwater.connect.kafka import clients
 from headwater.connect.kafka.admin import commit_group_offsets, describe_group
 from headwater.connect.kafka.cluster_view import ClusterView
 
-from .common import add_bootstrap, admin, run_async
+from .common import add_bootstrap, admin, client_settings, run_async
 from .output import fail, print_json, progress, table
 
 __all__ = ["add_parser"]
@@ -46,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 async def _list(args: argparse.Namespace) -> int:
-    async with ClusterView(args.bootstrap_server) as view:
+    async with ClusterView(args.bootstrap_server, settings=client_settings(args)) as view:
         described = await view.groups()
     rows = [(d.group, d.state or "Dead", d.protocol_type, len(d.members)) for d in described]
     if args.json:
@@ -57,7 +57,7 @@ async def _list(args: argparse.Namespace) -> int:
 
 
 async def _describe(args: argparse.Namespace) -> int:
-    async with ClusterView(args.bootstrap_server) as view:
+    async with ClusterView(args.bootstrap_server, settings=client_settings(args)) as view:
         found = await view.group(args.group)
     if found is None:
         return fail(f"headwater groups describe: Consumer group '{args.group}' does not exist.")
@@ -101,7 +101,7 @@ def _scope(args: argparse.Namespace, committed: dict[TopicPartition, Any], parti
 
 
 async def _reset(args: argparse.Namespace) -> int:
-    async with admin(args.bootstrap_server) as a:
+    async with admin(args.bootstrap_server, client_settings(args)) as a:
         described = await describe_group(a, args.group)
         if not described.idle:
             return fail(f"headwater groups reset-offsets: Assignments can only be reset if the group '{args.group}' "
@@ -109,7 +109,7 @@ async def _reset(args: argparse.Namespace) -> int:
         committed = await a.list_consumer_group_offsets(args.group)
         partitions = {t["topic"]: len(t["partitions"]) for t in await a.describe_topics() if t["error_code"] == 0}
         tps = _scope(args, committed, partitions)
-        consumer = clients.consumer(args.bootstrap_server, {}, enable_auto_commit=False)
+        consumer = clients.consumer(args.bootstrap_server, {}, enable_auto_commit=False, **client_settings(args))
         await consumer.start()
         try:
             starts = await consumer.beginning_offsets(tps)

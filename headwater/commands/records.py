@@ -13,7 +13,7 @@ from aiokafka import TopicPartition
 
 from headwater.connect.kafka import clients
 
-from .common import add_bootstrap, admin, configs, run_async
+from .common import add_bootstrap, admin, client_settings, configs, run_async
 
 __all__ = ["add_parser"]
 
@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 async def _produce(args: argparse.Namespace) -> int:
     headers = [(k, v.encode()) for k, v in configs(args.header, "--header").items()] or None
-    producer = clients.producer(args.bootstrap_server, {}, acks="all", linger_ms=5)
+    producer = clients.producer(args.bootstrap_server, {}, acks="all", linger_ms=5, **client_settings(args))
     await producer.start()
     sent = 0
     try:
@@ -75,13 +75,14 @@ def _text(data: bytes | None) -> Any:
 
 
 async def _consume(args: argparse.Namespace) -> int:
+    settings = client_settings(args)
     consumer = clients.consumer(args.bootstrap_server, {}, group_id=args.group, enable_auto_commit=bool(args.group),
-                                auto_offset_reset="earliest" if args.from_beginning else "latest")
+                                auto_offset_reset="earliest" if args.from_beginning else "latest", **settings)
     await consumer.start()
     count = 0
     out = sys.stdout
     try:
-        partitions = await _partitions(args.bootstrap_server, args.topic)
+        partitions = await _partitions(args.bootstrap_server, args.topic, settings)
         tps = [TopicPartition(args.topic, p) for p in (args.partition or partitions)]
         if args.group and not args.partition:
             consumer.subscribe([args.topic])
@@ -124,8 +125,8 @@ async def _consume(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _partitions(bootstrap: str, topic: str) -> list[int]:
-    async with admin(bootstrap) as a:
+async def _partitions(bootstrap: str, topic: str, settings: dict[str, Any]) -> list[int]:
+    async with admin(bootstrap, settings) as a:
         for t in await a.describe_topics():  # all of them: a Metadata request naming a topic may create it
             if t["topic"] == topic and t["error_code"] == 0:
                 return sorted(p["partition"] for p in t["partitions"])

@@ -12,7 +12,7 @@ from headwater.connect.kafka.cluster_view import ClusterView
 from headwater.connect.kafka.topics import TopicCreationFailed, create_topic, topic_overrides
 from headwater.kafka.errors import ErrorCode
 
-from .common import add_bootstrap, admin, configs, run_async
+from .common import add_bootstrap, admin, client_settings, configs, run_async
 from .output import fail, print_json, table
 
 __all__ = ["add_parser", "describe_topics"]
@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 async def _list(args: argparse.Namespace) -> int:
-    async with admin(args.bootstrap_server) as a:
+    async with admin(args.bootstrap_server, client_settings(args)) as a:
         topics = await a.describe_topics()
     rows = sorted((t["topic"], len(t["partitions"])) for t in topics
                   if not (args.exclude_internal and (t.get("is_internal") or t["topic"].startswith("__"))))
@@ -56,9 +56,10 @@ async def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-async def describe_topics(bootstrap: str, names: list[str]) -> list[dict[str, Any]]:
+async def describe_topics(bootstrap: str, names: list[str],
+                          settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Each topic's partitions (leader, replicas, in-sync replicas, start and end offsets) and its own configs."""
-    async with ClusterView(bootstrap) as view:
+    async with ClusterView(bootstrap, settings=settings) as view:
         topics = await view.topics(names or None)
         missing = [t for t in names if t not in {found.topic for found in topics}]
         if missing:
@@ -71,7 +72,7 @@ async def describe_topics(bootstrap: str, names: list[str]) -> list[dict[str, An
 
 
 async def _describe(args: argparse.Namespace) -> int:
-    described = await describe_topics(args.bootstrap_server, args.topic)
+    described = await describe_topics(args.bootstrap_server, args.topic, client_settings(args))
     if args.json:
         print_json(described)
         return 0
@@ -88,7 +89,7 @@ async def _describe(args: argparse.Namespace) -> int:
 
 async def _create(args: argparse.Namespace) -> int:
     settings = configs(args.config, "--config")
-    async with admin(args.bootstrap_server) as a:
+    async with admin(args.bootstrap_server, client_settings(args)) as a:
         try:
             created = await create_topic(a, args.topic, args.partitions, args.replication_factor, settings)
         except TopicCreationFailed as exc:
@@ -103,7 +104,7 @@ async def _alter(args: argparse.Namespace) -> int:
     settings = configs(args.config, "--config")
     if args.partitions is None and not settings and not args.delete_config:
         raise ValueError("nothing to change: give --partitions, --config or --delete-config")
-    async with admin(args.bootstrap_server) as a:
+    async with admin(args.bootstrap_server, client_settings(args)) as a:
         if args.partitions is not None:
             response = await a.create_partitions({args.topic: NewPartitions(total_count=args.partitions)})
             del response  # errors are raised by the client
@@ -124,7 +125,7 @@ async def _alter(args: argparse.Namespace) -> int:
 
 
 async def _delete(args: argparse.Namespace) -> int:
-    async with admin(args.bootstrap_server) as a:
+    async with admin(args.bootstrap_server, client_settings(args)) as a:
         response = await a.delete_topics(args.topic)
     failed = [(topic, code) for topic, code, *_ in response.topic_error_codes if code]
     for topic, code in failed:

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Self
 
-_READY = re.compile(r"listening on PLAINTEXT://[^:]+:(\d+)")
+_READY = re.compile(r"listening on (\S+://\S+?:\d+(?:, \S+://\S+?:\d+)*) \(")
+_URL = re.compile(r"(\S+)://\S+?:(\d+)")
 
 
 class LoggedProcess:
@@ -123,6 +124,7 @@ class BrokerProcess(LoggedProcess):
         self.log_dir = Path(log_dir)
         self.overrides = list(overrides)
         self.port = port
+        self.ports: dict[str, int] = {}  # every listener's bound port by name, once started
         self.log_file = log_file or self.log_dir.parent / f"{self.log_dir.name}-broker.log"
         self.proc = None
 
@@ -136,5 +138,8 @@ class BrokerProcess(LoggedProcess):
         for o in self.overrides:
             args += ["--set", o]
         self._spawn(args)
-        self.port = int(self._wait_ready(_READY, timeout).group(1))
+        urls = self._wait_ready(_READY, timeout).group(1)
+        self.ports = {name: int(port) for name, port in _URL.findall(urls)}
+        # ``port`` (and ``bootstrap``): the PLAINTEXT listener's, else the first
+        self.port = self.ports.get("PLAINTEXT", next(iter(self.ports.values())))
         return self
