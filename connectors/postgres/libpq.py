@@ -112,7 +112,8 @@ def explain_failure(message: str, names: KeyNames) -> str:
     if "no encryption" in message and "pg_hba.conf" in message:
         hint = (f"the server takes only TLS connections from here: set {names.key('sslmode')} to verify-full "
                 f"(or require, verify-ca)")
-    elif "certificate verify failed" in message:
+    elif "certificate verify failed" in message or "signature failure" in message:
+        # a signature failure: the CA file holds a CA of the issuer's name but another key (a CA made anew)
         hint = (f"the server's certificate failed verification against {names.key('sslrootcert')}: it must hold "
                 f"the CA that signed the server's certificate")
     elif "does not match host name" in message:

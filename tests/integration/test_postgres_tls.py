@@ -123,7 +123,7 @@ def test_source_and_sink_authenticate_with_client_certificates(connect: ConnectP
     server, files = tls_postgres
     replicate(connect, server, files,
               {"database.user": CERT_USER, "database.sslmode": "verify-full", "database.sslrootcert": str(files.ca),
-               "database.sslcert": str(files.cert), "database.sslkey": str(files.encrypted_key),
+               "database.sslcert": str(files.encrypted_cert), "database.sslkey": str(files.encrypted_key),
                "database.sslpassword": files.key_password},
               f"sslmode=verify-full&sslrootcert={files.ca}&sslcert={files.cert}&sslkey={files.key}",
               {"connection.username": CERT_USER})
@@ -133,23 +133,25 @@ def test_source_and_sink_authenticate_with_client_certificates(connect: ConnectP
 def test_a_wrong_root_certificate_fails_source_and_sink_in_seconds(connect: ConnectProcess, tls_postgres) -> None:
     server, files = tls_postgres
     database = new_database(server, files)
-    src, dst = unique("pgtls-wrongca-src"), unique("pgtls-wrongca-sink")
+    src, dst, renewed = unique("pgtls-wrongca-src"), unique("pgtls-wrongca-sink"), unique("pgtls-samename-src")
     started = time.monotonic()
-    connect.create(src, source(server, database, unique("pgw"), **{
-        "database.user": PASSWORD_USER, "database.password": PASSWORD, "database.sslmode": "verify-full",
-        "database.sslrootcert": str(files.wrong_ca)}))
+    for name, ca in ((src, files.wrong_ca), (renewed, files.same_name_ca)):
+        connect.create(name, source(server, database, unique("pgw"), **{
+            "database.user": PASSWORD_USER, "database.password": PASSWORD, "database.sslmode": "verify-full",
+            "database.sslrootcert": str(ca)}))
     connect.create(dst, sink(server, database, "nothing", f"sslmode=verify-full&sslrootcert={files.wrong_ca}",
                              **{"connection.user": PASSWORD_USER, "connection.password": PASSWORD}))
-    traces = [failed_trace(connect, name) for name in (src, dst)]
+    traces = [failed_trace(connect, name) for name in (src, dst, renewed)]
     took = time.monotonic() - started
-    print(f"\nwrong root certificate: both tasks FAILED {took:.1f}s after their creation")
+    print(f"\nwrong root certificate: the three tasks FAILED {took:.1f}s after their creation")
     for trace in traces:
-        assert "SSL error: certificate verify failed" in trace, trace
         assert "the server's certificate failed verification against" in trace, trace
         assert PASSWORD not in trace
+    assert all("SSL error: certificate verify failed" in trace for trace in traces[:2]), traces
+    assert "SSL error: provider signature failure" in traces[2], traces[2]  # OpenSSL's words for a CA made anew
     assert "database.sslrootcert" in traces[0] and "the sslrootcert parameter of connection.url" in traces[1]
     assert took < 20, took  # a refusal, not a hang or retries (20 s: a loaded machine)
-    for name in (src, dst):
+    for name in (src, dst, renewed):
         connect.ok("DELETE", f"/connectors/{name}", expect=204)
 
 
@@ -170,3 +172,34 @@ def test_a_plaintext_connection_is_refused_with_a_clear_error(connect: ConnectPr
     assert "set the sslmode parameter of connection.url to verify-full" in traces[1]
     for name in (src, dst):
         connect.ok("DELETE", f"/connectors/{name}", expect=204)
+
+
+def test_validation_names_a_mistyped_key_and_a_missing_file_and_hides_passwords(connect: ConnectProcess,
+                                                                               tls_postgres) -> None:
+    server, files = tls_postgres
+    config = {"name": unique("pgtls-typo"), **source(server, "postgres", unique("pgv"), **{
+        "database.user": PASSWORD_USER, "database.password": PASSWORD, "database.sslmod": "verify-full",
+        "database.sslrootcert": str(files.ca) + ".missing"})}
+    validate = "/connector-plugins/PostgresConnector/config/validate"
+    result = connect.ok("PUT", validate, config, expect=200)
+    found = {c["value"]["name"]: c["value"] for c in result["configs"]}
+    assert found["database.sslmod"]["errors"] == [
+        "Invalid configuration database.sslmod: is not a setting of this connector nor a libpq connection "
+        "parameter (did you mean database.sslmode?)"]
+    assert found["database.password"]["value"] == "[hidden]" and PASSWORD not in str(result)
+    fixed = {k.replace("database.sslmod", "database.sslmode"): v for k, v in config.items()}
+    found = {c["value"]["name"]: c["value"] for c in connect.ok("PUT", validate, fixed, expect=200)["configs"]}
+    assert found["database.sslrootcert"]["errors"] == [
+        f"Invalid configuration database.sslrootcert: file {files.ca}.missing does not exist (or is not a file)"]
+    refused = connect.call("POST", "/connectors", {"name": config["name"], "config": config})
+    answer = refused.body.decode()
+    assert refused.status == 400 and "database.sslmod" in answer and PASSWORD not in answer, answer
+    url = f"jdbc:postgresql://127.0.0.1:{server.port}/postgres?sslmode=verify-full&sslrootcert={files.ca}&sslmdoe=x"
+    sink_result = connect.ok("PUT", "/connector-plugins/JdbcSinkConnector/config/validate",
+                             {"name": "s", **sink(server, "postgres", "t", "", **{"connection.url": url,
+                                                                                  "connection.password": PASSWORD})})
+    sink_found = {c["value"]["name"]: c["value"] for c in sink_result["configs"]}
+    assert sink_found["connection.url"]["errors"] == [
+        "Invalid configuration connection.url: parameter sslmdoe is not a setting of this connector nor a libpq "
+        "connection parameter (did you mean sslmode?)"]
+    assert PASSWORD not in str(sink_result)
