@@ -51,7 +51,7 @@ _URL = KeyNames(url_key="connection.url")
 #: pgjdbc's URL parameters that libpq names otherwise (the TLS ones, user and password share the name)
 _PGJDBC_NAMES = {"ApplicationName": "application_name", "connectTimeout": "connect_timeout"}
 _URL_OWN = ("user", "password", "ssl", "sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword",
-            *_PGJDBC_NAMES)
+            "currentSchema", *_PGJDBC_NAMES)
 _SECRET_PARAM = re.compile(r"((?:^|[?&;])(?:ssl)?password=)[^&;]*", re.IGNORECASE)
 
 
@@ -70,10 +70,13 @@ def _jdbc_query(query: str) -> dict[str, str]:
                 raise _URL.error("ssl", f"is {value!r}, not true or false")
             out["ssl"] = "" if value.lower() == "false" else "true"
             continue
+        if name == "currentSchema":  # pgjdbc's search_path, which libpq sets through options
+            out["options"] = f"{out.get('options', '')} -c search_path={value}".strip()
+            continue
         param = _PGJDBC_NAMES.get(name, name)
         if param not in _URL_OWN:
             passthrough(param, _URL, _URL_OWN)
-        out[param] = value
+        out[param] = f"{value} {out['options']}" if param == "options" and "options" in out else value
     return out
 
 
@@ -81,7 +84,8 @@ class PostgresSinkConfig(SinkConnectorConfig):
     connection_url: str = Field("", alias="connection.url",
                                 description="jdbc:postgresql://host:port/db, with pgjdbc's query parameters: user, "
                                             "password, sslmode, sslrootcert, sslcert, sslkey, sslpassword, ssl=true "
-                                            "(verify-full), ApplicationName, connectTimeout; or libpq's own")
+                                            "(verify-full), ApplicationName, connectTimeout, currentSchema; or "
+                                            "libpq's own")
     connection_host: str = Field("", alias="connection.host", description="Host, when connection.url is not set.")
     connection_port: int = Field(5432, alias="connection.port", ge=1, le=65535)
     connection_dbname: str = Field("", alias="connection.dbname")

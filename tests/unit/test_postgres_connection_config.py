@@ -99,6 +99,9 @@ def test_the_jdbc_urls_parameters_become_libpq_parameters(pem_files: dict[str, s
     assert ssl_true["sslmode"] == "verify-full"  # pgjdbc's ssl=true
     plain = PostgresSinkConfig.model_validate({**SINK, "connection.url": "jdbc:postgresql://h/db"}).params()
     assert plain["sslmode"] == "prefer"
+    schema = PostgresSinkConfig.model_validate(
+        {**SINK, "connection.url": "jdbc:postgresql://h/db?currentSchema=copy&options=-c%20work_mem%3D64MB"}).params()
+    assert schema["options"] == "-c work_mem=64MB -c search_path=copy"
 
 
 def test_an_unknown_or_bad_url_parameter_is_an_error_naming_it(pem_files: dict[str, str]) -> None:
