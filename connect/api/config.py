@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 __all__ = [
     "ConnectorConfig",
@@ -86,6 +86,8 @@ class SinkConnectorConfig(ConnectorConfig):
 
 
 def _to_str(value: Any) -> str:
+    if isinstance(value, SecretStr):  # a password field: its value travels on in task configs, hidden elsewhere
+        return value.get_secret_value()
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
@@ -99,6 +101,7 @@ _KEY = re.compile(r"^[a-z][a-z0-9_.-]*$")
 def field_errors(exc: ValidationError, model: type[BaseModel]) -> dict[str, list[str]]:
     """Pydantic errors keyed by Connect's dotted key (the field alias)."""
     aliases = {name: (f.alias or name) for name, f in model.model_fields.items()}
+    secret = {f.alias or name for name, f in model.model_fields.items() if f.annotation is SecretStr}
     out: dict[str, list[str]] = {}
     for err in exc.errors():
         loc = err["loc"][0] if err["loc"] else "config"
@@ -110,11 +113,14 @@ def field_errors(exc: ValidationError, model: type[BaseModel]) -> dict[str, list
             named, sep, problem = text.partition(": ")
             if sep and _KEY.match(named):
                 out.setdefault(named, []).append(f"Invalid configuration {named}: {problem}")
-                continue
+            else:  # the input is the whole config, passwords included: never quoted
+                out.setdefault(key, []).append(f"Invalid configuration: {text}")
+            continue
         if err["type"] == "missing":
             msg = f"Missing required configuration \"{key}\" which has no default value."
         else:
-            msg = f"Invalid value {err.get('input')!r} for configuration {key}: {msg}"
+            value = "[hidden]" if key in secret else repr(err.get("input"))
+            msg = f"Invalid value {value} for configuration {key}: {msg}"
         out.setdefault(key, []).append(msg)
     return out
 

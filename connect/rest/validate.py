@@ -7,6 +7,7 @@ import types
 import typing
 from typing import Any
 
+from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from ..api.config import ConnectorConfig
@@ -20,6 +21,8 @@ def _type_name(annotation: Any) -> str:
     args = typing.get_args(annotation)
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         annotation = next((a for a in args if a is not type(None)), str)
+    if annotation is SecretStr:
+        return "PASSWORD"
     if annotation is bool:
         return "BOOLEAN"
     if annotation is int:
@@ -76,6 +79,8 @@ def validation_result(cls: type, props: dict[str, Any], errors: dict[str, list[s
     configs = []
     for d in definitions:
         value = props.get(d["name"], d["default_value"])
+        if d["type"] == "PASSWORD" and value:
+            value = "[hidden]"  # as Kafka answers a PASSWORD value
         configs.append({"definition": d, "value": {"name": d["name"], "value": None if value is None else str(value),
                                                    "recommended_values": [], "errors": errors.get(d["name"], []),
                                                    "visible": True}})

@@ -6,16 +6,18 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from headwater.connect.api import SourceConnectorConfig
 from headwater.connectors.envelope import UNAVAILABLE, PlaceholderSetting
 
+from .libpq import KeyNames, SslMode, explain_failure, passthrough, tls_params
+
 __all__ = ["PostgresSourceConfig", "TableFilter"]
 
-#: ``database.*`` keys of our own; any other ``database.<x>`` is handed to libpq as ``<x>``.
-_OWN_DATABASE_KEYS = {"database.hostname", "database.port", "database.user", "database.password",
-                      "database.dbname", "database.server.name"}
+#: ``database.*`` keys of our own besides the typed fields: Debezium's legacy logical name, ignored
+_IGNORED_DATABASE_KEYS = {"database.server.name"}
+_DATABASE = KeyNames(prefix="database.")
 _SNAPSHOT_MODES = ("initial", "initial_only", "no_data", "never", "always", "when_needed")
 
 
@@ -36,8 +38,25 @@ class PostgresSourceConfig(SourceConnectorConfig):
     database_port: int = Field(5432, alias="database.port", ge=1, le=65535, description="Port of the database.")
     database_user: str = Field(alias="database.user", min_length=1,
                                description="User with the REPLICATION attribute (and SELECT on captured tables).")
-    database_password: str = Field("", alias="database.password", description="The user's password.")
+    database_password: SecretStr = Field(SecretStr(""), alias="database.password", description="The user's password.")
     database_dbname: str = Field(alias="database.dbname", min_length=1, description="The database to capture.")
+    database_sslmode: SslMode = Field(
+        "prefer", alias="database.sslmode",
+        description="disable, allow, prefer (TLS when the server offers it, unverified), require (TLS; the "
+                    "certificate is checked when database.sslrootcert is set), verify-ca (the certificate is signed "
+                    "by database.sslrootcert's CA), verify-full (and names database.hostname).")
+    database_sslrootcert: str = Field("", alias="database.sslrootcert",
+                                      description="PEM file of the CA(s) that sign the server's certificate; system: "
+                                                  "the system's trusted CAs.")
+    database_sslcert: str = Field("", alias="database.sslcert",
+                                  description="PEM file of the client certificate (certificate authentication).")
+    database_sslkey: str = Field("", alias="database.sslkey",
+                                 description="PEM file of the client certificate's private key (readable by the "
+                                             "worker only: mode 0600).")
+    database_sslpassword: SecretStr = Field(SecretStr(""), alias="database.sslpassword",
+                                            description="Password of an encrypted database.sslkey.")
+    database_tcp_keep_alive: bool = Field(True, alias="database.tcpKeepAlive",
+                                          description="TCP keepalives on the connections (libpq's keepalives).")
     topic_prefix: str = Field(alias="topic.prefix", pattern=r"^[A-Za-z0-9._-]+$",
                               description="Prefix of every topic name (<prefix>.<schema>.<table>) and the "
                                           "connector's logical name.")
@@ -128,19 +147,48 @@ class PostgresSourceConfig(SourceConnectorConfig):
         self.key_columns()  # parse errors surface at validation
         return self
 
+    @model_validator(mode="after")
+    def _connection(self) -> PostgresSourceConfig:
+        """Other ``database.*`` keys go to libpq only when they are libpq's (a typo is named here, not by libpq);
+        the TLS files are checked."""
+        own = [name.removeprefix("database.") for name in self._database_keys()]
+        for key in sorted(self.model_extra or {}):
+            if key.startswith("database.") and key not in _IGNORED_DATABASE_KEYS:
+                if key == "database.sslfactory":
+                    raise ValueError("database.sslfactory: a Java SSLSocketFactory has no meaning here: "
+                                     "NonValidatingFactory is database.sslmode=require without database.sslrootcert")
+                passthrough(key.removeprefix("database."), _DATABASE, own)
+        self._tls()
+        return self
+
+    @classmethod
+    def _database_keys(cls) -> list[str]:
+        return [f.alias for f in cls.model_fields.values() if f.alias and f.alias.startswith("database.")]
+
     # -- derived -------------------------------------------------------------------------------------
 
+    def _tls(self) -> dict[str, str]:
+        return tls_params(self.database_sslmode, self.database_sslrootcert, self.database_sslcert,
+                          self.database_sslkey, self.database_sslpassword.get_secret_value(), _DATABASE)
+
     def libpq_params(self) -> dict[str, Any]:
-        """Connection parameters for psycopg: ours, plus every other ``database.*`` key as libpq's."""
+        """Connection parameters for psycopg, the same for every connection the task opens (queries, snapshot,
+        replication): the typed keys, then the other ``database.*`` keys, which validation let through as
+        libpq's own."""
         params: dict[str, Any] = {"host": self.database_hostname, "port": self.database_port,
                                   "user": self.database_user, "dbname": self.database_dbname,
-                                  "application_name": f"headwater-{self.topic_prefix}"}
-        if self.database_password:
-            params["password"] = self.database_password
+                                  "application_name": f"headwater-{self.topic_prefix}",
+                                  "keepalives": "1" if self.database_tcp_keep_alive else "0", **self._tls()}
+        if self.database_password.get_secret_value():
+            params["password"] = self.database_password.get_secret_value()
         for key, value in (self.model_extra or {}).items():
-            if key.startswith("database.") and key not in _OWN_DATABASE_KEYS:
+            if key.startswith("database.") and key not in _IGNORED_DATABASE_KEYS:
                 params[key[len("database."):]] = value
         return params
+
+    def connect_failure(self, message: str) -> str:
+        """libpq's message of a failed connection, with the key to change when TLS is the cause."""
+        return explain_failure(message, _DATABASE)
 
     def filter(self) -> TableFilter:
         return TableFilter(self)

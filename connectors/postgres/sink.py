@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl, unquote
 
 import psycopg
 from psycopg import sql
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from headwater.connect.api import (
     ConnectException,
@@ -39,24 +39,59 @@ from headwater.connectors.envelope import UNAVAILABLE, PlaceholderSetting, Unava
 from headwater.connectors.envelope import get as _get
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
+from .libpq import KeyNames, explain_failure, passthrough, tls_params
+
 __all__ = ["PostgresSinkConfig", "PostgresSinkConnector", "PostgresSinkTask"]
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TABLE = "__headwater_sink_offsets"
 _JDBC_URL = re.compile(r"^jdbc:postgresql://(?P<host>[^:/?]+)(?::(?P<port>\d+))?/(?P<db>[^?]+)(?:\?(?P<query>.*))?$")
+_URL = KeyNames(url_key="connection.url")
+#: pgjdbc's URL parameters that libpq names otherwise (the TLS ones, user and password share the name)
+_PGJDBC_NAMES = {"ApplicationName": "application_name", "connectTimeout": "connect_timeout"}
+_URL_OWN = ("user", "password", "ssl", "sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword",
+            "currentSchema", *_PGJDBC_NAMES)
+_SECRET_PARAM = re.compile(r"((?:^|[?&;])(?:ssl)?password=)[^&;]*", re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the values of its password parameters hidden, for messages."""
+    return _SECRET_PARAM.sub(r"\1[hidden]", url)
+
+
+def _jdbc_query(query: str) -> dict[str, str]:
+    """A JDBC URL's query as libpq parameters: pgjdbc's names mapped, libpq's own accepted, anything else an
+    error naming it (before, it reached libpq, which refused it at connect time)."""
+    out: dict[str, str] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name == "ssl":  # pgjdbc: ssl (or ssl=true) without an sslmode is verify-full; ssl=false is nothing
+            if value.lower() not in ("", "true", "false"):
+                raise _URL.error("ssl", f"is {value!r}, not true or false")
+            out["ssl"] = "" if value.lower() == "false" else "true"
+            continue
+        if name == "currentSchema":  # pgjdbc's search_path, which libpq sets through options
+            out["options"] = f"{out.get('options', '')} -c search_path={value}".strip()
+            continue
+        param = _PGJDBC_NAMES.get(name, name)
+        if param not in _URL_OWN:
+            passthrough(param, _URL, _URL_OWN)
+        out[param] = f"{value} {out['options']}" if param == "options" and "options" in out else value
+    return out
 
 
 class PostgresSinkConfig(SinkConnectorConfig):
     connection_url: str = Field("", alias="connection.url",
-                                description="jdbc:postgresql://host:port/db (user and password may follow as "
-                                            "query parameters)")
+                                description="jdbc:postgresql://host:port/db, with pgjdbc's query parameters: user, "
+                                            "password, sslmode, sslrootcert, sslcert, sslkey, sslpassword, ssl=true "
+                                            "(verify-full), ApplicationName, connectTimeout, currentSchema; or "
+                                            "libpq's own")
     connection_host: str = Field("", alias="connection.host", description="Host, when connection.url is not set.")
     connection_port: int = Field(5432, alias="connection.port", ge=1, le=65535)
     connection_dbname: str = Field("", alias="connection.dbname")
     connection_user: str = Field("", alias="connection.user", description="User (also connection.username).")
     connection_username: str = Field("", alias="connection.username")
-    connection_password: str = Field("", alias="connection.password")
+    connection_password: SecretStr = Field(SecretStr(""), alias="connection.password")
     insert_mode: Literal["insert", "upsert", "update"] = Field("upsert", alias="insert.mode")
     primary_key_mode: Literal["none", "kafka", "record_key", "record_value"] = Field("record_key",
                                                                                    alias="primary.key.mode")
@@ -83,26 +118,37 @@ class PostgresSinkConfig(SinkConnectorConfig):
             raise ValueError("set connection.url (jdbc:postgresql://host:port/db) or connection.host and "
                              "connection.dbname")
         if self.connection_url and not _JDBC_URL.match(self.connection_url):
-            raise ValueError(f"connection.url {self.connection_url!r} is not jdbc:postgresql://host:port/database")
+            raise ValueError(f"connection.url: {redact_url(self.connection_url)!r} is not "
+                             f"jdbc:postgresql://host:port/database")
         if self.primary_key_mode == "record_value" and not self.primary_key_fields:
             raise ValueError("primary.key.mode=record_value needs primary.key.fields")
+        self.params()  # the URL's parameters and TLS files are checked here, at validation
         return self
 
     def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        """Connection parameters for psycopg: the URL's (pgjdbc's names mapped to libpq's) or connection.host's,
+        with connection.user / .username / .password over the URL's."""
+        query: dict[str, str] = {}
         if self.connection_url:
             m = _JDBC_URL.match(self.connection_url)
             assert m is not None
-            out = {"host": m["host"], "port": int(m["port"] or 5432), "dbname": unquote(m["db"])}
-            for k, v in parse_qsl(m["query"] or ""):
-                out[k] = v
+            out: dict[str, Any] = {"host": m["host"], "port": int(m["port"] or 5432), "dbname": unquote(m["db"])}
+            query = _jdbc_query(m["query"] or "")
         else:
             out = {"host": self.connection_host, "port": self.connection_port, "dbname": self.connection_dbname}
-        user = self.connection_user or self.connection_username or out.pop("user", "")
+        tls = {p: query.pop(p, "") for p in ("sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword")}
+        if query.pop("ssl", "") and not tls["sslmode"]:
+            tls["sslmode"] = "verify-full"  # pgjdbc's meaning of ssl=true without an sslmode
+        user = self.connection_user or self.connection_username or query.pop("user", "")
+        password = self.connection_password.get_secret_value() or query.pop("password", "")
+        query = {k: v for k, v in query.items() if k not in ("user", "password")}  # the connection.* keys won
+        out.update(query)
+        out.update(tls_params(tls["sslmode"] or "prefer", tls["sslrootcert"], tls["sslcert"], tls["sslkey"],
+                              tls["sslpassword"], _URL))
         if user:
             out["user"] = user
-        if self.connection_password:
-            out["password"] = self.connection_password
+        if password:
+            out["password"] = password
         return out
 
     def creates(self) -> bool:
@@ -233,7 +279,8 @@ class PostgresSinkTask(SinkTask):
         except psycopg.Error as exc:
             params = c.params()
             raise ConnectException(f"Cannot connect to PostgreSQL at {params.get('host')}:{params.get('port')} "
-                                   f"database {params.get('dbname')}: {exc}".strip()) from exc
+                                   f"database {params.get('dbname')}: "
+                                   f"{explain_failure(str(exc).strip(), _URL)}") from exc
         self.conn.execute(f"CREATE TABLE IF NOT EXISTS {OFFSETS_TABLE} (connector text, topic text, "
                           f"partition int, next_offset bigint NOT NULL, PRIMARY KEY (connector, topic, partition))")
         self.conn.commit()

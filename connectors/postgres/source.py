@@ -82,7 +82,7 @@ class PostgresConnector(SourceConnector):
 def _connect_error(config: PostgresSourceConfig, exc: Exception) -> ConnectException:
     return ConnectException(
         f"Cannot connect to PostgreSQL at {config.database_hostname}:{config.database_port} database "
-        f"{config.database_dbname} as {config.database_user}: {exc}".strip())
+        f"{config.database_dbname} as {config.database_user}: {config.connect_failure(str(exc).strip())}")
 
 
 class PostgresSourceTask(SourceTask):

@@ -44,11 +44,11 @@ def _name(**parts: str) -> x509.Name:
 class CertificateAuthority:
     """A CA in ``directory``: ``ca.pem`` is what clients and the broker trust."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, common_name: str = "Headwater Test CA") -> None:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self._key = ec.generate_private_key(ec.SECP256R1())
-        self.name = _name(CN="Headwater Test CA", O="Headwater")
+        self.name = _name(CN=common_name, O="Headwater")
         now = datetime.datetime.now(datetime.UTC)
         self._cert = (x509.CertificateBuilder().subject_name(self.name).issuer_name(self.name)
                       .public_key(self._key.public_key()).serial_number(x509.random_serial_number())

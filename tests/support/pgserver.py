@@ -19,7 +19,7 @@ from typing import Any
 
 from headwater.testing.names import free_port
 
-__all__ = ["PostgresServer", "find_bindir", "start_postgres"]
+__all__ = ["PostgresServer", "find_bindir", "start_postgres", "start_private_postgres"]
 
 SETTINGS = {
     "wal_level": "logical",
@@ -106,7 +106,8 @@ def _from_docker() -> PostgresServer | None:
                           password="postgres", stop_server=container.stop, notes=["testcontainers"])
 
 
-def _from_binaries(base: Path, overrides: dict[str, str] | None = None) -> PostgresServer:
+def _from_binaries(base: Path, overrides: dict[str, str] | None = None, hba: list[str] | None = None,
+                   files: dict[str, bytes] | None = None) -> PostgresServer:
     bindir = find_bindir()
     if bindir is None:
         raise RuntimeError("PostgreSQL server binaries not found (initdb, pg_ctl): install Debian's postgresql "
@@ -124,6 +125,13 @@ def _from_binaries(base: Path, overrides: dict[str, str] | None = None) -> Postg
                 "unix_socket_directories": f"'{base}'"}
     with open(data / "postgresql.conf", "a") as conf:
         conf.writelines(f"{k} = {v}\n" for k, v in settings.items())
+    for name, content in (files or {}).items():  # e.g. the server's certificate and key, 0600 as Postgres wants
+        (data / name).write_bytes(content)
+        (data / name).chmod(0o600)
+        if as_root:
+            shutil.chown(data / name, "postgres", "postgres")
+    if hba is not None:  # pg_hba.conf replaced whole
+        (data / "pg_hba.conf").write_text("".join(f"{line}\n" for line in hba))
     subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60", "start"],
                    check=True, capture_output=True)
 
@@ -133,6 +141,12 @@ def _from_binaries(base: Path, overrides: dict[str, str] | None = None) -> Postg
         shutil.rmtree(base, ignore_errors=True)
 
     return PostgresServer("127.0.0.1", port, stop_server=stop, notes=[f"local binaries in {bindir}"])
+
+
+def start_private_postgres(settings: dict[str, str], hba: list[str], files: dict[str, bytes]) -> PostgresServer:
+    """A private server from the machine's binaries (never Docker's) with postgresql.conf ``settings``, a
+    pg_hba.conf of ``hba`` alone, and ``files`` written into its data folder (names relative to it)."""
+    return _from_binaries(Path(tempfile.mkdtemp(prefix="headwater-pg-")), settings, hba, files)
 
 
 def start_postgres(**overrides: str) -> PostgresServer:
