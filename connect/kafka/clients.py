@@ -1,14 +1,19 @@
-"""aiokafka clients built from Kafka property names (``producer.*``/``consumer.*`` overrides)."""
+"""aiokafka clients built from Kafka property names (``producer.*``/``consumer.*`` overrides); the security keys
+among them (``security.protocol``, ``sasl.*``, ``ssl.*``) go through ``security.client_security``, so every
+client built here connects as its configuration says, or is not built."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.producer.message_accumulator import BatchBuilder
+
+from .security import client_security, is_security_key
 
 __all__ = ["PrebuiltBatch", "admin_client", "consumer", "fill_batch", "kafka_kwargs", "producer", "stop_producer"]
 
@@ -46,15 +51,24 @@ _CONSUMER: dict[str, tuple[str, Any]] = {
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "request.timeout.ms": ("request_timeout_ms", _INT),
 }
+_ADMIN: dict[str, tuple[str, Any]] = {
+    "client.id": ("client_id", str),
+    "request.timeout.ms": ("request_timeout_ms", _INT),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
+    "retry.backoff.ms": ("retry_backoff_ms", _INT),
+}
 
 
-def kafka_kwargs(props: dict[str, str], table: dict[str, tuple[str, Any]]) -> dict[str, Any]:
-    """Translate the Kafka properties aiokafka understands; others are ignored."""
+def kafka_kwargs(props: Mapping[str, str], table: dict[str, tuple[str, Any]]) -> dict[str, Any]:
+    """Translate the Kafka properties aiokafka understands, the security ones included (a ValueError names a
+    security key that is wrong or cannot be honoured); others are ignored."""
     out: dict[str, Any] = {}
     for key, value in props.items():
         if key in table:
             name, conv = table[key]
             out[name] = conv(value)
+    if any(is_security_key(k) for k in props):  # else the caller's own settings (the CLI's) stand
+        out.update(client_security(props))
     return out
 
 
@@ -115,8 +129,9 @@ def consumer(bootstrap: str, overrides: dict[str, str], **defaults: Any) -> AIOK
     return AIOKafkaConsumer(bootstrap_servers=bootstrap, **kwargs)
 
 
-def admin_client(bootstrap: str, **kwargs: Any) -> AIOKafkaAdminClient:
-    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
+def admin_client(bootstrap: str, props: Mapping[str, str] | None = None, **kwargs: Any) -> AIOKafkaAdminClient:
+    """An admin client; ``props`` are Kafka's admin properties (``admin.*``), ``kwargs`` aiokafka's defaults."""
+    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **{**kwargs, **kafka_kwargs(props or {}, _ADMIN)})
 
 
 def fill_batch(builder: BatchBuilder, key: bytes | None, values: list[bytes | None], start: int,

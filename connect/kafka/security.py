@@ -4,9 +4,16 @@ scripts take with ``--command-config``) as aiokafka's client settings.
 Supported: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL; SASL mechanisms PLAIN, SCRAM-SHA-256 and
 SCRAM-SHA-512 with the user and password from ``sasl.jaas.config`` (``PlainLoginModule`` /
 ``ScramLoginModule required username="..." password="...";``) or librdkafka's ``sasl.username`` /
-``sasl.password``; trust and client certificates from PEM or PKCS12 stores (``ssl.truststore.*``,
-``ssl.keystore.*``, KIP-651's inline PEM, librdkafka's ``ssl.ca.location`` / ``ssl.certificate.location`` /
-``ssl.key.location``). Anything else is refused naming the key, rather than silently connecting another way.
+``sasl.password``; OAUTHBEARER with KIP-768's client-credentials flow (``sasl.oauthbearer.token.endpoint.url``,
+``OAuthBearerLoginModule required clientId="..." clientSecret="..." scope="...";``, see ``oauth``); trust and
+client certificates from PEM or PKCS12 stores (``ssl.truststore.*``, ``ssl.keystore.*``, KIP-651's inline PEM,
+librdkafka's ``ssl.ca.location`` / ``ssl.certificate.location`` / ``ssl.key.location``);
+``ssl.enabled.protocols``. Anything else (GSSAPI, a JKS store, an unknown ``ssl.*`` or ``sasl.*`` key) is
+refused naming the key, rather than silently connecting another way.
+
+``security_settings`` reads a file of client properties (every key must be one it knows);
+``client_security`` picks the security keys out of a client's whole configuration (``producer.*``, a
+connector's overrides, a MirrorMaker cluster's settings), the form every client Connect builds goes through.
 """
 
 from __future__ import annotations
@@ -19,13 +26,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SECURITY_KEYS", "parse_jaas_config", "security_settings"]
+from .oauth import OAUTH_KEYS, ClientCredentialsTokenProvider
+
+__all__ = ["SECURITY_KEYS", "client_security", "is_security_key", "overlay", "parse_jaas_config", "security_settings"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 LOGIN_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
     "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+    OAUTH_MODULE: ("OAUTHBEARER",),
 }
 SECURITY_KEYS = frozenset({
     "security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password",
@@ -33,9 +44,32 @@ SECURITY_KEYS = frozenset({
     "ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.password", "ssl.key.password",
     "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.endpoint.identification.algorithm",
     "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.location.password",
+    "ssl.enabled.protocols", *OAUTH_KEYS,
 })
-# Client keys that do not change how the client connects (other tools share these files): accepted, unused
-NEUTRAL_KEYS = frozenset({"ssl.protocol", "ssl.enabled.protocols", "client.id", "request.timeout.ms"})
+# Client keys that do not change how the client connects (other tools share these files; ssl.protocol and
+# the JVM's key and trust manager algorithms only pick Java's implementation): accepted, unused
+NEUTRAL_KEYS = frozenset({"ssl.protocol", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+                          "client.id", "request.timeout.ms"})
+_TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def is_security_key(key: str) -> bool:
+    """A key of how a Kafka client connects: ``security.protocol``, ``sasl.*``, ``ssl.*``."""
+    return key == "security.protocol" or key.startswith(("sasl.", "ssl."))
+
+
+def overlay(base: Mapping[str, str], over: Mapping[str, str]) -> dict[str, str]:
+    """``over``'s properties on ``base``'s; when ``over`` says how to connect (any security key), its security
+    keys replace ``base``'s as a set, so a ``producer.security.protocol=SSL`` does not inherit a SASL login."""
+    if any(is_security_key(k) for k in over):
+        base = {k: v for k, v in base.items() if not is_security_key(k)}
+    return {**base, **over}
+
+
+def client_security(props: Mapping[str, Any]) -> dict[str, Any]:
+    """aiokafka's settings for the security keys among a client's properties (the others are not looked at);
+    PLAINTEXT when there are none."""
+    return security_settings({k: str(v) for k, v in props.items() if is_security_key(k)})
 
 _JAAS = re.compile(r"\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)"
                    r"\s*(?P<options>.*?)\s*;\s*", re.DOTALL)
@@ -84,6 +118,18 @@ def _credentials(props: Mapping[str, str], mechanism: str) -> tuple[str, str]:
                      "(or sasl.username and sasl.password)")
 
 
+def _oauth_provider(props: Mapping[str, str]) -> ClientCredentialsTokenProvider:
+    jaas = props.get("sasl.jaas.config")
+    if jaas is None:
+        raise ValueError("sasl.jaas.config: required for sasl.mechanism=OAUTHBEARER "
+                         f'({OAUTH_MODULE} required clientId="..." clientSecret="...";)')
+    module, options = parse_jaas_config(jaas)
+    if module != OAUTH_MODULE:
+        raise ValueError(f"sasl.jaas.config: {module.rsplit('.', 1)[1]} does not serve sasl.mechanism=OAUTHBEARER "
+                         f"(use {OAUTH_MODULE})")
+    return ClientCredentialsTokenProvider.from_config(props, options)
+
+
 def _store_type(props: Mapping[str, str], key: str, location: str) -> str:
     kind = props.get(key, "").upper() or ("PKCS12" if location.lower().endswith((".p12", ".pfx")) else "PEM")
     if kind not in ("PEM", "PKCS12"):
@@ -122,10 +168,21 @@ def _load_chain(context: ssl.SSLContext, pem: str, password: str | None) -> None
         os.unlink(name)
 
 
+def _tls_versions(props: Mapping[str, str]) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
+    """``ssl.enabled.protocols`` (Kafka's default: TLSv1.2,TLSv1.3) as the lowest and highest version."""
+    names = [p.strip() for p in props.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",") if p.strip()]
+    unknown = [n for n in names if n not in _TLS_VERSIONS]
+    if unknown or not names:
+        raise ValueError(f"ssl.enabled.protocols={props.get('ssl.enabled.protocols')}: expected TLSv1.2 and/or "
+                         f"TLSv1.3 (older versions are not offered)")
+    versions = sorted(_TLS_VERSIONS[n] for n in names)
+    return versions[0], versions[-1]
+
+
 def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
     # Only the trust store given is trusted, as in Kafka's clients; the system's CAs without one
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2,TLSv1.3
+    context.minimum_version, context.maximum_version = _tls_versions(props)
     trust = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
     key = "ssl.truststore.location" if "ssl.truststore.location" in props else "ssl.ca.location"
     if trust:
@@ -180,8 +237,14 @@ def security_settings(props: Mapping[str, str]) -> dict[str, Any]:
         mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()  # Kafka's default
         if mechanism not in MECHANISMS:
             raise ValueError(f"sasl.mechanism={mechanism}: expected one of {', '.join(MECHANISMS)}")
-        user, password = _credentials({**props, "security.protocol": protocol}, mechanism)
-        out.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+        if mechanism == "OAUTHBEARER":
+            out.update(sasl_mechanism=mechanism, sasl_oauth_token_provider=_oauth_provider(props))
+        else:
+            stray = sorted(k for k in props if k in OAUTH_KEYS)
+            if stray:
+                raise ValueError(f"{stray[0]}: an OAUTHBEARER setting, but sasl.mechanism={mechanism}")
+            user, password = _credentials({**props, "security.protocol": protocol}, mechanism)
+            out.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
     else:
         stray = sorted(k for k in props if k.startswith("sasl."))
         if stray:

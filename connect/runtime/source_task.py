@@ -206,7 +206,7 @@ class WorkerSourceTask(RecordTask):
         if self.topic_creation is None or topic in self._ensured_topics:
             return
         group = self.topic_creation.group_for(topic)
-        admin = clients.admin_client(self.bootstrap)
+        admin = clients.admin_client(self.bootstrap, self.admin_overrides)
         await admin.start()
         try:
             if await create_topic(admin, topic, group.partitions, group.replication_factor, group.configs):
@@ -400,7 +400,7 @@ class WorkerSourceTask(RecordTask):
         message.max.bytes when the topic has no override)."""
         limit = self._batch_limits.get(topic)
         if limit is None:
-            admin = clients.admin_client(self.bootstrap)
+            admin = clients.admin_client(self.bootstrap, self.admin_overrides)
             await admin.start()
             try:
                 value = await topic_config(admin, topic, "max.message.bytes")
