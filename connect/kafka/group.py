@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.protocol.group import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 
 from headwater.kafka.errors import ErrorCode
 
+from .clients import explained
 from .security import client_security
 
 __all__ = ["GroupClient", "Joined", "Synced"]
@@ -53,7 +55,10 @@ class GroupClient:
                                       request_timeout_ms=request_timeout_ms, **client_security(security or {}))
 
     async def bootstrap(self) -> None:
-        await self._client.bootstrap()
+        try:
+            await self._client.bootstrap()
+        except KafkaConnectionError as exc:
+            raise await explained(exc, self._client) from exc
 
     async def close(self) -> None:
         await self._client.close()

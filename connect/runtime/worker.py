@@ -20,7 +20,7 @@ from headwater.logs import log_context
 from ..api import ConfigException, Connector, ConnectorContext, SinkConnector, SinkTask, SourceConnector, SourceTask
 from ..api.config import field_errors
 from ..config import CLIENT_KINDS, WorkerConfig
-from ..kafka.security import client_security, is_security_key, overlay
+from ..kafka.security import client_security, is_security_key
 from ..plugins import PluginRegistry, UnknownPlugin
 from ..status import State, TargetState, TaskId, format_trace
 from ..storage.offsets import OffsetStore
@@ -310,8 +310,9 @@ def _prefixed(props: dict[str, Any], prefix: str) -> dict[str, str]:
 
 def client_overrides(config: WorkerConfig, props: dict[str, Any], kind: str) -> dict[str, str]:
     """A task's ``kind`` (producer, consumer, admin) client properties: the worker's ``<kind>.*`` with the
-    connector's ``<kind>.override.*`` on them (its security keys replacing the worker's as a set)."""
-    return overlay(config.client(kind), _prefixed(props, f"{kind}.override."))
+    connector's ``<kind>.override.*`` on them key by key, as Kafka's Worker merges them (so a connector may
+    log in as another user with ``producer.override.sasl.jaas.config`` alone)."""
+    return {**config.client(kind), **_prefixed(props, f"{kind}.override.")}
 
 
 def client_override_problems(config: WorkerConfig, props: dict[str, Any]) -> dict[str, str]:

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from headwater.connect.api import SourceConnectorConfig
 from headwater.connect.kafka import clients
-from headwater.connect.kafka.security import client_security, is_security_key, overlay
+from headwater.connect.kafka.security import client_security, is_security_key
 
 from .filters import DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE, NameFilter, group_filter, topic_filter
 from .policy import ReplicationPolicy, replication_policy
@@ -45,10 +45,9 @@ class Cluster:
         return self.settings.get("bootstrap.servers", "")
 
     def client(self, kind: str) -> dict[str, str]:
-        """Settings for one client kind: the cluster's common ones, then ``<kind>.*`` (whose security keys, if it
-        has any, replace the common ones as a set)."""
+        """Settings for one client kind: the cluster's common ones, then ``<kind>.*`` key by key (as MM2's)."""
         common = {k: v for k, v in self.settings.items() if not k.startswith(_KINDS)}
-        return overlay(common, {k[len(kind) + 1:]: v for k, v in self.settings.items() if k.startswith(kind + ".")})
+        return {**common, **{k[len(kind) + 1:]: v for k, v in self.settings.items() if k.startswith(kind + ".")}}
 
     def consumer(self, **defaults: Any) -> Any:
         return clients.consumer(self.bootstrap, self.client("consumer"), **defaults)
