@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from headwater.properties import ConfigError, format_validation_error, load_properties, parse_overrides
 
 from .api.errors import ConfigException
-from .kafka.security import client_security, is_security_key, overlay
+from .kafka.security import client_security, is_security_key
 
 __all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config"]
 
@@ -83,10 +83,10 @@ class WorkerConfig(BaseModel):
         return {k: str(v) for k, v in (self.model_extra or {}).items() if is_security_key(k)}
 
     def client(self, kind: str) -> dict[str, str]:
-        """The tasks' ``producer.*``, ``consumer.*`` or ``admin.*`` properties; a kind without security keys of
-        its own connects as the top level does (Kafka's workers would connect in plaintext, which no secured
-        cluster accepts; one with them uses its own)."""
-        return overlay(self.security(), self.prefixed(kind + "."))
+        """The tasks' ``producer.*``, ``consumer.*`` or ``admin.*`` properties over the top level's security keys,
+        key by key: the tasks' clients connect as the worker does unless ``<kind>.*`` says otherwise (Kafka's
+        would connect in plaintext without ``<kind>.security.protocol``, which no secured cluster accepts)."""
+        return {**self.security(), **self.prefixed(kind + ".")}
 
     def prefixed(self, prefix: str) -> dict[str, str]:
         return {k[len(prefix):]: str(v) for k, v in (self.model_extra or {}).items() if k.startswith(prefix)}

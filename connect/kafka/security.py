@@ -28,7 +28,7 @@ from typing import Any
 
 from .oauth import OAUTH_KEYS, ClientCredentialsTokenProvider
 
-__all__ = ["SECURITY_KEYS", "client_security", "is_security_key", "overlay", "parse_jaas_config", "security_settings"]
+__all__ = ["SECURITY_KEYS", "client_security", "is_security_key", "parse_jaas_config", "security_settings"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -56,14 +56,6 @@ _TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TL
 def is_security_key(key: str) -> bool:
     """A key of how a Kafka client connects: ``security.protocol``, ``sasl.*``, ``ssl.*``."""
     return key == "security.protocol" or key.startswith(("sasl.", "ssl."))
-
-
-def overlay(base: Mapping[str, str], over: Mapping[str, str]) -> dict[str, str]:
-    """``over``'s properties on ``base``'s; when ``over`` says how to connect (any security key), its security
-    keys replace ``base``'s as a set, so a ``producer.security.protocol=SSL`` does not inherit a SASL login."""
-    if any(is_security_key(k) for k in over):
-        base = {k: v for k, v in base.items() if not is_security_key(k)}
-    return {**base, **over}
 
 
 def client_security(props: Mapping[str, Any]) -> dict[str, Any]:
