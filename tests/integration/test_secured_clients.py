@@ -12,63 +12,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-from support.brokerproc import BrokerProcess
-from support.certs import CertificateAuthority
 from support.connectproc import sink_config, source_config, unique, wait_for
-from support.workerproc import BROKER_OVERRIDES, REPO, SHIPPED_PROPERTIES, Cluster, fast_settings
+from support.securedclients import Secured, secured_broker
+from support.workerproc import REPO, SHIPPED_PROPERTIES, Cluster, fast_settings
 
 pytestmark = pytest.mark.timeout(240)
 
-USER, PASSWORD = "connect", "connect-secret"
-SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
-
-
-@dataclass
-class Secured:
-    """A broker with PLAINTEXT (for the test's own checks), SASL_SSL (SCRAM-SHA-512) and MTLS listeners."""
-
-    proc: BrokerProcess
-    ca: CertificateAuthority
-    other_ca: CertificateAuthority  # trusted by nobody
-    keystore: Path  # the worker's client certificate and key, PKCS12, password "storepw"
-
-    def bootstrap(self, listener: str) -> str:
-        return f"127.0.0.1:{self.proc.ports[listener]}"
-
-    def scram(self, password: str = PASSWORD) -> dict[str, str]:
-        """A SASL_SSL/SCRAM client's properties, as Confluent Cloud's and MSK's documentation write them."""
-        return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-                "sasl.jaas.config": f'{SCRAM} required username="{USER}" password="{password}";',
-                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.cert)}
-
-    def mtls(self) -> dict[str, str]:
-        return {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.cert),
-                "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(self.keystore),
-                "ssl.keystore.password": "storepw"}
-
-
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    base = tmp_path_factory.mktemp("secured")
-    ca, other = CertificateAuthority(base / "pki"), CertificateAuthority(base / "other")
-    server = ca.issue("broker", server=True, CN="localhost")
-    keystore = ca.issue("worker", CN="worker", O="Headwater").pkcs12(base / "worker.p12", "storepw")
-    with BrokerProcess(base / "data", *BROKER_OVERRIDES, "num.partitions=1",
-                       "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
-                       "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL",
-                       "sasl.enabled.mechanisms=SCRAM-SHA-512", "listener.name.mtls.ssl.client.auth=required",
-                       "ssl.keystore.type=PEM", f"ssl.keystore.location={server.pem}",
-                       "ssl.truststore.type=PEM", f"ssl.truststore.location={ca.cert}") as proc:
-        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-        upsert = UserScramCredentialUpsertion(USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                              PASSWORD.encode())
-        admin.alter_user_scram_credentials([upsert])[USER].result(30)
-        yield Secured(proc, ca, other, keystore)
+    with secured_broker(tmp_path_factory.mktemp("secured")) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
