@@ -160,12 +160,13 @@ class ClientCredentialsTokenProvider(AbstractTokenProvider):
         """(the access token, seconds it lives); 5xx answers and network errors are retried with growing
         backoff up to ``sasl.login.retry.backoff.max.ms``, a 4xx answer (wrong credentials) is not."""
         form = {"grant_type": "client_credentials", **({"scope": self.scope} if self.scope else {})}
+        basic = "Basic " + base64.b64encode(f"{self.client_id}:{self._secret}".encode()).decode()
         backoff, backoff_max = self._backoff
         while True:
             try:
                 async with aiohttp.ClientSession(timeout=self._timeout) as session, session.post(
-                        self.endpoint, data=form, auth=aiohttp.BasicAuth(self.client_id, self._secret),
-                        headers={"Accept": "application/json"}) as response:
+                        self.endpoint, data=form, headers={"Accept": "application/json", "Authorization": basic}
+                ) as response:
                     body = await response.text()
                     if response.status < 500:
                         return self._parse(response.status, body)
