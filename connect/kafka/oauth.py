@@ -21,7 +21,9 @@ from typing import Any
 import aiohttp
 from aiokafka.abc import AbstractTokenProvider
 
-__all__ = ["OAUTH_KEYS", "ClientCredentialsTokenProvider", "TokenEndpointError"]
+from headwater.kafka.client_security import OAUTH_KEYS
+
+__all__ = ["ClientCredentialsTokenProvider", "TokenEndpointError"]
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +31,7 @@ HANDLERS = frozenset({  # Kafka 3.4+ and its 3.1-3.3 name
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
 })
-# Kafka's client-side OAUTHBEARER keys, with their defaults (None: required or no default)
+# Kafka's client-side OAUTHBEARER keys (OAUTH_KEYS), with their defaults (None: required or no default)
 _DEFAULTS: dict[str, str | None] = {
     "sasl.oauthbearer.token.endpoint.url": None,
     "sasl.login.callback.handler.class": None,
@@ -44,7 +46,7 @@ _DEFAULTS: dict[str, str | None] = {
     "sasl.login.refresh.buffer.seconds": "300",
     "sasl.login.refresh.min.period.seconds": "60",
 }
-OAUTH_KEYS = frozenset(_DEFAULTS)
+assert OAUTH_KEYS == frozenset(_DEFAULTS)
 
 
 class TokenEndpointError(Exception):
