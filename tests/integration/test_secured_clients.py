@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.connectproc import sink_config, source_config, unique, wait_for
+from support.connectproc import produce, sink_config, source_config, unique, wait_for
+from support.mirrorkit import read_all
 from support.securedclients import Secured, secured_broker
 from support.workerproc import REPO, SHIPPED_PROPERTIES, Cluster, fast_settings
 
@@ -44,7 +45,9 @@ def _file_pipeline(cluster: Cluster, tmp: Path, lines: list[str]) -> None:
     source.write_text("".join(f"{line}\n" for line in lines))
     worker = cluster.workers[0]
     src, snk = unique("file-source"), unique("file-sink")
-    worker.ok("PUT", f"/connectors/{src}/config", source_config(source, topic))
+    # KIP-158 topic creation: the task's admin client creates the topic (secured as the producer is)
+    worker.ok("PUT", f"/connectors/{src}/config", source_config(source, topic, **{
+        "topic.creation.default.replication.factor": "1", "topic.creation.default.partitions": "1"}))
     worker.ok("PUT", f"/connectors/{snk}/config", sink_config(sink, topic))
     cluster.wait_running(src, 1, 60)
     cluster.wait_running(snk, 1, 60)
@@ -64,6 +67,20 @@ def test_two_workers_over_sasl_ssl_scram_run_a_file_pipeline(secured: Secured, w
     # The REST admin view reads the cluster through the worker's secured client settings too
     topics = {t["topic"] for t in workers.workers[1].ok("GET", "/admin/topics")}
     assert workers.settings is not None and workers.settings["config.storage.topic"] in topics
+
+
+def test_dead_letter_queue_producer_over_sasl_ssl(secured: Secured, workers: Cluster, tmp_path: Path) -> None:
+    topic, dlq, out = unique("raw"), unique("dlq"), tmp_path / "out.txt"
+    produce(secured.proc.bootstrap, topic, [(None, b"not json", []), (None, b'"fine"', [])])  # the test's listener
+    name = unique("dlq-sink")
+    workers.workers[0].ok("PUT", f"/connectors/{name}/config", sink_config(out, topic, **{
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.topic.replication.factor": "1"}))
+    wait_for(lambda: out.exists() and out.read_text() == "fine\n", 60, 0.2, "the good record in the sink's file",
+             workers.logs)
+    dead = wait_for(lambda: read_all(secured.proc.bootstrap, dlq, 1, timeout=3) or None, 60, 0.5,
+                    f"the bad record in {dlq}", workers.logs)
+    assert [r.value for r in dead] == [b"not json"]
 
 
 def test_mtls_worker_runs_a_file_pipeline(secured: Secured, tmp_path: Path) -> None:
