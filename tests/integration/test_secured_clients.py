@@ -134,3 +134,17 @@ def test_keys_that_cannot_be_honoured_are_refused_by_name(secured: Secured, work
          *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")]],
         cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "producer.sasl.mechanism=GSSAPI" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_worker_that_cannot_log_in_stops_naming_bootstrap_and_reason(secured: Secured) -> None:
+    tag = unique("refused-worker")
+    settings = {**fast_settings(tag), **secured.scram("not-the-password"),
+                "bootstrap.servers": secured.bootstrap("SASL_SSL"), "listeners": "http://127.0.0.1:0"}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "headwater", "connect", "distributed", str(SHIPPED_PROPERTIES),
+         *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")]],
+        cwd=REPO, capture_output=True, text=True, timeout=90)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and time.monotonic() - started < 60, output[-3000:]
+    assert f"{secured.bootstrap('SASL_SSL')} (SASL_SSL)" in output and "invalid credentials" in output, output[-3000:]
