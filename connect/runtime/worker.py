@@ -317,7 +317,7 @@ def client_overrides(config: WorkerConfig, props: dict[str, Any], kind: str) -> 
 
 def client_override_problems(config: WorkerConfig, props: dict[str, Any]) -> dict[str, str]:
     """A connector's ``*.override.*`` security settings that cannot be honoured, by the key given (for
-    validation and before the connector starts)."""
+    connector validation: a task would fail with the same message when it builds the client)."""
     problems: dict[str, str] = {}
     for kind in CLIENT_KINDS:
         own = _prefixed(props, f"{kind}.override.")
