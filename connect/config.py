@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from headwater.properties import ConfigError, format_validation_error, load_properties, parse_overrides
 
 from .api.errors import ConfigException
+from .kafka.security import client_security, is_security_key
 
-__all__ = ["WorkerConfig", "WorkerConfigError", "load_worker_config"]
+__all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config"]
+
+CLIENT_KINDS = ("producer", "consumer", "admin")
 
 
 class WorkerConfigError(ConfigException, ConfigError):
@@ -62,6 +65,28 @@ class WorkerConfig(BaseModel):
         if v not in ("eager", "compatible", "sessioned"):
             raise ValueError("must be eager, compatible or sessioned")
         return v
+
+    @model_validator(mode="after")
+    def _security(self) -> WorkerConfig:
+        """Every client's security settings are checked at start (a GSSAPI login or a JKS store is refused
+        here, naming the key with its prefix), not when a task first connects."""
+        for kind in ("", *CLIENT_KINDS):
+            try:
+                client_security(self.client(kind) if kind else self.security())
+            except ValueError as exc:
+                raise ValueError(f"{kind}.{exc}" if kind else str(exc)) from None
+        return self
+
+    def security(self) -> dict[str, str]:
+        """The top level's ``security.protocol``, ``sasl.*`` and ``ssl.*``: how the internal stores, the group
+        membership and the worker's admin client connect."""
+        return {k: str(v) for k, v in (self.model_extra or {}).items() if is_security_key(k)}
+
+    def client(self, kind: str) -> dict[str, str]:
+        """The tasks' ``producer.*``, ``consumer.*`` or ``admin.*`` properties over the top level's security keys,
+        key by key: the tasks' clients connect as the worker does unless ``<kind>.*`` says otherwise (Kafka's
+        would connect in plaintext without ``<kind>.security.protocol``, which no secured cluster accepts)."""
+        return {**self.security(), **self.prefixed(kind + ".")}
 
     def prefixed(self, prefix: str) -> dict[str, str]:
         return {k[len(prefix):]: str(v) for k, v in (self.model_extra or {}).items() if k.startswith(prefix)}

@@ -18,6 +18,7 @@ import binascii
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,11 +109,15 @@ def _unb64(text: str, what: str) -> bytes:
         raise _Refused(f"{what} is not base64") from None
 
 
+_SASLNAME = re.compile(r"(?:[^=,]|=2C|=3D)*")
+_ESCAPES = re.compile(r"=2C|=3D")
+
+
 def _saslname(text: str) -> str:
     """RFC 5802's saslname unescaped: ``=2C`` is ``,`` and ``=3D`` is ``=``; any other ``=`` is malformed."""
-    if "," in text or "=" in text.replace("=2C", "").replace("=3D", ""):
+    if not _SASLNAME.fullmatch(text):
         raise _Refused("bad saslname escaping")
-    return text.replace("=2C", ",").replace("=3D", "=")
+    return _ESCAPES.sub(lambda m: "," if m.group() == "=2C" else "=", text)
 
 
 def _base36(n: int) -> str:
@@ -179,11 +184,6 @@ class ScramServer:
         if not self.complete:
             raise RuntimeError("SCRAM exchange not complete")
         return f"User:{self._user}"
-
-    @property
-    def user(self) -> str:
-        """The user name the client gave (known after its first message)."""
-        return self._user
 
     def _generic(self) -> AuthenticationFailed:
         # Kafka's text for a SaslException: the same whatever went wrong

@@ -40,7 +40,7 @@ class BaseHerder(ABC):
         self.config = config
         self.registry = registry
         self.offsets = offsets
-        self.offsets_service = OffsetsService(config.bootstrap_servers, offsets)
+        self.offsets_service = OffsetsService(config.bootstrap_servers, offsets, config.client("admin"))
         self.worker_id = worker_id
         self.worker = Worker(worker_id, config, registry, offsets, self._on_status, self._request_reconfigure)
         self.configs: dict[str, dict[str, str]] = {}

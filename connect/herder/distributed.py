@@ -48,14 +48,14 @@ log = logging.getLogger(__name__)
 
 class DistributedHerder(BaseHerder):
     def __init__(self, config: WorkerConfig, registry: PluginRegistry, worker_id: str, rest_url: str) -> None:
-        bootstrap = config.bootstrap_servers
+        bootstrap, security = config.bootstrap_servers, config.security()
         client = f"connect-{worker_id}"
-        self.offset_store = KafkaOffsetStore(bootstrap, config.offset_storage_topic, f"{client}-offsets")
+        self.offset_store = KafkaOffsetStore(bootstrap, config.offset_storage_topic, f"{client}-offsets", security)
         super().__init__(config, registry, self.offset_store, worker_id)
         self.rest_url = rest_url.rstrip("/")
         self.config_store = KafkaConfigStore(bootstrap, config.config_storage_topic, f"{client}-configs",
-                                             self._on_config_record)
-        self.status_store = KafkaStatusStore(bootstrap, config.status_storage_topic, f"{client}-statuses")
+                                             self._on_config_record, security)
+        self.status_store = KafkaStatusStore(bootstrap, config.status_storage_topic, f"{client}-statuses", security)
         # Views of the stores' state, which only their readers change; the herder reads them.
         snap = self.config_store.snapshot
         self.configs, self.targets, self.task_configs = snap.connectors, snap.targets, snap.tasks
@@ -66,7 +66,7 @@ class DistributedHerder(BaseHerder):
             else ["compatible", "default"])
         self.membership = GroupMembership(
             bootstrap, config.group_id, client, config.session_timeout_ms, config.rebalance_timeout_ms,
-            config.heartbeat_interval_ms, protocols, self._metadata, self._assign, self._on_assignment)
+            config.heartbeat_interval_ms, protocols, self._metadata, self._assign, self._on_assignment, security)
         # The herder's own state, changed only on the loop:
         self.assignment: Assignment | None = None
         self.generation = -1
@@ -83,13 +83,13 @@ class DistributedHerder(BaseHerder):
     async def start(self) -> None:
         cfg, bootstrap = self.config, self.config.bootstrap_servers
         await ensure_compacted_topic(bootstrap, cfg.config_storage_topic, 1, cfg.config_storage_replication_factor,
-                                     "connector configurations", "config.storage.topic")
+                                     "connector configurations", "config.storage.topic", cfg.security())
         await ensure_compacted_topic(bootstrap, cfg.offset_storage_topic, cfg.offset_storage_partitions,
                                      cfg.offset_storage_replication_factor, "source connector offsets",
-                                     "offset.storage.topic")
+                                     "offset.storage.topic", cfg.security())
         await ensure_compacted_topic(bootstrap, cfg.status_storage_topic, cfg.status_storage_partitions,
                                      cfg.status_storage_replication_factor, "connector and task statuses",
-                                     "status.storage.topic")
+                                     "status.storage.topic", cfg.security())
         await self.offsets.start()
         await self.status_store.start()
         await self.config_store.start()

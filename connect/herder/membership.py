@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from headwater.kafka.errors import ErrorCode
@@ -62,8 +62,10 @@ OnAssignment = Callable[[Assignment, int, bool], Awaitable[None]]
 class GroupMembership:
     def __init__(self, bootstrap: str, group_id: str, client_id: str, session_timeout_ms: int,
                  rebalance_timeout_ms: int, heartbeat_interval_ms: int, protocols: list[str],
-                 metadata: Callable[[], bytes], assign: Assign, on_assignment: OnAssignment) -> None:
-        self.client = GroupClient(bootstrap, client_id, request_timeout_ms=max(rebalance_timeout_ms + 5000, 40000))
+                 metadata: Callable[[], bytes], assign: Assign, on_assignment: OnAssignment,
+                 security: Mapping[str, str] | None = None) -> None:
+        self.client = GroupClient(bootstrap, client_id, request_timeout_ms=max(rebalance_timeout_ms + 5000, 40000),
+                                  security=security)
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms

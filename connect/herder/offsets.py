@@ -7,6 +7,7 @@ are checked before anything changes; a refusal names the field or the partition.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
@@ -29,8 +30,9 @@ def sink_group(name: str) -> str:
 
 
 class OffsetsService:
-    def __init__(self, bootstrap: str, store: OffsetStore) -> None:
+    def __init__(self, bootstrap: str, store: OffsetStore, security: Mapping[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
+        self.security = dict(security or {})  # the worker's admin client properties
         self.store = store
 
     # -- source connectors: the offset store -----------------------------------------------------------
@@ -56,7 +58,7 @@ class OffsetsService:
     # -- sink connectors: the consumer group -----------------------------------------------------------
 
     async def sink_offsets(self, name: str) -> Entries:
-        async with GroupOffsetsAdmin(self.bootstrap, "headwater-offsets-list") as admin:
+        async with GroupOffsetsAdmin(self.bootstrap, self.security, "headwater-offsets-list") as admin:
             found = await admin.committed(sink_group(name))
         return [{"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
                 for (t, p), o in sorted(found.items())]
@@ -66,7 +68,7 @@ class OffsetsService:
         one; DELETE deletes the group (as Kafka Connect does)."""
         group = sink_group(name)
         if entries is None:
-            async with GroupOffsetsAdmin(self.bootstrap, "headwater-offsets-reset") as admin:
+            async with GroupOffsetsAdmin(self.bootstrap, self.security, "headwater-offsets-reset") as admin:
                 code = await admin.delete_group(group)
             if code != ErrorCode.GROUP_ID_NOT_FOUND:  # a group with no commits: nothing to reset
                 _check(group, code)
@@ -80,7 +82,7 @@ class OffsetsService:
                 deletes.append(tp)
             else:
                 commits[tp] = _sink_offset(i, offset)
-        async with GroupOffsetsAdmin(self.bootstrap, "headwater-offsets-alter") as admin:
+        async with GroupOffsetsAdmin(self.bootstrap, self.security, "headwater-offsets-alter") as admin:
             if commits:
                 for tp, code in (await admin.commit(group, commits)).items():
                     _check(group, code, tp)

@@ -1,16 +1,25 @@
-"""aiokafka clients built from Kafka property names (``producer.*``/``consumer.*`` overrides)."""
+"""aiokafka clients built from Kafka property names (``producer.*``/``consumer.*`` overrides); the security keys
+among them (``security.protocol``, ``sasl.*``, ``ssl.*``) go through ``security.client_security``, so every
+client built here connects as its configuration says, or is not built."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.client import AIOKafkaClient
+from aiokafka.conn import create_conn
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-__all__ = ["PrebuiltBatch", "admin_client", "consumer", "fill_batch", "kafka_kwargs", "producer", "stop_producer"]
+from .security import client_security, is_security_key
+
+__all__ = ["PrebuiltBatch", "admin_client", "bootstrap_failure", "consumer", "explained", "fill_batch", "kafka_kwargs",
+           "producer", "stop_producer"]
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +55,24 @@ _CONSUMER: dict[str, tuple[str, Any]] = {
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "request.timeout.ms": ("request_timeout_ms", _INT),
 }
+_ADMIN: dict[str, tuple[str, Any]] = {
+    "client.id": ("client_id", str),
+    "request.timeout.ms": ("request_timeout_ms", _INT),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
+    "retry.backoff.ms": ("retry_backoff_ms", _INT),
+}
 
 
-def kafka_kwargs(props: dict[str, str], table: dict[str, tuple[str, Any]]) -> dict[str, Any]:
-    """Translate the Kafka properties aiokafka understands; others are ignored."""
+def kafka_kwargs(props: Mapping[str, str], table: dict[str, tuple[str, Any]]) -> dict[str, Any]:
+    """Translate the Kafka properties aiokafka understands, the security ones included (a ValueError names a
+    security key that is wrong or cannot be honoured); others are ignored."""
     out: dict[str, Any] = {}
     for key, value in props.items():
         if key in table:
             name, conv = table[key]
             out[name] = conv(value)
+    if any(is_security_key(k) for k in props):  # else the caller's own settings (the CLI's) stand
+        out.update(client_security(props))
     return out
 
 
@@ -66,6 +84,7 @@ def producer(bootstrap: str, overrides: dict[str, str], **defaults: Any) -> AIOK
     kwargs = {**defaults, **kafka_kwargs(overrides, _PRODUCER)}
     delivery_timeout_ms = kwargs.pop("delivery_timeout_ms", None)
     out = AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
+    _explain_bootstrap(out, out.client)
     if delivery_timeout_ms is not None:
         out._message_accumulator._batch_ttl = delivery_timeout_ms / 1000
     _bound_requests(out._message_accumulator, out._max_request_size)
@@ -112,11 +131,54 @@ async def stop_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
 
 def consumer(bootstrap: str, overrides: dict[str, str], **defaults: Any) -> AIOKafkaConsumer:
     kwargs = {**defaults, **kafka_kwargs(overrides, _CONSUMER)}
-    return AIOKafkaConsumer(bootstrap_servers=bootstrap, **kwargs)
+    out = AIOKafkaConsumer(bootstrap_servers=bootstrap, **kwargs)
+    _explain_bootstrap(out, out._client)
+    return out
 
 
-def admin_client(bootstrap: str, **kwargs: Any) -> AIOKafkaAdminClient:
-    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
+def admin_client(bootstrap: str, props: Mapping[str, str] | None = None, **kwargs: Any) -> AIOKafkaAdminClient:
+    """An admin client; ``props`` are Kafka's admin properties (``admin.*``), ``kwargs`` aiokafka's defaults."""
+    out = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **{**kwargs, **kafka_kwargs(props or {}, _ADMIN)})
+    _explain_bootstrap(out, out._client)
+    return out
+
+
+async def bootstrap_failure(client: AIOKafkaClient) -> str:
+    """Why ``client`` cannot reach any of its bootstrap servers, each tried once more as aiokafka's bootstrap
+    does (which logs the reason and raises only "Unable to bootstrap from [...]")."""
+    reasons = []
+    for host, port, _ in client.hosts:
+        try:
+            conn = await create_conn(
+                host, port, client_id=client._client_id, request_timeout_ms=client._request_timeout_ms,
+                ssl_context=client._ssl_context, security_protocol=client._security_protocol,
+                sasl_mechanism=client._sasl_mechanism, sasl_plain_username=client._sasl_plain_username,
+                sasl_plain_password=client._sasl_plain_password,
+                sasl_oauth_token_provider=client._sasl_oauth_token_provider)
+        except Exception as exc:  # noqa: BLE001 - any reason is the answer
+            reasons.append(f"{host}:{port} ({client._security_protocol}): {type(exc).__name__}: {exc}")
+        else:
+            conn.close()
+    return "; ".join(reasons) or "each bootstrap server answered when tried again"
+
+
+async def explained(exc: KafkaConnectionError, client: AIOKafkaClient) -> KafkaConnectionError:
+    """aiokafka's "Unable to bootstrap from [...]" with the reason found by ``bootstrap_failure``."""
+    return KafkaConnectionError(f"{exc.args[0] if exc.args else exc}: {await bootstrap_failure(client)}")
+
+
+def _explain_bootstrap(owner: Any, client: AIOKafkaClient) -> None:
+    """``owner.start()`` raising a KafkaConnectionError that says why the bootstrap failed: a refused login
+    or an untrusted certificate then reaches the task's trace, not only the log."""
+    start = owner.start
+
+    async def explained_start() -> None:
+        try:
+            await start()
+        except KafkaConnectionError as exc:
+            raise await explained(exc, client) from exc
+
+    owner.start = explained_start
 
 
 def fill_batch(builder: BatchBuilder, key: bytes | None, values: list[bytes | None], start: int,

@@ -8,12 +8,17 @@ error codes by name, so callers never see aiokafka's protocol classes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.protocol.group import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 
 from headwater.kafka.errors import ErrorCode
+
+from .clients import explained
+from .security import client_security
 
 __all__ = ["GroupClient", "Joined", "Synced"]
 
@@ -44,12 +49,16 @@ def _code(value: int) -> ErrorCode:
 class GroupClient:
     """One connection pool to the cluster for a group member; coordinator node ids as aiokafka knows them."""
 
-    def __init__(self, bootstrap: str, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(self, bootstrap: str, client_id: str, request_timeout_ms: int,
+                 security: Mapping[str, str] | None = None) -> None:
         self._client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id,
-                                      request_timeout_ms=request_timeout_ms)
+                                      request_timeout_ms=request_timeout_ms, **client_security(security or {}))
 
     async def bootstrap(self) -> None:
-        await self._client.bootstrap()
+        try:
+            await self._client.bootstrap()
+        except KafkaConnectionError as exc:
+            raise await explained(exc, self._client) from exc
 
     async def close(self) -> None:
         await self._client.close()

@@ -10,6 +10,7 @@ delete (DeleteGroups) are sent here through its low-level client. Each error com
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeAlias
 
 from aiokafka.admin import AIOKafkaAdminClient
@@ -92,8 +93,9 @@ def _by_topic(partitions: list[Partition]) -> list[tuple[str, list[int]]]:
 class GroupOffsetsAdmin:
     """One admin connection for a few group-offset operations: ``async with GroupOffsetsAdmin(bootstrap)``."""
 
-    def __init__(self, bootstrap: str, client_id: str = "headwater-offsets") -> None:
-        self._admin: AIOKafkaAdminClient = admin_client(bootstrap, client_id=client_id)
+    def __init__(self, bootstrap: str, props: Mapping[str, str] | None = None,
+                 client_id: str = "headwater-offsets") -> None:
+        self._admin: AIOKafkaAdminClient = admin_client(bootstrap, props, client_id=client_id)
 
     async def __aenter__(self) -> GroupOffsetsAdmin:
         await self._admin.start()

@@ -1,195 +1,25 @@
-"""A Kafka client's security properties (``security.protocol``, ``sasl.*``, ``ssl.*``, as in the file Kafka's
-scripts take with ``--command-config``) as aiokafka's client settings.
-
-Supported: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL; SASL mechanisms PLAIN, SCRAM-SHA-256 and
-SCRAM-SHA-512 with the user and password from ``sasl.jaas.config`` (``PlainLoginModule`` /
-``ScramLoginModule required username="..." password="...";``) or librdkafka's ``sasl.username`` /
-``sasl.password``; trust and client certificates from PEM or PKCS12 stores (``ssl.truststore.*``,
-``ssl.keystore.*``, KIP-651's inline PEM, librdkafka's ``ssl.ca.location`` / ``ssl.certificate.location`` /
-``ssl.key.location``). Anything else is refused naming the key, rather than silently connecting another way.
-"""
+"""Kafka client security properties as aiokafka's settings: the one mapping (``headwater.kafka.client_security``)
+with Connect's OAUTHBEARER token provider (``oauth``, KIP-768's client-credentials flow) plugged in."""
 
 from __future__ import annotations
 
-import os
-import re
-import ssl
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-__all__ = ["SECURITY_KEYS", "parse_jaas_config", "security_settings"]
+from headwater.kafka import client_security as mapping
+from headwater.kafka.client_security import SECURITY_KEYS, is_security_key, parse_jaas_config
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-LOGIN_MODULES = {
-    "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
-    "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256", "SCRAM-SHA-512"),
-}
-SECURITY_KEYS = frozenset({
-    "security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password",
-    "ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.password", "ssl.truststore.certificates",
-    "ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.password", "ssl.key.password",
-    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.endpoint.identification.algorithm",
-    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.location.password",
-})
-# Client keys that do not change how the client connects (other tools share these files): accepted, unused
-NEUTRAL_KEYS = frozenset({"ssl.protocol", "ssl.enabled.protocols", "client.id", "request.timeout.ms"})
+from .oauth import ClientCredentialsTokenProvider
 
-_JAAS = re.compile(r"\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)"
-                   r"\s*(?P<options>.*?)\s*;\s*", re.DOTALL)
-_OPTION = re.compile(r'\s*(?P<key>[\w.]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s";]+))')
-
-
-def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
-    """``<LoginModule class> <flag> key="value" ...;`` -> (the class, its options). One module only, as Kafka
-    allows in ``sasl.jaas.config``."""
-    m = _JAAS.fullmatch(text)
-    if not m:
-        raise ValueError(f"sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;', got {text!r}")
-    options: dict[str, str] = {}
-    rest = m.group("options")
-    pos = 0
-    while pos < len(rest):
-        o = _OPTION.match(rest, pos)
-        if not o:
-            raise ValueError(f"sasl.jaas.config: cannot read the options at {rest[pos:pos + 20]!r}")
-        quoted = o.group("quoted")
-        options[o.group("key")] = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else o.group("bare")
-        pos = o.end()
-        while pos < len(rest) and rest[pos].isspace():
-            pos += 1
-    return m.group("module"), options
-
-
-def _credentials(props: Mapping[str, str], mechanism: str) -> tuple[str, str]:
-    jaas = props.get("sasl.jaas.config")
-    if jaas is not None:
-        module, options = parse_jaas_config(jaas)
-        if module not in LOGIN_MODULES:
-            raise ValueError(f"sasl.jaas.config: login module {module} is not supported "
-                             f"(use one of {', '.join(LOGIN_MODULES)})")
-        if mechanism not in LOGIN_MODULES[module]:
-            raise ValueError(f"sasl.jaas.config: {module.rsplit('.', 1)[1]} does not serve sasl.mechanism={mechanism}")
-        if options.get("tokenauth", "false").lower() == "true":
-            raise ValueError("sasl.jaas.config: tokenauth (delegation tokens) is not supported")
-        missing = [k for k in ("username", "password") if k not in options]
-        if missing:
-            raise ValueError(f"sasl.jaas.config: {' and '.join(missing)} missing")
-        return options["username"], options["password"]
-    if "sasl.username" in props and "sasl.password" in props:
-        return props["sasl.username"], props["sasl.password"]
-    raise ValueError(f"sasl.jaas.config: required for security.protocol={props['security.protocol']} "
-                     "(or sasl.username and sasl.password)")
-
-
-def _store_type(props: Mapping[str, str], key: str, location: str) -> str:
-    kind = props.get(key, "").upper() or ("PKCS12" if location.lower().endswith((".p12", ".pfx")) else "PEM")
-    if kind not in ("PEM", "PKCS12"):
-        raise ValueError(f"{key}={props.get(key)}: only PEM and PKCS12 stores are supported (convert a JKS store "
-                         "with keytool -importkeystore -deststoretype PKCS12)")
-    return kind
-
-
-def _pkcs12(location: str, password: str | None, key: str) -> tuple[Any, Any, list[Any]]:
-    from cryptography.hazmat.primitives.serialization import pkcs12
-
-    try:
-        return pkcs12.load_key_and_certificates(Path(location).read_bytes(), password.encode() if password else None)
-    except (ValueError, OSError) as exc:
-        raise ValueError(f"{key}={location}: cannot read the PKCS12 store: {exc}") from None
-
-
-def _pem(obj: Any) -> str:
-    from cryptography.hazmat.primitives import serialization
-
-    if hasattr(obj, "private_bytes"):
-        return obj.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption()).decode()
-    return str(obj.public_bytes(serialization.Encoding.PEM).decode())
-
-
-def _load_chain(context: ssl.SSLContext, pem: str, password: str | None) -> None:
-    """The client's certificate chain and key from PEM text (``load_cert_chain`` reads files only): written to
-    a file only this user may read, removed at once."""
-    fd, name = tempfile.mkstemp(suffix=".pem")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(pem)
-        context.load_cert_chain(name, password=password)
-    finally:
-        os.unlink(name)
-
-
-def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
-    # Only the trust store given is trusted, as in Kafka's clients; the system's CAs without one
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2,TLSv1.3
-    trust = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
-    key = "ssl.truststore.location" if "ssl.truststore.location" in props else "ssl.ca.location"
-    if trust:
-        if _store_type(props, "ssl.truststore.type", trust) == "PKCS12":
-            _, cert, extra = _pkcs12(trust, props.get("ssl.truststore.password"), key)
-            context.load_verify_locations(cadata="".join(_pem(c) for c in [cert, *extra] if c is not None))
-        else:
-            try:
-                context.load_verify_locations(cafile=trust)
-            except (OSError, ssl.SSLError) as exc:
-                raise ValueError(f"{key}={trust}: cannot read the certificates: {exc}") from None
-    if "ssl.truststore.certificates" in props:
-        context.load_verify_locations(cadata=props["ssl.truststore.certificates"])
-    if not trust and "ssl.truststore.certificates" not in props:
-        context.load_default_certs()
-    key_password = props.get("ssl.key.password") or props.get("ssl.key.location.password")
-    keystore = props.get("ssl.keystore.location")
-    try:
-        if keystore and _store_type(props, "ssl.keystore.type", keystore) == "PKCS12":
-            private, cert, extra = _pkcs12(keystore, props.get("ssl.keystore.password"), "ssl.keystore.location")
-            _load_chain(context, "".join(_pem(o) for o in [private, cert, *extra] if o is not None), None)
-        elif keystore:
-            context.load_cert_chain(keystore, password=key_password)  # one PEM file: key and chain
-        elif "ssl.keystore.certificate.chain" in props or "ssl.keystore.key" in props:
-            if not ("ssl.keystore.certificate.chain" in props and "ssl.keystore.key" in props):
-                raise ValueError("ssl.keystore.key: needs ssl.keystore.certificate.chain with it (and the other way)")
-            _load_chain(context, props["ssl.keystore.key"] + "\n" + props["ssl.keystore.certificate.chain"],
-                        key_password)
-        elif "ssl.certificate.location" in props:
-            context.load_cert_chain(props["ssl.certificate.location"], props.get("ssl.key.location"), key_password)
-    except (OSError, ssl.SSLError) as exc:
-        raise ValueError(f"ssl.keystore: cannot load the client certificate and key: {exc}") from None
-    algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
-    if algorithm not in ("https", ""):
-        raise ValueError(f"ssl.endpoint.identification.algorithm={algorithm}: expected https or empty")
-    context.check_hostname = algorithm == "https"
-    return context
+__all__ = ["SECURITY_KEYS", "client_security", "is_security_key", "parse_jaas_config", "security_settings"]
 
 
 def security_settings(props: Mapping[str, str]) -> dict[str, Any]:
-    """aiokafka keyword arguments (``security_protocol``, ``ssl_context``, ``sasl_*``) for these Kafka client
+    """aiokafka keyword arguments (``security_protocol``, ``ssl_context``, ``sasl_*``) for a file of client
     properties; a ValueError naming the key for one that is unknown, unsupported or wrong."""
-    for key in props:
-        if key not in SECURITY_KEYS and key not in NEUTRAL_KEYS:
-            raise ValueError(f"{key}: not a client security property this client supports "
-                             f"(supported: {', '.join(sorted(SECURITY_KEYS))})")
-    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"security.protocol={props['security.protocol']}: expected one of {', '.join(PROTOCOLS)}")
-    out: dict[str, Any] = {"security_protocol": protocol}
-    if protocol.startswith("SASL_"):
-        mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()  # Kafka's default
-        if mechanism not in MECHANISMS:
-            raise ValueError(f"sasl.mechanism={mechanism}: expected one of {', '.join(MECHANISMS)}")
-        user, password = _credentials({**props, "security.protocol": protocol}, mechanism)
-        out.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
-    else:
-        stray = sorted(k for k in props if k.startswith("sasl."))
-        if stray:
-            raise ValueError(f"{stray[0]}: a SASL setting, but security.protocol={protocol}")
-    if protocol.endswith("SSL"):
-        out["ssl_context"] = _ssl_context(props)
-    else:
-        stray = sorted(k for k in props if k.startswith("ssl.") and k not in NEUTRAL_KEYS)
-        if stray:
-            raise ValueError(f"{stray[0]}: a TLS setting, but security.protocol={protocol}")
-    return out
+    return mapping.security_settings(props, ClientCredentialsTokenProvider.from_config)
+
+
+def client_security(props: Mapping[str, Any]) -> dict[str, Any]:
+    """aiokafka keyword arguments for the security keys among a client's properties (others are not looked at)."""
+    return mapping.client_security(props, ClientCredentialsTokenProvider.from_config)

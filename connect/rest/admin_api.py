@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ from aiokafka import errors as kafka_errors
 
 from ..herder.errors import NotFound
 from ..kafka.cluster_view import ClusterView, NewestRecord, TopicOffsets
+from ..kafka.security import client_security
 from . import models as m
 from .openapi import Api, Query
 
@@ -46,9 +47,11 @@ class _Cluster:
 CLUSTER: web.AppKey[_Cluster] = web.AppKey("cluster", _Cluster)
 
 
-def install(app: web.Application, bootstrap: str, connect_topics: set[str]) -> None:
-    """Give ``app`` the cluster view the handlers read through, closed when the app is cleaned up."""
-    cluster = _Cluster(ClusterView(bootstrap), frozenset(connect_topics))
+def install(app: web.Application, bootstrap: str, connect_topics: set[str],
+            security: Mapping[str, str] | None = None) -> None:
+    """Give ``app`` the cluster view the handlers read through, closed when the app is cleaned up; ``security``:
+    the worker's client security properties."""
+    cluster = _Cluster(ClusterView(bootstrap, settings=client_security(security or {})), frozenset(connect_topics))
     app[CLUSTER] = cluster
 
     async def close(_: web.Application) -> None:

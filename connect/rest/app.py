@@ -512,7 +512,7 @@ def build_app(herder: Herder) -> web.Application:
     API.add_to(app)
     config = herder.config
     admin_api.install(app, config.bootstrap_servers, {config.config_storage_topic, config.offset_storage_topic,
-                                                      config.status_storage_topic})
+                                                      config.status_storage_topic}, config.client("admin"))
     app.router.add_get("/metrics", prometheus_metrics)
     add_console(app)
     return app

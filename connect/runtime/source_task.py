@@ -171,7 +171,7 @@ class WorkerSourceTask(RecordTask[SourceTask]):
         if self.topic_creation is None or topic in self._ensured_topics:
             return
         group = self.topic_creation.group_for(topic)
-        admin = clients.admin_client(self.bootstrap)
+        admin = clients.admin_client(self.bootstrap, self.admin_overrides)
         await admin.start()
         try:
             if await create_topic(admin, topic, group.partitions, group.replication_factor, group.configs):
@@ -184,7 +184,7 @@ class WorkerSourceTask(RecordTask[SourceTask]):
 
     async def topic_setting(self, topic: str, name: str) -> str | None:
         """A topic's config value on the target (None when it has no override)."""
-        admin = clients.admin_client(self.bootstrap)
+        admin = clients.admin_client(self.bootstrap, self.admin_overrides)
         await admin.start()
         try:
             value: str | None = await topic_config(admin, topic, name)

@@ -28,7 +28,8 @@ from ..api import (
     SourceTask,
 )
 from ..api.config import field_errors
-from ..config import WorkerConfig
+from ..config import CLIENT_KINDS, WorkerConfig
+from ..kafka.security import client_security, is_security_key
 from ..plugins import PluginRegistry, UnknownPlugin
 from ..status import State, TargetState, TaskId, format_trace
 from ..storage.offsets import OffsetStore
@@ -121,6 +122,8 @@ class Worker:
                     (self.registry.header_converter if prefix == "header.converter" else self.registry.converter)(name)
                 except UnknownPlugin as exc:
                     errors.setdefault(prefix, []).append(f"Invalid value {name} for configuration {prefix}: {exc}")
+        for key, message in client_override_problems(self.config, props).items():
+            errors.setdefault(key, []).append(message)
         if issubclass(cls, SourceConnector):
             for key, messages in topic_creation_errors(props).items():
                 errors.setdefault(key, []).extend(messages)
@@ -257,10 +260,11 @@ class Worker:
                           self._converter(props, "header.converter", None))
             chain = build_chain({k: str(v) for k, v in props.items()}, self.registry)
             errors = ErrorHandler(task_id.connector, task_id.task, config)
-            producer_overrides = {**self.config.prefixed("producer."), **_prefixed(props, "producer.override.")}
+            producer_overrides = client_overrides(self.config, props, "producer")
             pipeline = TaskPipeline(task, task_props, converters, chain, errors, self.config.bootstrap_servers,
                                     producer_overrides, self.config.offset_flush_interval_ms,
-                                    self.active_topics.setdefault(task_id.connector, set()))
+                                    self.active_topics.setdefault(task_id.connector, set()),
+                                    client_overrides(self.config, props, "admin"))
             status: dict[str, Any] = dict(target_state=target, on_status=self._task_status)
             worker_task: WorkerTask
             if isinstance(task, SourceTask):
@@ -269,7 +273,7 @@ class Worker:
                                                flush_timeout_ms=self.config.offset_flush_timeout_ms,
                                                topic_creation=creation, **status)
             elif isinstance(task, SinkTask):
-                consumer_overrides = {**self.config.prefixed("consumer."), **_prefixed(props, "consumer.override.")}
+                consumer_overrides = client_overrides(self.config, props, "consumer")
                 worker_task = WorkerSinkTask(task_id, pipeline, consumer_overrides=consumer_overrides,
                                              connector_config=config, **status)
             else:
@@ -312,3 +316,27 @@ class Worker:
 
 def _prefixed(props: dict[str, Any], prefix: str) -> dict[str, str]:
     return {k[len(prefix):]: str(v) for k, v in props.items() if k.startswith(prefix)}
+
+
+def client_overrides(config: WorkerConfig, props: dict[str, Any], kind: str) -> dict[str, str]:
+    """A task's ``kind`` (producer, consumer, admin) client properties: the worker's ``<kind>.*`` with the
+    connector's ``<kind>.override.*`` on them key by key, as Kafka's Worker merges them (so a connector may
+    log in as another user with ``producer.override.sasl.jaas.config`` alone)."""
+    return {**config.client(kind), **_prefixed(props, f"{kind}.override.")}
+
+
+def client_override_problems(config: WorkerConfig, props: dict[str, Any]) -> dict[str, str]:
+    """A connector's ``*.override.*`` security settings that cannot be honoured, by the key given (for
+    connector validation: a task would fail with the same message when it builds the client)."""
+    problems: dict[str, str] = {}
+    for kind in CLIENT_KINDS:
+        own = _prefixed(props, f"{kind}.override.")
+        if not any(is_security_key(k) for k in own):
+            continue
+        try:
+            client_security(client_overrides(config, props, kind))
+        except ValueError as exc:
+            message = str(exc)
+            key = next((k for k in own if message.startswith(k)), "security.protocol")
+            problems[f"{kind}.override.{key}"] = f"{kind}.override.{message}"
+    return problems

@@ -8,7 +8,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from headwater.logs import enter_context
@@ -167,6 +167,7 @@ class TaskPipeline(Generic[T]):
     producer_overrides: dict[str, str]
     flush_interval_ms: int
     topics: set[str]  # the connector's active topics, shared by its tasks
+    admin_overrides: dict[str, str] = field(default_factory=dict)  # the admin client's (topic creation)
 
 
 class RecordTask(WorkerTask, Generic[T]):
@@ -183,6 +184,7 @@ class RecordTask(WorkerTask, Generic[T]):
         self.errors.stopping = lambda: self.stopping
         self.bootstrap = pipeline.bootstrap
         self.producer_overrides = pipeline.producer_overrides
+        self.admin_overrides = pipeline.admin_overrides
         self.flush_interval = pipeline.flush_interval_ms / 1000
         self.topics = pipeline.topics
         self.commit_requested = False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -37,9 +37,10 @@ class TopicNotCompacted(InternalTopicError):
 
 
 async def ensure_compacted_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int,
-                                 purpose: str, config_key: str) -> None:
-    """Create ``topic`` compacted if missing; refuse an existing one that is not compacted."""
-    admin = clients.admin_client(bootstrap)
+                                 purpose: str, config_key: str, security: Mapping[str, str] | None = None) -> None:
+    """Create ``topic`` compacted if missing; refuse an existing one that is not compacted. ``security``: the
+    worker's client security properties."""
+    admin = clients.admin_client(bootstrap, security)
     await admin.start()
     try:
         try:
@@ -61,8 +62,10 @@ async def ensure_compacted_topic(bootstrap: str, topic: str, partitions: int, re
 
 
 class KafkaBasedLog:
-    def __init__(self, bootstrap: str, topic: str, on_record: RecordCallback, client_id: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, on_record: RecordCallback, client_id: str,
+                 security: Mapping[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
+        self.security = dict(security or {})  # the worker's security.protocol, sasl.*, ssl.*
         self.topic = topic
         self.on_record = on_record
         self.client_id = client_id
@@ -75,13 +78,13 @@ class KafkaBasedLog:
         self.failure: BaseException | None = None
 
     async def start(self) -> None:
-        self.producer = clients.producer(self.bootstrap, {}, acks="all", linger_ms=0,
+        self.producer = clients.producer(self.bootstrap, self.security, acks="all", linger_ms=0,
                                          client_id=f"{self.client_id}-producer")
         await self.producer.start()
-        self.consumer = clients.consumer(self.bootstrap, {}, group_id=None, enable_auto_commit=False,
+        self.consumer = clients.consumer(self.bootstrap, self.security, group_id=None, enable_auto_commit=False,
                                          auto_offset_reset="earliest", client_id=f"{self.client_id}-consumer")
         await self.consumer.start()
-        self.end_reader = clients.consumer(self.bootstrap, {}, group_id=None, enable_auto_commit=False,
+        self.end_reader = clients.consumer(self.bootstrap, self.security, group_id=None, enable_auto_commit=False,
                                            client_id=f"{self.client_id}-end-offsets")
         await self.end_reader.start()
         parts = await self.producer.partitions_for(self.topic)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +49,9 @@ def _load(value: bytes | None) -> Any:
 class KafkaOffsetStore(OffsetStore):
     """Source offsets in ``offset.storage.topic``: key ``["<connector>",{partition}]``, value the offset."""
 
-    def __init__(self, bootstrap: str, topic: str, client_id: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, client_id: str, security: Mapping[str, str] | None = None) -> None:
         super().__init__()
-        self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id)
+        self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id, security)
 
     def _on_record(self, key: bytes | None, value: bytes | None, partition: int, offset: int) -> None:
         if key is None:
@@ -90,8 +90,8 @@ class KafkaConfigStore:
     """Connector configs, task configs (applied atomically at ``commit-<n>``) and target states."""
 
     def __init__(self, bootstrap: str, topic: str, client_id: str,
-                 on_change: Callable[[ConfigEvent], None]) -> None:
-        self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id)
+                 on_change: Callable[[ConfigEvent], None], security: Mapping[str, str] | None = None) -> None:
+        self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id, security)
         self.snapshot = ConfigSnapshot()
         self._pending_tasks: dict[str, dict[int, dict[str, str]]] = {}
         self.on_change = on_change  # told of each record once the snapshot holds it
@@ -184,8 +184,8 @@ class KafkaConfigStore:
 class KafkaStatusStore:
     """``status-connector-<n>`` and ``status-task-<n>-<i>``: {"state","trace","worker_id","generation"}."""
 
-    def __init__(self, bootstrap: str, topic: str, client_id: str) -> None:
-        self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id)
+    def __init__(self, bootstrap: str, topic: str, client_id: str, security: Mapping[str, str] | None = None) -> None:
+        self.log = KafkaBasedLog(bootstrap, topic, self._on_record, client_id, security)
         self.statuses: dict[tuple[str, int | None], Status] = {}
 
     async def start(self) -> None:

@@ -79,7 +79,7 @@ class RemoteClusterUtils:
     async def heartbeats_async(props: dict[str, Any], timeout: float = 30.0) -> list[tuple[str, Heartbeat]]:
         """Every heartbeat in this cluster's heartbeats topics (``heartbeats``, ``A.heartbeats``, ...)."""
         policy = _policy(props)
-        admin = clients.admin_client(str(props["bootstrap.servers"]))
+        admin = clients.admin_client(str(props["bootstrap.servers"]), {k: str(v) for k, v in props.items()})
         await admin.start()
         try:
             topics = [t for t in await admin.list_topics() if policy.is_heartbeats_topic(t)]

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from headwater.connect.api import SourceConnectorConfig
 from headwater.connect.kafka import clients
+from headwater.connect.kafka.security import client_security, is_security_key
 
 from .filters import DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE, NameFilter, group_filter, topic_filter
 from .policy import ReplicationPolicy, replication_policy
@@ -44,7 +45,7 @@ class Cluster:
         return self.settings.get("bootstrap.servers", "")
 
     def client(self, kind: str) -> dict[str, str]:
-        """Settings for one client kind: the cluster's common ones, then ``<kind>.*``."""
+        """Settings for one client kind: the cluster's common ones, then ``<kind>.*`` key by key (as MM2's)."""
         common = {k: v for k, v in self.settings.items() if not k.startswith(_KINDS)}
         return {**common, **{k[len(kind) + 1:]: v for k, v in self.settings.items() if k.startswith(kind + ".")}}
 
@@ -55,11 +56,7 @@ class Cluster:
         return clients.producer(self.bootstrap, self.client("producer"), **defaults)
 
     def admin(self, **defaults: Any) -> Any:
-        settings = self.client("admin")
-        kwargs = {"request_timeout_ms": int(settings.get("request.timeout.ms", 30000)), **defaults}
-        if "client.id" in settings:
-            kwargs["client_id"] = settings["client.id"]
-        return clients.admin_client(self.bootstrap, **kwargs)
+        return clients.admin_client(self.bootstrap, self.client("admin"), **{"request_timeout_ms": 30000, **defaults})
 
 
 class MirrorConfig(SourceConnectorConfig):
@@ -99,6 +96,21 @@ class MirrorConfig(SourceConnectorConfig):
         if self.source_cluster_alias == self.target_cluster_alias:
             raise ValueError(f"target.cluster.alias: the source and target clusters are both "
                              f"{self.source_cluster_alias!r}: a cluster cannot mirror into itself")
+        return self
+
+    @model_validator(mode="after")
+    def _security(self) -> MirrorConfig:
+        """Each cluster's client security settings (``source.cluster.security.protocol``, ``...sasl.jaas.config``,
+        ``...ssl.*``, per client kind too) checked at validation: a GSSAPI login or a JKS store is refused
+        here, naming the key, not when a task first connects."""
+        for side in ("source", "target"):
+            cluster = self.cluster(side)
+            for kind in ("consumer", "producer", "admin"):
+                try:
+                    client_security(cluster.client(kind))
+                except ValueError as exc:
+                    own = any(is_security_key(k[len(kind) + 1:]) for k in cluster.settings if k.startswith(kind + "."))
+                    raise ValueError(f"{side}.cluster.{kind + '.' if own else ''}{exc}") from None
         return self
 
     def policy(self) -> ReplicationPolicy:

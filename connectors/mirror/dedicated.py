@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from headwater.connect.api.errors import ConfigException
+from headwater.connect.kafka.security import is_security_key
 
 __all__ = ["CONNECTORS", "Flow", "MirrorMakerConfig", "MirrorConfigError", "cluster_client_settings"]
 
@@ -138,6 +139,9 @@ class MirrorMakerConfig:
                 cluster_props[alias][setting] = value
             else:
                 common[key] = value
+        # Top-level security.protocol, sasl.*, ssl.*: every cluster's, under its own keys (as MM2's clusterProps)
+        shared = {k: common.pop(k) for k in [k for k in common if is_security_key(k)]}
+        cluster_props = {alias: {**shared, **own} for alias, own in cluster_props.items()}
         unknown = [t for t in only_targets or [] if t not in cluster_props]
         if unknown:
             raise MirrorConfigError(f"--clusters: {', '.join(unknown)} not in clusters ({', '.join(clusters)})")
@@ -182,7 +186,8 @@ def cluster_client_settings(props: dict[str, str], cluster: str, source: str | N
     if cluster not in clusters:
         raise MirrorConfigError(f"clusters: {cluster!r} is not one of the clusters ({', '.join(clusters)})")
     mine = {k[len(cluster) + 1:]: v for k, v in props.items() if k.startswith(cluster + ".")}
-    out = {k: v for k, v in mine.items() if not k.startswith(_CLIENT_KINDS)}
+    shared = {k: v for k, v in props.items() if is_security_key(k)}
+    out = {**shared, **{k: v for k, v in mine.items() if not k.startswith(_CLIENT_KINDS)}}
     out.update({k[len("consumer."):]: v for k, v in mine.items() if k.startswith("consumer.")})
     policy_keys = ("replication.policy.class", "replication.policy.separator")
     out.update({k: props[k] for k in policy_keys if k in props})

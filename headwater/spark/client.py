@@ -1,4 +1,5 @@
-"""A small blocking Kafka client: the four requests a reader needs (ApiVersions, Metadata, ListOffsets, Fetch).
+"""A small blocking Kafka client: the four requests a reader needs (ApiVersions, Metadata, ListOffsets, Fetch),
+over TLS and SASL (PLAIN, SCRAM-SHA-256/512) as Kafka's client security keys say.
 
 Requests and responses are kafka-python's classes generated from Kafka's message schemas; record
 batches stay raw bytes (``decode`` turns them into Arrow columns). A full consumer is not used
@@ -13,13 +14,21 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka.net.sasl.scram import ScramClient
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
+from headwater.kafka.client_security import client_security
 from headwater.kafka.errors import ErrorCode
 
 from .errors import SparkSourceError
@@ -81,17 +90,51 @@ class PartitionFetch:
 
 
 class Connection:
-    def __init__(self, host: str, port: int, client_id: str, timeout: float) -> None:
+    """One broker connection; ``settings`` are ``client_security``'s (TLS context, SASL mechanism and login)."""
+
+    def __init__(self, host: str, port: int, client_id: str, timeout: float,
+                 settings: Mapping[str, Any] | None = None) -> None:
         self.address = f"{host}:{port}"
         self.client_id = client_id
+        settings = settings or {"security_protocol": "PLAINTEXT"}
+        protocol = settings["security_protocol"]
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise KafkaReadError(f"cannot connect to the Kafka broker at {self.address}: {exc}") from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = socket.create_connection((host, port), timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if protocol.endswith("SSL"):
+                sock = settings["ssl_context"].wrap_socket(sock, server_hostname=host)
+        except OSError as exc:  # ssl.SSLError (an untrusted certificate) is one
+            raise KafkaReadError(f"cannot connect to the Kafka broker at {self.address} ({protocol}): {exc}") from None
+        self.sock = sock
         self._cid = 0
         self.versions: dict[int, int] = {}
         self._negotiate()
+        if protocol.startswith("SASL_"):
+            self._authenticate(settings["sasl_mechanism"], settings["sasl_plain_username"],
+                               settings["sasl_plain_password"])
+
+    def _authenticate(self, mechanism: str, user: str, password: str) -> None:
+        """SaslHandshake v1, then SaslAuthenticate frames: PLAIN's one token, or SCRAM's two exchanges."""
+        shake = self.call(SaslHandshakeRequest[1](mechanism=mechanism), SaslHandshakeResponse)
+        if shake.error_code:
+            raise KafkaReadError(f"the broker at {self.address} does not take SASL {mechanism} (it takes "
+                                 f"{', '.join(shake.mechanisms) or 'none'})", shake.error_code)
+        if mechanism == "PLAIN":
+            self._sasl_token(mechanism, b"\0" + user.encode() + b"\0" + password.encode())
+            return
+        scram = ScramClient(user, password, mechanism)
+        scram.process_server_first_message(self._sasl_token(mechanism, scram.first_message()))
+        try:
+            scram.process_server_final_message(self._sasl_token(mechanism, scram.final_message()))
+        except ValueError as exc:  # the server's signature is not the one the password gives
+            raise KafkaReadError(f"SASL {mechanism} with the broker at {self.address}: {exc}") from None
+
+    def _sasl_token(self, mechanism: str, token: bytes) -> bytes:
+        answer = self.call(SaslAuthenticateRequest[1](auth_bytes=token), SaslAuthenticateResponse)
+        if answer.error_code:
+            raise KafkaReadError(f"SASL {mechanism} authentication with the broker at {self.address} failed: "
+                                 f"{answer.error_message or error_name(answer.error_code)}", answer.error_code)
+        return bytes(answer.auth_bytes)
 
     def _negotiate(self) -> None:
         answer = self.call(ApiVersionsRequest[0](), ApiVersionsResponse)
@@ -145,14 +188,16 @@ class Connection:
 
 
 class KafkaClient:
-    """Metadata, offsets and fetches against one cluster, PLAINTEXT only."""
+    """Metadata, offsets and fetches against one cluster; ``security`` are Kafka's client security keys
+    (``security.protocol``, ``sasl.*``, ``ssl.*``: PLAIN and SCRAM over TLS or not)."""
 
     def __init__(self, bootstrap: str, client_id: str = "headwater-spark", timeout: float = 30.0,
-                 retries: int = 5, retry_backoff: float = 0.2) -> None:
+                 retries: int = 5, retry_backoff: float = 0.2, security: Mapping[str, str] | None = None) -> None:
         self.bootstrap = [_host_port(s) for s in bootstrap.split(",") if s.strip()]
         if not self.bootstrap:
             raise KafkaReadError("kafka.bootstrap.servers names no broker")
         self.client_id = client_id
+        self.settings = client_security(security or {})
         self.timeout = timeout
         self.retries = retries
         self.retry_backoff = retry_backoff
@@ -170,7 +215,7 @@ class KafkaClient:
         candidates += [(node, h, p) for node, (h, p) in self.meta.brokers.items()]
         for key, host, port in candidates:
             try:
-                conn = Connection(host, port, self.client_id, self.timeout)
+                conn = Connection(host, port, self.client_id, self.timeout, self.settings)
             except KafkaReadError as exc:
                 errors.append(str(exc))
                 continue
@@ -186,7 +231,7 @@ class KafkaClient:
             if node_id not in self.meta.brokers:
                 raise KafkaReadError(f"broker {node_id} is not in the cluster's metadata")
             host, port = self.meta.brokers[node_id]
-            conn = self._conns[node_id] = Connection(host, port, self.client_id, self.timeout)
+            conn = self._conns[node_id] = Connection(host, port, self.client_id, self.timeout, self.settings)
         return conn
 
     def drop(self, conn: Connection) -> None:

@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from headwater.kafka.client_security import client_security, is_security_key
+
 from .errors import SparkSourceError
 
 __all__ = ["OffsetSpec", "OptionError", "SourceOptions", "parse_offsets_json", "parse_options"]
@@ -53,6 +55,7 @@ class SourceOptions:
     read_committed: bool = False
     fail_on_data_loss: bool = True
     client_id: str = "headwater-spark"
+    security: tuple[tuple[str, str], ...] = ()  # Kafka's security keys (security.protocol, sasl.*, ssl.*)
     timeout_s: float = 120.0
     fetch_max_bytes: int = 8 << 20
     retries: int = 3
@@ -86,10 +89,13 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     for key, why in _REFUSED_KAFKA.items():
         if f"kafka.{key}" in opts:
             raise OptionError(f"Kafka option 'kafka.{key}' is not supported: {why}")
-    protocol = opts.get("kafka.security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise OptionError(f"option 'kafka.security.protocol'={protocol} is not supported: only PLAINTEXT "
-                          f"listeners can be read")
+    # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*: Kafka's client keys, checked here on the driver
+    security = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items()
+                            if k.startswith("kafka.") and is_security_key(k[len("kafka."):])))
+    try:
+        client_security(dict(security))
+    except ValueError as exc:
+        raise OptionError(f"option 'kafka.{exc}") from None
     isolation = opts.get("kafka.isolation.level", "read_uncommitted").lower()
     if isolation not in ("read_uncommitted", "read_committed"):
         raise OptionError(f"option 'kafka.isolation.level' must be read_uncommitted or read_committed, "
@@ -131,6 +137,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         read_committed=isolation == "read_committed",
         fail_on_data_loss=_bool(opts, "failondataloss", "failOnDataLoss", True),
         client_id=opts.get("kafka.client.id", "headwater-spark"),
+        security=security,
         timeout_s=(poll_ms or 120_000) / 1000,
         fetch_max_bytes=fetch_bytes or 8 << 20,
         retries=3 if retries is None else retries,

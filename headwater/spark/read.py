@@ -36,7 +36,8 @@ def read_range(opts: SourceOptions, part: OffsetRange) -> Iterator[pa.RecordBatc
     """The records of ``part`` (offsets in [start, end)) as Arrow batches in the source's schema."""
     if part.end <= part.start:
         return
-    client = KafkaClient(opts.bootstrap, opts.client_id, opts.timeout_s, opts.retries, opts.retry_backoff_s)
+    client = KafkaClient(opts.bootstrap, opts.client_id, opts.timeout_s, opts.retries, opts.retry_backoff_s,
+                         dict(opts.security))
     try:
         yield from _Reader(client, opts, part).batches()
     finally:

@@ -51,7 +51,8 @@ def kafka_schema(include_headers: bool = False) -> StructType:
 
 
 def _client(opts: SourceOptions) -> KafkaClient:
-    return KafkaClient(opts.bootstrap, opts.client_id, opts.timeout_s, opts.retries, opts.retry_backoff_s)
+    return KafkaClient(opts.bootstrap, opts.client_id, opts.timeout_s, opts.retries, opts.retry_backoff_s,
+                       dict(opts.security))
 
 
 class HeadwaterDataSource(DataSource):

@@ -12,6 +12,7 @@ from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.server import BrokerServer
 from headwater.connect.kafka import clients
 from headwater.connect.kafka.cluster_view import ClusterView, TopicOffsets
+from headwater.connect.kafka.security import client_security
 from headwater.connect.kafka.topics import create_topic
 
 from .loop import LoopThread
@@ -47,11 +48,18 @@ class Record:
 
 
 class EmbeddedBroker:
-    """A broker on ``127.0.0.1:<free port>`` with its logs in ``data_dir``; ``start``/``stop`` or ``with``."""
+    """A broker on ``127.0.0.1:<free port>`` with its logs in ``data_dir``; ``start``/``stop`` or ``with``.
 
-    def __init__(self, data_dir: str | Path, settings: dict[str, str] | None = None) -> None:
+    ``settings`` are broker properties (``listeners=SASL_SSL://127.0.0.1:0`` and the listener's ``ssl.*`` and
+    ``sasl.*`` make a secured broker); ``client_settings`` are the Kafka client properties
+    (``security.protocol``, ``sasl.jaas.config``, ``ssl.truststore.location``, ...) that reach its first
+    listener: the helpers here use them, and the ``headwater_worker`` fixture gives them to its worker."""
+
+    def __init__(self, data_dir: str | Path, settings: dict[str, str] | None = None,
+                 client_settings: dict[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.settings = {**BROKER_SETTINGS, **(settings or {})}
+        self.client_settings = dict(client_settings or {})
         self.bootstrap = ""
         self._thread: LoopThread | None = None
         self._server: BrokerServer | None = None
@@ -98,7 +106,7 @@ class EmbeddedBroker:
         return topic
 
     async def _create(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
-        admin = clients.admin_client(self.bootstrap)
+        admin = clients.admin_client(self.bootstrap, self.client_settings)
         await admin.start()
         try:
             await create_topic(admin, topic, partitions, 1, configs)
@@ -110,7 +118,7 @@ class EmbeddedBroker:
         return self._run(self._ends(topic))
 
     async def _ends(self, topic: str) -> dict[int, int]:
-        found = await _topic(self.bootstrap, topic)
+        found = await _topic(self.bootstrap, topic, self.client_settings)
         return {} if found is None else {p.partition: p.end_offset for p in found.partitions}
 
     # -- records -------------------------------------------------------------------------------
@@ -126,7 +134,7 @@ class EmbeddedBroker:
 
     async def _produce(self, topic: str, records: list[tuple[bytes | None, bytes | None]],
                        partition: int | None) -> list[tuple[int, int]]:
-        producer = clients.producer(self.bootstrap, {}, acks="all", linger_ms=0)
+        producer = clients.producer(self.bootstrap, self.client_settings, acks="all", linger_ms=0)
         await producer.start()
         try:
             futures = [await producer.send(topic, value=v, key=k, partition=partition) for k, v in records]
@@ -141,11 +149,12 @@ class EmbeddedBroker:
     async def _consume(self, topic: str) -> list[Record]:
         from aiokafka import TopicPartition
 
-        found = await _topic(self.bootstrap, topic)
+        found = await _topic(self.bootstrap, topic, self.client_settings)
         if found is None:
             return []
         ends = {TopicPartition(topic, p.partition): p.end_offset for p in found.partitions}
-        consumer = clients.consumer(self.bootstrap, {}, enable_auto_commit=False, auto_offset_reset="earliest")
+        consumer = clients.consumer(self.bootstrap, self.client_settings, enable_auto_commit=False,
+                                    auto_offset_reset="earliest")
         await consumer.start()
         try:
             tps = list(ends)
@@ -175,9 +184,9 @@ class EmbeddedBroker:
         return held
 
 
-async def _topic(bootstrap: str, topic: str) -> TopicOffsets | None:
+async def _topic(bootstrap: str, topic: str, client_settings: dict[str, str]) -> TopicOffsets | None:
     """The topic's partitions with their offsets, None when it does not exist (never created by looking)."""
-    async with ClusterView(bootstrap) as view:
+    async with ClusterView(bootstrap, settings=client_security(client_settings)) as view:
         return await view.topic(topic)
 
 

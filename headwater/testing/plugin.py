@@ -71,7 +71,8 @@ def headwater_worker(headwater_broker: EmbeddedBroker, headwater_plugins: list[M
     """A Connect worker for the test module: REST API at ``headwater_worker.url``."""
     from .worker import EmbeddedWorker
 
-    worker = EmbeddedWorker(headwater_broker.bootstrap, headwater_plugins, headwater_worker_settings).start()
+    worker = EmbeddedWorker(headwater_broker.bootstrap, headwater_plugins,
+                            {**headwater_broker.client_settings, **headwater_worker_settings}).start()
     yield worker
     _leaked("the headwater_worker fixture", worker.stop())
 

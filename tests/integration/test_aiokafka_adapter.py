@@ -317,3 +317,28 @@ def test_produce_requests_stay_within_max_request_size(tmp_path) -> None:
 
     with BrokerProcess(tmp_path / "data", "socket.request.max.bytes=500000") as broker:
         _run(go(broker.bootstrap))
+
+
+def test_a_failed_bootstrap_says_why() -> None:
+    # aiokafka's bootstrap only logs each server's error; bootstrap_failure (aiokafka.conn.create_conn with the
+    # client's private settings) puts it in the exception the task's trace shows
+    import socket
+
+    from aiokafka.errors import KafkaConnectionError
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def go() -> str:
+        producer = adapter.producer(f"127.0.0.1:{port}", {}, request_timeout_ms=5000)
+        try:
+            await producer.start()
+        except KafkaConnectionError as exc:
+            return str(exc)
+        finally:
+            await producer.stop()
+        return "started"
+
+    message = _run(go())
+    assert f"127.0.0.1:{port} (PLAINTEXT): " in message and "Unable to bootstrap" in message, message

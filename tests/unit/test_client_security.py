@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 from support.certs import CertificateAuthority
 
-from headwater.connect.kafka.security import parse_jaas_config, security_settings
+from headwater.connect.kafka.security import client_security, parse_jaas_config, security_settings
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -116,3 +116,23 @@ def test_pkcs12_stores_and_no_hostname_check(pki: dict[str, Path]) -> None:
     with pytest.raises(ValueError, match="ssl.truststore.location=.*PKCS12"):
         security_settings({"security.protocol": "SSL", "ssl.truststore.location": str(pki["truststore.p12"]),
                            "ssl.truststore.password": "wrong"})
+
+
+def test_enabled_protocols_bound_the_tls_versions(pki: dict[str, Path]) -> None:
+    base = {"security.protocol": "SSL", "ssl.truststore.location": str(pki["ca.pem"])}
+    context = security_settings(base)["ssl_context"]
+    assert (context.minimum_version, context.maximum_version) == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)
+    context = security_settings({**base, "ssl.enabled.protocols": "TLSv1.3"})["ssl_context"]
+    assert (context.minimum_version, context.maximum_version) == (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_3)
+    with pytest.raises(ValueError, match="ssl.enabled.protocols=TLSv1.1"):
+        security_settings({**base, "ssl.enabled.protocols": "TLSv1.1"})
+
+
+def test_client_security_reads_only_the_security_keys_of_a_clients_config() -> None:
+    props = {"acks": "all", "linger.ms": "5", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.jaas.config": f'{PLAIN} required username="u" password="p";'}
+    assert client_security(props) == {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                                      "sasl_plain_username": "u", "sasl_plain_password": "p"}
+    assert client_security({"acks": "all"}) == {"security_protocol": "PLAINTEXT"}
+    with pytest.raises(ValueError, match="sasl.kerberos.service.name"):  # an unknown sasl.* key is not ignored
+        client_security({"security.protocol": "SASL_SSL", "sasl.kerberos.service.name": "kafka"})

@@ -210,3 +210,34 @@ def test_the_leader_writes_what_differs_and_a_follower_waits_for_it() -> None:
         assert sorted(was_enabled.writes) == ["delete MirrorCheckpointConnector", "delete MirrorSourceConnector"]
 
     asyncio.run(scenario())
+
+
+def test_top_level_security_keys_are_every_clusters_under_its_own() -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";'
+    props = {"clusters": "A, B", "A.bootstrap.servers": "a:9096", "B.bootstrap.servers": "b:9092",
+             "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas,
+             "B.security.protocol": "SASL_PLAINTEXT", "A->B.enabled": "true"}
+    (flow,) = MirrorMakerConfig.from_properties(props).flows
+    assert (flow.source_cluster["security.protocol"], flow.target_cluster["security.protocol"]) == \
+        ("SASL_SSL", "SASL_PLAINTEXT")
+    assert flow.target_cluster["sasl.jaas.config"] == jaas and "security.protocol" not in flow.settings
+    worker = flow.worker_config(frozenset({"group.id"}))
+    assert worker["security.protocol"] == "SASL_PLAINTEXT" and worker["sasl.mechanism"] == "PLAIN"
+    assert cluster_client_settings(props, "A")["security.protocol"] == "SASL_SSL"
+
+
+def test_a_mirror_connector_refuses_a_clusters_security_key_it_cannot_honour() -> None:
+    from pydantic import ValidationError
+
+    from headwater.connectors.mirror.config import MirrorSourceConfig
+
+    config = {"name": "m", "connector.class": "MirrorSourceConnector", "source.cluster.alias": "A",
+              "source.cluster.bootstrap.servers": "a:9096", "target.cluster.bootstrap.servers": "b:9092",
+              "source.cluster.security.protocol": "SASL_SSL", "source.cluster.sasl.mechanism": "GSSAPI"}
+    with pytest.raises(ValidationError, match="source.cluster.sasl.mechanism=GSSAPI"):
+        MirrorSourceConfig.model_validate(config)
+    with pytest.raises(ValidationError, match="source.cluster.consumer.ssl.truststore.type=JKS"):
+        MirrorSourceConfig.model_validate({**config, "source.cluster.sasl.mechanism": "PLAIN",
+                                           "source.cluster.sasl.username": "u", "source.cluster.sasl.password": "p",
+                                           "source.cluster.consumer.ssl.truststore.type": "JKS",
+                                           "source.cluster.consumer.ssl.truststore.location": "/x.jks"})

@@ -156,6 +156,7 @@ def test_unknown_user_fails_at_the_proof_like_a_wrong_password() -> None:
     b"y,,n=alice,r=abc",            # channel binding asked for
     b"n,,m=ext,n=alice,r=abc",      # a mandatory extension
     b"n,,n=al=ice,r=abc",           # bad escaping
+    b"n,,n=a=3=2CD,r=abc",          # an escape inside another
     b"n,,r=abc,n=alice",            # attributes out of order
     b"n,,n=alice",                  # no nonce
     b"n,,n=,r=abc",                 # empty user
