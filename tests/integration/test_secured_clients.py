@@ -4,16 +4,20 @@ two distributed workers whose only bootstrap is the SASL_SSL listener (internal 
 admin, the tasks' producers and consumers, sink offsets, the REST admin view) run a file pipeline; one worker
 on the mTLS listener (PKCS12 keystore) does too; a connector whose client logs in with a wrong password, or
 trusts another CA, has its task FAILED in seconds naming the bootstrap server and the reason; keys that
-cannot be honoured are refused at validation and at worker start, naming the key."""
+cannot be honoured are refused at validation and at worker start, naming the key. A Postgres CDC source runs
+on the same secured workers."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import uuid
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from support.connectproc import produce, sink_config, source_config, unique, wait_for
 from support.mirrorkit import read_all
@@ -67,6 +71,38 @@ def test_two_workers_over_sasl_ssl_scram_run_a_file_pipeline(secured: Secured, w
     # The REST admin view reads the cluster through the worker's secured client settings too
     topics = {t["topic"] for t in workers.workers[1].ok("GET", "/admin/topics")}
     assert workers.settings is not None and workers.settings["config.storage.topic"] in topics
+
+
+def test_postgres_cdc_through_workers_over_sasl_ssl_scram(secured: Secured, workers: Cluster, postgres) -> None:
+    """Snapshot, then streaming, from a real PostgreSQL into the secured cluster: the source task's producer,
+    its admin client (topic creation) and the offsets store all log in with SCRAM over TLS."""
+    database, prefix = "sec_" + uuid.uuid4().hex[:8], unique("secpg")
+    with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute("CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL)")
+        db.execute("INSERT INTO items VALUES (1, 'one'), (2, 'two')")
+        name = unique("secured-cdc")
+        workers.workers[0].ok("PUT", f"/connectors/{name}/config", {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.hostname": postgres.host, "database.port": str(postgres.port),
+            "database.user": postgres.user, "database.password": postgres.password or "",
+            "database.dbname": database, "topic.prefix": prefix, "plugin.name": "pgoutput",
+            "slot.name": f"slot_{uuid.uuid4().hex[:8]}", "publication.name": f"pub_{uuid.uuid4().hex[:6]}",
+            "slot.drop.on.stop": "true",
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+            "topic.creation.default.replication.factor": "1", "topic.creation.default.partitions": "1"})
+        workers.wait_running(name, 1, 60)
+        topic = f"{prefix}.public.items"
+        snapshot = read_all(secured.proc.bootstrap, topic, 2, timeout=60)  # the test reads the open listener
+        assert [json.loads(r.value)["op"] for r in snapshot] == ["r", "r"]
+        db.execute("INSERT INTO items VALUES (3, 'three')")
+        events = read_all(secured.proc.bootstrap, topic, 3, timeout=60)
+    created = json.loads(events[-1].value)
+    assert (created["op"], created["after"]) == ("c", {"id": 3, "name": "three"})
+    workers.workers[0].ok("DELETE", f"/connectors/{name}")
 
 
 def test_dead_letter_queue_producer_over_sasl_ssl(secured: Secured, workers: Cluster, tmp_path: Path) -> None:
