@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
