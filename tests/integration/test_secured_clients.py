@@ -97,10 +97,10 @@ def test_postgres_cdc_through_workers_over_sasl_ssl_scram(secured: Secured, work
         workers.wait_running(name, 1, 60)
         topic = f"{prefix}.public.items"
         snapshot = read_all(secured.proc.bootstrap, topic, 2, timeout=60)  # the test reads the open listener
-        assert [json.loads(r.value)["op"] for r in snapshot] == ["r", "r"]
+        assert [json.loads(r.value or b"{}").get("op") for r in snapshot] == ["r", "r"]
         db.execute("INSERT INTO items VALUES (3, 'three')")
         events = read_all(secured.proc.bootstrap, topic, 3, timeout=60)
-    created = json.loads(events[-1].value)
+    created = json.loads(events[-1].value or b"{}")
     assert (created["op"], created["after"]) == ("c", {"id": 3, "name": "three"})
     workers.workers[0].ok("DELETE", f"/connectors/{name}")
 
