@@ -57,14 +57,20 @@ def produce_keyed(bootstrap: str, topic: str, count: int, start: int = 0, header
 
 def read_all(bootstrap: str, topic: str, expect: int | None = None, timeout: float = 60.0,
              settle: float = 0.0) -> list[Rec]:
-    """Every record of ``topic`` (all partitions, from the beginning); waits for ``expect`` of them."""
+    """Every record of ``topic`` (all partitions, from the beginning); waits for ``expect`` of them (and so,
+    within ``timeout``, for the topic to exist: a source may not have created it yet)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
-        parts = len(c.list_topics(topic, timeout=30).topics[topic].partitions)
+        deadline = time.monotonic() + timeout
+        while True:
+            meta = c.list_topics(topic, timeout=30).topics.get(topic)
+            parts = len(meta.partitions) if meta is not None and meta.error is None else 0
+            if parts or expect is None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
         c.assign([TopicPartition(topic, p, 0) for p in range(parts)])
         out: list[Rec] = []
-        deadline = time.monotonic() + timeout
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
             msgs = c.consume(10000, 0.2)
