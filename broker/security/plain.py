@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hmac
 
-from .jaas import JaasError, parse_jaas
+from headwater.kafka.jaas import JaasError, parse_jaas
+
 from .mechanism import AuthenticationFailed
 from .settings import BadSetting, ListenerSettings
 

@@ -22,12 +22,13 @@ is keyword arguments as aiokafka and kafka-python name them. This is the one map
 from __future__ import annotations
 
 import os
-import re
 import ssl
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from .jaas import JaasError, parse_jaas
 
 __all__ = ["OAUTH_KEYS", "SECURITY_KEYS", "OAuthFactory", "client_security", "is_security_key", "parse_jaas_config",
            "security_settings"]
@@ -74,30 +75,17 @@ def client_security(props: Mapping[str, Any], oauth: OAuthFactory | None = None)
     PLAINTEXT when there are none."""
     return security_settings({k: str(v) for k, v in props.items() if is_security_key(k)}, oauth)
 
-_JAAS = re.compile(r"\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)"
-                   r"\s*(?P<options>.*?)\s*;\s*", re.DOTALL)
-_OPTION = re.compile(r'\s*(?P<key>[\w.]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s";]+))')
-
-
 def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
     """``<LoginModule class> <flag> key="value" ...;`` -> (the class, its options). One module only, as Kafka
-    allows in ``sasl.jaas.config``."""
-    m = _JAAS.fullmatch(text)
-    if not m:
-        raise ValueError(f"sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;', got {text!r}")
-    options: dict[str, str] = {}
-    rest = m.group("options")
-    pos = 0
-    while pos < len(rest):
-        o = _OPTION.match(rest, pos)
-        if not o:
-            raise ValueError(f"sasl.jaas.config: cannot read the options at {rest[pos:pos + 20]!r}")
-        quoted = o.group("quoted")
-        options[o.group("key")] = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else o.group("bare")
-        pos = o.end()
-        while pos < len(rest) and rest[pos].isspace():
-            pos += 1
-    return m.group("module"), options
+    allows in ``sasl.jaas.config``; read by the same JAAS reader as the broker's listeners (errors never
+    quote the value: it holds a password)."""
+    try:
+        modules = parse_jaas(text)
+    except JaasError as exc:
+        raise ValueError(f"sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;' ({exc})") from None
+    if len(modules) != 1:
+        raise ValueError(f"sasl.jaas.config: one login module expected, got {len(modules)}")
+    return modules[0].class_name, modules[0].options
 
 
 def _credentials(props: Mapping[str, str], mechanism: str) -> tuple[str, str]:

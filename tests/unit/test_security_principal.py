@@ -11,10 +11,10 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from headwater.broker.config.broker_config import load_broker_config
-from headwater.broker.security.jaas import JaasError, parse_jaas
 from headwater.broker.security.mechanism import AuthenticationFailed
 from headwater.broker.security.plain import PlainServer, plain_users
 from headwater.broker.security.principal import NoMatchingRule, SslPrincipalMapper, rfc2253
+from headwater.kafka.jaas import JaasError, parse_jaas
 
 
 def test_subject_is_written_as_java_writes_it() -> None:
