@@ -41,6 +41,8 @@ class WorkerConfig(BaseModel):
     listeners: str = Field("http://127.0.0.1:8083", alias="listeners")
     rest_advertised_host_name: str | None = Field(None, alias="rest.advertised.host.name")
     rest_advertised_port: int | None = Field(None, alias="rest.advertised.port", ge=0, le=65535)
+    # REST listeners, TLS, extensions, Host/Origin checks and CORS (connect/rest/server.py).
+    # Config providers (connect/config_providers/).
     task_shutdown_graceful_timeout_ms: int = Field(5000, alias="task.shutdown.graceful.timeout.ms", ge=0)
     topic_creation_enable: bool = Field(True, alias="topic.creation.enable")
     # Distributed mode.
@@ -58,6 +60,8 @@ class WorkerConfig(BaseModel):
     rebalance_timeout_ms: int = Field(60000, alias="rebalance.timeout.ms", ge=1)
     scheduled_rebalance_max_delay_ms: int = Field(300000, alias="scheduled.rebalance.max.delay.ms", ge=0)
     connect_protocol: str = Field("sessioned", alias="connect.protocol")
+    # Signed internal requests, KIP-507 (connect/herder/session_key.py).
+    # What connectors may touch: file system paths and Spark settings (connect/runtime/sandbox.py).
 
     @field_validator("connect_protocol")
     @classmethod

@@ -29,8 +29,10 @@ from typing import Any
 import pluggy
 
 from .api import Connector, Converter, HeaderConverter, Predicate, SinkConnector, Transformation
+from .api.config_provider import ConfigProvider
 from .api.errors import ConnectException
 from .api.hookspecs import HeadwaterSpec
+from .api.rest_extension import RestExtension
 
 __all__ = ["PluginInfo", "PluginRegistry", "UnknownPlugin"]
 
@@ -82,11 +84,14 @@ def _kind_of(cls: type, hook: str) -> list[str]:
         if issubclass(cls, HeaderConverter) or hasattr(cls, "from_connect_header"):
             kinds.append("header_converter")
         return kinds
-    return ["transformation" if hook == "headwater_transforms" else "predicate"]
+    return [_KINDS[hook]]
 
 
+_KINDS = {"headwater_transforms": "transformation", "headwater_predicates": "predicate",
+          "headwater_rest_extensions": "rest_extension", "headwater_config_providers": "config_provider"}
 _CHECKS: dict[str, type] = {"headwater_connectors": Connector, "headwater_transforms": Transformation,
-                            "headwater_predicates": Predicate}
+                            "headwater_predicates": Predicate, "headwater_rest_extensions": RestExtension,
+                            "headwater_config_providers": ConfigProvider}
 
 
 class PluginRegistry:
@@ -236,6 +241,12 @@ class PluginRegistry:
 
     def predicate(self, name: str) -> type[Predicate]:
         return self._find("predicate", name)
+
+    def rest_extension(self, name: str) -> type[RestExtension]:
+        return self._find("rest_extension", name)
+
+    def config_provider(self, name: str) -> type[ConfigProvider]:
+        return self._find("config_provider", name)
 
     def _find(self, group: str, name: str) -> type:
         with self._lock:

@@ -1,4 +1,4 @@
-"""The whole contract between Headwater and its plugins: four pluggy hooks that return classes, and
+"""The whole contract between Headwater and its plugins: six pluggy hooks that return classes, and
 one that tells plugins the worker stopped.
 
 A plugin module (found through the ``headwater`` entry-point group or in a folder on
@@ -35,6 +35,16 @@ class HeadwaterSpec:
     @hookspec
     def headwater_predicates(self) -> list[type]:
         """Predicate classes."""
+        raise NotImplementedError  # a specification: plugins implement it
+
+    @hookspec
+    def headwater_rest_extensions(self) -> list[type]:
+        """RestExtension classes (``rest.extension.classes``)."""
+        raise NotImplementedError  # a specification: plugins implement it
+
+    @hookspec
+    def headwater_config_providers(self) -> list[type]:
+        """ConfigProvider classes (``config.providers.<name>.class``)."""
         raise NotImplementedError  # a specification: plugins implement it
 
     @hookspec

@@ -430,12 +430,12 @@ class DistributedHerder(BaseHerder):
             log.exception("handing the task configs of %s to the leader failed", name)
 
     async def _post_to_leader(self, path: str, body: Any) -> None:
-        import aiohttp
+        from ..rest.internal_client import internal_session
 
         for _ in range(30):
             url = self.leader_url
             if url:
-                async with aiohttp.ClientSession() as session, session.post(
+                async with internal_session(self.config) as session, session.post(
                         url.rstrip("/") + path, json=body, params={"forward": "true"}) as resp:
                     if resp.status < 300:
                         return

@@ -56,13 +56,15 @@ async def _forward(request: web.Request, url: str | None) -> web.StreamResponse:
         return _error(409, "Cannot complete request because of a conflicting operation (e.g. worker rebalance)")
     import aiohttp
 
+    from .internal_client import internal_session
+
     query = [(k, v) for k, v in request.query.items() if k != "forward"]
     query.append(("forward", "false" if forward == "true" else "true"))
     body = await request.read()
     headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
-    async with aiohttp.ClientSession() as session, session.request(
-            request.method, url.rstrip("/") + request.path, params=query, data=body or None, headers=headers,
-            timeout=aiohttp.ClientTimeout(total=90)) as resp:
+    async with internal_session(_herder(request).config, aiohttp.ClientTimeout(total=90)) as session, \
+            session.request(request.method, url.rstrip("/") + request.path, params=query, data=body or None,
+                            headers=headers) as resp:
         payload = await resp.read()
         out_headers = {k: v for k, v in resp.headers.items() if k in ("Content-Type", "Location")}
         return web.Response(status=resp.status, body=payload, headers=out_headers)
@@ -421,7 +423,9 @@ async def delete_offsets(request: web.Request) -> web.Response:
            query=(Query("connectorsOnly", "false: converters, transforms and predicates too", boolean=True),))
 async def plugins(request: web.Request) -> web.Response:
     only = request.query.get("connectorsOnly", "true") != "false"
-    kinds = {"source", "sink"} if only else None
+    # Kafka lists connectors, converters, transforms and predicates; not REST extensions or config providers
+    kinds = {"source", "sink"} if only else {"source", "sink", "converter", "header_converter", "transformation",
+                                             "predicate"}
     seen = set()
     out = []
     for info in _herder(request).registry.plugins(kinds):
