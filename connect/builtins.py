@@ -1,4 +1,4 @@
-"""Headwater's own converters, transforms and predicates, as a plugin like any other.
+"""Headwater's own converters, transforms, predicates and REST extension, as a plugin like any other.
 
 pyproject.toml names this module in the ``headwater`` entry-point group, so the registry finds
 these classes exactly as it finds a third-party plugin's (the file connectors register the same
@@ -12,7 +12,7 @@ from . import converters, transforms
 from .api.hookspecs import hookimpl
 from .api.transforms import Predicate, Transformation
 
-__all__ = ["headwater_converters", "headwater_predicates", "headwater_transforms"]
+__all__ = ["headwater_converters", "headwater_predicates", "headwater_rest_extensions", "headwater_transforms"]
 
 
 @hookimpl
@@ -28,3 +28,10 @@ def headwater_transforms() -> list[type[Transformation]]:
 @hookimpl
 def headwater_predicates() -> list[type[Predicate]]:
     return list(transforms.PREDICATES)
+
+
+@hookimpl
+def headwater_rest_extensions() -> list[type]:
+    from .rest.basic_auth import BasicAuthSecurityRestExtension
+
+    return [BasicAuthSecurityRestExtension]

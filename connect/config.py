@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -10,10 +10,13 @@ from headwater.properties import ConfigError, format_validation_error, load_prop
 
 from .api.errors import ConfigException
 from .kafka.security import client_security, is_security_key
+from .rest.listeners import RestListener, parse_listeners
 
 __all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config"]
 
 CLIENT_KINDS = ("producer", "consumer", "admin")
+# ssl.* keys only a server reads: the REST listener's, never passed to the Kafka clients
+REST_ONLY_KEYS = frozenset({"ssl.client.auth"})
 
 
 class WorkerConfigError(ConfigException, ConfigError):
@@ -42,6 +45,13 @@ class WorkerConfig(BaseModel):
     rest_advertised_host_name: str | None = Field(None, alias="rest.advertised.host.name")
     rest_advertised_port: int | None = Field(None, alias="rest.advertised.port", ge=0, le=65535)
     # REST listeners, TLS, extensions, Host/Origin checks and CORS (connect/rest/server.py).
+    # TLS: listeners.https.ssl.* (all or nothing) or the worker's ssl.*; admin.listeners.https.ssl.* likewise.
+    rest_advertised_listener: Literal["http", "https"] | None = Field(None, alias="rest.advertised.listener")
+    admin_listeners: str | None = Field(None, alias="admin.listeners")  # None: /admin/* on listeners; "": off
+    rest_extension_classes: str = Field("", alias="rest.extension.classes")
+    rest_allowed_hosts: str = Field("", alias="rest.allowed.hosts")  # Host names beyond the listeners' own
+    access_control_allow_origin: str = Field("", alias="access.control.allow.origin")
+    access_control_allow_methods: str = Field("", alias="access.control.allow.methods")
     # Config providers (connect/config_providers/).
     task_shutdown_graceful_timeout_ms: int = Field(5000, alias="task.shutdown.graceful.timeout.ms", ge=0)
     topic_creation_enable: bool = Field(True, alias="topic.creation.enable")
@@ -62,6 +72,31 @@ class WorkerConfig(BaseModel):
     connect_protocol: str = Field("sessioned", alias="connect.protocol")
     # Signed internal requests, KIP-507 (connect/herder/session_key.py).
     # What connectors may touch: file system paths and Spark settings (connect/runtime/sandbox.py).
+
+    @field_validator("listeners")
+    @classmethod
+    def _listeners(cls, v: str) -> str:
+        try:
+            found = parse_listeners(v, "listeners")
+        except ValueError as exc:
+            raise ValueError(str(exc).removeprefix("listeners: ")) from None
+        if not found:
+            raise ValueError("at least one http:// or https:// listener")
+        return v
+
+    @field_validator("admin_listeners")
+    @classmethod
+    def _admin_listeners(cls, v: str | None) -> str | None:
+        try:
+            parse_listeners(v or "", "admin.listeners")
+        except ValueError as exc:
+            raise ValueError(str(exc).removeprefix("admin.listeners: ")) from None
+        return v
+
+    @model_validator(mode="after")
+    def _advertised(self) -> WorkerConfig:
+        self.advertised_listener()  # a rest.advertised.listener with no listener of its scheme
+        return self
 
     @field_validator("connect_protocol")
     @classmethod
@@ -84,7 +119,13 @@ class WorkerConfig(BaseModel):
     def security(self) -> dict[str, str]:
         """The top level's ``security.protocol``, ``sasl.*`` and ``ssl.*``: how the internal stores, the group
         membership and the worker's admin client connect."""
-        return {k: str(v) for k, v in (self.model_extra or {}).items() if is_security_key(k)}
+        extra = self.model_extra or {}
+        keys = {k: str(v) for k, v in extra.items() if is_security_key(k) and k not in REST_ONLY_KEYS}
+        if not keys.get("security.protocol", "PLAINTEXT").strip().upper().endswith("SSL") and any(
+                listener.scheme == "https" for listener in self.rest_listeners()):
+            # Kafka's worker: a plaintext client ignores ssl.*, which are then the HTTPS listener's settings
+            keys = {k: v for k, v in keys.items() if not k.startswith("ssl.")}
+        return keys
 
     def client(self, kind: str) -> dict[str, str]:
         """The tasks' ``producer.*``, ``consumer.*`` or ``admin.*`` properties over the top level's security keys,
@@ -98,11 +139,35 @@ class WorkerConfig(BaseModel):
     def plugin_paths(self) -> list[str]:
         return [p.strip() for p in self.plugin_path.split(",") if p.strip()]
 
+    def rest_listeners(self) -> list[RestListener]:
+        return parse_listeners(self.listeners, "listeners")
+
+    def rest_admin_listeners(self) -> list[RestListener] | None:
+        """KIP-495: None when unset (``/admin/*`` on the main listeners), [] when empty (not served)."""
+        return None if self.admin_listeners is None else parse_listeners(self.admin_listeners, "admin.listeners")
+
+    def advertised_listener(self) -> RestListener:
+        """The listener whose scheme other workers use (``rest.advertised.listener``; Kafka's default: http when
+        there is an http listener, else https)."""
+        listeners = self.rest_listeners()
+        scheme = self.rest_advertised_listener or ("http" if any(x.scheme == "http" for x in listeners) else "https")
+        for listener in listeners:
+            if listener.scheme == scheme:
+                return listener
+        raise ValueError(f"rest.advertised.listener: {scheme}, but listeners has no {scheme}:// listener")
+
+    def rest_ssl(self, prefix: str = "listeners.https.") -> tuple[dict[str, str], str]:
+        """A REST listener's ``ssl.*`` settings, all or nothing as Kafka reads them: the ``prefix``ed keys when any
+        is set, else the worker's own ``ssl.*``; and the prefix the keys were written with ("" for the latter)."""
+        extra = {k: str(v) for k, v in (self.model_extra or {}).items()}
+        prefixed = {k[len(prefix):]: v for k, v in extra.items() if k.startswith(prefix)}
+        if prefixed:
+            return prefixed, prefix
+        return {k: v for k, v in extra.items() if k.startswith("ssl.")}, ""
+
     def rest_host_port(self) -> tuple[str, int]:
-        url = self.listeners.split(",")[0].strip()
-        rest = url.split("://", 1)[-1]
-        host, _, port = rest.rpartition(":")
-        return host or "0.0.0.0", int(port)
+        first = self.rest_listeners()[0]
+        return first.bind_host, first.port
 
     def get(self, key: str, default: Any = None) -> Any:
         data = self.model_dump(by_alias=True)

@@ -6,20 +6,19 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-from aiohttp import web
 
 from headwater.properties import load_properties
 
 from .config import WorkerConfig
 from .herder import BaseHerder, Herder, StandaloneHerder
 from .plugins import PluginRegistry
-from .rest.app import build_app
+from .rest.server import RestServer
 from .storage.offsets import FileOffsetStore, MemoryOffsetStore
 
-__all__ = ["load_connector_file", "serve_distributed", "serve_standalone", "start_rest"]
+__all__ = ["advertised_url", "load_connector_file", "serve_distributed", "serve_standalone", "start_rest"]
 
 log = logging.getLogger("headwater.connect")
 
@@ -40,15 +39,11 @@ def load_connector_file(path: str | Path) -> tuple[str, dict[str, Any]]:
     return str(name), config
 
 
-async def start_rest(herder: Herder, config: WorkerConfig) -> tuple[web.AppRunner, str]:
-    host, port = config.rest_host_port()
-    runner = web.AppRunner(build_app(herder), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
-    await site.start()
-    sockets = getattr(site._server, "sockets", None) or []  # the bound port, when port 0 was asked
-    bound = sockets[0].getsockname()[1] if sockets else port
-    return runner, f"http://{host}:{bound}/"
+async def start_rest(herder: Herder, config: WorkerConfig, registry: PluginRegistry) -> tuple[RestServer, str]:
+    """The REST server on every listener; the advertised URL (the one other workers use)."""
+    server = RestServer.prepare(config, registry)
+    await server.start(herder)
+    return server, advertised_url(config)
 
 
 def _free_port(host: str) -> int:
@@ -61,12 +56,22 @@ def _free_port(host: str) -> int:
 
 def _identity(config: WorkerConfig) -> tuple[WorkerConfig, str]:
     """The worker id (advertised ``host:port``); port 0 is resolved first, since the id needs it."""
-    host, port = config.rest_host_port()
-    if port == 0:
-        port = _free_port(host)
-        config = config.model_copy(update={"listeners": f"http://{host}:{port}"})
-    adv_host = config.rest_advertised_host_name or (host if host not in ("", "0.0.0.0") else "127.0.0.1")
-    return config, f"{adv_host}:{config.rest_advertised_port or port}"
+    listeners = config.rest_listeners()
+    if any(x.port == 0 for x in listeners):
+        text = ",".join(str(replace(x, port=_free_port(x.bind_host)) if x.port == 0 else x) for x in listeners)
+        config = config.model_copy(update={"listeners": text})
+    return config, _worker_id(config)
+
+
+def _worker_id(config: WorkerConfig) -> str:
+    advertised = config.advertised_listener()
+    adv_host = config.rest_advertised_host_name or (advertised.host if not advertised.wildcard else "127.0.0.1")
+    return f"{adv_host}:{config.rest_advertised_port or advertised.port}"
+
+
+def advertised_url(config: WorkerConfig) -> str:
+    """``<rest.advertised.listener's scheme>://<worker id>/``: how other workers (and the ready line) call it."""
+    return f"{config.advertised_listener().scheme}://{_worker_id(config)}/"
 
 
 Ready = Callable[[str, BaseHerder], Awaitable[None] | None]
@@ -75,10 +80,12 @@ Ready = Callable[[str, BaseHerder], Awaitable[None] | None]
 async def _serve(herder: BaseHerder, registry: PluginRegistry, config: WorkerConfig, stop: asyncio.Event,
                  ready: Ready | None, mode: str) -> None:
     """Start the herder and the REST API, run until ``stop``, then shut both down."""
-    runner = None
+    server = None
     try:
+        server = RestServer.prepare(config, registry)  # a bad key fails here, before the worker joins its group
         await herder.start()
-        runner, url = await start_rest(herder, config)
+        await server.start(herder)
+        url = advertised_url(config)
         if not await herder.wait_ready(stop):
             return
         log.info("Headwater Connect worker (%s) REST API at %s", mode, url)
@@ -88,8 +95,8 @@ async def _serve(herder: BaseHerder, registry: PluginRegistry, config: WorkerCon
                 await result
         await stop.wait()
     finally:
-        if runner is not None:
-            await runner.cleanup()
+        if server is not None:
+            await server.stop()
         await herder.stop()
         registry.close()
 
@@ -126,5 +133,5 @@ async def serve_distributed(config: WorkerConfig, stop: asyncio.Event, ready: Re
 
     config, worker_id = _identity(config)
     registry = _registry(config)
-    herder = DistributedHerder(config, registry, worker_id, f"http://{worker_id}/")
+    herder = DistributedHerder(config, registry, worker_id, advertised_url(config))
     await _serve(herder, registry, config, stop, ready, f"distributed, group {config.group_id}")

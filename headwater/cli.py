@@ -90,6 +90,9 @@ def _standalone(args: argparse.Namespace) -> int:
     except OffsetStoreError as exc:
         print(f"headwater connect standalone: {exc}", file=sys.stderr)
         return 2
+    except ConfigError as exc:  # what only starting finds: a keystore, a REST extension
+        print(f"headwater connect standalone: invalid worker configuration: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -106,14 +109,21 @@ def _distributed(args: argparse.Namespace) -> int:
     except (InternalTopicError, MembershipFailed) as exc:
         print(f"headwater connect distributed: {exc}", file=sys.stderr)
         return 2
+    except ConfigError as exc:  # what only starting finds: a keystore, a REST extension
+        print(f"headwater connect distributed: invalid worker configuration: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
 def _up(args: argparse.Namespace) -> int:
     from .up import serve_up
 
-    run(lambda stop: serve_up(args.data_dir, args.kafka_listener, args.rest_listener, args.connectors, stop,
-                              args.plugin_path, args.set, args.broker_set))
+    try:
+        run(lambda stop: serve_up(args.data_dir, args.kafka_listener, args.rest_listener, args.connectors, stop,
+                                  args.plugin_path, args.set, args.broker_set))
+    except ConfigError as exc:
+        print(f"headwater up: invalid configuration: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

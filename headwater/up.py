@@ -50,7 +50,7 @@ async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, conne
         await _default_metrics(broker)
     if broker.metrics_url:
         log.info("broker metrics for Prometheus at %s", broker.metrics_url)
-    worker_config = WorkerConfig.model_validate({
+    worker_config = validate_model(WorkerConfig, {
         "bootstrap.servers": bootstrap, "listeners": f"http://{rest_listener}", "group.id": "headwater-up",
         "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
         "status.storage.replication.factor": "1", "offset.storage.partitions": "5", "status.storage.partitions": "1",

@@ -9,15 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from headwater.kafka.server_tls import BadSetting
+
 __all__ = ["BadSetting", "ListenerSettings"]
-
-
-class BadSetting(ValueError):
-    """A security setting that cannot be used; ``key`` is Kafka's name of it (unprefixed)."""
-
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"{key}: {problem}")
-        self.key, self.problem = key, problem
 
 
 @dataclass

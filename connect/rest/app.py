@@ -62,6 +62,8 @@ async def _forward(request: web.Request, url: str | None) -> web.StreamResponse:
     query.append(("forward", "false" if forward == "true" else "true"))
     body = await request.read()
     headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
+    if "Authorization" in request.headers:  # the caller's credentials, as Kafka's RestClient forwards them
+        headers["Authorization"] = request.headers["Authorization"]
     async with internal_session(_herder(request).config, aiohttp.ClientTimeout(total=90)) as session, \
             session.request(request.method, url.rstrip("/") + request.path, params=query, data=body or None,
                             headers=headers) as resp:

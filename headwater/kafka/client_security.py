@@ -31,7 +31,7 @@ from typing import Any
 from .jaas import JaasError, parse_jaas
 
 __all__ = ["OAUTH_KEYS", "SECURITY_KEYS", "OAuthFactory", "client_security", "is_security_key", "parse_jaas_config",
-           "security_settings"]
+           "security_settings", "ssl_client_context"]
 
 # Kafka's client-side OAUTHBEARER keys (KIP-768), read by the OAuth factory
 OAUTH_KEYS = frozenset({
@@ -172,7 +172,9 @@ def _tls_versions(props: Mapping[str, str]) -> tuple[ssl.TLSVersion, ssl.TLSVers
     return versions[0], versions[-1]
 
 
-def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
+def ssl_client_context(props: Mapping[str, str]) -> ssl.SSLContext:
+    """The client side of TLS from Kafka's ``ssl.*`` keys (trust, a client certificate, versions, host check);
+    other keys in ``props`` are not looked at."""
     # Only the trust store given is trusted, as in Kafka's clients; the system's CAs without one
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version, context.maximum_version = _tls_versions(props)
@@ -243,7 +245,7 @@ def security_settings(props: Mapping[str, str], oauth: OAuthFactory | None = Non
         if stray:
             raise ValueError(f"{stray[0]}: a SASL setting, but security.protocol={protocol}")
     if protocol.endswith("SSL"):
-        out["ssl_context"] = _ssl_context(props)
+        out["ssl_context"] = ssl_client_context(props)
     else:
         stray = sorted(k for k in props if k.startswith("ssl.") and k not in NEUTRAL_KEYS)
         if stray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,11 +31,12 @@ class Response:
 
 
 def send(method: str, url: str, data: bytes | None = None, headers: dict[str, str] | None = None,
-         timeout: float = 30.0) -> Response:
-    """One HTTP request with exactly these bytes and headers; 4xx and 5xx answers are returned, not raised."""
+         timeout: float = 30.0, context: ssl.SSLContext | None = None) -> Response:
+    """One HTTP request with exactly these bytes and headers; 4xx and 5xx answers are returned, not raised.
+    ``context``: the TLS client settings for an https URL (trust, a client certificate)."""
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:
             return Response(answer.status, answer.read(), {k.lower(): v for k, v in answer.headers.items()})
     except urllib.error.HTTPError as exc:
         return Response(exc.code, exc.read(), {k.lower(): v for k, v in exc.headers.items()})

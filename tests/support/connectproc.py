@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import ssl
 import subprocess
 import sys
 import time
@@ -46,7 +47,7 @@ NEVER_MATCHING_FILTER = {
     "predicates.never.pattern": "no-topic-is-called-this",
 }
 
-_READY = re.compile(r"Headwater is up: Kafka bootstrap (\S+):(\d+), Connect REST API (http://\S+?):(\d+)/")
+_READY = re.compile(r"Headwater is up: Kafka bootstrap (\S+):(\d+), Connect REST API (https?://\S+?):(\d+)/")
 
 HTTP_TIMEOUT = 30.0  # seconds for any one REST call
 T = TypeVar("T")
@@ -84,12 +85,13 @@ def wait_for(check: Callable[[], T | None], timeout: float = 20.0, interval: flo
 
 
 def http(method: str, url: str, body: Any = None, raw: bytes | None = None,
-         timeout: float = HTTP_TIMEOUT) -> Response:
+         timeout: float = HTTP_TIMEOUT, headers: dict[str, str] | None = None,
+         context: ssl.SSLContext | None = None) -> Response:
     """One HTTP call with the stdlib; 4xx/5xx are returned, not raised. ``body`` is sent as JSON,
-    ``raw`` as is."""
+    ``raw`` as is; ``headers`` on top of Accept and Content-Type; ``context`` for https."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    headers = {"Accept": "application/json"} | ({"Content-Type": "application/json"} if data is not None else {})
-    return send(method, url, data, headers, timeout)
+    sent = {"Accept": "application/json"} | ({"Content-Type": "application/json"} if data is not None else {})
+    return send(method, url, data, sent | (headers or {}), timeout, context)
 
 
 @dataclass
@@ -99,6 +101,8 @@ class ConnectProcess(LoggedProcess):
     ``data_dir`` holds the broker's logs and ``connect.offsets``; ``plugin_path`` defaults to an empty
     folder beside it (never the repository's ``plugins/``). ``connectors`` are connector JSON files
     created at start. ``restart`` keeps the ports, so clients can go on with the same addresses.
+    ``settings`` are worker properties (``--set``); ``headers`` (credentials) and ``ssl_context`` (trust for
+    an https listener) go with every call.
     """
 
     name = "headwater up"  # not a field: no annotation
@@ -108,6 +112,9 @@ class ConnectProcess(LoggedProcess):
     plugin_path: Path | None = None
     log_file: Path | None = None
     prefix: list[str] = field(default_factory=list)  # runs the command under this (e.g. setpriv ...)
+    settings: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    ssl_context: ssl.SSLContext | None = None
     kafka_port: int = 0
     rest_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
@@ -131,7 +138,8 @@ class ConnectProcess(LoggedProcess):
         """Start and wait for the ready line, then (``wait_healthy``) for ``GET /health`` to answer 200."""
         args = [*self.prefix, sys.executable, "-m", "headwater", "up", "--data-dir", str(self.data_dir),
                 "--kafka-listener", f"127.0.0.1:{self.kafka_port}", "--rest-listener", f"127.0.0.1:{self.rest_port}",
-                "--plugin-path", str(self.plugin_path), *map(str, self.connectors)]
+                "--plugin-path", str(self.plugin_path), *map(str, self.connectors),
+                *(arg for k, v in self.settings.items() for arg in ("--set", f"{k}={v}"))]
         self._spawn(args, cwd=self.base)
         deadline = time.monotonic() + timeout
         m = self._wait_ready(_READY, timeout)
@@ -156,7 +164,8 @@ class ConnectProcess(LoggedProcess):
         return self.rest + path + (f"?{query}" if query else "")
 
     def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None, **params: Any) -> Response:
-        return http(method, self.url(path, **params), body=body, raw=raw)
+        return http(method, self.url(path, **params), body=body, raw=raw, headers=self.headers,
+                    context=self.ssl_context)
 
     def get(self, path: str, **params: Any) -> Response:
         return self.call("GET", path, **params)

@@ -14,6 +14,7 @@ session timeout (``BROKER_OVERRIDES``).
 from __future__ import annotations
 
 import re
+import ssl
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ PLUGINS = REPO / "plugins"
 # A broker for workers with short session timeouts: no initial join delay, sessions down to 1 s.
 BROKER_OVERRIDES = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
 
-_READY = re.compile(r"Headwater Connect worker \(distributed, group (\S+)\) REST API at (http://[^\s/]+?):(\d+)/")
+_READY = re.compile(r"Headwater Connect worker \(distributed, group (\S+)\) REST API at (https?://[^\s/]+?):(\d+)/")
 # membership.py: "joined group G generation N as MEMBER (leader LEADER): ..."; member ids are
 # "connect-<worker id>-<uuid>" (client id "connect-<worker id>", and the broker appends a uuid).
 _JOINED = re.compile(r"joined group (\S+) generation (\d+) as connect-(\S+?)-[0-9a-f-]{36} "
@@ -105,6 +106,8 @@ class WorkerProcess(LoggedProcess):
     _log_start: int = 0
     _terminated: bool = False
     started_at: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)  # with every REST call (credentials)
+    ssl_context: ssl.SSLContext | None = None  # trust for an https listener
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -150,7 +153,8 @@ class WorkerProcess(LoggedProcess):
     # -- REST ----------------------------------------------------------------------------------------
 
     def call(self, method: str, path: str, body: Any = None, timeout: float = HTTP_TIMEOUT) -> Response:
-        return http(method, self.rest + path, body=body, timeout=timeout)
+        return http(method, self.rest + path, body=body, timeout=timeout, headers=self.headers,
+                    context=self.ssl_context)
 
     def ok(self, method: str, path: str, body: Any = None, expect: int | Iterable[int] = (200, 201, 202, 204)) -> Any:
         resp = self.call(method, path, body)
