@@ -64,12 +64,16 @@ async def _forward(request: web.Request, url: str | None) -> web.StreamResponse:
     headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
     if "Authorization" in request.headers:  # the caller's credentials, as Kafka's RestClient forwards them
         headers["Authorization"] = request.headers["Authorization"]
-    async with internal_session(_herder(request).config, aiohttp.ClientTimeout(total=90)) as session, \
-            session.request(request.method, url.rstrip("/") + request.path, params=query, data=body or None,
-                            headers=headers) as resp:
-        payload = await resp.read()
-        out_headers = {k: v for k, v in resp.headers.items() if k in ("Content-Type", "Location")}
-        return web.Response(status=resp.status, body=payload, headers=out_headers)
+    try:
+        async with internal_session(_herder(request).config, aiohttp.ClientTimeout(total=90)) as session, \
+                session.request(request.method, url.rstrip("/") + request.path, params=query, data=body or None,
+                                headers=headers) as resp:
+            payload = await resp.read()
+            out_headers = {k: v for k, v in resp.headers.items() if k in ("Content-Type", "Location")}
+            return web.Response(status=resp.status, body=payload, headers=out_headers)
+    except aiohttp.ClientError as exc:  # the leader out of reach, or its TLS refused ours (Kafka's answer: 500)
+        log.error("forwarding %s %s to the leader at %s failed: %s", request.method, request.path, url, exc)
+        return _error(500, f"IO Error trying to forward REST request: {type(exc).__name__}: {exc}")
 
 
 @web.middleware

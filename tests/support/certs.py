@@ -63,18 +63,21 @@ class CertificateAuthority:
         self.cert = self.dir / "ca.pem"
         self.cert.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, stem: str, server: bool = False, key_password: str | None = None, **subject: str) -> Issued:
+    def issue(self, stem: str, server: bool = False, key_password: str | None = None, client_too: bool = False,
+              **subject: str) -> Issued:
         """A certificate named ``stem`` for ``subject`` (``CN="alice", O="Org"``); a server one carries the
-        subject alternative names 127.0.0.1 and localhost."""
+        subject alternative names 127.0.0.1 and localhost (``client_too``: it may also be presented as a client's,
+        as a Connect worker's is when it calls another)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         name = _name(**subject)
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] * server
+                  + [ExtendedKeyUsageOID.CLIENT_AUTH] * (not server or client_too))
         builder = (x509.CertificateBuilder().subject_name(name).issuer_name(self.name)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(now - datetime.timedelta(minutes=5))
                    .not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server
-                                                         else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+                   .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
         if server:
             import ipaddress
 

@@ -22,7 +22,7 @@ KEYSTORE_PASSWORD = "keystore-pw"
 @dataclass
 class Pki:
     ca: CertificateAuthority
-    worker: Issued  # for 127.0.0.1 and localhost
+    worker: Issued  # for 127.0.0.1 and localhost; also a client's, for worker-to-worker calls
     worker_p12: Path
     client: Issued
 
@@ -37,7 +37,7 @@ class Pki:
 
 def make_pki(directory: Path) -> Pki:
     ca = CertificateAuthority(directory)
-    worker = ca.issue("worker", server=True, CN="connect-worker")
+    worker = ca.issue("worker", server=True, client_too=True, CN="connect-worker")
     return Pki(ca, worker, worker.pkcs12(directory / "worker.p12", KEYSTORE_PASSWORD), ca.issue("client", CN="ops"))
 
 
