@@ -37,10 +37,12 @@ from typing import Any
 
 import pytest
 from support.connectproc import ConnectProcess, sink_config, source_config, unique
+from support.restdoors import BASIC_AUTH_EXTENSION, USERS, basic, basic_auth_files
 
 pytestmark = pytest.mark.timeout(300)
 
 EXAMPLES = 40  # per operation and phase
+AUTH_EXAMPLES = 4  # the run with basic authentication: what it adds is one middleware on every request
 SEED = 20261124  # for a run with deterministic = false; the deterministic run needs none
 STATES = {"UNASSIGNED", "RUNNING", "PAUSED", "STOPPED", "FAILED", "RESTARTING"}
 
@@ -165,6 +167,29 @@ def run_counts(report: dict[str, Any]) -> tuple[int, int, int, int]:
 
 
 def test_schemathesis_finds_nothing_and_the_worker_stays_healthy(connect: ConnectProcess, tmp_path: Path) -> None:
+    fuzz(connect, tmp_path, EXAMPLES)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectProcess]:
+    """A worker with Kafka's basic authentication on (JAAS file and credentials file)."""
+    base = tmp_path_factory.mktemp("rest-fuzz-auth")
+    jaas = basic_auth_files(base / "security")
+    with ConnectProcess(base, settings={"rest.extension.classes": BASIC_AUTH_EXTENSION,
+                                        "java.security.auth.login.config": str(jaas)},
+                        headers=basic("admin", USERS["admin"])) as proc:
+        yield proc
+        print(f"headwater up log: {proc.log_file}")
+
+
+def test_schemathesis_with_basic_auth_finds_nothing(secured: ConnectProcess, tmp_path: Path) -> None:
+    """The same run, shorter, with credentials: authentication changes no answer into a server error."""
+    fuzz(secured, tmp_path, AUTH_EXAMPLES, ["--auth", f"admin:{USERS['admin']}"])
+
+
+def fuzz(connect: ConnectProcess, tmp_path: Path, examples: int, extra: list[str] | None = None) -> None:
+    """Run schemathesis (``examples`` per operation and phase, ``extra`` arguments) and check what it found and
+    how the worker is afterwards."""
     existing = unique("fuzz-existing")  # not offered to the fuzzer: it must run on untouched
     src = tmp_path / "existing.txt"
     src.write_text("a\nb\n")
@@ -185,14 +210,14 @@ def test_schemathesis_finds_nothing_and_the_worker_stays_healthy(connect: Connec
     # the /admin topic and group routes get names that exist half the time, as the connector routes do
     sink_groups = [f"connect-{name}" for name in targets if "sink" in name and "stopped" not in name]
     document = connect.ok("GET", "/openapi.json", expect=200)
-    (tmp_path / "schemathesis.toml").write_text(schemathesis_config(EXAMPLES, SEED, list(targets), list(doomed),
+    (tmp_path / "schemathesis.toml").write_text(schemathesis_config(examples, SEED, list(targets), list(doomed),
                                                                     [topic], sink_groups, document))
     report_path = tmp_path / "report.json"
     hooks = Path(__file__).with_name("rest_fuzz_checks.py")  # the checks of this test's own, with schemathesis's
     env = {**os.environ, "SCHEMATHESIS_HOOKS": hooks.stem,
            "PYTHONPATH": os.pathsep.join([str(hooks.parent), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run([*schemathesis_command(), "--config-file", str(tmp_path / "schemathesis.toml"), "run",
-                          f"{connect.rest}/openapi.json", "--checks", "all", "--no-color",
+                          f"{connect.rest}/openapi.json", "--checks", "all", "--no-color", *(extra or []),
                           "--report", "json", "--report-json-path", str(report_path)],
                          cwd=tmp_path, capture_output=True, text=True, timeout=280, env=env)
     out = run.stdout + run.stderr
@@ -203,7 +228,7 @@ def test_schemathesis_finds_nothing_and_the_worker_stays_healthy(connect: Connec
           f"{errors} errors, exit code {run.returncode}\n{summary}")
     assert run.returncode == 0 and failures == 0 and errors == 0, out[-12000:]
     assert operations >= 30, summary
-    assert cases >= 30 * EXAMPLES, summary
+    assert cases >= 30 * examples, summary
 
     # Afterwards: the worker answers, still runs what it ran, and can take a new connector.
     assert connect.get("/").status == 200
