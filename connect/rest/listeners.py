@@ -48,10 +48,10 @@ def parse_listeners(text: str, key: str) -> list[RestListener]:
         scheme = scheme.lower()
         if scheme not in SCHEMES:
             raise ValueError(f"{key}: {entry!r} has the scheme {scheme!r}; a REST listener is http or https")
-        host, colon, port_text = rest.rpartition(":")
+        if "/" in rest.rstrip("/"):
+            raise ValueError(f"{key}: {entry!r}: a listener has no path")
+        host, colon, port_text = rest.rstrip("/").rpartition(":")
         if not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
             raise ValueError(f"{key}: {entry!r} has no port (0-65535) after the host")
-        if "/" in host:
-            raise ValueError(f"{key}: {entry!r}: a listener has no path")
         out.append(RestListener(scheme, host.removeprefix("[").removesuffix("]"), int(port_text)))
     return out
