@@ -20,7 +20,11 @@ class RestExtension:
         when one is wrong: the worker refuses to start."""
 
     def register(self, context: Any) -> None:
-        """Add middlewares or routes through ``context`` (``headwater.connect.rest.extensions.RestContext``)."""
+        """Add middlewares or routes through ``context`` (``headwater.connect.rest.extensions.RestContext``:
+        ``add_middleware``, ``add_route``, ``is_internal_request(request)`` for worker-to-worker requests, which
+        an authentication lets through, and ``error(status, message, headers)`` for Kafka's error body).
+        The middlewares run after the worker's own Host and Origin checks, in the order of
+        ``rest.extension.classes``."""
         raise NotImplementedError
 
     def close(self) -> None:
