@@ -31,7 +31,9 @@ def test_a_follower_forwards_to_the_leader_over_https(broker: BrokerProcess, tmp
                 **https_settings(pki, client_auth="required"), "rest.extension.classes": BASIC_AUTH_EXTENSION,
                 "java.security.auth.login.config": str(jaas)}
     with Cluster(tmp_path, broker.bootstrap) as cluster:
-        workers = cluster.start(2, **settings)
+        assert cluster.settings is not None
+        cluster.settings.update(settings)
+        workers = cluster.start(2)
         for w in workers:
             assert w.rest.startswith("https://"), w.rest  # the advertised listener
             w.headers, w.ssl_context = basic("admin", USERS["admin"]), pki.context(client=True)
