@@ -4,6 +4,7 @@ the Host names the checks compare."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,36 @@ def test_host_names_compared_without_the_port() -> None:
     assert _host_name("Example.COM:8083") == "example.com"
     assert _host_name("[::1]:8083") == "::1" and _host_name("[::1]") == "::1"
     assert _host_name("127.0.0.1") == "127.0.0.1"
+
+
+def test_a_leader_out_of_reach_is_kafkas_500_json_error() -> None:
+    """A follower that cannot forward (the leader gone, or its TLS refusing ours) answers Kafka's JSON error,
+    not aiohttp's plain-text 500."""
+    import asyncio
+    from types import SimpleNamespace
+    from typing import cast
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from headwater.connect.config import WorkerConfig
+    from headwater.connect.herder.errors import NotLeader
+    from headwater.connect.herder.interface import Herder
+    from headwater.connect.rest.app import build_app
+
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+
+    async def restart_connector(*args: object) -> None:
+        raise NotLeader(f"http://127.0.0.1:{port}/")
+
+    async def go() -> tuple[int, dict[str, object]]:
+        config = WorkerConfig.model_validate({"bootstrap.servers": "127.0.0.1:1"})
+        herder = SimpleNamespace(config=config, restart_connector=restart_connector)
+        async with TestClient(TestServer(build_app(cast(Herder, herder)))) as client:
+            response = await client.post("/connectors/c/restart")
+            return response.status, await response.json()
+
+    status, body = asyncio.run(go())
+    assert status == 500 and body["error_code"] == 500
+    assert str(body["message"]).startswith("IO Error trying to forward REST request: ClientConnectorError")
