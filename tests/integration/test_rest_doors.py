@@ -6,6 +6,7 @@ honour failing its start naming the key."""
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -21,7 +22,6 @@ from support.restdoors import (
     Pki,
     basic,
     basic_auth_files,
-    free_port,
     https_settings,
     make_pki,
 )
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.timeout(120)
 
 REPO = Path(__file__).resolve().parents[2]
 UI_ORIGIN = "https://ui.example.com"
+_SERVES = re.compile(r"REST listener (https?)://\S+ on port (\d+) serves (the API|/admin)$", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +42,16 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 def https_worker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[ConnectProcess]:
     """HTTPS (PEM keystore, listeners.https.*) and HTTP listeners, /admin on a listener of its own, CORS
     configured for one origin."""
-    tls, plain, admin = free_port(), free_port(), free_port()
-    settings = {"listeners": f"https://127.0.0.1:{tls},http://127.0.0.1:{plain}", "rest.advertised.listener": "https",
-                "admin.listeners": f"http://127.0.0.1:{admin}", **https_settings(pki),
+    settings = {"listeners": "https://127.0.0.1:0,http://127.0.0.1:0", "rest.advertised.listener": "https",
+                "admin.listeners": "http://127.0.0.1:0", **https_settings(pki),
                 "access.control.allow.origin": UI_ORIGIN, "access.control.allow.methods": "GET,POST,PUT,DELETE"}
     with ConnectProcess(tmp_path_factory.mktemp("https-worker"), settings=settings,
                         ssl_context=pki.context()) as proc:
-        proc.plain = f"http://127.0.0.1:{plain}"  # type: ignore[attr-defined]
-        proc.admin = f"http://127.0.0.1:{admin}"  # type: ignore[attr-defined]
+        # the ports each listener got, from the worker's log
+        served = {(m.group(1), m.group(3)): int(m.group(2)) for m in _SERVES.finditer(proc.log_text(True))}
+        assert proc.rest_port == served[("https", "the API")], served
+        proc.plain = f"http://127.0.0.1:{served[('http', 'the API')]}"  # type: ignore[attr-defined]
+        proc.admin = f"http://127.0.0.1:{served[('http', '/admin')]}"  # type: ignore[attr-defined]
         yield proc
 
 

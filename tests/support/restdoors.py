@@ -5,14 +5,13 @@ and the worker properties that put them together."""
 from __future__ import annotations
 
 import base64
-import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
 from .certs import CertificateAuthority, Issued
 
-__all__ = ["BASIC_AUTH_EXTENSION", "Pki", "basic", "basic_auth_files", "free_port", "https_settings", "make_pki"]
+__all__ = ["BASIC_AUTH_EXTENSION", "Pki", "basic", "basic_auth_files", "https_settings", "make_pki"]
 
 BASIC_AUTH_EXTENSION = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
 USERS = {"admin": "s3cret-Pa55", "ops": "pass:with:colons"}
@@ -67,9 +66,3 @@ def basic_auth_files(directory: Path, users: dict[str, str] = USERS) -> Path:
 
 def basic(user: str, password: str) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

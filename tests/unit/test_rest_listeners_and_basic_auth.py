@@ -4,7 +4,6 @@ the Host names the checks compare."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from headwater.connect.rest.basic_auth import PropertyFileCredentials, login_con
 from headwater.connect.rest.checks import _host_name
 from headwater.connect.rest.listeners import RestListener, parse_listeners
 from headwater.kafka.jaas import JaasError, parse_jaas_file
+from headwater.testing.names import free_port
 
 
 def test_listeners_as_kafka_writes_them() -> None:
@@ -111,9 +111,7 @@ def test_a_leader_out_of_reach_is_kafkas_500_json_error() -> None:
     from headwater.connect.herder.interface import Herder
     from headwater.connect.rest.app import build_app
 
-    with socket.socket() as sock:  # a port nothing listens on once closed
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens there
 
     async def restart_connector(*args: object) -> None:
         raise NotLeader(f"http://127.0.0.1:{port}/")
