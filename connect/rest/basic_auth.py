@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import logging
 import os
 import shlex
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from .extensions import RestContext
 
 __all__ = ["LOGIN_CONFIG", "BasicAuthSecurityRestExtension", "PropertyFileCredentials", "login_config_path"]
+
+log = logging.getLogger(__name__)
 
 LOGIN_CONFIG = "java.security.auth.login.config"
 SECTION = "KafkaConnect"
@@ -134,6 +137,11 @@ class BasicAuthSecurityRestExtension(RestExtension):
     def register(self, context: RestContext) -> None:
         credentials = self.credentials
         assert credentials is not None, "configure() first"
+        plain = [str(x) for x in context.config.rest_listeners() if x.scheme == "http" and not x.host.startswith("127.")
+                 and x.host not in ("localhost", "::1")]
+        if plain:
+            log.warning("basic authentication on %s: passwords cross the network in clear; use https:// listeners",
+                        ", ".join(plain))
 
         @web.middleware
         async def basic_auth(request: web.Request,

@@ -99,6 +99,7 @@ class RestServer:
         context = RestContext(app, self.config)
         for extension in self.extensions:
             extension.register(context)
+            log.info("REST extension %s registered", type(extension).__name__)
         for i, middleware in enumerate([checks.middleware, *context.middlewares]):
             app.middlewares.insert(i, middleware)  # type: ignore[arg-type]  # before the API's own error handling
         self.runner = web.AppRunner(app, access_log=None)
