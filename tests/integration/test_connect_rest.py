@@ -157,7 +157,8 @@ def test_openapi_document_says_what_the_server_enforces(connect: ConnectProcess)
     assert marked == {("POST", "/connectors"): ["400"], ("PUT", "/connectors/{name}/config"): ["400"],
                       ("PATCH", "/connectors/{name}/config"): ["400"],
                       ("POST", "/connectors/{name}/tasks"): ["400", "403"],  # 403: not signed (KIP-507)
-                      ("PATCH", "/connectors/{name}/offsets"): ["400"], ("DELETE", "/connectors/{name}/offsets"): ["400"],
+                      ("PATCH", "/connectors/{name}/offsets"): ["400"],
+                      ("DELETE", "/connectors/{name}/offsets"): ["400"],
                       ("PUT", "/connector-plugins/{plugin}/config/validate"): ["400"]}
     offsets = doc["paths"]["/connectors/{name}/offsets"]
     assert all("STOPPED" in offsets[m]["responses"]["400"]["description"] for m in ("patch", "delete"))

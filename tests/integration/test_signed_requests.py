@@ -108,7 +108,9 @@ def test_keys_rotate_in_a_running_three_worker_group_and_hand_overs_keep_working
                                                                                tmp_path: Path) -> None:
     ttl_ms = 4000
     with Cluster(tmp_path, broker.bootstrap) as cluster:
-        workers = cluster.start(3, **{"inter.worker.key.ttl.ms": str(ttl_ms)})
+        assert cluster.settings is not None
+        cluster.settings["inter.worker.key.ttl.ms"] = str(ttl_ms)
+        workers = cluster.start(3)
         leader = cluster.leader()
         first = current_key(cluster)
         # The leader writes a new key each time the current one is older than the TTL.
@@ -138,7 +140,6 @@ def test_keys_rotate_in_a_running_three_worker_group_and_hand_overs_keep_working
         body = json.dumps(task_configs(leader, name)).encode()
         old = post_tasks(leader, name, body, signed_headers(first["key"], body))
         assert old.status == 403 and "invalid signature" in old.json["message"], old
-        assert cluster.settings is not None
         keys = session_keys(cluster.bootstrap, cluster.settings["config.storage.topic"])
         assert len({k["creation-timestamp"] for k in keys}) >= 3, keys
         assert all(w.running for w in workers)
