@@ -5,8 +5,9 @@ signing.py), so the workers are held to the documented scheme.
 An internal ``POST /connectors/{name}/tasks`` that is unsigned, signed with another key, signed with a key
 the leader has rotated out, signed too long ago or replayed is refused with 403 and changes nothing; a
 correctly signed one is taken; a task config naming a class other than the connector's task class is
-refused with 400; and with a short ``inter.worker.key.ttl.ms`` the leader of three workers keeps writing
-new keys while the followers' task configs still reach it.
+refused with 400; with a short ``inter.worker.key.ttl.ms`` the leader of three workers keeps writing new
+keys while the followers' task configs still reach it, and so does the next leader when it dies; a group
+on the ``compatible`` protocol neither signs nor checks, as Kafka's.
 """
 
 from __future__ import annotations
@@ -143,3 +144,30 @@ def test_keys_rotate_in_a_running_three_worker_group_and_hand_overs_keep_working
         keys = session_keys(cluster.bootstrap, cluster.settings["config.storage.topic"])
         assert len({k["creation-timestamp"] for k in keys}) >= 3, keys
         assert all(w.running for w in workers)
+
+        # The leader dies: the new one goes on rotating, and a connector created then gets its tasks.
+        killed_at = int(time.time() * 1000)
+        leader.kill()
+        new_leader = cluster.leader(timeout=60)
+        assert new_leader is not leader
+        current_key(cluster, after=killed_at)
+        wait_for(lambda: "distributing a new session key" in new_leader.log_text(True) or None, 30, 0.2,
+                 "the new leader distributing a key", cluster.logs)
+        late = unique("rot-late")
+        new_leader.ok("POST", "/connectors", {"name": late, "config": datagen(4)}, expect=201)
+        cluster.wait_running(late, 4, timeout=60)
+
+
+def test_a_group_on_the_compatible_protocol_does_not_sign_as_in_kafka(broker: BrokerProcess, tmp_path: Path) -> None:
+    with Cluster(tmp_path, broker.bootstrap) as cluster:
+        assert cluster.settings is not None
+        cluster.settings["connect.protocol"] = "compatible"
+        (worker,) = cluster.start(1)
+        worker.ok("POST", "/connectors", {"name": "gen", "config": datagen(1)}, expect=201)
+        cluster.wait_running("gen", 1)
+        changed = [{**c, "topic": unique("unsigned")} for c in task_configs(worker, "gen")]
+        body = json.dumps(changed).encode()
+        assert post_tasks(worker, "gen", body, {"Content-Type": "application/json"}).status == 204
+        assert task_configs(worker, "gen") == changed
+        assert session_keys(cluster.bootstrap, cluster.settings["config.storage.topic"]) == []
+        assert "Internal request verification is disabled" in worker.log_text(True)
