@@ -11,6 +11,7 @@ from headwater.properties import ConfigError, format_validation_error, load_prop
 from .api.errors import ConfigException
 from .kafka.security import client_security, is_security_key
 from .rest.listeners import RestListener, parse_listeners
+from .rest.signature import digest_of
 
 __all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config"]
 
@@ -71,6 +72,12 @@ class WorkerConfig(BaseModel):
     scheduled_rebalance_max_delay_ms: int = Field(300000, alias="scheduled.rebalance.max.delay.ms", ge=0)
     connect_protocol: str = Field("sessioned", alias="connect.protocol")
     # Signed internal requests, KIP-507 (connect/herder/session_key.py).
+    inter_worker_key_generation_algorithm: str = Field("HmacSHA256", alias="inter.worker.key.generation.algorithm")
+    inter_worker_key_size: int | None = Field(None, alias="inter.worker.key.size", ge=40)
+    inter_worker_key_ttl_ms: int = Field(3600000, alias="inter.worker.key.ttl.ms", ge=1, le=2**31 - 1)
+    inter_worker_signature_algorithm: str = Field("HmacSHA256", alias="inter.worker.signature.algorithm")
+    inter_worker_verification_algorithms: list[str] = Field(["HmacSHA256"],
+                                                            alias="inter.worker.verification.algorithms")
     # What connectors may touch: file system paths and Spark settings (connect/runtime/sandbox.py).
 
     @field_validator("listeners")
@@ -104,6 +111,31 @@ class WorkerConfig(BaseModel):
         if v not in ("eager", "compatible", "sessioned"):
             raise ValueError("must be eager, compatible or sessioned")
         return v
+
+    @field_validator("inter_worker_key_generation_algorithm", "inter_worker_signature_algorithm")
+    @classmethod
+    def _mac_algorithm(cls, v: str) -> str:
+        digest_of(v)  # its ValueError names the supported ones
+        return v
+
+    @field_validator("inter_worker_verification_algorithms", mode="before")
+    @classmethod
+    def _verification_algorithms(cls, v: Any) -> Any:
+        names = [a.strip() for a in v.split(",") if a.strip()] if isinstance(v, str) else v
+        if isinstance(names, list):
+            if not names:
+                raise ValueError("at least one signature verification algorithm must be provided")
+            for name in names:
+                digest_of(str(name))
+        return names
+
+    @model_validator(mode="after")
+    def _signature_verifiable(self) -> WorkerConfig:
+        if self.inter_worker_signature_algorithm not in self.inter_worker_verification_algorithms:
+            raise ValueError(f"inter.worker.signature.algorithm: {self.inter_worker_signature_algorithm} must be "
+                             f"present in the inter.worker.verification.algorithms list "
+                             f"({','.join(self.inter_worker_verification_algorithms)})")
+        return self
 
     @model_validator(mode="after")
     def _security(self) -> WorkerConfig:

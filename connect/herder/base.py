@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from ..api import Connector, SinkConnector
@@ -296,6 +296,10 @@ class BaseHerder(ABC):
 
     async def restart_task(self, name: str, task: int) -> None:
         await self._call(f"restart {name}-{task}", lambda: self._restart_task(name, task))
+
+    def verify_internal_request(self, body: bytes, headers: Mapping[str, str]) -> None:  # noqa: B027 - optional
+        """Hook: a herder of a cluster whose workers sign their requests to each other checks them (KIP-507);
+        a standalone worker takes no internal requests."""
 
     async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         """Internal (POST /connectors/{c}/tasks): a follower running the connector hands its task

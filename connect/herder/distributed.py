@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
+import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..api.errors import ConnectException
 from ..config import WorkerConfig
 from ..loggers import set_level
 from ..plugins import PluginRegistry
+from ..rest.signature import ReplayGuard, RequestRefused, RequestSignature, sign
 from ..status import State, Status, TargetState, TaskId
 from ..storage.config_events import (
     ConfigEvent,
@@ -37,9 +41,10 @@ from ..storage.kafka_stores import KafkaConfigStore, KafkaOffsetStore, KafkaStat
 from .assignor import IncrementalAssignor
 from .base import BaseHerder
 from .errors import Conflict, NotFound, NotLeader, NotOwner
-from .events import AssignmentNeeded, HerderEvent, Rebalanced, StatusReported
+from .events import AssignmentNeeded, HerderEvent, Rebalanced, SessionKeyDue, StatusReported
 from .membership import GroupMembership, JoinResult
 from .protocol import Assignment, MemberMetadata, encode_metadata
+from .session_key import KeyPolicy
 
 __all__ = ["DistributedHerder", "NotLeader", "NotOwner"]
 
@@ -77,6 +82,15 @@ class DistributedHerder(BaseHerder):
         # waits for the one before, so the leader never commits an older set last). They only send.
         self._forwards: dict[str, asyncio.Task[None]] = {}
         self._config_loaded = False
+        # KIP-507: the leader's key rotation (a timer posts SessionKeyDue) and the signatures received lately
+        self.key_policy = KeyPolicy.of(config)
+        self._key_due: asyncio.TimerHandle | None = None
+        self._replays = ReplayGuard()
+        if config.connect_protocol != "sessioned":
+            log.warning("Internal request verification is disabled for this cluster: this worker's connect.protocol "
+                        "is %r. Unless that is intended, remove connect.protocol from the worker config or set it "
+                        "to 'sessioned'; otherwise any client that reaches a worker's REST API can write task "
+                        "configs (KIP-507).", config.connect_protocol)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -101,6 +115,8 @@ class DistributedHerder(BaseHerder):
         await self.membership.start()
 
     async def stop(self) -> None:
+        if self._key_due is not None:
+            self._key_due.cancel()
         await self.membership.stop()
         await self._stop_loop()
         for forward in self._forwards.values():
@@ -141,6 +157,9 @@ class DistributedHerder(BaseHerder):
             await self._apply_assignment(event.assignment, event.generation)
             if not event.applied.done():
                 event.applied.set_result(None)
+            await self._check_session_key()  # a new leader distributes a key if there is none or it expired
+        elif isinstance(event, SessionKeyDue):
+            await self._check_session_key()
         elif isinstance(event, ConnectorRemoved):
             await self.worker.stop_tasks(self.worker.task_ids(event.name))
             await self.worker.stop_connector(event.name)
@@ -311,6 +330,55 @@ class DistributedHerder(BaseHerder):
                     await self.worker.stop_tasks([tid])
                     await self._start_task(tid)
 
+    # -- KIP-507: the session key and signed internal requests -------------------------------------
+
+    def signing_enabled(self) -> bool:
+        """Internal requests are signed and checked when the group runs the sessioned protocol (this
+        worker's setting until it has joined), as in Kafka."""
+        return self.config.connect_protocol == "sessioned" and self.membership.protocol in (None, "sessioned")
+
+    async def _check_session_key(self) -> None:
+        """On the leader: distribute a new key when needed, then check again when the current one expires."""
+        if self._key_due is not None:
+            self._key_due.cancel()
+            self._key_due = None
+        if not self.membership.is_leader or not self.signing_enabled():
+            if self.membership.is_leader and self.config.connect_protocol == "sessioned":
+                log.warning("the group runs the %r protocol (a member is not configured with "
+                            "connect.protocol=sessioned): internal requests are not signed (KIP-507)",
+                            self.membership.protocol)
+            return
+        now = _now_ms()
+        current = self.config_store.snapshot.session_key
+        why = self.key_policy.why_replace(current, now)
+        retry_in = None
+        if why is not None:
+            log.info("distributing a new session key: %s", why)
+            try:
+                await self.config_store.put_session_key(self.key_policy.new_key(now))
+            except Exception as exc:
+                log.error("writing a new session key to %s failed (%s); trying again in 1 s",
+                          self.config.config_storage_topic, exc)
+                retry_in = 1.0
+            current = self.config_store.snapshot.session_key
+        if retry_in is None:
+            expires = self.key_policy.expires_at(current) if current is not None else now
+            retry_in = max((expires - _now_ms()) / 1000, 0.1)
+        self._key_due = asyncio.get_running_loop().call_later(retry_in, self._post, SessionKeyDue())
+
+    def verify_internal_request(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """Refuse (RequestRefused) an internal request not signed with the current session key, signed too
+        long ago, or received before; nothing to check when the group does not sign (Kafka's herder checks
+        before it forwards, and forwarding keeps the signature)."""
+        if not self.signing_enabled():
+            return
+        signature = RequestSignature.from_headers(headers, body)
+        key = self.config_store.snapshot.session_key
+        if key is None:
+            raise RequestRefused(503, "This worker is still starting up and has not been able to read a session key "
+                                      "from the config topic yet")
+        signature.check(key.key, self.config.inter_worker_verification_algorithms, _now_ms(), self._replays)
+
     # -- REST writes (run on the loop by BaseHerder's public methods) -------------------------------
 
     def _require_leader(self) -> None:
@@ -402,9 +470,12 @@ class DistributedHerder(BaseHerder):
         await self.config_store.put_logger_level(namespace, level)
 
     async def _put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
-        """Internal endpoint (POST /connectors/{c}/tasks): the leader writes task configs."""
+        """Internal endpoint (POST /connectors/{c}/tasks): the leader writes task configs, each naming the
+        connector's own task class."""
         self._require_leader()
-        self._require(name)
+        connector = self._require(name)
+        for task in configs:
+            self.worker.check_task_class(name, connector, task)
         await self.config_store.put_task_configs(name, configs)
         await self._fresh_configs()
 
@@ -432,16 +503,43 @@ class DistributedHerder(BaseHerder):
     async def _post_to_leader(self, path: str, body: Any) -> None:
         from ..rest.internal_client import internal_session
 
+        data = json.dumps(body, separators=(",", ":")).encode()
         for _ in range(30):
             url = self.leader_url
             if url:
                 async with internal_session(self.config) as session, session.post(
-                        url.rstrip("/") + path, json=body, params={"forward": "true"}) as resp:
+                        url.rstrip("/") + path, data=data, headers=self._signed_headers(data),
+                        params={"forward": "true"}) as resp:
                     if resp.status < 300:
                         return
                     log.info("leader answered %d to %s; retrying", resp.status, path)
+                    if resp.status == 403:  # signed with a key the leader has replaced: read the newest
+                        await self._read_session_key()
             await asyncio.sleep(1)
         raise LeaderUnreachable(f"could not hand task configs to the leader at {self.leader_url}")
+
+
+    def _signed_headers(self, data: bytes) -> dict[str, str]:
+        """Content-Type, and the signature with the session key when there is one (Kafka signs whenever it
+        has a key; the leader checks only when the group runs the sessioned protocol). Signed afresh for
+        each attempt: the leader refuses a signature it has seen."""
+        headers = {"Content-Type": "application/json"}
+        key = self.config_store.snapshot.session_key
+        if key is not None:
+            headers.update(sign(key.key, self.config.inter_worker_signature_algorithm, data, _now_ms()))
+        return headers
+
+    async def _read_session_key(self) -> None:
+        try:
+            await self.config_store.log.read_to_end()
+        except Exception as exc:
+            log.warning("could not read %s to its end for the newest session key: %s",
+                        self.config.config_storage_topic, exc)
+
+
+def _now_ms() -> int:
+    """Wall-clock milliseconds: session keys' creation times and signing times are compared across workers."""
+    return int(time.time() * 1000)
 
 
 class LeaderUnreachable(ConnectException):

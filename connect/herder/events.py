@@ -18,7 +18,8 @@ from ..storage.config_events import ConfigEvent
 from .membership import JoinResult
 from .protocol import Assignment
 
-__all__ = ["AssignmentNeeded", "HerderEvent", "Rebalanced", "Reconfigure", "Request", "StatusReported", "Stop"]
+__all__ = ["AssignmentNeeded", "HerderEvent", "Rebalanced", "Reconfigure", "Request", "SessionKeyDue", "StatusReported",
+           "Stop"]
 
 
 @dataclass(frozen=True)
@@ -73,4 +74,10 @@ class Stop:
     done: asyncio.Future[None]
 
 
-HerderEvent = Request | StatusReported | Reconfigure | AssignmentNeeded | Rebalanced | Stop | ConfigEvent
+@dataclass(frozen=True)
+class SessionKeyDue:
+    """The session key expires (or a write of a new one failed): the leader checks it again (KIP-507)."""
+
+
+HerderEvent = (Request | StatusReported | Reconfigure | AssignmentNeeded | Rebalanced | Stop | SessionKeyDue
+               | ConfigEvent)

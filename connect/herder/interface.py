@@ -86,6 +86,10 @@ class Herder(Protocol):
 
     def reset_active_topics(self, name: str) -> None: ...
 
+    def verify_internal_request(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """KIP-507: raise ``rest.signature.RequestRefused`` (with its HTTP status) unless the internal
+        request (``body`` as received) is signed as the cluster signs."""
+
     async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None: ...
 
     async def alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None: ...

@@ -77,6 +77,7 @@ class GroupMembership:
         self.member_id = ""
         self.generation = -1
         self.leader_id = ""
+        self.protocol: str | None = None  # the group's subprotocol (sessioned, compatible, default) once joined
         self.coordinator: int | None = None
         self._rejoin = asyncio.Event()
         self._stopping = False
@@ -156,6 +157,7 @@ class GroupMembership:
                 raise RebalanceFailed(f"JoinGroup failed with {resp.error.name}", resp.error)
             break
         self.member_id, self.generation, self.leader_id = resp.member_id, resp.generation, resp.leader_id
+        self.protocol = resp.protocol
         members: dict[str, MemberMetadata] = {}
         assignments: list[tuple[str, bytes]] = []
         if self.is_leader:

@@ -31,6 +31,7 @@ from ..status import TargetState
 from . import admin_api
 from . import models as m
 from .openapi import Api, Query
+from .signature import SIGNED_HEADERS, RequestRefused
 from .validate import config_definitions, validation_result
 
 __all__ = ["build_app"]
@@ -61,7 +62,8 @@ async def _forward(request: web.Request, url: str | None) -> web.StreamResponse:
     query = [(k, v) for k, v in request.query.items() if k != "forward"]
     query.append(("forward", "false" if forward == "true" else "true"))
     body = await request.read()
-    headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
+    headers = {"Content-Type": request.headers.get("Content-Type", "application/json"),
+               **{h: request.headers[h] for h in SIGNED_HEADERS if h in request.headers}}  # KIP-507: kept
     if "Authorization" in request.headers:  # the caller's credentials, as Kafka's RestClient forwards them
         headers["Authorization"] = request.headers["Authorization"]
     try:
@@ -310,13 +312,21 @@ async def tasks(request: web.Request) -> web.Response:
     return _json(_herder(request).tasks(_name(request)))
 
 
-@API.route("POST", "/connectors/{name}/tasks", "Internal: a follower hands the task configs it made to the leader",
-           status=204, body=m.TaskConfigs, errors=_WRITE,
-           refusals={400: "more task configs than the connector's tasks.max"})
+@API.route("POST", "/connectors/{name}/tasks", "Internal: a follower hands the task configs it made to the leader, "
+           "signed with the cluster's session key (KIP-507)", status=204, body=m.TaskConfigs, errors=(*_WRITE, 503),
+           refusals={400: "more task configs than the connector's tasks.max, or a task.class that is not the "
+                          "connector's task class",
+                     403: "a request not signed with the session key (X-Connect-Authorization, "
+                          "X-Connect-Request-Signature-Algorithm, X-Connect-Request-Timestamp), signed too long ago, "
+                          "or replayed"})
 async def put_task_configs(request: web.Request) -> web.Response:
     name = _name(request)
-    configs = await _body(request, m.TaskConfigs)
     herder = _herder(request)
+    try:  # the signature first: nothing of an unsigned request is looked at
+        herder.verify_internal_request(await request.read(), request.headers)
+    except RequestRefused as exc:
+        return _error(exc.status, str(exc))
+    configs = await _body(request, m.TaskConfigs)
     try:  # KIP-1004: never more tasks than tasks.max (a config that is here was validated: it is a number)
         limit = int((herder.connector_config(name) or {}).get("tasks.max", "1"))
     except ValueError:

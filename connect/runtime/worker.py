@@ -7,7 +7,6 @@ every state change back through ``on_status``.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -204,8 +203,7 @@ class Worker:
         if len(configs) > max_tasks:
             raise ConnectException(f"connector {name} produced {len(configs)} task configs, more than "
                                    f"tasks.max={max_tasks}")
-        task_cls = running.connector.task_class()
-        path = f"{task_cls.__module__}.{task_cls.__qualname__}"
+        path = _class_path(running.connector.task_class())
         return [{**{k: str(v) for k, v in c.items()}, TASK_CLASS_KEY: path} for c in configs]
 
     def fail_connector(self, name: str, error: Exception) -> None:
@@ -241,19 +239,29 @@ class Worker:
             inst.configure(settings, is_key)
         return inst
 
-    def _task_class(self, task_props: dict[str, str], name: str) -> type:
+    def check_task_class(self, name: str, props: dict[str, Any], task_props: dict[str, str]) -> type:
+        """The task class of connector ``name``, which ``task_props`` must name in ``task.class``. The
+        connector's plugin says which it is (the running instance's ``task_class()``, or a new instance's);
+        ``task.class`` is never imported, so a task config written by someone else cannot make a worker
+        load and run a class of its choice."""
         running = self.connectors.get(name)
-        if running is not None:
-            return running.connector.task_class()
-        module, _, cls_name = task_props[TASK_CLASS_KEY].rpartition(".")
-        return getattr(importlib.import_module(module), cls_name)
+        connector = running.connector if running is not None else self.connector_class(props)()
+        task_cls = connector.task_class()
+        given, expected = task_props.get(TASK_CLASS_KEY), _class_path(task_cls)
+        if given != expected:
+            raise ConfigErrors({TASK_CLASS_KEY: [
+                f"Invalid value {given} for configuration {TASK_CLASS_KEY}: connector {name} "
+                f"({type(connector).__name__}) runs {expected}; a task config may name no other class"
+                if given is not None else f'Missing required configuration "{TASK_CLASS_KEY}" which has no '
+                                          f"default value (connector {name} runs {expected})"]})
+        return task_cls
 
     async def start_task(self, task_id: TaskId, props: dict[str, Any], task_props: dict[str, str],
                          target: TargetState) -> bool:
         try:
             config = self._task_config(task_id.connector, props)
             props = {**self.connector_class(props).runtime_defaults, **props}
-            task_cls = self._task_class(task_props, task_id.connector)
+            task_cls = self.check_task_class(task_id.connector, props, task_props)
             task = task_cls()
             converters = (self._converter(props, "key.converter", True),
                           self._converter(props, "value.converter", False),
@@ -316,6 +324,10 @@ class Worker:
 
 def _prefixed(props: dict[str, Any], prefix: str) -> dict[str, str]:
     return {k[len(prefix):]: str(v) for k, v in props.items() if k.startswith(prefix)}
+
+
+def _class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def client_overrides(config: WorkerConfig, props: dict[str, Any], kind: str) -> dict[str, str]:

@@ -8,6 +8,8 @@ follow them with kcat.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -27,9 +29,11 @@ from .config_events import (
 from .kafka_log import KafkaBasedLog
 from .offsets import OffsetStore
 
-__all__ = ["ConfigSnapshot", "KafkaConfigStore", "KafkaOffsetStore", "KafkaStatusStore"]
+__all__ = ["ConfigSnapshot", "KafkaConfigStore", "KafkaOffsetStore", "KafkaStatusStore", "SessionKey"]
 
 log = logging.getLogger(__name__)
+
+SESSION_KEY = "session-key"
 
 
 def _json(value: Any) -> bytes:
@@ -77,6 +81,38 @@ class KafkaOffsetStore(OffsetStore):
         await asyncio.gather(*sends)
 
 
+@dataclass(frozen=True)
+class SessionKey:
+    """``session-key`` (KIP-507): the key the leader distributed for signing internal requests, its (Java)
+    algorithm and when it was made (ms since the epoch). The key never appears in a repr or a log line."""
+
+    key: bytes = field(repr=False)
+    algorithm: str
+    creation_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": base64.b64encode(self.key).decode(), "algorithm": self.algorithm,
+                "creation-timestamp": self.creation_timestamp}
+
+    @classmethod
+    def from_json(cls, data: Any) -> SessionKey:
+        """ValueError naming the field that is not as Kafka writes it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"the value is not a JSON object but {type(data).__name__}")
+        key, algorithm, created = data.get("key"), data.get("algorithm"), data.get("creation-timestamp")
+        if not isinstance(key, str):
+            raise ValueError("'key' should be a base64 string")
+        if not isinstance(algorithm, str):
+            raise ValueError("'algorithm' should be a string")
+        if not isinstance(created, int) or isinstance(created, bool):
+            raise ValueError("'creation-timestamp' should be a long")
+        try:
+            raw = base64.b64decode(key, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("'key' is not base64") from None
+        return cls(raw, algorithm, created)
+
+
 @dataclass
 class ConfigSnapshot:
     offset: int = -1
@@ -84,6 +120,7 @@ class ConfigSnapshot:
     targets: dict[str, TargetState] = field(default_factory=dict)
     tasks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     inconsistent: set[str] = field(default_factory=set)
+    session_key: SessionKey | None = None  # the newest read; the herder signs and verifies with it
 
 
 class KafkaConfigStore:
@@ -154,6 +191,14 @@ class KafkaConfigStore:
             name = k[len("restart-connector-"):]
             if data is not None:
                 self.on_change(RestartRequested(name, bool(data.get("include-tasks")), bool(data.get("only-failed"))))
+        elif k == SESSION_KEY:
+            try:
+                snap.session_key = SessionKey.from_json(data)
+            except ValueError as exc:
+                log.error("ignoring the session key at offset %d of %s: %s", offset, self.log.topic, exc)
+                return
+            log.info("session key updated (%s, created at %d)", snap.session_key.algorithm,
+                     snap.session_key.creation_timestamp)
 
     async def put_connector_config(self, name: str, props: dict[str, str], target: TargetState | None) -> None:
         if target is not None:
@@ -175,6 +220,12 @@ class KafkaConfigStore:
 
     async def put_logger_level(self, namespace: str, level: str) -> None:
         await self.log.send(f"logger-cluster-{namespace}".encode(), _json({"level": level}))
+
+    async def put_session_key(self, key: SessionKey) -> None:
+        """Write a new session key (the leader does) and read it back, so this worker signs and verifies
+        with it from now on (Kafka's putSessionKey)."""
+        await self.log.send(SESSION_KEY.encode(), _json(key.to_json()))
+        await self.log.read_to_end()
 
     async def request_restart(self, name: str, include_tasks: bool, only_failed: bool) -> None:
         await self.log.send(f"restart-connector-{name}".encode(),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.connectproc import ConnectProcess, Response, consume, module_connect, produce, unique, values, wait_for
+from support.signing import session_keys, signed_headers
 
 from headwater.testing import rest
 
@@ -147,12 +148,18 @@ def test_openapi_document_says_what_the_server_enforces(connect: ConnectProcess)
                                                           "title": "Kafka Partition"}
     assert offset["required"] == ["kafka_offset"] and offset["properties"]["kafka_offset"]["minimum"] == 0
 
-    marked = {(method.upper(), path): code for path, ops in doc["paths"].items() for method, op in ops.items()
-              for code, response in op["responses"].items() if response.get("x-state-dependent")}
-    assert marked == {("POST", "/connectors"): "400", ("PUT", "/connectors/{name}/config"): "400",
-                      ("PATCH", "/connectors/{name}/config"): "400", ("POST", "/connectors/{name}/tasks"): "400",
-                      ("PATCH", "/connectors/{name}/offsets"): "400", ("DELETE", "/connectors/{name}/offsets"): "400",
-                      ("PUT", "/connector-plugins/{plugin}/config/validate"): "400"}
+    marked: dict[tuple[str, str], list[str]] = {}
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            for code, response in op["responses"].items():
+                if response.get("x-state-dependent"):
+                    marked.setdefault((method.upper(), path), []).append(code)
+    assert marked == {("POST", "/connectors"): ["400"], ("PUT", "/connectors/{name}/config"): ["400"],
+                      ("PATCH", "/connectors/{name}/config"): ["400"],
+                      ("POST", "/connectors/{name}/tasks"): ["400", "403"],  # 403: not signed (KIP-507)
+                      ("PATCH", "/connectors/{name}/offsets"): ["400"],
+                      ("DELETE", "/connectors/{name}/offsets"): ["400"],
+                      ("PUT", "/connector-plugins/{plugin}/config/validate"): ["400"]}
     offsets = doc["paths"]["/connectors/{name}/offsets"]
     assert all("STOPPED" in offsets[m]["responses"]["400"]["description"] for m in ("patch", "delete"))
     assert "sink form" in offsets["patch"]["responses"]["400"]["description"]
@@ -266,8 +273,11 @@ def test_task_configs_past_tasks_max_are_400(connect: ConnectProcess, tmp_path: 
     name = unique("rest-tasks-max")
     connect.create(name, sink_config(tmp_path, unique("t-tasks-max"), **{"tasks.max": "2"}))
     connect.wait_state(name, "RUNNING", tasks=2)
-    message = assert_error(connect.call("POST", f"/connectors/{name}/tasks", [{"topics": "x"}] * 3),
-                           400)["message"]
+    # signed as a worker signs (KIP-507), with the session key the worker wrote to its config topic
+    (key, *_) = reversed(session_keys(connect.bootstrap, "connect-configs"))
+    body = json.dumps([{"topics": "x"}] * 3).encode()
+    message = assert_error(rest.send("POST", f"{connect.rest}/connectors/{name}/tasks", body,
+                                     signed_headers(key["key"], body)), 400)["message"]
     assert "tasks.max is 2" in message, message
     connect.wait_state(name, "RUNNING", tasks=2)
     connect.ok("DELETE", f"/connectors/{name}", expect=204)
