@@ -96,12 +96,13 @@ class Sandbox:
     spark_conf_allowed: tuple[str, ...] = ()
 
 
-_current: ContextVar[Sandbox] = ContextVar("headwater_sandbox", default=Sandbox())
+UNBOUNDED = Sandbox()
+_current: ContextVar[Sandbox] = ContextVar("headwater_sandbox")
 
 
 def current() -> Sandbox:
     """The bounds in force (the worker's inside its validations and starts; none outside a worker)."""
-    return _current.get()
+    return _current.get(UNBOUNDED)
 
 
 @contextmanager

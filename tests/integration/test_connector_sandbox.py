@@ -14,6 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.brokerproc import BrokerProcess
+from support.connectproc import Response, consume, produce, sink_config, source_config, unique, values, wait_for
+from support.workerproc import REPO, SHIPPED_PROPERTIES, WorkerProcess, cluster_settings
 
 from headwater.connect.config import WorkerConfig
 from headwater.connect.plugins import PluginRegistry
@@ -21,9 +24,6 @@ from headwater.connect.runtime.worker import Worker
 from headwater.connect.status import State, TargetState, TaskId
 from headwater.connect.storage.offsets import MemoryOffsetStore
 from headwater.connectors.file.sink import FileStreamSinkTask
-from support.brokerproc import BrokerProcess
-from support.connectproc import Response, consume, produce, sink_config, source_config, unique, values, wait_for
-from support.workerproc import REPO, SHIPPED_PROPERTIES, WorkerProcess, cluster_settings
 
 
 class Place:
@@ -109,7 +109,7 @@ def test_paths_outside_the_bound_are_refused_for_every_file_connector(worker: Wo
     for plugin, key, config in cases:
         found = validate(worker, plugin, {"connector.class": plugin, **config})
         assert list(found) == [key], (plugin, found)
-        assert f"outside the folders the worker lets connectors" in found[key][0]
+        assert "outside the folders the worker lets connectors" in found[key][0]
         assert f"(connector.allowed.paths={a})" in found[key][0], found
     answer = refused_create(worker, unique("sandbox-out"), cases[0][2])
     assert f"connector.allowed.paths={a}" in answer.body.decode()

@@ -1,7 +1,8 @@
 """What a connector may touch: the worker's ``connector.allowed.paths`` and ``spark.conf.allowed``, the
 folders no connector writes to (``plugin.path``, the offset file), checked by ``Worker.validate`` (what
 the REST validate endpoint and a create answer) for every built-in connector that touches files, and
-again where a task opens its file (tests/integration/test_connector_sandbox.py); and the Kafka worker keys Headwater cannot honour, refused at load."""
+again where a task opens its file (tests/integration/test_connector_sandbox.py); and the Kafka worker
+keys Headwater cannot honour, refused at load."""
 
 from __future__ import annotations
 
@@ -232,4 +233,4 @@ def test_a_key_headwater_cannot_honour_fails_the_load_naming_it(key: str, refuse
     text = str(failed.value)
     assert text.startswith(f"{key}: {refused!r} cannot be honoured: {UNHONOURED[key].reason}"), text
     if accepted is not None:
-        assert load_worker_config(None, [f"{key}={accepted}"]).model_extra[key] == accepted
+        assert (load_worker_config(None, [f"{key}={accepted}"]).model_extra or {})[key] == accepted
