@@ -234,3 +234,21 @@ def test_a_key_headwater_cannot_honour_fails_the_load_naming_it(key: str, refuse
     assert text.startswith(f"{key}: {refused!r} cannot be honoured: {UNHONOURED[key].reason}"), text
     if accepted is not None:
         assert (load_worker_config(None, [f"{key}={accepted}"]).model_extra or {})[key] == accepted
+
+
+def test_postgres_tls_files_are_read_within_the_bound(place: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(place))  # no ~/.postgresql/root.crt to fall back on
+    for folder in ("allowed", "outside"):
+        (place / folder / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    w, a = bounded(place), place / "allowed"
+    source = {"name": "s", "connector.class": "PostgresConnector", "database.hostname": "db", "database.user": "u",
+              "database.dbname": "d", "topic.prefix": "p", "database.sslmode": "verify-full"}
+    assert errors(w, {**source, "database.sslrootcert": str(a / "ca.pem")}) == {}
+    found = errors(w, {**source, "database.sslrootcert": str(a / "link" / "ca.pem")})
+    assert list(found) == ["database.sslrootcert"] and f"connector.allowed.paths={a}" in found[
+        "database.sslrootcert"][0], found
+    sink = {"name": "s", "connector.class": "JdbcSinkConnector", "topics": "t",
+            "connection.url": f"jdbc:postgresql://db/d?sslmode=verify-full&sslrootcert={place / 'outside' / 'ca.pem'}"}
+    (message,) = errors(w, sink)["connection.url"]
+    assert message.startswith("Invalid configuration connection.url: parameter sslrootcert ") and \
+        "outside the folders the worker lets connectors read" in message, message
