@@ -3,7 +3,7 @@
 create, and nothing is written; paths outside ``connector.allowed.paths`` are refused for the file source
 and sink, the spool-dir source and the Spark lake; inside, a file source and sink carry records end to
 end; a forged task config is checked again where the task opens its file; and a worker key Headwater
-cannot honour stops ``headwater connect`` at start, naming the key."""
+cannot honour stops ``headwater connect`` and ``headwater up`` at start, naming the key."""
 
 from __future__ import annotations
 
@@ -176,14 +176,22 @@ def test_a_forged_task_config_is_checked_where_the_task_opens_its_file(broker: B
     ("distributed", "response.http.headers.config=set X-Frame-Options: DENY", "response.http.headers.config: "),
     ("standalone", "connector.allowed.paths=/no/such/folder", "connector.allowed.paths: Value error, '/no/such/folder' "
                                                               "is not an existing directory"),
+    ("up", "metric.reporters=com.example.Reporter", "metric.reporters: 'com.example.Reporter' cannot be honoured"),
 ])
 def test_a_key_headwater_cannot_honour_stops_the_worker_at_start_naming_it(tmp_path: Path, mode: str, setting: str,
                                                                            named: str) -> None:
-    properties = SHIPPED_PROPERTIES if mode == "distributed" else REPO / "configs" / "worker-standalone.properties"
-    done = subprocess.run([sys.executable, "-m", "headwater", "connect", mode, str(properties), "--set",
-                           "bootstrap.servers=127.0.0.1:1", "--set", "listeners=http://127.0.0.1:0", "--set", setting],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    if mode == "up":
+        command = ["up", "--data-dir", str(tmp_path / "data"), "--kafka-listener", "127.0.0.1:0", "--rest-listener",
+                   "127.0.0.1:0", "--broker-set", "metrics.listener=", "--set", setting]
+        invalid = "headwater up: invalid configuration"
+    else:
+        properties = SHIPPED_PROPERTIES if mode == "distributed" else REPO / "configs" / "worker-standalone.properties"
+        command = ["connect", mode, str(properties), "--set", "bootstrap.servers=127.0.0.1:1", "--set",
+                   "listeners=http://127.0.0.1:0", "--set", setting]
+        invalid = f"headwater connect {mode}: invalid worker configuration"
+    done = subprocess.run([sys.executable, "-m", "headwater", *command], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-3000:]
-    assert f"headwater connect {mode}: invalid worker configuration" in done.stderr
+    assert invalid in done.stderr
     assert named in done.stderr, done.stderr
     assert "REST API at" not in done.stderr + done.stdout
