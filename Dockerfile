@@ -16,7 +16,15 @@ COPY plugins ./plugins
 COPY configs ./configs
 RUN pip install --no-cache-dir . && pip install --no-cache-dir ./plugins/headwater-datagen
 
+# Everything runs as an unprivileged user that owns only its data folders: the code and plugin.path
+# (/opt/headwater/plugins) stay root's, so nothing running here can drop a plugin in.
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/headwater headwater \
+    && mkdir -p /var/lib/headwater/broker /var/lib/headwater/lake /var/lib/headwater/spark-work \
+    && chown -R headwater:headwater /var/lib/headwater
+USER headwater
+
 ENV SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark
+ENV SPARK_WORKER_DIR=/var/lib/headwater/spark-work
 EXPOSE 9092 8083
 ENTRYPOINT ["headwater"]
-CMD ["up", "--kafka-listener", "0.0.0.0:9092", "--rest-listener", "0.0.0.0:8083"]
+CMD ["up", "--kafka-listener", "0.0.0.0:9092", "--rest-listener", "0.0.0.0:8083", "--data-dir", "/var/lib/headwater/up"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -12,6 +13,7 @@ from .api.errors import ConfigException
 from .kafka.security import client_security, is_security_key
 from .rest.listeners import RestListener, parse_listeners
 from .rest.signature import digest_of
+from .unhonoured import unhonoured_problem
 
 __all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config"]
 
@@ -79,6 +81,27 @@ class WorkerConfig(BaseModel):
     inter_worker_verification_algorithms: list[str] = Field(["HmacSHA256"],
                                                             alias="inter.worker.verification.algorithms")
     # What connectors may touch: file system paths and Spark settings (connect/runtime/sandbox.py).
+    connector_allowed_paths: str = Field("", alias="connector.allowed.paths")
+    spark_conf_allowed: str = Field("", alias="spark.conf.allowed")
+
+    @field_validator("connector_allowed_paths")
+    @classmethod
+    def _allowed_paths(cls, v: str) -> str:
+        for path in _listed(v):
+            if not Path(path).is_dir():
+                raise ValueError(f"{path!r} is not an existing directory")
+        return v
+
+    @model_validator(mode="after")
+    def _honoured(self) -> WorkerConfig:
+        """A Kafka key Headwater would accept and ignore fails the start naming it (connect/unhonoured.py)."""
+        problem = unhonoured_problem(self.model_extra or {})
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def allowed_paths(self) -> list[str]:
+        return _listed(self.connector_allowed_paths)
 
     @field_validator("listeners")
     @classmethod
@@ -169,7 +192,7 @@ class WorkerConfig(BaseModel):
         return {k[len(prefix):]: str(v) for k, v in (self.model_extra or {}).items() if k.startswith(prefix)}
 
     def plugin_paths(self) -> list[str]:
-        return [p.strip() for p in self.plugin_path.split(",") if p.strip()]
+        return _listed(self.plugin_path)
 
     def rest_listeners(self) -> list[RestListener]:
         return parse_listeners(self.listeners, "listeners")
@@ -204,6 +227,10 @@ class WorkerConfig(BaseModel):
     def get(self, key: str, default: Any = None) -> Any:
         data = self.model_dump(by_alias=True)
         return data.get(key, default)
+
+
+def _listed(value: str) -> list[str]:
+    return [p.strip() for p in value.split(",") if p.strip()]
 
 
 def load_worker_config(path: str | None, overrides: list[str] | None = None,

@@ -121,7 +121,7 @@ def _up(args: argparse.Namespace) -> int:
     try:
         run(lambda stop: serve_up(args.data_dir, args.kafka_listener, args.rest_listener, args.connectors, stop,
                                   args.plugin_path, args.set, args.broker_set))
-    except ConfigError as exc:
+    except ConfigError as exc:  # a --set or --broker-set the broker or the worker refuses, named
         print(f"headwater up: invalid configuration: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -34,6 +34,7 @@ from .errors import ConfigException, ConnectException, DataException, RetriableE
 from .hookspecs import hookimpl
 from .metrics import MetricSample
 from .records import ConnectRecord, Header, SinkRecord, SourceRecord, TopicPartition
+from .sandbox import PathRefused, check_path, check_spark_conf
 from .sink import SinkTask, SinkTaskContext
 from .source import OffsetStorageReader, RecordMetadata, SourceTask, SourceTaskContext
 from .transforms import Predicate, Transformation, TransformConfig
@@ -41,11 +42,11 @@ from .transforms import Predicate, Transformation, TransformConfig
 __all__ = [
     "ConfigException", "ConnectException", "ConnectRecord", "Connector", "ConnectorConfig", "ConnectorContext",
     "Converter", "DataException", "EncodedBatch", "EncodedSinkBatch", "Field", "Header", "HeaderConverter",
-    "MetricSample", "OffsetStorageReader",
+    "MetricSample", "OffsetStorageReader", "PathRefused",
     "Predicate", "RecordBatches", "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder",
     "SchemaType",
     "SinkBatch", "SinkConnector", "SinkConnectorConfig", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",
     "SourceBatch", "SourceConnectorConfig", "SourceRecord", "SourceTask", "SourceTaskContext", "Struct",
     "TopicPartition",
-    "TransformConfig", "Transformation", "hookimpl",
+    "TransformConfig", "Transformation", "check_path", "check_spark_conf", "hookimpl",
 ]

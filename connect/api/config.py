@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from .errors import ConfigException
+
 __all__ = [
     "ConnectorConfig",
     "SinkConnectorConfig",
@@ -107,6 +109,11 @@ def field_errors(exc: ValidationError, model: type[BaseModel]) -> dict[str, list
         loc = err["loc"][0] if err["loc"] else "config"
         key = aliases.get(str(loc), str(loc))
         msg = err["msg"]
+        raised = (err.get("ctx") or {}).get("error")
+        if isinstance(raised, ConfigException) and raised.field:  # it names its key (any case, e.g. spark.conf.*)
+            problem = str(raised).removeprefix(f"{raised.field}: ")
+            out.setdefault(raised.field, []).append(f"Invalid configuration {raised.field}: {problem}")
+            continue
         if not err["loc"]:
             # a check across keys names the key it is about: "Value error, <key>: <problem>"
             text = msg.removeprefix("Value error, ")

@@ -27,12 +27,14 @@ from ..api import (
     SourceTask,
 )
 from ..api.config import field_errors
+from ..api.sandbox import applied
 from ..config import CLIENT_KINDS, WorkerConfig
 from ..kafka.security import client_security, is_security_key
 from ..plugins import PluginRegistry, UnknownPlugin
 from ..status import State, TargetState, TaskId, format_trace
 from ..storage.offsets import OffsetStore
 from .errors import ErrorHandler
+from .sandbox import worker_sandbox
 from .sink_task import WorkerSinkTask
 from .source_task import WorkerSourceTask
 from .topic_creation import TopicCreation, topic_creation_errors
@@ -92,6 +94,9 @@ class Worker:
         self.connectors: dict[str, _Running] = {}
         self.tasks: dict[TaskId, WorkerTask] = {}
         self.active_topics: dict[str, set[str]] = {}
+        # What connectors may touch, in force wherever their code runs: validation, starts, and the tasks
+        # and threads started from those (they copy the context).
+        self.sandbox = worker_sandbox(config)
 
     # -- config ----------------------------------------------------------------------------------
 
@@ -109,7 +114,8 @@ class Worker:
     def validate(self, props: dict[str, Any]) -> tuple[type[Connector], dict[str, list[str]]]:
         """Every problem of a connector config, per key (empty dict: valid)."""
         cls = self.connector_class(props)
-        errors = dict(cls.validate(props))
+        with applied(self.sandbox):
+            errors = dict(cls.validate(props))
         try:
             build_chain({k: str(v) for k, v in props.items()}, self.registry).close()
         except ConfigException as exc:
@@ -144,7 +150,8 @@ class Worker:
         """
         cls = self.connector_class(props)
         try:
-            return cls, cls.config_class.model_validate(props)
+            with applied(self.sandbox):
+                return cls, cls.config_class.model_validate(props)
         except ValidationError as exc:
             raise ConfigErrors(field_errors(exc, cls.config_class)) from None
 
@@ -160,6 +167,10 @@ class Worker:
 
     async def start_connector(self, name: str, props: dict[str, Any], target: TargetState) -> bool:
         """Start (or just record, when STOPPED) a connector; False if it failed to start."""
+        with applied(self.sandbox):
+            return await self._start_connector(name, props, target)
+
+    async def _start_connector(self, name: str, props: dict[str, Any], target: TargetState) -> bool:
         if name in self.connectors:
             await self.stop_connector(name)
         try:
@@ -258,6 +269,11 @@ class Worker:
 
     async def start_task(self, task_id: TaskId, props: dict[str, Any], task_props: dict[str, str],
                          target: TargetState) -> bool:
+        with applied(self.sandbox):  # the task's runner copies it: its start() checks its paths again
+            return await self._start_task(task_id, props, task_props, target)
+
+    async def _start_task(self, task_id: TaskId, props: dict[str, Any], task_props: dict[str, str],
+                          target: TargetState) -> bool:
         try:
             config = self._task_config(task_id.connector, props)
             props = {**self.connector_class(props).runtime_defaults, **props}

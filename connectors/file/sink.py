@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from headwater.connect.api import SinkConnector, SinkConnectorConfig, SinkRecord, SinkTask, TopicPartition
+from headwater.connect.api import SinkConnector, SinkConnectorConfig, SinkRecord, SinkTask, TopicPartition, check_path
 from headwater.connect.api.batch import SinkBatch
 from headwater.connect.api.data import java_str
 
@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 class FileStreamSinkConfig(SinkConnectorConfig):
     file: str = Field("", alias="file", description="Destination filename. If not specified, the standard output "
                                                     "will be used")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> FileStreamSinkConfig:
+        if self.file:
+            check_path("file", self.file, "write")
+        return self
 
 
 class FileStreamSinkConnector(SinkConnector):
@@ -56,6 +62,7 @@ class FileStreamSinkTask(SinkTask):
         self.filename = config.get("file", "")
         self.fd: int | None = None
         if self.filename:
+            check_path("file", self.filename, "write")  # again where it is opened: task configs travel
             try:
                 Path(self.filename).parent.mkdir(parents=True, exist_ok=True)
                 self.fd = os.open(self.filename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -21,9 +21,9 @@ from itertools import accumulate
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from headwater.connect.api import SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask
+from headwater.connect.api import SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask, check_path
 from headwater.connect.api.batch import SourceBatch
 from headwater.connect.api.data import STRING_SCHEMA
 
@@ -45,6 +45,12 @@ class FileStreamSourceConfig(SourceConnectorConfig):
     batch_size: int = Field(2000, alias="batch.size", ge=1,
                             description="The maximum number of records the source task can read from the file each "
                                         "time it is polled")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> FileStreamSourceConfig:
+        if self.file:
+            check_path("file", self.file, "read")
+        return self
 
 
 class FileStreamSourceConnector(SourceConnector):
@@ -71,6 +77,8 @@ class FileStreamSourceTask(SourceTask):
 
     async def start(self, config: dict[str, str]) -> None:
         self.filename = config.get("file", "")
+        if self.filename:
+            check_path("file", self.filename, "read")  # again where it is opened: task configs travel
         self.topic = config["topic"]
         self.batch_size = int(config.get("batch.size", "2000"))
         self.partition = {"filename": self.filename}

@@ -39,7 +39,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from headwater.connect.api import (
     ConfigException,
@@ -54,6 +54,7 @@ from headwater.connect.api import (
     SourceRecord,
     SourceTask,
     Struct,
+    check_path,
 )
 from headwater.connect.api.config import field_errors
 from headwater.connect.api.data import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, STRING_SCHEMA
@@ -173,6 +174,15 @@ class SpoolDirSourceConfig(SourceConnectorConfig):
         if "input_path" in info.data and _same_dir(value, info.data["input_path"]):
             raise ValueError("'finished.path' must not be 'input.path'")
         return value
+
+    @model_validator(mode="after")
+    def _bounded(self) -> SpoolDirSourceConfig:
+        """Files are read, marked, moved and deleted in input.path and moved into the other two."""
+        check_path("input.path", self.input_path, "write")
+        check_path("error.path", self.error_path, "write")
+        if self.cleanup_policy in (CleanupPolicy.MOVE, CleanupPolicy.MOVEBYDATE):
+            check_path("finished.path", self.finished_path, "write")
+        return self
 
     @field_validator("input_file_pattern")
     @classmethod

@@ -18,6 +18,8 @@ from typing import Literal
 
 from psycopg import pq
 
+from headwater.connect.api import PathRefused, check_path
+
 __all__ = ["SSL_MODES", "KeyNames", "SslMode", "explain_failure", "libpq_keywords", "passthrough", "tls_params"]
 
 SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
@@ -67,6 +69,10 @@ def passthrough(param: str, names: KeyNames, known: Iterable[str]) -> None:
 
 
 def _readable_file(path: str, param: str, names: KeyNames) -> Path:
+    try:  # within the worker's connector.allowed.paths, like every file a connector reads
+        check_path(names.url_key or names.key(param), path, "read")
+    except PathRefused as exc:
+        raise names.error(param, str(exc).partition(": ")[2]) from None
     file = Path(path)
     if not file.is_file():
         raise names.error(param, f"file {path} does not exist (or is not a file)")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from headwater.connect.api import SinkConnectorConfig
+from headwater.connect.api import SinkConnectorConfig, check_path, check_spark_conf
+from headwater.connect.api.sandbox import local_path
 from headwater.connectors.envelope import UNAVAILABLE, PlaceholderSetting
 
 __all__ = ["PARTITIONERS", "EXTRACTORS", "SparkSinkConfig"]
@@ -134,6 +136,20 @@ class SparkSinkConfig(SinkConnectorConfig):
         if self.spark_master and not (self.spark_master.startswith(("local", "spark://", "yarn", "k8s://"))):
             raise ValueError(f"spark.master {self.spark_master!r} is not local[N], spark://host:port, yarn or "
                              f"k8s://...")
+        return self
+
+    @model_validator(mode="after")
+    def _bounded(self) -> SparkSinkConfig:
+        """A local lake, every table folder under it (topics.dir and table.name.format may hold '..'), and the
+        Spark settings passed on stay within what the worker lets connectors touch."""
+        local = local_path(self.lake_path)
+        if local:
+            check_path("lake.path", local, "write")
+            tables = os.path.join(local, self.topics_dir)
+            check_path("topics.dir", tables, "write")
+            check_path("table.name.format", os.path.join(tables, self.table_name_format.replace("${topic}", "t")),
+                       "write")
+        check_spark_conf(self.spark_conf())
         return self
 
     def partitioner(self) -> str:

@@ -143,9 +143,20 @@ class Lake:
         for old in names[:-KEEP_ENTRIES]:
             self.delete(f"{folder}/{old}")
 
+    def inside(self, path: str) -> bool:
+        """Whether ``path`` lies under the lake's root once Hadoop normalised it ('..' removed)."""
+        qualified = str(self.fs.makeQualified(self._Path(path)).toString())
+        return qualified.startswith(self._qualified.rstrip("/") + "/")
+
     def publish(self, entry: CommitEntry) -> None:
-        """Make the entry's moves that are still pending (idempotent)."""
+        """Make the entry's moves that are still pending (idempotent). A move out of the lake is refused: the
+        sink never writes one, so the entry was written by something else (a file sink aimed at the log)
+        and must not carry a file to where the worker would not let a connector write."""
         for src, dst in entry.moves:
+            if not (self.inside(src) and self.inside(dst)):
+                raise OSError(f"the commit of {entry.topic}-{entry.partition} up to offset {entry.next} moves {src} "
+                              f"to {dst}, outside the lake {self._qualified}: refused (this sink writes no such "
+                              f"entry; remove it from {self._log_dir(entry.topic, entry.partition)})")
             if not self.exists(src):
                 continue  # moved already
             if entry.replace and self.exists(dst):

@@ -162,6 +162,24 @@ def test_recovery_publishes_a_half_published_commit_and_drops_uncommitted_stagin
     assert lake.recover("t", 1) is None
 
 
+def test_a_commit_entry_moving_files_out_of_the_lake_is_refused(spark, tmp_path: Path) -> None:
+    """An entry this sink never writes (say a FileStreamSink aimed at the lake's log) cannot carry a staged
+    file out of the lake, into plugin.path or anywhere: recovery fails naming the move, and moves nothing."""
+    from headwater.connectors.spark.lake import CommitEntry, Lake
+
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    lake = Lake(spark, str(tmp_path / "lake"))
+    staged = f"{lake.staging('t', 0)}/flush1/evil.py"
+    lake.write_bytes(staged, b"print('imported')")
+    for i, dst in enumerate([f"file:{plugins}/evil.py", lake.path("topics/../../plugins/evil.py")]):
+        entry = CommitEntry("t", 0, 0, 10 + i, [(staged, dst)], lake.path("topics/t"))
+        lake.write_bytes(f"{lake.path('_headwater/log/t+0')}/{entry.next:020d}.json", entry.to_json())
+        with pytest.raises(OSError, match=r"outside the lake .*: refused"):
+            lake.recover("t", 0)
+        assert list(plugins.iterdir()) == [] and lake.exists(staged)
+
+
 # -- bad input -------------------------------------------------------------------------------------------
 
 

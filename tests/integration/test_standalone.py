@@ -26,11 +26,13 @@ class StandaloneProcess(LoggedProcess):
         self.rest = ""
 
     def start(self, timeout: float = 60) -> StandaloneProcess:
+        plugins = self.base / "plugins"  # a folder of its own: connectors never write into plugin.path
+        plugins.mkdir(exist_ok=True)
         self._spawn([sys.executable, "-m", "headwater", "connect", "standalone",
                      str(REPO / "configs" / "worker-standalone.properties"), *map(str, self.connectors),
                      "--set", f"bootstrap.servers={self.bootstrap}", "--set", "listeners=http://127.0.0.1:0",
                      "--set", f"offset.storage.file.filename={self.base / 'connect.offsets'}",
-                     "--set", "offset.flush.interval.ms=500", "--set", f"plugin.path={self.base}"], cwd=self.base)
+                     "--set", "offset.flush.interval.ms=500", "--set", f"plugin.path={plugins}"], cwd=self.base)
         self.rest = self._wait_ready(_READY, timeout).group(1)
         return self
 
