@@ -149,9 +149,11 @@ def test_basic_auth_with_kafkas_jaas_and_credentials_files(auth_worker: ConnectP
 
 
 def test_internal_requests_are_not_asked_for_credentials(auth_worker: ConnectProcess) -> None:
-    # a follower's task configs (signed instead, KIP-507): past the extension, to the handler
-    status, _, body = call(auth_worker.rest + f"/connectors/{unique('missing')}/tasks", "POST", [])
-    assert status == 404, body
+    # a follower's task configs (signed instead, KIP-507): past the extension, to the handler, which refuses it
+    # for its missing signature, not its missing credentials
+    status, headers, body = call(auth_worker.rest + f"/connectors/{unique('missing')}/tasks", "POST", [])
+    assert status == 403, body
+    assert "signature" in str(body) and "WWW-Authenticate" not in headers, body
     # the same path with another method is an ordinary request
     assert call(auth_worker.rest + f"/connectors/{unique('missing')}/tasks")[0] == 401
 
