@@ -11,7 +11,7 @@ from headwater.properties import ConfigError, format_validation_error, load_prop
 from .api.errors import ConfigException
 from .kafka.security import client_security, is_security_key
 
-__all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config"]
+__all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config", "resolve_placeholders"]
 
 CLIENT_KINDS = ("producer", "consumer", "admin")
 
@@ -43,6 +43,10 @@ class WorkerConfig(BaseModel):
     rest_advertised_port: int | None = Field(None, alias="rest.advertised.port", ge=0, le=65535)
     # REST listeners, TLS, extensions, Host/Origin checks and CORS (connect/rest/server.py).
     # Config providers (connect/config_providers/).
+    # ``config.providers=file,dir,env`` with ``config.providers.<name>.class`` and ``.param.*`` (kept as extra keys):
+    # ``${file:/run/secrets/db.properties:password}`` in connector configs is resolved by the worker starting the
+    # connector or task; the worker's own properties are resolved at start (``load_worker_config``).
+    config_providers: str = Field("", alias="config.providers")
     task_shutdown_graceful_timeout_ms: int = Field(5000, alias="task.shutdown.graceful.timeout.ms", ge=0)
     topic_creation_enable: bool = Field(True, alias="topic.creation.enable")
     # Distributed mode.
@@ -104,6 +108,11 @@ class WorkerConfig(BaseModel):
         host, _, port = rest.rpartition(":")
         return host or "0.0.0.0", int(port)
 
+    def properties(self) -> dict[str, str]:
+        """Every property as given (None left out), keyed by its Kafka name."""
+        return {k: v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
+                for k, v in self.model_dump(by_alias=True).items() if v is not None}
+
     def get(self, key: str, default: Any = None) -> Any:
         data = self.model_dump(by_alias=True)
         return data.get(key, default)
@@ -116,6 +125,28 @@ def load_worker_config(path: str | None, overrides: list[str] | None = None,
         props.update(load_properties(path))
     props.update(parse_overrides(overrides or []))
     try:
-        return WorkerConfig.model_validate(props)
+        config = WorkerConfig.model_validate(props)
     except ValidationError as exc:
         raise WorkerConfigError(format_validation_error(exc)) from None
+    return resolve_placeholders(config)
+
+
+def resolve_placeholders(config: WorkerConfig) -> WorkerConfig:
+    """``config`` with its own ``${provider:path:key}`` placeholders resolved through its ``config.providers``
+    (Kafka resolves a WorkerConfig's originals so): a provider class that is not installed, a parameter it
+    refuses or a placeholder it cannot resolve stops the start, naming the key."""
+    if not config.config_providers.strip():
+        return config
+    from .config_providers import resolve_worker_properties
+    from .plugins import PluginRegistry
+
+    registry = PluginRegistry(config.plugin_paths())
+    try:
+        props = resolve_worker_properties(config.properties(), registry)
+        return WorkerConfig.model_validate(props)
+    except ConfigException as exc:
+        raise WorkerConfigError(str(exc)) from None
+    except ValidationError as exc:
+        raise WorkerConfigError(format_validation_error(exc)) from None
+    finally:
+        registry.close()

@@ -29,6 +29,7 @@ from ..api import (
 )
 from ..api.config import field_errors
 from ..config import CLIENT_KINDS, WorkerConfig
+from ..config_providers import build_transformer, close_providers, reverse_transform
 from ..kafka.security import client_security, is_security_key
 from ..plugins import PluginRegistry, UnknownPlugin
 from ..status import State, TargetState, TaskId, format_trace
@@ -93,6 +94,8 @@ class Worker:
         self.connectors: dict[str, _Running] = {}
         self.tasks: dict[TaskId, WorkerTask] = {}
         self.active_topics: dict[str, set[str]] = {}
+        # ``config.providers``: placeholders in connector configs are resolved here, by the worker that starts them
+        self.transformer = build_transformer(config.properties(), registry)
 
     # -- config ----------------------------------------------------------------------------------
 
@@ -108,7 +111,20 @@ class Worker:
                                                     f"{exc}"]}) from None
 
     def validate(self, props: dict[str, Any]) -> tuple[type[Connector], dict[str, list[str]]]:
-        """Every problem of a connector config, per key (empty dict: valid)."""
+        """Every problem of a connector config, per key (empty dict: valid). Placeholders are resolved first, as
+        Kafka's herder does (one that cannot be resolved here stays as written); a message never quotes what a
+        placeholder stood for."""
+        resolved = self.transformer.transform({k: str(v) for k, v in props.items()}, "the connector config",
+                                              strict=False)
+        cls, errors = self._validate(resolved.config)
+        for key in resolved.keys:
+            value, raw = resolved.config[key], str(props[key])
+            if value and value != raw:  # a short value is replaced in its own key's messages only
+                errors = {k: [msg.replace(value, raw) if k == key or len(value) >= 4 else msg for msg in msgs]
+                          for k, msgs in errors.items()}
+        return cls, errors
+
+    def _validate(self, props: dict[str, Any]) -> tuple[type[Connector], dict[str, list[str]]]:
         cls = self.connector_class(props)
         errors = dict(cls.validate(props))
         try:
@@ -149,13 +165,18 @@ class Worker:
         except ValidationError as exc:
             raise ConfigErrors(field_errors(exc, cls.config_class)) from None
 
-    def _task_config(self, name: str, props: dict[str, Any]) -> Any:
+    def _task_config(self, name: str, props: dict[str, Any], resolved: dict[str, Any]) -> Any:
         """The connector's validated config for one of its tasks: the running connector's, when it
-        runs here with the same properties, else parsed once."""
+        runs here with the same properties, else parsed once (from ``resolved``: placeholders replaced)."""
         running = self.connectors.get(name)
         if running is not None and running.props == props:
             return running.config
-        return self.parse(props)[1]
+        return self.parse(resolved)[1]
+
+    def resolve(self, props: dict[str, Any], what: str) -> dict[str, Any]:
+        """``props`` with the config providers' placeholders replaced; UnresolvedPlaceholders naming each key
+        and provider that failed. Only the worker that starts a connector or task calls it."""
+        return self.transformer.transform({k: str(v) for k, v in props.items()}, what).config
 
     # -- connectors -------------------------------------------------------------------------------
 
@@ -164,7 +185,7 @@ class Worker:
         if name in self.connectors:
             await self.stop_connector(name)
         try:
-            cls, config = self.parse(props)
+            cls, config = self.parse(self.resolve(props, f"connector {name}"))
             connector = cls()
             connector.initialize(_Context(self, name, asyncio.get_running_loop()))
             self.connectors[name] = _Running(connector, config, target, dict(props))
@@ -206,7 +227,9 @@ class Worker:
                                    f"tasks.max={max_tasks}")
         task_cls = running.connector.task_class()
         path = f"{task_cls.__module__}.{task_cls.__qualname__}"
-        return [{**{k: str(v) for k, v in c.items()}, TASK_CLASS_KEY: path} for c in configs]
+        # Placeholders back in (Kafka's reverseTransform): what goes to the config topic holds no resolved secret
+        return reverse_transform(running.props, [{**{k: str(v) for k, v in c.items()}, TASK_CLASS_KEY: path}
+                                                 for c in configs])
 
     def fail_connector(self, name: str, error: Exception) -> None:
         log.error("connector %s raised an error", name, exc_info=error)
@@ -251,8 +274,10 @@ class Worker:
     async def start_task(self, task_id: TaskId, props: dict[str, Any], task_props: dict[str, str],
                          target: TargetState) -> bool:
         try:
-            config = self._task_config(task_id.connector, props)
-            props = {**self.connector_class(props).runtime_defaults, **props}
+            resolved = self.resolve(props, f"connector {task_id.connector}")
+            task_props = self.resolve(task_props, f"task {task_id}")
+            config = self._task_config(task_id.connector, props, resolved)
+            props = {**self.connector_class(resolved).runtime_defaults, **resolved}
             task_cls = self._task_class(task_props, task_id.connector)
             task = task_cls()
             converters = (self._converter(props, "key.converter", True),
@@ -311,6 +336,7 @@ class Worker:
         await self.stop_tasks(self.task_ids())
         for name in list(self.connectors):
             await self.stop_connector(name)
+        close_providers(self.transformer.providers)
         await asyncio.to_thread(self.registry.worker_stopped)
 
 
