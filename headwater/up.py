@@ -21,7 +21,7 @@ from typing import Any
 
 from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.server import BrokerServer
-from headwater.connect.config import WorkerConfig
+from headwater.connect.config import WorkerConfig, resolve_placeholders
 from headwater.connect.herder import Herder, NotLeader
 from headwater.connect.main import load_connector_file, serve_distributed
 
@@ -50,7 +50,7 @@ async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, conne
         await _default_metrics(broker)
     if broker.metrics_url:
         log.info("broker metrics for Prometheus at %s", broker.metrics_url)
-    worker_config = WorkerConfig.model_validate({
+    worker_config = resolve_placeholders(WorkerConfig.model_validate({
         "bootstrap.servers": bootstrap, "listeners": f"http://{rest_listener}", "group.id": "headwater-up",
         "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
         "status.storage.replication.factor": "1", "offset.storage.partitions": "5", "status.storage.partitions": "1",
@@ -58,7 +58,7 @@ async def serve_up(data_dir: str, kafka_listener: str, rest_listener: str, conne
         "scheduled.rebalance.max.delay.ms": "1000", "plugin.path": plugin_path,
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-        **parse_overrides(worker_overrides or [])})
+        **parse_overrides(worker_overrides or [])}))  # ${provider:path:key} in --set values, as a worker's own
     connectors = [load_connector_file(path) for path in connector_files]
 
     async def ready(url: str, herder: Herder) -> None:
