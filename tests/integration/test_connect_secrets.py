@@ -18,24 +18,19 @@ from typing import Any
 import psycopg
 import pytest
 from support.connectproc import TopicReader, unique, wait_for
-from support.pgserver import PostgresServer, start_private_postgres
+from support.pgpassword import PASSWORD_USER, PasswordPostgres, start_password_postgres, walsenders
 from support.brokerproc import BrokerProcess
 from support.workerproc import BROKER_OVERRIDES, Cluster, WorkerProcess, read_topic
 
 pytestmark = pytest.mark.timeout(240)
 
 PASSWORD = "pw-" + uuid.uuid4().hex  # the database role's: must reach Postgres and nothing else
-USER = "cdc_secret"
 ENV_NAME = "HW_TEST_PG_PASSWORD"
-JSON_PLAIN = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
-              "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-              "value.converter.schemas.enable": "false"}
 
 
 @dataclass
 class World:
-    pg: PostgresServer
-    database: str
+    pg: PasswordPostgres
     worker: WorkerProcess
     cluster: Cluster
     secrets: Path  # allowed.paths of the file and directory providers
@@ -60,20 +55,11 @@ def world(tmp_path_factory: pytest.TempPathFactory, broker: BrokerProcess) -> It
     secrets, outside = base / "secrets", base / "outside"
     (secrets / "pg").mkdir(parents=True)
     outside.mkdir()
-    (secrets / "db.properties").write_text(f"user={USER}\npassword={PASSWORD}\n")
+    (secrets / "db.properties").write_text(f"user={PASSWORD_USER}\npassword={PASSWORD}\n")
     (secrets / "pg" / "password").write_text(PASSWORD)  # as `printf %s ... > file`: no newline
     (outside / "db.properties").write_text(f"password={PASSWORD}\n")
-    pg = start_private_postgres({"password_encryption": "'scram-sha-256'"},
-                                hba=["host all postgres 127.0.0.1/32 trust",  # the tests' own setup connections
-                                     "host all all 127.0.0.1/32 scram-sha-256"], files={})
+    pg = start_password_postgres(PASSWORD)
     try:
-        database = "sec_" + uuid.uuid4().hex[:8]
-        with psycopg.connect(pg.dsn(), autocommit=True) as conn:
-            conn.execute(f"CREATE ROLE {USER} LOGIN SUPERUSER PASSWORD '{PASSWORD}'")
-            conn.execute(f"CREATE DATABASE {database}")
-        with psycopg.connect(pg.dsn(database), autocommit=True) as db:
-            db.execute("CREATE TABLE items (id int PRIMARY KEY, name text)")
-            db.execute("INSERT INTO items VALUES (1, 'one')")
         providers = {
             "config.providers": "file,dir,env",
             "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
@@ -89,17 +75,13 @@ def world(tmp_path_factory: pytest.TempPathFactory, broker: BrokerProcess) -> It
             assert cluster.settings is not None
             cluster.settings.update(providers)
             (worker,) = cluster.start(1)
-            yield World(pg, database, worker, cluster, secrets, outside)
+            yield World(pg, worker, cluster, secrets, outside)
     finally:
         pg.stop()
 
 
 def source(world: World, prefix: str, password: str, **extra: str) -> dict[str, str]:
-    return {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-            "database.hostname": "127.0.0.1", "database.port": str(world.pg.port), "database.user": USER,
-            "database.password": password, "database.dbname": world.database, "topic.prefix": prefix,
-            "slot.name": f"slot_{uuid.uuid4().hex[:8]}", "publication.name": f"pub_{uuid.uuid4().hex[:6]}",
-            "slot.drop.on.stop": "true", **JSON_PLAIN, **extra}
+    return world.pg.cdc_source(prefix, password, **extra)
 
 
 def placeholders(world: World) -> dict[str, str]:
@@ -114,14 +96,6 @@ def snapshot_arrives(world: World, prefix: str, ids: int = 1) -> list[Any]:
         msgs = reader.read(ids, 60)
     assert len(msgs) >= ids, (f"{len(msgs)} records on {prefix}.public.items", world.worker.log_text()[-3000:])
     return [json.loads(m.value) for m in msgs if m.value]
-
-
-def walsenders(world: World, prefix: str) -> set[int]:
-    """The pids of the source's replication connections (its application_name is headwater-<topic.prefix>)."""
-    with psycopg.connect(world.pg.dsn(), autocommit=True) as db:
-        rows = db.execute("SELECT pid FROM pg_stat_replication WHERE application_name = %s",
-                          (f"headwater-{prefix}",)).fetchall()
-    return {pid for (pid,) in rows}
 
 
 def rest_answers(worker: WorkerProcess, name: str, config: dict[str, str]) -> dict[str, str]:
@@ -184,7 +158,7 @@ def test_a_password_in_clear_is_hidden_and_kept_by_an_edit_that_sends_hidden(wor
     assert password["value"] == "[hidden]"
 
     # An edit round-trips [hidden] (as the console's form does): the stored password is kept, and used
-    before = wait_for(lambda: walsenders(world, prefix), 30, 0.2, "the source's replication connection")
+    before = wait_for(lambda: walsenders(world.pg.server, prefix), 30, 0.2, "the source's replication connection")
     edited = {**shown, "errors.log.enable": "true"}
     answer = worker.ok("PUT", f"/connectors/{name}/config", edited)
     assert answer["config"]["database.password"] == "[hidden]" and answer["config"]["errors.log.enable"] == "true"
@@ -203,10 +177,10 @@ def test_a_password_in_clear_is_hidden_and_kept_by_an_edit_that_sends_hidden(wor
     wait_for(lambda: worker.ok("GET", f"/connectors/{name}/tasks")[0]["config"].get("errors.log.include.messages")
              == "true", 30, 0.2, "the task configs made from the patched config")
     # a new replication connection, authenticated with the kept password (scram-sha-256 checks it)
-    wait_for(lambda: walsenders(world, prefix) - before, 60, 0.2, "the restarted task's replication connection",
+    wait_for(lambda: walsenders(world.pg.server, prefix) - before, 60, 0.2, "the restarted task's replication connection",
              worker.log_text)
     wait_running(world, name)
-    with psycopg.connect(world.pg.dsn(world.database), autocommit=True) as db:
+    with psycopg.connect(world.pg.server.dsn(world.pg.database), autocommit=True) as db:
         db.execute("INSERT INTO items VALUES (2, 'after the edit') ON CONFLICT DO NOTHING")
     rows = snapshot_arrives(world, prefix, 2)
     assert any((r.get("after") or {}).get("id") == 2 for r in rows), rows

@@ -108,6 +108,7 @@ class ConnectProcess(LoggedProcess):
     plugin_path: Path | None = None
     log_file: Path | None = None
     prefix: list[str] = field(default_factory=list)  # runs the command under this (e.g. setpriv ...)
+    worker_settings: dict[str, str] = field(default_factory=dict)  # the worker's, as --set key=value
     kafka_port: int = 0
     rest_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
@@ -131,7 +132,9 @@ class ConnectProcess(LoggedProcess):
         """Start and wait for the ready line, then (``wait_healthy``) for ``GET /health`` to answer 200."""
         args = [*self.prefix, sys.executable, "-m", "headwater", "up", "--data-dir", str(self.data_dir),
                 "--kafka-listener", f"127.0.0.1:{self.kafka_port}", "--rest-listener", f"127.0.0.1:{self.rest_port}",
-                "--plugin-path", str(self.plugin_path), *map(str, self.connectors)]
+                "--plugin-path", str(self.plugin_path),
+                *(arg for k, v in self.worker_settings.items() for arg in ("--set", f"{k}={v}")),
+                *map(str, self.connectors)]
         self._spawn(args, cwd=self.base)
         deadline = time.monotonic() + timeout
         m = self._wait_ready(_READY, timeout)
