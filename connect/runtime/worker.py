@@ -46,6 +46,8 @@ __all__ = ["ConfigErrors", "Worker"]
 log = logging.getLogger(__name__)
 
 TASK_CLASS_KEY = "task.class"
+#: Kafka's ConnectorConfig key: ``restart`` (default) a connector whose provider values expired, or ``none``.
+RELOAD_KEY = "config.action.reload"
 
 
 class ConfigErrors(ConfigException, ValueError):
@@ -84,7 +86,8 @@ class _Running:
 
 class Worker:
     def __init__(self, worker_id: str, config: WorkerConfig, registry: PluginRegistry, offsets: OffsetStore,
-                 on_status: StatusCallback, on_reconfigure: Callable[[str], None] | None = None) -> None:
+                 on_status: StatusCallback, on_reconfigure: Callable[[str], None] | None = None,
+                 on_expired: Callable[[str], None] | None = None) -> None:
         self.worker_id = worker_id
         self.config = config
         self.registry = registry
@@ -96,6 +99,8 @@ class Worker:
         self.active_topics: dict[str, set[str]] = {}
         # ``config.providers``: placeholders in connector configs are resolved here, by the worker that starts them
         self.transformer = build_transformer(config.properties(), registry)
+        self._on_expired = on_expired  # a connector whose leased values (ConfigData.ttl_ms) expired
+        self._leases: dict[tuple[str, int | None], asyncio.TimerHandle] = {}
 
     # -- config ----------------------------------------------------------------------------------
 
@@ -173,10 +178,29 @@ class Worker:
             return running.config
         return self.parse(resolved)[1]
 
-    def resolve(self, props: dict[str, Any], what: str) -> dict[str, Any]:
+    def resolve(self, props: dict[str, Any], what: str, lease: tuple[str, int | None] | None = None) -> dict[str, Any]:
         """``props`` with the config providers' placeholders replaced; UnresolvedPlaceholders naming each key
-        and provider that failed. Only the worker that starts a connector or task calls it."""
-        return self.transformer.transform({k: str(v) for k, v in props.items()}, what).config
+        and provider that failed. Only the worker that starts a connector or task calls it. ``lease``: the
+        connector (and task) to restart when a value's ``ttl_ms`` runs out (Kafka's ``config.action.reload``)."""
+        resolved = self.transformer.transform({k: str(v) for k, v in props.items()}, what)
+        if lease is not None and resolved.ttl_ms is not None and self._on_expired is not None and \
+                str(props.get(RELOAD_KEY, "restart")).strip().lower() != "none":
+            self._forget_lease(lease)
+            self._leases[lease] = asyncio.get_running_loop().call_later(resolved.ttl_ms / 1000, self._expired, lease)
+        return resolved.config
+
+    def _expired(self, lease: tuple[str, int | None]) -> None:
+        self._leases.pop(lease, None)
+        name, task = lease
+        log.info("values the config providers gave %s expired; restarting it to read them anew",
+                 name if task is None else TaskId(name, task))
+        if self._on_expired is not None:
+            self._on_expired(name)
+
+    def _forget_lease(self, lease: tuple[str, int | None]) -> None:
+        handle = self._leases.pop(lease, None)
+        if handle is not None:
+            handle.cancel()
 
     # -- connectors -------------------------------------------------------------------------------
 
@@ -185,7 +209,7 @@ class Worker:
         if name in self.connectors:
             await self.stop_connector(name)
         try:
-            cls, config = self.parse(self.resolve(props, f"connector {name}"))
+            cls, config = self.parse(self.resolve(props, f"connector {name}", (name, None)))
             connector = cls()
             connector.initialize(_Context(self, name, asyncio.get_running_loop()))
             self.connectors[name] = _Running(connector, config, target, dict(props))
@@ -203,6 +227,7 @@ class Worker:
         return True
 
     async def stop_connector(self, name: str) -> None:
+        self._forget_lease((name, None))
         running = self.connectors.pop(name, None)
         if running is None:
             return
@@ -275,7 +300,7 @@ class Worker:
                          target: TargetState) -> bool:
         try:
             resolved = self.resolve(props, f"connector {task_id.connector}")
-            task_props = self.resolve(task_props, f"task {task_id}")
+            task_props = self.resolve(task_props, f"task {task_id}", (task_id.connector, task_id.task))
             config = self._task_config(task_id.connector, props, resolved)
             props = {**self.connector_class(resolved).runtime_defaults, **resolved}
             task_cls = self._task_class(task_props, task_id.connector)
@@ -315,6 +340,8 @@ class Worker:
         self.on_status(task_id.connector, task_id.task, state, trace)
 
     async def stop_tasks(self, ids: list[TaskId]) -> None:
+        for i in ids:
+            self._forget_lease((i.connector, i.task))
         tasks = [self.tasks.pop(i) for i in ids if i in self.tasks]
         timeout = self.config.task_shutdown_graceful_timeout_ms / 1000
         await asyncio.gather(*(t.stop(timeout) for t in tasks), return_exceptions=True)

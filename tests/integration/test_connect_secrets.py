@@ -26,6 +26,29 @@ pytestmark = pytest.mark.timeout(240)
 
 PASSWORD = "pw-" + uuid.uuid4().hex  # the database role's: must reach Postgres and nothing else
 ENV_NAME = "HW_TEST_PG_PASSWORD"
+LEASE_MS = 2000
+# A third-party provider on plugin.path (as a Vault one would be): a file's content, leased for LEASE_MS; each
+# get() is counted in the file named by its count.file parameter.
+LEASED_PROVIDER = """
+from headwater.connect.api.config_provider import ConfigData, ConfigProvider
+from headwater.connect.api.hookspecs import hookimpl
+
+
+class LeasedConfigProvider(ConfigProvider):
+    def configure(self, configs):
+        self.count_file, self.ttl_ms = configs["count.file"], int(configs["ttl.ms"])
+
+    def get(self, path, keys=None):
+        with open(self.count_file, "a") as f:
+            f.write(path + "\\n")
+        with open(path) as f:
+            return ConfigData({"value": f.read()}, self.ttl_ms)
+
+
+@hookimpl
+def headwater_config_providers():
+    return [LeasedConfigProvider]
+"""
 
 
 @dataclass
@@ -35,6 +58,7 @@ class World:
     cluster: Cluster
     secrets: Path  # allowed.paths of the file and directory providers
     outside: Path  # a folder outside them, holding the same password
+    leases: Path  # one line per get() of the leased provider
 
     @property
     def configs_topic(self) -> str:
@@ -58,16 +82,23 @@ def world(tmp_path_factory: pytest.TempPathFactory, broker: BrokerProcess) -> It
     (secrets / "db.properties").write_text(f"user={PASSWORD_USER}\npassword={PASSWORD}\n")
     (secrets / "pg" / "password").write_text(PASSWORD)  # as `printf %s ... > file`: no newline
     (outside / "db.properties").write_text(f"password={PASSWORD}\n")
+    plugins, leases = base / "plugins", base / "leases.txt"
+    plugins.mkdir()
+    (plugins / "leased_provider.py").write_text(LEASED_PROVIDER)
     pg = start_password_postgres(PASSWORD)
     try:
         providers = {
-            "config.providers": "file,dir,env",
+            "config.providers": "file,dir,env,lease",
             "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
             "config.providers.file.param.allowed.paths": str(secrets),
             "config.providers.dir.class": "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
             "config.providers.dir.param.allowed.paths": str(secrets),
             "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
             "config.providers.env.param.allowlist.pattern": "HW_TEST_.*",
+            "config.providers.lease.class": "LeasedConfigProvider",
+            "config.providers.lease.param.count.file": str(leases),
+            "config.providers.lease.param.ttl.ms": str(LEASE_MS),
+            "plugin.path": str(plugins),
         }
         with pytest.MonkeyPatch.context() as env, Cluster(base, broker.bootstrap) as cluster:
             env.setenv(ENV_NAME, PASSWORD)
@@ -75,7 +106,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, broker: BrokerProcess) -> It
             assert cluster.settings is not None
             cluster.settings.update(providers)
             (worker,) = cluster.start(1)
-            yield World(pg, worker, cluster, secrets, outside)
+            yield World(pg, worker, cluster, secrets, outside, leases)
     finally:
         pg.stop()
 
@@ -217,7 +248,7 @@ def test_refusals_fail_the_connector_naming_key_provider_and_rule(world: World, 
                           f"database.password: config provider 'dir' has no key 'passwd' at {world.secrets}/pg"),
         "an unknown provider": ("${vault:secret/pg:password}",
                                 "database.password: config provider 'vault' is not configured on this worker "
-                                "(config.providers=file,dir,env)"),
+                                "(config.providers=file,dir,env,lease)"),
     }[case]
     name = unique("sec-refused")
     world.worker.ok("POST", "/connectors", {"name": name, "config": source(world, unique("x"), placeholder)})
@@ -249,3 +280,22 @@ def test_a_task_whose_secret_is_gone_fails_naming_key_and_provider(world: World)
     assert (f"Could not resolve the config provider placeholders of connector {name}: database.password: config "
             f"provider 'dir' has no key 'password' at {rotating}") in trace
     assert PASSWORD not in trace
+
+
+def test_leased_values_restart_the_connector_and_its_task_when_they_expire(world: World) -> None:
+    """ConfigData.ttl_ms: the connector and its task restart after it (config.action.reload=restart, Kafka's
+    default) and read the provider anew; a third-party provider from plugin.path does it."""
+    name, prefix = unique("sec-lease"), unique("seclease")
+    world.worker.ok("POST", "/connectors", {"name": name, "config": source(
+        world, prefix, f"${{lease:{world.secrets}/pg/password:value}}")})
+    wait_running(world, name)
+    snapshot_arrives(world, prefix)
+    first = wait_for(lambda: walsenders(world.pg.server, prefix), 30, 0.2, "the source's replication connection")
+    gets = len(world.leases.read_text().splitlines())
+    # after the lease: a new replication connection, with the password read again
+    wait_for(lambda: walsenders(world.pg.server, prefix) - first, 30, 0.2, "a reconnection after the lease",
+             world.worker.log_text)
+    assert len(world.leases.read_text().splitlines()) > gets
+    assert f"values the config providers gave {name} expired; restarting it" in world.worker.log_text()
+    world.worker.ok("DELETE", f"/connectors/{name}", expect=204)
+    assert PASSWORD not in world.worker.log_text()
