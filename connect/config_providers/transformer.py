@@ -90,8 +90,9 @@ class ConfigTransformer:
                 data = found.get(where)
                 if data is not None and m.group(4) in data:
                     return data[m.group(4)]
-                problems.setdefault(key, failures.get(where) or (
-                    f"config provider '{where[0]}' has no key '{m.group(4)}'" + (f" at {where[1]}" if where[1] else "")))
+                at = f" at {where[1]}" if where[1] else ""
+                problems.setdefault(key, failures.get(where) or
+                                    f"config provider '{where[0]}' has no key '{m.group(4)}'{at}")
                 return m.group(0)
 
             out[key] = PLACEHOLDER.sub(replace, value)

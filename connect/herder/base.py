@@ -182,8 +182,12 @@ class BaseHerder(ABC):
         """What config providers leased to a connector or task here expired: restart both here, on the loop,
         so they resolve their placeholders anew (Kafka's ``config.action.reload=restart``)."""
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        reply.add_done_callback(lambda f: f.cancelled() or f.exception() is None or log.error(
-            "restarting %s for its expired config values failed: %s", name, f.exception()))
+
+        def failed(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.error("restarting %s for its expired config values failed: %s", name, f.exception())
+
+        reply.add_done_callback(failed)
         self._post(Request(f"restart {name}", lambda: self._restart_here(name), reply))
 
     async def _restart_here(self, name: str) -> None:
