@@ -214,3 +214,27 @@ def test_keys_that_are_not_secrets(key: str) -> None:
 
 def test_a_secret_str_field_is_secret_whatever_its_name() -> None:
     assert secret_keys(["api.pin", "host", "database.password"], _Model) == {"api.pin", "database.password"}
+
+
+def test_rest_answers_hide_secrets_but_show_a_lone_placeholder(registry: PluginRegistry) -> None:
+    from headwater.connect.herder.errors import BadRequest
+    from headwater.connect.rest.redact import keep_hidden, redact, redact_tasks
+
+    stored = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.user": "app",
+              "database.password": SECRET, "database.sslpassword": "${file:/run/secrets/pg.properties:key}",
+              "producer.override.sasl.jaas.config": f'PlainLoginModule required password="{SECRET}";',
+              "producer.override.ssl.key.password": "",
+              "transforms.mask.api.secret": f"x-${{env:A}}-{SECRET}"}
+    shown = redact(registry, stored)
+    assert shown == {**stored, "database.password": "[hidden]", "producer.override.sasl.jaas.config": "[hidden]",
+                     "transforms.mask.api.secret": "[hidden]"}
+    tasks = redact_tasks(registry, stored, [{"id": {"connector": "c", "task": 0},
+                                             "config": {"database.password": SECRET, "task.class": "x.T"}}])
+    assert tasks[0]["config"] == {"database.password": "[hidden]", "task.class": "x.T"}
+    # what an edit sends back: [hidden] keeps the stored value, anything else replaces it
+    edited = {**shown, "database.user": "other"}
+    assert keep_hidden(registry, "c", edited, stored) == {**stored, "database.user": "other"}
+    assert keep_hidden(registry, "c", {**edited, "database.password": "new"}, stored)["database.password"] == "new"
+    with pytest.raises(BadRequest, match=r"^database.password: \[hidden\] stands for the value stored for "
+                                         r"connector c, which has none"):
+        keep_hidden(registry, "c", edited, None)
