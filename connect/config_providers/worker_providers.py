@@ -5,6 +5,7 @@ properties are resolved through them at start, as Kafka's WorkerConfig is."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from ..api.config_provider import ConfigProvider
@@ -12,7 +13,9 @@ from ..api.errors import ConfigException
 from ..plugins import PluginRegistry, UnknownPlugin
 from .transformer import ConfigTransformer
 
-__all__ = ["PROVIDERS_KEY", "build_providers", "build_transformer", "resolve_worker_properties"]
+__all__ = ["PROVIDERS_KEY", "build_providers", "build_transformer", "close_providers", "resolve_worker_properties"]
+
+log = logging.getLogger(__name__)
 
 PROVIDERS_KEY = "config.providers"
 
@@ -59,9 +62,7 @@ def close_providers(providers: Mapping[str, ConfigProvider]) -> None:
         try:
             provider.close()
         except Exception:  # closing one must not keep the others open
-            import logging
-
-            logging.getLogger(__name__).exception("closing config provider %s failed", type(provider).__name__)
+            log.exception("closing config provider %s failed", type(provider).__name__)
 
 
 def resolve_worker_properties(props: Mapping[str, str], registry: PluginRegistry) -> dict[str, str]:
