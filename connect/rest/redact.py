@@ -58,11 +58,15 @@ def keep_hidden(registry: PluginRegistry, name: str, config: Mapping[str, Any],
     """``config`` with each secret sent as ``[hidden]`` replaced by the stored value; BadRequest naming the key
     when there is none to keep (a new connector, or a key the stored config lacks)."""
     out = dict(config)
-    for key in secret_keys(config, _model(registry, config)):
+    missing = []
+    for key in sorted(secret_keys(config, _model(registry, config))):
         if out[key] != HIDDEN:
             continue
         if stored is None or key not in stored:
-            raise BadRequest(f"{key}: {HIDDEN} stands for the value stored for connector {name}, which has none: "
-                             f"send the value itself")
-        out[key] = stored[key]
+            missing.append(key)
+        else:
+            out[key] = stored[key]
+    if missing:
+        raise BadRequest(f"{', '.join(missing)}: {HIDDEN} stands for the value stored for connector {name}, which "
+                         f"has none: send the value itself")
     return out

@@ -235,6 +235,7 @@ def test_rest_answers_hide_secrets_but_show_a_lone_placeholder(registry: PluginR
     edited = {**shown, "database.user": "other"}
     assert keep_hidden(registry, "c", edited, stored) == {**stored, "database.user": "other"}
     assert keep_hidden(registry, "c", {**edited, "database.password": "new"}, stored)["database.password"] == "new"
-    with pytest.raises(BadRequest, match=r"^database.password: \[hidden\] stands for the value stored for "
+    with pytest.raises(BadRequest, match=r"^database.password, producer.override.sasl.jaas.config, "
+                                         r"transforms.mask.api.secret: \[hidden\] stands for the value stored for "
                                          r"connector c, which has none"):
         keep_hidden(registry, "c", edited, None)
