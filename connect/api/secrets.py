@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, SecretStr
 
-__all__ = ["HIDDEN", "is_secret_key", "secret_fields", "secret_keys"]
+__all__ = ["HIDDEN", "hide_url_secrets", "is_secret_key", "is_url_key", "secret_fields", "secret_keys"]
 
 #: What a secret value is shown as (Kafka's ``Password.toString()``).
 HIDDEN = "[hidden]"
@@ -25,6 +25,21 @@ _SECRET_NAME = re.compile(
     r"(?:^|\.)(?:[a-z0-9_-]*password|passwd|secret|secret\.key|secret\.access\.key|api\.key|access\.token|"
     r"auth\.token|token|credentials|private\.key|sasl\.jaas\.config|ssl\.keystore\.key|basic\.auth\.user\.info)$",
     re.IGNORECASE)
+
+
+# A URL's password parameters (pgjdbc's password and sslpassword) and the password of its user information.
+_URL_PASSWORD_PARAM = re.compile(r"((?:^|[?&;])(?:ssl)?password=)[^&;]*", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(://[^/:@?#\s]*:)[^/@?#\s]+(@)")
+
+
+def hide_url_secrets(url: str) -> str:
+    """``url`` with the passwords it carries (``?password=``, ``user:password@``) shown as ``[hidden]``."""
+    return _URL_USERINFO.sub(rf"\1{HIDDEN}\2", _URL_PASSWORD_PARAM.sub(rf"\1{HIDDEN}", url))
+
+
+def is_url_key(key: str) -> bool:
+    """A key whose value is a URL, which may carry a password (``connection.url``)."""
+    return key.lower().endswith(("url", "uri"))
 
 
 def is_secret_key(key: str) -> bool:

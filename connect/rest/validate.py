@@ -11,7 +11,7 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from ..api.config import ConnectorConfig
-from ..api.secrets import HIDDEN, is_secret_key
+from ..api.secrets import HIDDEN, hide_url_secrets, is_secret_key, is_url_key
 
 __all__ = ["config_definitions", "validation_result"]
 
@@ -82,6 +82,8 @@ def validation_result(cls: type, props: dict[str, Any], errors: dict[str, list[s
         value = props.get(d["name"], d["default_value"])
         if (d["type"] == "PASSWORD" or is_secret_key(d["name"])) and value:
             value = HIDDEN  # as Kafka answers a PASSWORD value
+        elif is_url_key(d["name"]) and isinstance(value, str):
+            value = hide_url_secrets(value)
         configs.append({"definition": d, "value": {"name": d["name"], "value": None if value is None else str(value),
                                                    "recommended_values": [], "errors": errors.get(d["name"], []),
                                                    "visible": True}})

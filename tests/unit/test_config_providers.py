@@ -239,3 +239,21 @@ def test_rest_answers_hide_secrets_but_show_a_lone_placeholder(registry: PluginR
                                          r"transforms.mask.api.secret: \[hidden\] stands for the value stored for "
                                          r"connector c, which has none"):
         keep_hidden(registry, "c", edited, None)
+
+
+def test_passwords_in_urls_are_hidden_and_an_unchanged_url_keeps_them(registry: PluginRegistry) -> None:
+    from headwater.connect.herder.errors import BadRequest
+    from headwater.connect.rest.redact import keep_hidden, redact
+
+    url = f"jdbc:postgresql://db:5432/app?user=app&password={SECRET}&sslpassword={SECRET}&sslmode=require"
+    stored = {"connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector", "connection.url": url,
+              "mirror.uri": f"postgres://app:{SECRET}@db/x"}
+    shown = redact(registry, stored)
+    assert shown["connection.url"] == ("jdbc:postgresql://db:5432/app?user=app&password=[hidden]&sslpassword=[hidden]"
+                                       "&sslmode=require")
+    assert shown["mirror.uri"] == "postgres://app:[hidden]@db/x"
+    assert keep_hidden(registry, "c", shown, stored) == stored
+    with pytest.raises(BadRequest, match=r"^connection.url: \[hidden\] stands for"):
+        keep_hidden(registry, "c", {**shown, "connection.url": shown["connection.url"].replace("db:", "db2:")}, stored)
+    new_url = url.replace("db:", "db2:")
+    assert keep_hidden(registry, "c", {**shown, "connection.url": new_url}, stored)["connection.url"] == new_url
