@@ -299,3 +299,15 @@ def test_leased_values_restart_the_connector_and_its_task_when_they_expire(world
     assert f"values the config providers gave {name} expired; restarting it" in world.worker.log_text()
     world.worker.ok("DELETE", f"/connectors/{name}", expect=204)
     assert PASSWORD not in world.worker.log_text()
+
+
+def test_an_unknown_provider_class_stops_the_worker_at_start_naming_the_key(broker: BrokerProcess,
+                                                                           tmp_path: Path) -> None:
+    worker = WorkerProcess(broker.bootstrap, {"config.providers": "file,vault",
+                                              "config.providers.file.class": "FileConfigProvider",
+                                              "config.providers.vault.class": "com.example.VaultConfigProvider"},
+                           tmp_path / "worker.log")
+    worker.launch()
+    assert worker.proc is not None and worker.proc.wait(60) == 2
+    assert ("headwater connect distributed: invalid worker configuration: config.providers.vault.class: no config "
+            "provider class com.example.VaultConfigProvider is installed") in worker.log_text()
