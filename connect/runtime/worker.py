@@ -178,16 +178,20 @@ class Worker:
             return running.config
         return self.parse(resolved)[1]
 
-    def resolve(self, props: dict[str, Any], what: str, lease: tuple[str, int | None] | None = None) -> dict[str, Any]:
-        """``props`` with the config providers' placeholders replaced; UnresolvedPlaceholders naming each key
-        and provider that failed. Only the worker that starts a connector or task calls it. ``lease``: the
-        connector (and task) to restart when a value's ``ttl_ms`` runs out (Kafka's ``config.action.reload``)."""
-        resolved = self.transformer.transform({k: str(v) for k, v in props.items()}, what)
-        if lease is not None and resolved.ttl_ms is not None and self._on_expired is not None and \
-                str(props.get(RELOAD_KEY, "restart")).strip().lower() != "none":
-            self._forget_lease(lease)
-            self._leases[lease] = asyncio.get_running_loop().call_later(resolved.ttl_ms / 1000, self._expired, lease)
-        return resolved.config
+    def resolve(self, lease: tuple[str, int | None], props: dict[str, Any],
+                *more: dict[str, Any]) -> list[dict[str, Any]]:
+        """``props`` (and ``more``: a task's own config) with the config providers' placeholders replaced;
+        UnresolvedPlaceholders naming each key and provider that failed. Only the worker that starts a connector
+        or task calls it. ``lease``: the connector (and task) to restart when a value's ``ttl_ms`` runs out
+        (Kafka's ``config.action.reload``)."""
+        name, task = lease
+        what = f"connector {name}" if task is None else f"task {TaskId(name, task)}"
+        results = [self.transformer.transform({k: str(v) for k, v in p.items()}, what) for p in (props, *more)]
+        ttls = [r.ttl_ms for r in results if r.ttl_ms is not None]
+        self._forget_lease(lease)
+        if ttls and self._on_expired is not None and str(props.get(RELOAD_KEY, "restart")).strip().lower() != "none":
+            self._leases[lease] = asyncio.get_running_loop().call_later(min(ttls) / 1000, self._expired, lease)
+        return [r.config for r in results]
 
     def _expired(self, lease: tuple[str, int | None]) -> None:
         self._leases.pop(lease, None)
@@ -209,7 +213,7 @@ class Worker:
         if name in self.connectors:
             await self.stop_connector(name)
         try:
-            cls, config = self.parse(self.resolve(props, f"connector {name}", (name, None)))
+            cls, config = self.parse(self.resolve((name, None), props)[0])
             connector = cls()
             connector.initialize(_Context(self, name, asyncio.get_running_loop()))
             self.connectors[name] = _Running(connector, config, target, dict(props))
@@ -299,8 +303,7 @@ class Worker:
     async def start_task(self, task_id: TaskId, props: dict[str, Any], task_props: dict[str, str],
                          target: TargetState) -> bool:
         try:
-            resolved = self.resolve(props, f"connector {task_id.connector}")
-            task_props = self.resolve(task_props, f"task {task_id}", (task_id.connector, task_id.task))
+            resolved, task_props = self.resolve((task_id.connector, task_id.task), props, task_props)
             config = self._task_config(task_id.connector, props, resolved)
             props = {**self.connector_class(resolved).runtime_defaults, **resolved}
             task_cls = self._task_class(task_props, task_id.connector)

@@ -277,7 +277,7 @@ def test_a_task_whose_secret_is_gone_fails_naming_key_and_provider(world: World)
         return task.get("trace") if task.get("state") == "FAILED" else None
 
     trace = wait_for(failed, 60, 0.2, f"{name}'s task FAILED", world.worker.log_text)
-    assert (f"Could not resolve the config provider placeholders of connector {name}: database.password: config "
+    assert (f"Could not resolve the config provider placeholders of task {name}-0: database.password: config "
             f"provider 'dir' has no key 'password' at {rotating}") in trace
     assert PASSWORD not in trace
 
