@@ -311,3 +311,24 @@ def test_an_unknown_provider_class_stops_the_worker_at_start_naming_the_key(brok
     assert worker.proc is not None and worker.proc.wait(60) == 2
     assert ("headwater connect distributed: invalid worker configuration: config.providers.vault.class: no config "
             "provider class com.example.VaultConfigProvider is installed") in worker.log_text()
+
+
+def test_a_connector_on_a_follower_resolves_there_and_hands_placeholders_to_the_leader(world: World) -> None:
+    """The task configs a follower's connector makes reach the leader (POST /connectors/{c}/tasks) and the config
+    topic with the placeholder, not the password the follower resolved."""
+    second = world.cluster.start(1)[0]
+    leader = world.cluster.leader(60)
+    for _ in range(6):
+        name, prefix = unique("sec-follower"), unique("secf")
+        leader.ok("POST", "/connectors", {"name": name, "config": source(world, prefix, placeholders(world)["env"])})
+        status = world.cluster.wait_running(name, 1, timeout=90)
+        if status["connector"]["worker_id"] != leader.worker_id:
+            break
+    else:
+        pytest.fail(f"no connector was given to a follower ({second.worker_id}, leader {leader.worker_id})")
+    snapshot_arrives(world, prefix)
+    tasks = [(k or b"").decode() + " " + (v or b"").decode()
+             for _, _, k, v in read_topic(world.worker.bootstrap, world.configs_topic)
+             if k and k.startswith(f"task-{name}-".encode())]
+    assert tasks and all(f"${{env:{ENV_NAME}}}" in t and PASSWORD not in t for t in tasks), tasks
+    assert PASSWORD not in second.log_text() and PASSWORD not in world.worker.log_text()
