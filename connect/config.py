@@ -15,7 +15,7 @@ from .rest.listeners import RestListener, parse_listeners
 from .rest.signature import digest_of
 from .unhonoured import unhonoured_problem
 
-__all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config"]
+__all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config", "resolve_placeholders"]
 
 CLIENT_KINDS = ("producer", "consumer", "admin")
 # ssl.* keys only a server reads: the REST listener's, never passed to the Kafka clients
@@ -56,6 +56,10 @@ class WorkerConfig(BaseModel):
     access_control_allow_origin: str = Field("", alias="access.control.allow.origin")
     access_control_allow_methods: str = Field("", alias="access.control.allow.methods")
     # Config providers (connect/config_providers/).
+    # ``config.providers=file,dir,env`` with ``config.providers.<name>.class`` and ``.param.*`` (kept as extra keys):
+    # ``${file:/run/secrets/db.properties:password}`` in connector configs is resolved by the worker starting the
+    # connector or task; the worker's own properties are resolved at start (``load_worker_config``).
+    config_providers: str = Field("", alias="config.providers")
     task_shutdown_graceful_timeout_ms: int = Field(5000, alias="task.shutdown.graceful.timeout.ms", ge=0)
     topic_creation_enable: bool = Field(True, alias="topic.creation.enable")
     # Distributed mode.
@@ -224,6 +228,11 @@ class WorkerConfig(BaseModel):
         first = self.rest_listeners()[0]
         return first.bind_host, first.port
 
+    def properties(self) -> dict[str, str]:
+        """Every property as given (None left out), keyed by its Kafka name."""
+        return {k: v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
+                for k, v in self.model_dump(by_alias=True).items() if v is not None}
+
     def get(self, key: str, default: Any = None) -> Any:
         data = self.model_dump(by_alias=True)
         return data.get(key, default)
@@ -240,6 +249,28 @@ def load_worker_config(path: str | None, overrides: list[str] | None = None,
         props.update(load_properties(path))
     props.update(parse_overrides(overrides or []))
     try:
-        return WorkerConfig.model_validate(props)
+        config = WorkerConfig.model_validate(props)
     except ValidationError as exc:
         raise WorkerConfigError(format_validation_error(exc)) from None
+    return resolve_placeholders(config)
+
+
+def resolve_placeholders(config: WorkerConfig) -> WorkerConfig:
+    """``config`` with its own ``${provider:path:key}`` placeholders resolved through its ``config.providers``
+    (Kafka resolves a WorkerConfig's originals so): a provider class that is not installed, a parameter it
+    refuses or a placeholder it cannot resolve stops the start, naming the key."""
+    if not config.config_providers.strip():
+        return config
+    from .config_providers import resolve_worker_properties
+    from .plugins import PluginRegistry
+
+    registry = PluginRegistry(config.plugin_paths())
+    try:
+        props = resolve_worker_properties(config.properties(), registry)
+        return WorkerConfig.model_validate(props)
+    except ConfigException as exc:
+        raise WorkerConfigError(str(exc)) from None
+    except ValidationError as exc:
+        raise WorkerConfigError(format_validation_error(exc)) from None
+    finally:
+        registry.close()

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from .errors import ConfigException
+from .secrets import HIDDEN, is_secret_key, secret_fields
 
 __all__ = [
     "ConnectorConfig",
@@ -103,7 +104,7 @@ _KEY = re.compile(r"^[a-z][a-z0-9_.-]*$")
 def field_errors(exc: ValidationError, model: type[BaseModel]) -> dict[str, list[str]]:
     """Pydantic errors keyed by Connect's dotted key (the field alias)."""
     aliases = {name: (f.alias or name) for name, f in model.model_fields.items()}
-    secret = {f.alias or name for name, f in model.model_fields.items() if f.annotation is SecretStr}
+    secret = secret_fields(model)
     out: dict[str, list[str]] = {}
     for err in exc.errors():
         loc = err["loc"][0] if err["loc"] else "config"
@@ -126,7 +127,7 @@ def field_errors(exc: ValidationError, model: type[BaseModel]) -> dict[str, list
         if err["type"] == "missing":
             msg = f"Missing required configuration \"{key}\" which has no default value."
         else:
-            value = "[hidden]" if key in secret else repr(err.get("input"))
+            value = HIDDEN if key in secret or is_secret_key(key) else repr(err.get("input"))
             msg = f"Invalid value {value} for configuration {key}: {msg}"
         out.setdefault(key, []).append(msg)
     return out

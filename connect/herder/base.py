@@ -42,7 +42,8 @@ class BaseHerder(ABC):
         self.offsets = offsets
         self.offsets_service = OffsetsService(config.bootstrap_servers, offsets, config.client("admin"))
         self.worker_id = worker_id
-        self.worker = Worker(worker_id, config, registry, offsets, self._on_status, self._request_reconfigure)
+        self.worker = Worker(worker_id, config, registry, offsets, self._on_status, self._request_reconfigure,
+                             self._values_expired)
         self.configs: dict[str, dict[str, str]] = {}
         self.targets: dict[str, TargetState] = {}
         self.task_configs: dict[str, list[dict[str, str]]] = {}
@@ -176,6 +177,23 @@ class BaseHerder(ABC):
 
     def _request_reconfigure(self, name: str) -> None:
         self._post(Reconfigure(name))
+
+    def _values_expired(self, name: str) -> None:
+        """What config providers leased to a connector or task here expired: restart both here, on the loop,
+        so they resolve their placeholders anew (Kafka's ``config.action.reload=restart``)."""
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def failed(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.error("restarting %s for its expired config values failed: %s", name, f.exception())
+
+        reply.add_done_callback(failed)
+        self._post(Request(f"restart {name}", lambda: self._restart_here(name), reply))
+
+    async def _restart_here(self, name: str) -> None:
+        """Restart the connector and the tasks of ``name`` that run on this worker."""
+        if name in self.configs:
+            await self._restart_connector(name, True, False)
 
     async def _record_status(self, event: StatusReported) -> None:
         if event.connector not in self.configs:

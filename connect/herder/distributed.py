@@ -316,6 +316,10 @@ class DistributedHerder(BaseHerder):
             return
         self.worker.set_target_state(name, target)
 
+    async def _restart_here(self, name: str) -> None:
+        # Only what runs here: each worker holds its own leases, and the leader need not be asked.
+        await self._restart_local(name, True, False)
+
     async def _restart_local(self, name: str, include_tasks: bool, only_failed: bool) -> None:
         # The leader marked the targets RESTARTING when it answered; FAILED ones may not be marked yet.
         wanted = (State.FAILED, State.RESTARTING)

@@ -134,12 +134,18 @@ async def get_topic(request: web.Request) -> web.Response:
 
 
 @ADMIN.route("GET", "/admin/topics/{topic}/records", "Headwater: a topic's newest records, newest first (keys, "
-             "values and headers as UTF-8 text, or base64 when they are not text)", response=m.TopicRecords,
+             "values and headers as UTF-8 text, or base64 when they are not text); not those of internal topics "
+             "(the workers' configs, offsets and statuses, the broker's __ topics)", response=m.TopicRecords,
              query=(Query("limit", "How many records (default 20)", integer=True, minimum=1, maximum=500),),
-             errors=_UNREACHABLE)
+             errors=_UNREACHABLE, refusals={403: "an internal topic: the workers' configs, offsets and statuses, or "
+                                                 "one of the broker's __ topics"})
 async def topic_records(request: web.Request) -> web.Response:
     name = _topic_name(request)
     limit = int(request.query.get("limit", "20"))  # checked against the declared range already
+    if name.startswith("__") or name in request.app[CLUSTER].connect_topics:
+        # connector configs (with whatever secrets were written in clear), offsets, statuses: not for a browser
+        raise web.HTTPForbidden(reason=f"Records of the internal topic {name} are not served: it holds the "
+                                       f"workers' state (connector configs among it)")
     records = await _ask(request, request.app[CLUSTER].view.newest_records(name, limit))
     if records is None:
         raise NotFound(f"Topic {name} not found")

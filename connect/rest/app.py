@@ -31,6 +31,7 @@ from ..status import TargetState
 from . import admin_api
 from . import models as m
 from .openapi import Api, Query
+from .redact import keep_hidden, redact, redact_info, redact_tasks
 from .signature import SIGNED_HEADERS, RequestRefused
 from .validate import config_definitions, validation_result
 
@@ -238,7 +239,7 @@ async def list_connectors(request: web.Request) -> web.Response:
         if "status" in expand:
             entry["status"] = herder.connector_status(name)
         if "info" in expand:
-            entry["info"] = herder.connector_info(name)
+            entry["info"] = redact_info(herder.registry, herder.connector_info(name))
         out[name] = entry
     return _json(out)
 
@@ -253,13 +254,15 @@ async def create_connector(request: web.Request) -> web.Response:
         state = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED,
                  "STOPPED": TargetState.STOPPED}[body.initial_state]
     herder = _herder(request)
-    await herder.put_connector_config(name, body.config.as_strings(), allow_replace=False, initial_state=state)
-    return _json(herder.connector_info(name), status=201, headers=_location(name))
+    config = keep_hidden(herder.registry, name, body.config.as_strings(), None)
+    await herder.put_connector_config(name, config, allow_replace=False, initial_state=state)
+    return _json(redact_info(herder.registry, herder.connector_info(name)), status=201, headers=_location(name))
 
 
 @API.route("GET", "/connectors/{name}", "Connector info", response=m.ConnectorInfo)
 async def get_connector(request: web.Request) -> web.Response:
-    return _json(_herder(request).connector_info(_name(request)))
+    herder = _herder(request)
+    return _json(redact_info(herder.registry, herder.connector_info(_name(request))))
 
 
 @API.route("DELETE", "/connectors/{name}", "Delete a connector", status=204, errors=_WRITE)
@@ -270,7 +273,8 @@ async def delete_connector(request: web.Request) -> web.Response:
 
 @API.route("GET", "/connectors/{name}/config", "Connector config", response=m.ConnectorConfig)
 async def get_config(request: web.Request) -> web.Response:
-    return _json(_herder(request).connector_info(_name(request))["config"])
+    herder = _herder(request)
+    return _json(redact(herder.registry, herder.connector_info(_name(request))["config"]))
 
 
 @API.route("PUT", "/connectors/{name}/config", "Create or replace a connector's config (201 when created)",
@@ -280,10 +284,12 @@ async def put_config(request: web.Request) -> web.Response:
     name = _new_name(request)
     config = await _body(request, m.ConnectorConfig)
     herder = _herder(request)
-    created = await herder.put_connector_config(name, config.as_strings(), allow_replace=True)
+    given = keep_hidden(herder.registry, name, config.as_strings(), herder.connector_config(name))
+    created = await herder.put_connector_config(name, given, allow_replace=True)
+    info = redact_info(herder.registry, herder.connector_info(name))
     if created:
-        return _json(herder.connector_info(name), status=201, headers=_location(name))
-    return _json(herder.connector_info(name))
+        return _json(info, status=201, headers=_location(name))
+    return _json(info)
 
 
 @API.route("PATCH", "/connectors/{name}/config", "Change some keys of a connector's config (null removes one)",
@@ -292,14 +298,15 @@ async def patch_config(request: web.Request) -> web.Response:
     name = _name(request)
     patch = await _body(request, m.ConfigChanges)
     herder = _herder(request)
-    config = dict(herder.connector_info(name)["config"])
+    stored = dict(herder.connector_info(name)["config"])
+    config = dict(stored)
     for key, value in patch.root.items():
         if value is None:
             config.pop(key, None)
         else:
             config[key] = m.config_strings({key: value})[key]
-    await herder.put_connector_config(name, config, allow_replace=True)
-    return _json(herder.connector_info(name))
+    await herder.put_connector_config(name, keep_hidden(herder.registry, name, config, stored), allow_replace=True)
+    return _json(redact_info(herder.registry, herder.connector_info(name)))
 
 
 @API.route("GET", "/connectors/{name}/status", "Connector and task states", response=m.ConnectorStatus)
@@ -309,7 +316,8 @@ async def connector_status(request: web.Request) -> web.Response:
 
 @API.route("GET", "/connectors/{name}/tasks", "Task configs", response=m.TaskInfos)
 async def tasks(request: web.Request) -> web.Response:
-    return _json(_herder(request).tasks(_name(request)))
+    herder, name = _herder(request), _name(request)
+    return _json(redact_tasks(herder.registry, herder.connector_config(name), herder.tasks(name)))
 
 
 @API.route("POST", "/connectors/{name}/tasks", "Internal: a follower hands the task configs it made to the leader, "
@@ -340,8 +348,9 @@ async def put_task_configs(request: web.Request) -> web.Response:
 @API.route("GET", "/connectors/{name}/tasks-config", "Task configs by task name (deprecated in Kafka)",
            response=m.TasksConfig)
 async def tasks_config(request: web.Request) -> web.Response:
-    name = _name(request)
-    return _json({f"{name}-{t['id']['task']}": t["config"] for t in _herder(request).tasks(name)})
+    herder, name = _herder(request), _name(request)
+    tasks = redact_tasks(herder.registry, herder.connector_config(name), herder.tasks(name))
+    return _json({f"{name}-{t['id']['task']}": t["config"] for t in tasks})
 
 
 def _task_number(request: web.Request) -> int:

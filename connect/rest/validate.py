@@ -11,6 +11,7 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from ..api.config import ConnectorConfig
+from ..api.secrets import HIDDEN, hide_url_secrets, is_secret_key, is_url_key
 
 __all__ = ["config_definitions", "validation_result"]
 
@@ -79,8 +80,10 @@ def validation_result(cls: type, props: dict[str, Any], errors: dict[str, list[s
     configs = []
     for d in definitions:
         value = props.get(d["name"], d["default_value"])
-        if d["type"] == "PASSWORD" and value:
-            value = "[hidden]"  # as Kafka answers a PASSWORD value
+        if (d["type"] == "PASSWORD" or is_secret_key(d["name"])) and value:
+            value = HIDDEN  # as Kafka answers a PASSWORD value
+        elif is_url_key(d["name"]) and isinstance(value, str):
+            value = hide_url_secrets(value)
         configs.append({"definition": d, "value": {"name": d["name"], "value": None if value is None else str(value),
                                                    "recommended_values": [], "errors": errors.get(d["name"], []),
                                                    "visible": True}})
@@ -90,7 +93,8 @@ def validation_result(cls: type, props: dict[str, Any], errors: dict[str, list[s
                                            "importance": "MEDIUM", "documentation": "", "group": "Common",
                                            "order": len(configs) + 1, "width": "NONE", "display_name": key,
                                            "dependents": []},
-                            "value": {"name": key, "value": props.get(key), "recommended_values": [],
+                            "value": {"name": key, "value": HIDDEN if is_secret_key(key) and props.get(key)
+                                      else props.get(key), "recommended_values": [],
                                       "errors": messages, "visible": True}})
     groups = sorted({c["definition"]["group"] for c in configs}, key=lambda g: (g != "Common", g))
     return {"name": f"{cls.__module__}.{cls.__qualname__}", "error_count": sum(len(m) for m in errors.values()),

@@ -29,6 +29,7 @@ from ..api import (
 from ..api.config import field_errors
 from ..api.sandbox import applied
 from ..config import CLIENT_KINDS, WorkerConfig
+from ..config_providers import build_transformer, close_providers, reverse_transform
 from ..kafka.security import client_security, is_security_key
 from ..plugins import PluginRegistry, UnknownPlugin
 from ..status import State, TargetState, TaskId, format_trace
@@ -46,6 +47,8 @@ __all__ = ["ConfigErrors", "Worker"]
 log = logging.getLogger(__name__)
 
 TASK_CLASS_KEY = "task.class"
+#: Kafka's ConnectorConfig key: ``restart`` (default) a connector whose provider values expired, or ``none``.
+RELOAD_KEY = "config.action.reload"
 
 
 class ConfigErrors(ConfigException, ValueError):
@@ -84,7 +87,8 @@ class _Running:
 
 class Worker:
     def __init__(self, worker_id: str, config: WorkerConfig, registry: PluginRegistry, offsets: OffsetStore,
-                 on_status: StatusCallback, on_reconfigure: Callable[[str], None] | None = None) -> None:
+                 on_status: StatusCallback, on_reconfigure: Callable[[str], None] | None = None,
+                 on_expired: Callable[[str], None] | None = None) -> None:
         self.worker_id = worker_id
         self.config = config
         self.registry = registry
@@ -97,6 +101,10 @@ class Worker:
         # What connectors may touch, in force wherever their code runs: validation, starts, and the tasks
         # and threads started from those (they copy the context).
         self.sandbox = worker_sandbox(config)
+        # ``config.providers``: placeholders in connector configs are resolved here, by the worker that starts them
+        self.transformer = build_transformer(config.properties(), registry)
+        self._on_expired = on_expired  # a connector whose leased values (ConfigData.ttl_ms) expired
+        self._leases: dict[tuple[str, int | None], asyncio.TimerHandle] = {}
 
     # -- config ----------------------------------------------------------------------------------
 
@@ -112,7 +120,20 @@ class Worker:
                                                     f"{exc}"]}) from None
 
     def validate(self, props: dict[str, Any]) -> tuple[type[Connector], dict[str, list[str]]]:
-        """Every problem of a connector config, per key (empty dict: valid)."""
+        """Every problem of a connector config, per key (empty dict: valid). Placeholders are resolved first, as
+        Kafka's herder does (one that cannot be resolved here stays as written); a message never quotes what a
+        placeholder stood for."""
+        resolved = self.transformer.transform({k: str(v) for k, v in props.items()}, "the connector config",
+                                              strict=False)
+        cls, errors = self._validate(resolved.config)
+        for key in resolved.keys:
+            value, raw = resolved.config[key], str(props[key])
+            if value and value != raw:  # a short value is replaced in its own key's messages only
+                errors = {k: [msg.replace(value, raw) if k == key or len(value) >= 4 else msg for msg in msgs]
+                          for k, msgs in errors.items()}
+        return cls, errors
+
+    def _validate(self, props: dict[str, Any]) -> tuple[type[Connector], dict[str, list[str]]]:
         cls = self.connector_class(props)
         with applied(self.sandbox):
             errors = dict(cls.validate(props))
@@ -155,13 +176,41 @@ class Worker:
         except ValidationError as exc:
             raise ConfigErrors(field_errors(exc, cls.config_class)) from None
 
-    def _task_config(self, name: str, props: dict[str, Any]) -> Any:
+    def _task_config(self, name: str, props: dict[str, Any], resolved: dict[str, Any]) -> Any:
         """The connector's validated config for one of its tasks: the running connector's, when it
-        runs here with the same properties, else parsed once."""
+        runs here with the same properties, else parsed once (from ``resolved``: placeholders replaced)."""
         running = self.connectors.get(name)
         if running is not None and running.props == props:
             return running.config
-        return self.parse(props)[1]
+        return self.parse(resolved)[1]
+
+    def resolve(self, lease: tuple[str, int | None], props: dict[str, Any],
+                *more: dict[str, Any]) -> list[dict[str, Any]]:
+        """``props`` (and ``more``: a task's own config) with the config providers' placeholders replaced;
+        UnresolvedPlaceholders naming each key and provider that failed. Only the worker that starts a connector
+        or task calls it. ``lease``: the connector (and task) to restart when a value's ``ttl_ms`` runs out
+        (Kafka's ``config.action.reload``)."""
+        name, task = lease
+        what = f"connector {name}" if task is None else f"task {TaskId(name, task)}"
+        results = [self.transformer.transform({k: str(v) for k, v in p.items()}, what) for p in (props, *more)]
+        ttls = [r.ttl_ms for r in results if r.ttl_ms is not None]
+        self._forget_lease(lease)
+        if ttls and self._on_expired is not None and str(props.get(RELOAD_KEY, "restart")).strip().lower() != "none":
+            self._leases[lease] = asyncio.get_running_loop().call_later(min(ttls) / 1000, self._expired, lease)
+        return [r.config for r in results]
+
+    def _expired(self, lease: tuple[str, int | None]) -> None:
+        self._leases.pop(lease, None)
+        name, task = lease
+        log.info("values the config providers gave %s expired; restarting it to read them anew",
+                 name if task is None else TaskId(name, task))
+        if self._on_expired is not None:
+            self._on_expired(name)
+
+    def _forget_lease(self, lease: tuple[str, int | None]) -> None:
+        handle = self._leases.pop(lease, None)
+        if handle is not None:
+            handle.cancel()
 
     # -- connectors -------------------------------------------------------------------------------
 
@@ -174,7 +223,7 @@ class Worker:
         if name in self.connectors:
             await self.stop_connector(name)
         try:
-            cls, config = self.parse(props)
+            cls, config = self.parse(self.resolve((name, None), props)[0])
             connector = cls()
             connector.initialize(_Context(self, name, asyncio.get_running_loop()))
             self.connectors[name] = _Running(connector, config, target, dict(props))
@@ -192,6 +241,7 @@ class Worker:
         return True
 
     async def stop_connector(self, name: str) -> None:
+        self._forget_lease((name, None))
         running = self.connectors.pop(name, None)
         if running is None:
             return
@@ -215,7 +265,9 @@ class Worker:
             raise ConnectException(f"connector {name} produced {len(configs)} task configs, more than "
                                    f"tasks.max={max_tasks}")
         path = _class_path(running.connector.task_class())
-        return [{**{k: str(v) for k, v in c.items()}, TASK_CLASS_KEY: path} for c in configs]
+        # Placeholders back in (Kafka's reverseTransform): what goes to the config topic holds no resolved secret
+        return reverse_transform(running.props, [{**{k: str(v) for k, v in c.items()}, TASK_CLASS_KEY: path}
+                                                 for c in configs])
 
     def fail_connector(self, name: str, error: Exception) -> None:
         log.error("connector %s raised an error", name, exc_info=error)
@@ -275,8 +327,9 @@ class Worker:
     async def _start_task(self, task_id: TaskId, props: dict[str, Any], task_props: dict[str, str],
                           target: TargetState) -> bool:
         try:
-            config = self._task_config(task_id.connector, props)
-            props = {**self.connector_class(props).runtime_defaults, **props}
+            resolved, task_props = self.resolve((task_id.connector, task_id.task), props, task_props)
+            config = self._task_config(task_id.connector, props, resolved)
+            props = {**self.connector_class(resolved).runtime_defaults, **resolved}
             task_cls = self.check_task_class(task_id.connector, props, task_props)
             task = task_cls()
             converters = (self._converter(props, "key.converter", True),
@@ -314,6 +367,8 @@ class Worker:
         self.on_status(task_id.connector, task_id.task, state, trace)
 
     async def stop_tasks(self, ids: list[TaskId]) -> None:
+        for i in ids:
+            self._forget_lease((i.connector, i.task))
         tasks = [self.tasks.pop(i) for i in ids if i in self.tasks]
         timeout = self.config.task_shutdown_graceful_timeout_ms / 1000
         await asyncio.gather(*(t.stop(timeout) for t in tasks), return_exceptions=True)
@@ -335,6 +390,7 @@ class Worker:
         await self.stop_tasks(self.task_ids())
         for name in list(self.connectors):
             await self.stop_connector(name)
+        close_providers(self.transformer.providers)
         await asyncio.to_thread(self.registry.worker_stopped)
 
 

@@ -35,6 +35,7 @@ from headwater.connect.api import (
 )
 from headwater.connect.api.data import Schema, SchemaType, Struct
 from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
+from headwater.connect.api.secrets import hide_url_secrets
 from headwater.connectors.envelope import UNAVAILABLE, PlaceholderSetting, Unavailable
 from headwater.connectors.envelope import get as _get
 from headwater.connectors.envelope import is_envelope as _is_envelope
@@ -52,12 +53,6 @@ _URL = KeyNames(url_key="connection.url")
 _PGJDBC_NAMES = {"ApplicationName": "application_name", "connectTimeout": "connect_timeout"}
 _URL_OWN = ("user", "password", "ssl", "sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword",
             "currentSchema", *_PGJDBC_NAMES)
-_SECRET_PARAM = re.compile(r"((?:^|[?&;])(?:ssl)?password=)[^&;]*", re.IGNORECASE)
-
-
-def redact_url(url: str) -> str:
-    """``url`` with the values of its password parameters hidden, for messages."""
-    return _SECRET_PARAM.sub(r"\1[hidden]", url)
 
 
 def _jdbc_query(query: str) -> dict[str, str]:
@@ -118,7 +113,7 @@ class PostgresSinkConfig(SinkConnectorConfig):
             raise ValueError("set connection.url (jdbc:postgresql://host:port/db) or connection.host and "
                              "connection.dbname")
         if self.connection_url and not _JDBC_URL.match(self.connection_url):
-            raise ValueError(f"connection.url: {redact_url(self.connection_url)!r} is not "
+            raise ValueError(f"connection.url: {hide_url_secrets(self.connection_url)!r} is not "
                              f"jdbc:postgresql://host:port/database")
         if self.primary_key_mode == "record_value" and not self.primary_key_fields:
             raise ValueError("primary.key.mode=record_value needs primary.key.fields")

@@ -159,7 +159,8 @@ def test_openapi_document_says_what_the_server_enforces(connect: ConnectProcess)
                       ("POST", "/connectors/{name}/tasks"): ["400", "403"],  # 403: not signed (KIP-507)
                       ("PATCH", "/connectors/{name}/offsets"): ["400"],
                       ("DELETE", "/connectors/{name}/offsets"): ["400"],
-                      ("PUT", "/connector-plugins/{plugin}/config/validate"): ["400"]}
+                      ("PUT", "/connector-plugins/{plugin}/config/validate"): ["400"],
+                      ("GET", "/admin/topics/{topic}/records"): ["403"]}  # an internal topic's
     offsets = doc["paths"]["/connectors/{name}/offsets"]
     assert all("STOPPED" in offsets[m]["responses"]["400"]["description"] for m in ("patch", "delete"))
     assert "sink form" in offsets["patch"]["responses"]["400"]["description"]

@@ -138,8 +138,9 @@ class ConnectProcess(LoggedProcess):
         """Start and wait for the ready line, then (``wait_healthy``) for ``GET /health`` to answer 200."""
         args = [*self.prefix, sys.executable, "-m", "headwater", "up", "--data-dir", str(self.data_dir),
                 "--kafka-listener", f"127.0.0.1:{self.kafka_port}", "--rest-listener", f"127.0.0.1:{self.rest_port}",
-                "--plugin-path", str(self.plugin_path), *map(str, self.connectors),
-                *(arg for k, v in self.settings.items() for arg in ("--set", f"{k}={v}"))]
+                "--plugin-path", str(self.plugin_path),
+                *(arg for k, v in self.settings.items() for arg in ("--set", f"{k}={v}")),
+                *map(str, self.connectors)]
         self._spawn(args, cwd=self.base)
         deadline = time.monotonic() + timeout
         m = self._wait_ready(_READY, timeout)

@@ -23,7 +23,8 @@ TESTS = Path(__file__).resolve().parents[1]
 BY_FIXTURE = {"spark": "spark", "postgres": "postgres"}
 BY_MODULE = {"spark": {"test_spark_sink.py", "test_spark_lake_faults.py", "test_spark_cdc.py",
                        "test_spark_source.py"},
-             "postgres": {"test_postgres_errors.py", "test_postgres_tls.py"}}
+             "postgres": {"test_postgres_errors.py", "test_postgres_tls.py", "test_connect_secrets.py",
+                          "test_console_secrets.py"}}
 BY_FOLDER = {"browser": TESTS / "browser"}
 INTEGRATION = TESTS / "integration"
 QUICK_INTEGRATION = {"test_access_fast_path.py", "test_acls.py", "test_admin.py", "test_aiokafka_adapter.py",

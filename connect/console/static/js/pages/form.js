@@ -166,7 +166,9 @@ async function connectorForm(page, existing) {
         h("option", { value: "" }, `default${def.default_value !== null ? ` (${def.default_value})` : ""}`),
         h("option", { value: "true" }, "true"), h("option", { value: "false" }, "false"));
     } else {
-      input = h("input", { type: "text", id, name: key, autocomplete: "off", spellcheck: "false",
+      // A PASSWORD field's stored value comes back as [hidden]: left so, the worker keeps the stored one.
+      input = h("input", { type: def.type === "PASSWORD" ? "password" : "text", id, name: key,
+                           autocomplete: def.type === "PASSWORD" ? "new-password" : "off", spellcheck: "false",
                            placeholder: def.default_value ?? "",
                            inputmode: def.type === "INT" || def.type === "LONG" ? "numeric" : null });
     }

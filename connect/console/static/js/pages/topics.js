@@ -79,8 +79,9 @@ export function topicDetail(page, topic) {
   let seen = new Set(); // the records shown last time: the others are highlighted as new
   let first = true;
   page.every(POLL_MS, async () => {
-    const [info, records] = await Promise.all([get(path),
-      paused ? null : get(`${path}/records?limit=${limit.value}`)]);
+    const info = await get(path);
+    // An internal topic's records (connector configs among them) are not served: none are asked for.
+    const records = paused || info.internal ? null : await get(`${path}/records?limit=${limit.value}`);
     if (!page.alive) return;
     const total = (key) => info.partitions.reduce((a, p) => a + p[key], 0);
     fill(stats, stat("Partitions", num(info.partitions.length)), stat("Records", num(total("records"))),
@@ -94,6 +95,10 @@ export function topicDetail(page, topic) {
       h("td", { class: "num" }, p.partition), h("td", { class: "num" }, p.leader), h("td", {}, p.replicas.join(", ")),
       h("td", {}, p.isr.join(", ")), h("td", { class: "num start" }, num(p.start_offset)),
       h("td", { class: "num end" }, num(p.end_offset)), h("td", { class: "num" }, num(p.records))))));
+    if (info.internal) {
+      fill(tail, empty("Records of internal topics are not shown: they hold the workers' state."));
+      return;
+    }
     if (records === null) return;
     const shown = new Set();
     const rows = records.records.map((r) => {
