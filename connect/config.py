@@ -229,9 +229,8 @@ class WorkerConfig(BaseModel):
         return first.bind_host, first.port
 
     def properties(self) -> dict[str, str]:
-        """Every property as given (None left out), keyed by its Kafka name."""
-        return {k: v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
-                for k, v in self.model_dump(by_alias=True).items() if v is not None}
+        """Every property as given (None left out), keyed by its Kafka name; a list as Kafka writes one."""
+        return {k: _property(v) for k, v in self.model_dump(by_alias=True).items() if v is not None}
 
     def get(self, key: str, default: Any = None) -> Any:
         data = self.model_dump(by_alias=True)
@@ -253,6 +252,14 @@ def load_worker_config(path: str | None, overrides: list[str] | None = None,
     except ValidationError as exc:
         raise WorkerConfigError(format_validation_error(exc)) from None
     return resolve_placeholders(config)
+
+
+def _property(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
 
 
 def resolve_placeholders(config: WorkerConfig) -> WorkerConfig:
