@@ -7,9 +7,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.kafka.records import parse_header
+
 from ..config.broker_config import TopicConfig
 from ..errors import InvalidTopic
 from ..log import PartitionLog
+from ..log.control import marker_batch
 from ..log.flusher import PartitionFlusher
 from ..metrics.stats import TopicCounters
 from .producer_state import PartitionProducerState
@@ -53,6 +56,12 @@ class Partition:
     log: PartitionLog
     flusher: PartitionFlusher
     producers: PartitionProducerState
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
+        """End ``producer_id``'s transaction in this partition with a commit or abort marker; its offset. The
+        transaction coordinator's one way to write a marker (the partition's transaction state follows it)."""
+        batch = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
+        return self.log.append(bytearray(batch), parse_header(batch))
 
 
 @dataclass
