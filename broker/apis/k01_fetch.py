@@ -1,18 +1,20 @@
 """Fetch (key 1), v0-v11.
 
 Behavior: long poll: answers once ``min_bytes`` are available or ``max_wait_ms`` has
-passed, waking on every append. Returns whole batches as stored (bytes, never
+passed, waking on every append and every transaction marker. Returns whole batches as stored (bytes, never
 re-encoded), at most ``partition_max_bytes`` per partition and ``max_bytes`` overall,
 except that the first batch found is returned whole even when larger (as Kafka does,
-so a consumer can always progress). Both isolation levels read up to the high
-watermark, which is also the last stable offset (no transactions). Every requested
-partition is listed in the answer.
+so a consumer can always progress). read_uncommitted (isolation_level 0) reads up to the high watermark;
+read_committed (1, v4+) only below the last stable offset (the first offset of the earliest open
+transaction) and lists the aborted transactions (producer id, first offset) overlapping the batches returned,
+from the segments' aborted-transaction indexes, for the client to drop: no record is decoded either way.
+Every answer (v4+) carries the partition's last stable offset. Every requested partition is listed.
 The broker's ``fetch.max.bytes`` (Kafka's, 55 MiB by default) bounds every answer whatever the request
 asks, as in Kafka's KafkaApis: v0-v2 have no ``max_bytes`` and may ask 2^31-1 bytes of each partition.
 Version notes: fetch sessions are not kept: the answer always has session id 0 (the
 client then keeps sending full fetches); a request naming a session gets
 FETCH_SESSION_ID_NOT_FOUND.
-Not implemented: aborted transactions (none exist), preferred read replicas.
+Not implemented: preferred read replicas.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import time
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
+from headwater.kafka.records import iter_batches
 
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
-from ..log import OffsetOutOfRange
+from ..log import OffsetOutOfRange, PartitionLog
 from ..protocol.requests import FetchRequest
 from .registry import RequestContext, api
 
@@ -34,6 +37,7 @@ def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[l
     total = 0
     errors = False
     responses = []
+    read_committed = ctx.version >= 4 and getattr(req, "isolation_level", 0) == 1
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
@@ -43,27 +47,41 @@ def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[l
             try:
                 if not ctx.allowed_topic(Op.READ, topic.topic):
                     raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = cluster.partition(topic.topic, p.partition).log
+                partition = cluster.partition(topic.topic, p.partition)
             except BrokerError as exc:
                 entry["error_code"] = exc.code
                 errors = True
                 partitions.append(entry)
                 continue
+            plog = partition.log
             hw = plog.log_end_offset
-            entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+            lso = partition.last_stable_offset()
+            entry.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
             budget = min(p.partition_max_bytes, max_bytes - total)
             if p.fetch_offset != hw:
                 try:
-                    data = plog.read(p.fetch_offset, max(budget, 0), min_one=total == 0)
+                    data = plog.read(p.fetch_offset, max(budget, 0), min_one=total == 0,
+                                     max_offset=lso if read_committed else None)
                 except OffsetOutOfRange:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                     errors = True
                     data = b""
                 entry["records"] = data
                 total += len(data)
+                if read_committed and data:
+                    entry["aborted_transactions"] = _aborted(plog, p.fetch_offset, data)
             partitions.append(entry)
         responses.append({"topic": topic.topic, "partitions": partitions})
     return responses, total, errors
+
+
+def _aborted(plog: PartitionLog, fetch_offset: int, data: bytes) -> list[dict[str, int]]:
+    """The aborted transactions overlapping the batches returned (headers walked, records untouched)."""
+    upper = fetch_offset
+    for _, header in iter_batches(data):
+        upper = header.last_offset + 1
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+            for t in plog.aborted_transactions(fetch_offset, upper)]
 
 
 @api(key=1, min=0, max=11)

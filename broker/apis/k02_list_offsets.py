@@ -1,7 +1,7 @@
 """ListOffsets (key 2), v0-v5.
 
-Behavior: timestamp -2 = log start offset, -1 = end (the high watermark, also for
-read_committed: no transactions), -3 = the record with the largest timestamp, any other
+Behavior: timestamp -2 = log start offset, -1 = end (the high watermark; for read_committed,
+isolation_level 1 from v2, the last stable offset), -3 = the record with the largest timestamp, any other
 value = the first record whose timestamp is at or after it (through the time index),
 or -1/-1 when there is none. v0 answers in ``old_style_offsets``.
 """
@@ -14,16 +14,17 @@ from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
-from ..log import PartitionLog
+from ..topics.topic import Partition
 from ..protocol.requests import ListOffsetsRequest
 from .registry import RequestContext, api
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
+def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
+    plog = partition.log
     if timestamp == LATEST:
-        return -1, plog.log_end_offset
+        return -1, partition.last_stable_offset() if read_committed else plog.log_end_offset
     if timestamp == EARLIEST:
         return -1, plog.log_start_offset
     if timestamp == MAX_TIMESTAMP:
@@ -39,6 +40,7 @@ def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
 @api(key=2, min=0, max=5)
 async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
     topics = []
+    read_committed = ctx.version >= 2 and getattr(req, "isolation_level", 0) == 1
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
@@ -47,8 +49,8 @@ async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]
             try:
                 if not ctx.allowed_topic(Op.DESCRIBE, topic.name):
                     raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = ctx.cluster.partition(topic.name, p.partition_index).log
-                ts, offset = _lookup(plog, p.timestamp)
+                partition = ctx.cluster.partition(topic.name, p.partition_index)
+                ts, offset = _lookup(partition, p.timestamp, read_committed)
                 entry.update(timestamp=ts, offset=offset)
                 if ctx.version == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 else []

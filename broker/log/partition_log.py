@@ -36,6 +36,7 @@ from .recovery import (
     write_offset_file,
 )
 from .segment import MAX_RELATIVE_OFFSET, LogSegment
+from .txn_index import AbortedTxn, collect_aborted
 
 __all__ = ["LOG_START_OFFSET_FILE", "RECOVERY_POINT_FILE", "OffsetOutOfRange", "PartitionLog"]
 
@@ -241,14 +242,24 @@ class PartitionLog:
         if offset < self._log_start_offset or offset > self._log_end_offset:
             raise OffsetOutOfRange(offset, self._log_start_offset, self._log_end_offset)
 
-    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+    def read(self, offset: int, max_bytes: int, min_one: bool = True, max_offset: int | None = None) -> bytes:
         """Whole batches from the one containing ``offset``, up to ``max_bytes`` (at least one batch
-        if ``min_one``). Empty at the log end; OffsetOutOfRange outside [log start, log end]."""
+        if ``min_one``) and, given ``max_offset`` (a batch's base offset: the last stable offset), only
+        batches before it. Empty at the log end; OffsetOutOfRange outside [log start, log end]."""
         if self._closed:
             raise LogClosed(f"log {self.directory} is closed")
         self._check_offset(offset)
         if offset == self._log_end_offset:
             return b""
+        if max_offset is not None and max_offset < self._log_end_offset:
+            if offset >= max_offset:
+                return b""
+            # Kafka's read to maxOffset: the bytes from the batch holding ``offset`` to the one starting at
+            # ``max_offset`` become the byte budget (whole batches either way, so the cut is exact).
+            span = self._position(max_offset) - self._position(offset)
+            if span <= 0:
+                return b""
+            max_bytes = min(max_bytes, span)
         segments = self._segments
         i = bisect_right(self._bases, offset) - 1
         parts: list[bytes] = []
@@ -279,6 +290,13 @@ class PartitionLog:
             i, pos = i + 1, 0
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
+    def _position(self, offset: int) -> int:
+        """Bytes before the batch holding ``offset``, counted from the first segment's start."""
+        i = bisect_right(self._bases, offset) - 1
+        seg = self._segments[i]
+        found = seg.find_batch(offset)
+        return sum(s.size for s in self._segments[:i]) + (found[0] if found is not None else seg.size)
+
     def batches_from(self, offset: int, read_bytes: int = 1 << 20) -> Iterator[tuple[bytes, int, BatchHeader]]:
         """``(data, position, header)`` of every batch from the one containing ``offset`` to the log
         end, read ``read_bytes`` at a time (the first batch may start before ``offset``)."""
@@ -293,6 +311,21 @@ class PartitionLog:
             if next_offset <= offset:
                 return
             offset = next_offset
+
+    # ------------------------------------------------------------------ transactions
+    def record_aborted(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its marker."""
+        self._segments[bisect_right(self._bases, txn.last_offset) - 1].txn_index.append(txn)
+
+    def truncate_txn_indexes(self, offset: int) -> None:
+        """Drop the aborted-index entries of markers at or after ``offset`` (before replaying them)."""
+        for seg in self._segments[max(bisect_right(self._bases, offset) - 1, 0):]:
+            seg.txn_index.truncate_from(offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` (read_committed Fetch)."""
+        first = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        return collect_aborted((s.txn_index for s in self._segments[first:]), fetch_offset, upper_bound)
 
     # ------------------------------------------------------------------ timestamps
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

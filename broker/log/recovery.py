@@ -38,7 +38,8 @@ LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"  # log end offset at the last completed flush
 CLEANER_SWAP_FILE = "cleaner-swap"  # the cleaner's commit point: [[base, end offset], ...] of its .swap files
 _LEFTOVER_SUFFIXES = (".cleaned", ".swap", ".tmp", ".deleted")
-_SEGMENT_EXTS = ("log", "index", "timeindex", "log.deleted", "index.deleted", "timeindex.deleted")
+_SEGMENT_EXTS = ("log", "index", "timeindex", "txnindex", "log.deleted", "index.deleted", "timeindex.deleted",
+                 "txnindex.deleted")
 
 
 def read_offset_file(path: Path) -> int | None:
@@ -99,7 +100,7 @@ def finish_swaps(directory: Path) -> int:
             if ext in _SEGMENT_EXTS and len(name_stem) == 20 and name_stem.isdigit():
                 if base <= int(name_stem) < end:
                     path.unlink(missing_ok=True)
-        for ext in (".index", ".timeindex", ".log"):  # the log last, as LogSegment.change_suffix
+        for ext in (".index", ".timeindex", ".txnindex", ".log"):  # the log last, as LogSegment.change_suffix
             src = directory / f"{stem}{ext}.swap"
             if src.exists():
                 os.replace(src, directory / f"{stem}{ext}")
@@ -125,7 +126,7 @@ def _segment_bases(directory: Path) -> list[int]:
             stems.add(stem)
     for path in list(directory.glob("*index")):  # orphan indexes of a segment that is gone
         stem, _, ext = path.name.partition(".")
-        if ext in ("index", "timeindex") and stem not in stems:
+        if ext in ("index", "timeindex", "txnindex") and stem not in stems:
             path.unlink(missing_ok=True)
     return sorted(bases)
 

@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` (record batches as received) plus its two indexes.
+"""One log segment: ``<base>.log`` (record batches as received) plus its two indexes and its aborted-
+transaction index (``<base>.txnindex``, txn_index.py).
 
 The segment never parses records on the append path: the caller hands over the batch
 and its already-parsed header, the segment writes the bytes with one ``os.write`` and
@@ -17,6 +18,7 @@ from crc32c import crc32c
 from headwater.kafka.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 
 from .index import OffsetIndex, TimeIndex
+from .txn_index import TransactionIndex
 
 __all__ = ["LogSegment", "segment_name"]
 
@@ -52,6 +54,9 @@ class LogSegment:
         self._fd = os.open(self.log_path, flags, 0o644)
         self.offset_index = OffsetIndex(self.index_path, truncate=create)
         self.time_index = TimeIndex(self.timeindex_path, truncate=create)
+        # aborted transactions whose markers are in this segment (read_committed Fetch)
+        self.txn_index = TransactionIndex(self.directory / (segment_name(base_offset, ".txnindex") + suffix),
+                                          truncate=create)
         self.indexes_missing = not create and not (self.offset_index.existed and self.time_index.existed)
         self._size = os.fstat(self._fd).st_size
         self._since_index = 0  # bytes appended since the last offset-index entry
@@ -290,6 +295,7 @@ class LogSegment:
         self._since_index = since
         self.offset_index.reset(offsets)
         self.time_index.reset(times)
+        self.txn_index.truncate_from(expected)  # aborts whose markers were cut off
         self.indexes_missing = False
         self.largest_timestamp, self.offset_of_largest_timestamp = largest, off_largest
         self.next_offset = expected
@@ -314,6 +320,7 @@ class LogSegment:
             os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -327,6 +334,7 @@ class LogSegment:
         ``.log`` under a name means its indexes were moved before it); descriptors stay valid."""
         self.offset_index.rename(self.directory / (segment_name(self.base_offset, ".index") + suffix))
         self.time_index.rename(self.directory / (segment_name(self.base_offset, ".timeindex") + suffix))
+        self.txn_index.rename(self.directory / (segment_name(self.base_offset, ".txnindex") + suffix))
         log_path = self.directory / (segment_name(self.base_offset, ".log") + suffix)
         os.replace(self.log_path, log_path)
         self.log_path = log_path
@@ -345,6 +353,7 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.unlink()
         self.time_index.unlink()
+        self.txn_index.unlink()
 
     def delete(self) -> None:
         self.close()

@@ -91,7 +91,7 @@ class Cluster:
         replayed = replay(state, plog, start)
         if replayed:
             log.info("%s-%d: replayed %d idempotent batches into producer state", topic.name, index, replayed)
-        topic.partitions.append(Partition(index, plog, PartitionFlusher(plog), state))
+        topic.partitions.append(Partition(index, plog, PartitionFlusher(plog), state, self.notify_data))
 
     def snapshot_producer_state(self) -> None:
         """Snapshot producer state that moved on, so a crash replays only what followed."""

@@ -1,4 +1,5 @@
-"""Idempotent producers: producer ids, and per-partition sequence state for dedupe.
+"""Idempotent producers: producer ids, and per-partition sequence state for dedupe; with it, the partition's
+open transactions (txn_state.py), which the snapshot carries and replay rebuilds from data batches and markers.
 
 Ids are reserved in blocks: the end of the current block is persisted before any id
 from it is handed out, so a restart resumes past every id ever given.
@@ -15,6 +16,10 @@ from typing import TYPE_CHECKING
 
 from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import BatchHeader
+
+from ..log.control import read_marker
+from ..log.txn_index import AbortedTxn
+from .txn_state import OpenTransactions
 
 if TYPE_CHECKING:
     from ..log import PartitionLog
@@ -83,6 +88,7 @@ class PartitionProducerState:
     def __init__(self, directory: Path) -> None:
         self.path = directory / SNAPSHOT_FILE
         self.producers: dict[int, ProducerEntry] = {}
+        self.transactions = OpenTransactions()
         self.snapshot_offset = 0
 
     def check(self, header: BatchHeader) -> tuple[ErrorCode, int]:
@@ -111,6 +117,21 @@ class PartitionProducerState:
         last_seq = (header.base_sequence + header.last_offset_delta) % 2**31
         entry.batches.append(BatchMeta(header.base_sequence, last_seq, base_offset,
                                        base_offset + header.last_offset_delta))
+        if header.is_transactional:
+            self.transactions.begin(header.producer_id, base_offset)
+
+    def end_transaction(self, producer_id: int, producer_epoch: int, marker_offset: int,
+                        commit: bool) -> AbortedTxn | None:
+        """The marker at ``marker_offset`` closed ``producer_id``'s transaction; the aborted-index entry it
+        makes, if any. Markers carry no sequence: the producer's sequences go on across its transactions,
+        and restart at 0 only when the marker bumped its epoch (Kafka's appendEndTxnMarker)."""
+        entry = self.producers.get(producer_id)
+        if entry is None or producer_epoch > entry.epoch:
+            self.producers[producer_id] = ProducerEntry(producer_epoch)
+        return self.transactions.end(producer_id, marker_offset, commit)
+
+    def last_stable_offset(self, log_end_offset: int) -> int:
+        return self.transactions.last_stable_offset(log_end_offset)
 
     def snapshot(self, log_end_offset: int) -> None:
         data = {
@@ -120,6 +141,7 @@ class PartitionProducerState:
                                                          for b in e.batches]}
                 for pid, e in self.producers.items()
             },
+            "transactions": {str(pid): first for pid, first in self.transactions.first_offsets.items()},
         }
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
@@ -141,16 +163,31 @@ class PartitionProducerState:
             entry = ProducerEntry(e["epoch"])
             entry.batches.extend(BatchMeta(*b) for b in e["batches"])
             self.producers[int(pid)] = entry
+        for pid, first in data.get("transactions", {}).items():
+            self.transactions.begin(int(pid), int(first))
         self.snapshot_offset = data["offset"]
         return self.snapshot_offset
 
 
 def replay(state: PartitionProducerState, plog: PartitionLog, from_offset: int) -> int:
-    """Re-apply the idempotent batches at or after ``from_offset``; returns how many."""
+    """Re-apply the idempotent batches and transaction markers at or after ``from_offset``; returns how many.
+
+    The aborted-transaction indexes lose their entries from ``from_offset`` on first, and get them back from
+    the markers replayed, so a crash between a marker and its index entry (or a torn tail) leaves neither
+    a missing nor a stale entry."""
     offset = max(from_offset, plog.log_start_offset)
+    plog.truncate_txn_indexes(offset)
     count = 0
-    for _, _, header in plog.batches_from(offset, 8 << 20):
-        if header.producer_id >= 0 and header.base_offset >= offset:
+    for data, pos, header in plog.batches_from(offset, 8 << 20):
+        if header.producer_id < 0 or header.base_offset < offset:
+            continue
+        if header.is_control:
+            marker = read_marker(data[pos : pos + header.size])
+            aborted = state.end_transaction(header.producer_id, header.producer_epoch, header.base_offset,
+                                            marker.commit)
+            if aborted is not None:
+                plog.record_aborted(aborted)
+        else:
             state.update(header, header.base_offset)
-            count += 1
+        count += 1
     return count

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,12 +57,25 @@ class Partition:
     log: PartitionLog
     flusher: PartitionFlusher
     producers: PartitionProducerState
+    on_append: Callable[[], None] | None = None  # wakes long-polling fetches (the LSO may have moved)
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
         """End ``producer_id``'s transaction in this partition with a commit or abort marker; its offset. The
         transaction coordinator's one way to write a marker (the partition's transaction state follows it)."""
         batch = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
-        return self.log.append(bytearray(batch), parse_header(batch))
+        offset = self.log.append(bytearray(batch), parse_header(batch))
+        aborted = self.producers.end_transaction(producer_id, producer_epoch, offset, commit)
+        if aborted is not None:
+            self.log.record_aborted(aborted)
+        if self.on_append is not None:
+            self.on_append()
+        return offset
+
+    def last_stable_offset(self) -> int:
+        """Read_committed consumers read below this: the first offset of the earliest open transaction, else
+        the log end (never below the log start, which retention may have moved past an open transaction)."""
+        plog = self.log
+        return max(self.producers.last_stable_offset(plog.log_end_offset), plog.log_start_offset)
 
 
 @dataclass

@@ -1,0 +1,159 @@
+"""A partition's side of transactions: open transactions and the last stable offset follow data batches
+and markers; aborted transactions go to the segments' ``.txnindex``, which survives a reopen and is rebuilt
+from the log after a crash; read_committed reads stop at the LSO."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from headwater.broker.config.broker_config import BrokerConfig
+from headwater.broker.log.txn_index import AbortedTxn
+from headwater.broker.topics.cluster import Cluster
+from headwater.broker.topics.topic import Partition
+from headwater.kafka.errors import ErrorCode
+from headwater.kafka.records import ATTR_TRANSACTIONAL, Record, build_batch, iter_batches, parse_header
+
+SEQ: dict[int, int] = {}
+
+
+def txn_batch(pid: int, n: int = 2, epoch: int = 0, seq: int | None = None) -> bytes:
+    base_seq = SEQ.get(pid, 0) if seq is None else seq
+    SEQ[pid] = base_seq + n
+    records = [Record(i, 1000 + i, f"k{pid}-{i}".encode(), b"v" * 20) for i in range(n)]
+    return build_batch(records, attributes=ATTR_TRANSACTIONAL, producer_id=pid, producer_epoch=epoch,
+                       base_sequence=base_seq)
+
+
+def produce(p: Partition, batch: bytes) -> int:
+    """What Produce does with a batch of a producer: check, append, update the producer state."""
+    header = parse_header(batch)
+    code, dup = p.producers.check(header)
+    assert code == ErrorCode.NONE and dup == -1, (code, dup)
+    base = p.log.append(bytearray(batch), header)
+    p.producers.update(header, base)
+    return base
+
+
+def open_cluster(tmp_path: Path, **props: str) -> Cluster:
+    cluster = Cluster(BrokerConfig.model_validate({"log.dirs": str(tmp_path / "data"), **props}))
+    cluster.load()
+    return cluster
+
+
+def offsets(data: bytes) -> list[int]:
+    return [h.base_offset for _, h in iter_batches(data)]
+
+
+def test_lso_follows_open_transactions_and_markers(tmp_path: Path) -> None:
+    SEQ.clear()
+    cluster = open_cluster(tmp_path)
+    p = cluster.create_topic("t", 1).partitions[0]
+    a = produce(p, txn_batch(1))  # 0-1
+    assert p.last_stable_offset() == a == 0
+    b = produce(p, txn_batch(2))  # 2-3
+    produce(p, txn_batch(1))  # 4-5, same transaction of producer 1
+    assert p.last_stable_offset() == 0
+    commit = p.append_marker(1, 0, True, 0)  # 6
+    assert p.last_stable_offset() == b == 2  # producer 2's transaction still holds it back
+    abort = p.append_marker(2, 0, False, 0)  # 7
+    assert p.last_stable_offset() == p.log.log_end_offset == 8
+    # the abort is indexed with the LSO once it closed; the commit is not
+    assert p.log.aborted_transactions(0, 8) == [AbortedTxn(2, 2, abort, 8)]
+    assert commit == 6
+    # read_committed reads below the LSO only: open a new transaction, it is held back
+    produce(p, txn_batch(1))  # 8-9 (sequence goes on after the marker)
+    assert p.last_stable_offset() == 8
+    assert offsets(p.log.read(0, 1 << 20, max_offset=8)) == [0, 2, 4, 6, 7]
+    assert p.log.read(8, 1 << 20, max_offset=8) == b""
+    assert offsets(p.log.read(0, 1 << 20)) == [0, 2, 4, 6, 7, 8]  # read_uncommitted: everything
+    cluster.close()
+
+
+def test_a_marker_leaves_sequences_alone_and_an_epoch_bump_restarts_them(tmp_path: Path) -> None:
+    SEQ.clear()
+    cluster = open_cluster(tmp_path)
+    p = cluster.create_topic("t", 1).partitions[0]
+    produce(p, txn_batch(5, n=3))
+    p.append_marker(5, 0, True, 0)
+    # the next transaction goes on at sequence 3, not 0, and a gap is still refused
+    assert p.producers.check(parse_header(txn_batch(5, seq=7)))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    produce(p, txn_batch(5, seq=3))
+    # the coordinator aborting with a bumped epoch: the old epoch is fenced, the new one starts at 0
+    p.append_marker(5, 1, False, 0)
+    assert p.producers.check(parse_header(txn_batch(5, seq=5)))[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    produce(p, txn_batch(5, epoch=1, seq=0))
+    cluster.close()
+
+
+def test_state_and_index_survive_a_clean_restart(tmp_path: Path) -> None:
+    SEQ.clear()
+    cluster = open_cluster(tmp_path)
+    p = cluster.create_topic("t", 1).partitions[0]
+    produce(p, txn_batch(1))
+    p.append_marker(1, 0, False, 0)  # aborted 0-1, marker 2
+    produce(p, txn_batch(2))  # open from 3
+    cluster.close()
+    index = tmp_path / "data" / "t-0" / f"{0:020d}.txnindex"
+    assert index.stat().st_size == 34  # Kafka's entry size
+
+    cluster = open_cluster(tmp_path)
+    p = cluster.partition("t", 0)
+    assert p.last_stable_offset() == 3
+    assert p.log.aborted_transactions(0, 3) == [AbortedTxn(1, 0, 2, 3)]
+    p.append_marker(2, 0, True, 0)
+    assert p.last_stable_offset() == p.log.log_end_offset
+    cluster.close()
+
+
+def test_crash_rebuilds_from_the_log(tmp_path: Path) -> None:
+    """A crash: no snapshot covering the tail, a torn last batch, an index entry whose marker was lost."""
+    SEQ.clear()
+    cluster = open_cluster(tmp_path)
+    p = cluster.create_topic("t", 1).partitions[0]
+    produce(p, txn_batch(1))  # 0-1
+    p.append_marker(1, 0, False, 0)  # 2
+    produce(p, txn_batch(2))  # 3-4
+    produce(p, txn_batch(3))  # 5-6
+    p.append_marker(3, 0, False, 0)  # 7: its index entry is written, then the crash tears the marker
+    directory = p.log.directory
+    p.log.flush()
+    seg = directory / f"{0:020d}.log"
+    for s in p.log.segments:
+        s.close()  # as a SIGKILL would leave them: no close(), no snapshot
+    with open(seg, "r+b") as f:
+        f.truncate(seg.stat().st_size - 10)
+    (directory / "producer-state.json").unlink(missing_ok=True)
+
+    cluster = open_cluster(tmp_path)
+    p = cluster.partition("t", 0)
+    assert p.log.log_end_offset == 7
+    # producers 2 and 3 are open again: nothing of theirs is stable; only producer 1's abort is indexed
+    assert p.last_stable_offset() == 3
+    assert p.log.aborted_transactions(0, 7) == [AbortedTxn(1, 0, 2, 3)]
+    p.append_marker(3, 0, False, 0)
+    p.append_marker(2, 0, True, 0)
+    assert p.last_stable_offset() == p.log.log_end_offset == 9
+    assert p.log.aborted_transactions(0, 9) == [AbortedTxn(1, 0, 2, 3), AbortedTxn(3, 5, 7, 3)]
+    cluster.close()
+
+
+def test_aborted_list_spans_segments_and_retention_drops_it(tmp_path: Path) -> None:
+    SEQ.clear()
+    cluster = open_cluster(tmp_path)
+    p = cluster.create_topic("t", 1, overrides={"segment.bytes": "300", "retention.bytes": "0"}).partitions[0]
+    produce(p, txn_batch(1))  # its data in the first segment
+    while len(p.log.segments) < 3:
+        produce(p, txn_batch(2, n=1))  # producer 2's transaction spans segments
+    end = p.append_marker(1, 0, False, 0)  # producer 1's abort is indexed in the segment of its marker
+    assert p.log.segments[-1].txn_index.entries == [AbortedTxn(1, 0, end, 2)]
+    assert p.log.aborted_transactions(0, 2) == [AbortedTxn(1, 0, end, 2)]  # from the first segment on
+    assert p.log.aborted_transactions(end + 1, end + 2) == []  # nothing of it past its marker
+    p.append_marker(2, 0, True, 0)
+    while len(p.log.segments) < 5:
+        produce(p, txn_batch(4, n=1))
+    indexed = [f for f in p.log.directory.iterdir() if f.suffix == ".txnindex"]
+    assert len(indexed) == 1
+    assert p.log.apply_retention(0) >= 3
+    assert not any(s.txn_index.entries for s in p.log.segments)
+    assert not indexed[0].exists()  # went with its segment
+    cluster.close()
