@@ -1,0 +1,177 @@
+"""read_committed against the broker over TCP: transactional batches produced with raw Produce requests,
+markers written as the transaction coordinator writes them (Partition.append_marker, on the broker's event
+loop), read back by confluent-kafka (librdkafka) and aiokafka consumers."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
+from support.hwclients import confluent_consumer, unique
+from support.rawkafka import fetch_req, list_offsets_req, produce, request
+
+from headwater.broker.config.broker_config import BrokerConfig
+from headwater.broker.server.broker_server import BrokerServer
+from headwater.kafka.records import ATTR_TRANSACTIONAL, Record, build_batch
+
+
+@dataclass
+class InProcessBroker:
+    server: BrokerServer
+    loop: asyncio.AbstractEventLoop
+    port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def marker(self, topic: str, producer_id: int, commit: bool, epoch: int = 0) -> int:
+        """Write a marker on the broker's event loop, as the coordinator does."""
+        async def write() -> int:
+            return self.server.cluster.partition(topic, 0).append_marker(producer_id, epoch, commit, 0)
+        return asyncio.run_coroutine_threadsafe(write(), self.loop).result(10)
+
+
+@pytest.fixture
+def inproc_broker(tmp_path: Path) -> Iterator[InProcessBroker]:
+    loop = asyncio.new_event_loop()
+    started: Future[BrokerServer] = Future()
+    stop = asyncio.Event()
+
+    async def main() -> None:
+        server = BrokerServer(BrokerConfig.model_validate({"listeners": "PLAINTEXT://127.0.0.1:0",
+                                                           "log.dirs": str(tmp_path / "data")}))
+        await server.start()
+        started.set_result(server)
+        await stop.wait()
+        await server.stop()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    server = started.result(60)
+    yield InProcessBroker(server, loop, server.bound[0].port)
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(30)
+
+
+def txn_records(port: int, topic: str, pid: int, values: list[bytes], seq: int = 0) -> None:
+    records = [Record(i, int(time.time() * 1000), b"k", v) for i, v in enumerate(values)]
+    batch = build_batch(records, attributes=ATTR_TRANSACTIONAL, producer_id=pid, producer_epoch=0,
+                        base_sequence=seq)
+    answer = produce(port, topic, batch)
+    assert answer.error_code == 0, answer
+
+
+def plain_records(port: int, topic: str, values: list[bytes]) -> None:
+    answer = produce(port, topic, build_batch([Record(i, int(time.time() * 1000), b"k", v)
+                                               for i, v in enumerate(values)]))
+    assert answer.error_code == 0, answer
+
+
+def consume_confluent(bootstrap: str, topic: str, level: str, seconds: float) -> list[bytes]:
+    """What a consumer of ``level`` reads in ``seconds`` (to the end it is allowed to see)."""
+    c = confluent_consumer(bootstrap, **{"isolation.level": level})
+    got: list[bytes] = []
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            assert m.error() is None or m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            if m.error() is None:
+                got.append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+def consume_aiokafka(bootstrap: str, topic: str, level: str, seconds: float) -> tuple[list[bytes], int]:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
+
+    async def go() -> tuple[list[bytes], int]:
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", isolation_level=level)
+        await c.start()
+        got: list[bytes] = []
+        try:
+            tp = ATP(topic, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                for msgs in (await c.getmany(timeout_ms=200)).values():
+                    got.extend(m.value for m in msgs)
+            end = (await c.end_offsets([tp]))[tp]
+        finally:
+            await c.stop()
+        return got, end
+
+    return asyncio.run(go())
+
+
+def lso_of(port: int, topic: str, level: int) -> tuple[int, int, Any]:
+    """(ListOffsets latest, Fetch's last stable offset, Fetch's aborted transactions) at ``level``."""
+    [t] = request(port, list_offsets_req(topic, isolation_level=level), ListOffsetsResponse[5]).topics
+    fetched = request(port, fetch_req(topic, isolation_level=level), FetchResponse[11])
+    p = fetched.responses[0].partitions[0]
+    return t.partitions[0].offset, p.last_stable_offset, p.aborted_transactions
+
+
+def test_read_committed_consumers_see_committed_records_only(inproc_broker: InProcessBroker) -> None:
+    port, bootstrap = inproc_broker.port, inproc_broker.bootstrap
+    topic = unique("rc")
+    inproc_broker.server.cluster.create_topic(topic, 1)
+    plain_records(port, topic, [b"plain-0"])  # offset 0
+    txn_records(port, topic, 11, [b"commit-0", b"commit-1"])  # 1-2
+    txn_records(port, topic, 12, [b"abort-0", b"abort-1"])  # 3-4
+    txn_records(port, topic, 11, [b"commit-2"], seq=2)  # 5
+
+    # both transactions open: read_committed stops at the first one's first offset
+    assert lso_of(port, topic, 1)[:2] == (1, 1)
+    assert lso_of(port, topic, 0)[:2] == (6, 1)  # read_uncommitted: the high watermark, the LSO reported
+    assert consume_confluent(bootstrap, topic, "read_committed", 2) == [b"plain-0"]
+
+    inproc_broker.marker(topic, 12, commit=False)  # 6: the abort alone does not move the LSO
+    assert lso_of(port, topic, 1)[:2] == (1, 1)
+    inproc_broker.marker(topic, 11, commit=True)  # 7
+    latest, lso, aborted = lso_of(port, topic, 1)
+    assert latest == lso == 8
+    assert [(a.producer_id, a.first_offset) for a in aborted] == [(12, 3)]
+
+    committed = [b"plain-0", b"commit-0", b"commit-1", b"commit-2"]
+    assert consume_confluent(bootstrap, topic, "read_committed", 3) == committed
+    got, end = consume_aiokafka(bootstrap, topic, "read_committed", 3)
+    assert (got, end) == (committed, 8)
+    everything = [b"plain-0", b"commit-0", b"commit-1", b"abort-0", b"abort-1", b"commit-2"]
+    assert consume_confluent(bootstrap, topic, "read_uncommitted", 3) == everything
+    assert consume_aiokafka(bootstrap, topic, "read_uncommitted", 3)[0] == everything
+
+
+def test_a_waiting_read_committed_fetch_wakes_when_the_transaction_commits(inproc_broker: InProcessBroker) -> None:
+    port = inproc_broker.port
+    topic = unique("rc-wait")
+    inproc_broker.server.cluster.create_topic(topic, 1)
+    txn_records(port, topic, 21, [b"held"])  # 0
+    asked = time.monotonic()
+    timer = threading.Timer(1.0, inproc_broker.marker, (topic, 21, True))
+    timer.start()
+    # a long poll of read_committed: nothing below the LSO until the marker, then the record at once
+    answer = request(port, fetch_req(topic, isolation_level=1, max_wait_ms=20_000, min_bytes=1), FetchResponse[11],
+                     timeout=30)
+    waited = time.monotonic() - asked
+    timer.join()
+    p = answer.responses[0].partitions[0]
+    assert p.records and p.last_stable_offset == 2
+    assert 0.9 <= waited < 15, waited
