@@ -33,8 +33,14 @@ Tombstone clock: a rewritten segment's mtime is the time its tombstones' countdo
 the pass that first cleaned them. Groups only merge segments whose countdowns agree, so
 merging never restarts a countdown, and a segment kept as is keeps its mtime.
 
-Known limits: aborted transactional data is not removed (the broker has no transactions);
-an idempotent producer's batch whose records all go disappears with its header (Kafka keeps
+Transactions, as Kafka's cleaner: nothing at or past the last stable offset is cleaned (the caller passes it
+as ``uncleanable_from``), so an open transaction's records never shadow older ones; the data batches of
+aborted transactions (found in the segments' aborted-transaction indexes) take no part in the offset map
+and are dropped; commit and abort markers are kept, always (Kafka drops them once delete.retention.ms has
+passed; keeping them costs a batch per transaction and keeps replay exact), and a rewritten segment takes
+over its originals' aborted-index entries.
+
+Known limits: an idempotent producer's batch whose records all go disappears with its header (Kafka keeps
 an empty one), so the broker snapshots producer state before a pass (see Cluster.clean_logs).
 """
 
@@ -45,6 +51,7 @@ import json
 import logging
 import os
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +158,7 @@ class _Plan:
     dirty_bytes: int
     config: TopicConfig
     now_ms: int
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> (first, marker)
 
     @property
     def dirty_ratio(self) -> float:
@@ -158,9 +166,11 @@ class _Plan:
         return self.dirty_bytes / total if total else 0.0
 
 
-def plan_cleaning(plog: PartitionLog, now_ms: int, *, force: bool = False) -> _Plan | None:
+def plan_cleaning(plog: PartitionLog, now_ms: int, *, force: bool = False,
+                  uncleanable_from: int | None = None) -> _Plan | None:
     """What a pass over ``plog`` would clean now, or None when it need not run (not compacted,
-    nothing dirty enough, no tombstone due). ``force`` ignores min.cleanable.dirty.ratio."""
+    nothing dirty enough, no tombstone due). ``force`` ignores min.cleanable.dirty.ratio; nothing from the
+    segment holding ``uncleanable_from`` (the last stable offset) on is cleaned."""
     config = plog.config
     if not config.compact:
         return None
@@ -177,6 +187,8 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, *, force: bool = False) -> _P
     # The dirty part ends at the active segment, or at the first dirty segment with records
     # newer than min.compaction.lag.ms (Kafka uses the segment's largest timestamp).
     cleanable_end = segments[-1].base_offset
+    if uncleanable_from is not None:
+        cleanable_end = min(cleanable_end, bases[max(bisect_right(bases, uncleanable_from) - 1, 0)])
     lag = config.min_compaction_lag_ms
     if lag > 0:
         for i, seg in enumerate(closed):
@@ -189,7 +201,12 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, *, force: bool = False) -> _P
         return None
     clean_bytes = sum(s.size for s, end in zip(plan_segments, ends, strict=True) if end <= first_dirty)
     dirty_bytes = sum(s.size for s, end in zip(plan_segments, ends, strict=True) if end > first_dirty)
-    plan = _Plan(plan_segments, ends, first_dirty, cleanable_end, clean_bytes, dirty_bytes, config, now_ms)
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for seg in segments:  # a transaction's marker may lie past the cleanable end, its data before it
+        for txn in seg.txn_index.entries:
+            aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    plan = _Plan(plan_segments, ends, first_dirty, cleanable_end, clean_bytes, dirty_bytes, config, now_ms,
+                 aborted)
     if force or (dirty_bytes > 0 and plan.dirty_ratio >= config.min_cleanable_dirty_ratio):
         return plan
     if dirty_bytes > 0 and _past_max_compaction_lag(plan):
@@ -372,6 +389,13 @@ class _Pass:
     def abort(self) -> bool:
         return self.plog.clean_aborted
 
+    def _aborted(self, header: BatchHeader) -> bool:
+        """A data batch of a transaction that was aborted (the cleaner drops it, as Kafka's does)."""
+        if not header.is_transactional:
+            return False
+        base = header.base_offset
+        return any(first <= base <= last for first, last in self.plan.aborted.get(header.producer_id, ()))
+
     # -- phase 1: the offset map over the dirty segments
     def build_map(self) -> int:
         """Map keys to their latest offset; returns the end of the mapped range."""
@@ -385,7 +409,7 @@ class _Pass:
             if mapped_any and len(offset_map) >= self.map_capacity:
                 break  # the rest waits for the next pass (Kafka: the dedupe buffer is full)
             for header, batch in _iter_batches(seg, self.abort):
-                if header.is_control:
+                if header.is_control or self._aborted(header):
                     continue
                 base = header.base_offset
                 for _, _, off_delta, _, key, _ in _scan_records(_records_payload(header, batch, self.max_decompressed),
@@ -453,6 +477,10 @@ class _Pass:
             if header.is_control or header.record_count <= 0:
                 out.append(batch, header)
                 continue
+            if self._aborted(header):
+                result.records_read += header.record_count
+                changed = True
+                continue
             data = _records_payload(header, batch, self.max_decompressed)
             records = _scan_records(data, header.record_count)
             base = header.base_offset
@@ -487,6 +515,7 @@ class _Pass:
                 out.delete()
                 continue
             out.seal()
+            out.txn_index.reset(txn for seg in group.originals for txn in seg.txn_index.entries)
             out.set_last_modified(group.timer if group.timer is not None else self.plan.now_ms)
             out.flush()
             swaps.append(group)
@@ -578,11 +607,12 @@ def _commit(plog: PartitionLog, plan: _Plan, work: _Pass, swaps: list[_Group], e
 
 
 def clean_partition(
-    plog: PartitionLog, now_ms: int, *, force: bool = False, map_capacity: int = DEFAULT_MAP_CAPACITY
+    plog: PartitionLog, now_ms: int, *, force: bool = False, map_capacity: int = DEFAULT_MAP_CAPACITY,
+    uncleanable_from: int | None = None,
 ) -> CleanResult | None:
     """Run one cleaner pass over ``plog`` synchronously, if due (see ``plan_cleaning``)."""
     started = time.perf_counter()
-    plan = plan_cleaning(plog, now_ms, force=force)
+    plan = plan_cleaning(plog, now_ms, force=force, uncleanable_from=uncleanable_from)
     if plan is None:
         return None
     work, swaps, end = _run_pass(plog, plan, map_capacity)
@@ -591,13 +621,13 @@ def clean_partition(
 
 async def clean_partition_async(
     plog: PartitionLog, now_ms: int, *, force: bool = False, map_capacity: int = DEFAULT_MAP_CAPACITY,
-    before_pass: Callable[[], None] | None = None,
+    before_pass: Callable[[], None] | None = None, uncleanable_from: int | None = None,
 ) -> CleanResult | None:
     """``clean_partition`` for the event loop: the map and rewrite run in a worker thread while
     the log keeps serving appends and reads; the swap happens back on the loop. ``before_pass``
     is called (on the loop) once a pass is decided, before anything is rewritten."""
     started = time.perf_counter()
-    plan = plan_cleaning(plog, now_ms, force=force)
+    plan = plan_cleaning(plog, now_ms, force=force, uncleanable_from=uncleanable_from)
     if plan is None:
         return None
     if before_pass is not None:

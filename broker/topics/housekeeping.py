@@ -83,7 +83,8 @@ class LogHousekeeping:
                         state.snapshot(plog.log_end_offset)
 
                 try:
-                    result = await clean_partition_async(plog, int(time.time() * 1000), before_pass=snapshot)
+                    result = await clean_partition_async(plog, int(time.time() * 1000), before_pass=snapshot,
+                                                         uncleanable_from=partition.last_stable_offset())
                 except CleanerAborted:
                     continue  # the topic was deleted or the broker is stopping
                 except Exception:

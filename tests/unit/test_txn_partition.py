@@ -4,14 +4,23 @@ from the log after a crash; read_committed reads stop at the LSO."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.log.txn_index import AbortedTxn
 from headwater.broker.topics.cluster import Cluster
+from headwater.broker.topics.housekeeping import LogHousekeeping
 from headwater.broker.topics.topic import Partition
 from headwater.kafka.errors import ErrorCode
-from headwater.kafka.records import ATTR_TRANSACTIONAL, Record, build_batch, iter_batches, parse_header
+from headwater.kafka.records import (
+    ATTR_TRANSACTIONAL,
+    Record,
+    build_batch,
+    decode_batch_records,
+    iter_batches,
+    parse_header,
+)
 
 SEQ: dict[int, int] = {}
 
@@ -156,4 +165,75 @@ def test_aborted_list_spans_segments_and_retention_drops_it(tmp_path: Path) -> N
     assert p.log.apply_retention(0) >= 3
     assert not any(s.txn_index.entries for s in p.log.segments)
     assert not indexed[0].exists()  # went with its segment
+    cluster.close()
+
+
+def committed_view(p: Partition) -> dict[bytes, bytes | None]:
+    """Latest value per key as a read_committed consumer sees the partition: batches below the LSO, the
+    aborted transactions' data dropped by the aborted list, as Kafka clients do."""
+    lso = p.last_stable_offset()
+    data = p.log.read(p.log.log_start_offset, 1 << 24, max_offset=lso)
+    aborted = sorted(p.log.aborted_transactions(p.log.log_start_offset, lso), key=lambda t: t.first_offset)
+    dropping: set[int] = set()
+    view: dict[bytes, bytes | None] = {}
+    for pos, header in iter_batches(data):
+        while aborted and aborted[0].first_offset <= header.base_offset:
+            dropping.add(aborted.pop(0).producer_id)
+        if header.is_control:
+            dropping.discard(header.producer_id)
+            continue
+        if header.is_transactional and header.producer_id in dropping:
+            continue
+        for r in decode_batch_records(data[pos : pos + header.size])[1]:
+            assert r.key is not None
+            view[r.key] = r.value
+    return view
+
+
+def keyed(pid: int, key: bytes, value: bytes) -> bytes:
+    base_seq = SEQ.get(pid, 0)
+    SEQ[pid] = base_seq + 1
+    return build_batch([Record(0, 1000, key, value)], attributes=ATTR_TRANSACTIONAL if pid >= 0 else 0,
+                       producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=base_seq if pid >= 0 else -1)
+
+
+def test_the_cleaner_drops_aborted_data_and_stops_at_the_lso(tmp_path: Path) -> None:
+    SEQ.clear()
+    cluster = open_cluster(tmp_path)
+    p = cluster.create_topic("c", 1, overrides={"cleanup.policy": "compact", "segment.bytes": "200",
+                                                "min.cleanable.dirty.ratio": "0.01"}).partitions[0]
+
+    def append(batch: bytes) -> None:
+        if parse_header(batch).producer_id >= 0:
+            produce(p, batch)
+        else:
+            p.log.append(bytearray(batch), parse_header(batch))
+
+    append(keyed(-1, b"a", b"committed"))
+    append(keyed(1, b"a", b"aborted"))  # a later record of "a" whose transaction aborts
+    p.append_marker(1, 0, False, 0)
+    append(keyed(2, b"b", b"open"))  # an open transaction over an older "b"...
+    append(keyed(-1, b"b", b"old-b"))  # ...and a committed "b" after it (past the LSO)
+    append(keyed(2, b"a", b"open-a"))
+    for i in range(6):
+        append(keyed(-1, b"pad%d" % i, b"x" * 60))  # roll the rest into closed segments
+    assert len(p.log.segments) > 3
+    before = committed_view(p)
+    assert before[b"a"] == b"committed" and b"b" not in before
+
+    housekeeping = LogHousekeeping(cluster, cluster.config)
+    assert asyncio.run(housekeeping.clean_logs()) == 1
+    stored = offsets(p.log.read(0, 1 << 24))
+    assert 1 not in stored  # producer 1's aborted batch is gone; its marker (2) stays
+    assert 2 in stored and 3 in stored  # from the LSO on nothing is cleaned
+    assert committed_view(p) == before  # the aborted record did not shadow the committed one
+
+    p.append_marker(2, 0, True, 0)
+    append(keyed(-1, b"tail", b"y" * 150))  # roll the marker's segment closed
+    assert asyncio.run(housekeeping.clean_logs()) == 1
+    after = committed_view(p)
+    assert after[b"a"] == b"open-a" and after[b"b"] == b"old-b"
+    cluster.close()
+    cluster = open_cluster(tmp_path)  # cleaned segments came with their index entries
+    assert committed_view(cluster.partition("c", 0)) == after
     cluster.close()
