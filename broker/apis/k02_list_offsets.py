@@ -14,8 +14,8 @@ from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
-from ..topics.topic import Partition
 from ..protocol.requests import ListOffsetsRequest
+from ..topics.topic import Partition
 from .registry import RequestContext, api
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3

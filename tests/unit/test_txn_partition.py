@@ -193,8 +193,9 @@ def committed_view(p: Partition) -> dict[bytes, bytes | None]:
 def keyed(pid: int, key: bytes, value: bytes) -> bytes:
     base_seq = SEQ.get(pid, 0)
     SEQ[pid] = base_seq + 1
-    return build_batch([Record(0, 1000, key, value)], attributes=ATTR_TRANSACTIONAL if pid >= 0 else 0,
-                       producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=base_seq if pid >= 0 else -1)
+    txn = pid >= 0
+    return build_batch([Record(0, 1000, key, value)], attributes=ATTR_TRANSACTIONAL if txn else 0,
+                       producer_id=pid, producer_epoch=0 if txn else -1, base_sequence=base_seq if txn else -1)
 
 
 def test_the_cleaner_drops_aborted_data_and_stops_at_the_lso(tmp_path: Path) -> None:
