@@ -256,7 +256,7 @@ class PartitionLog:
                 return b""
             # Kafka's read to maxOffset: the bytes from the batch holding ``offset`` to the one starting at
             # ``max_offset`` become the byte budget (whole batches either way, so the cut is exact).
-            span = self._position(max_offset) - self._position(offset)
+            span = self._span(offset, max_offset)
             if span <= 0:
                 return b""
             max_bytes = min(max_bytes, span)
@@ -290,12 +290,16 @@ class PartitionLog:
             i, pos = i + 1, 0
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _position(self, offset: int) -> int:
-        """Bytes before the batch holding ``offset``, counted from the first segment's start."""
-        i = bisect_right(self._bases, offset) - 1
-        seg = self._segments[i]
-        found = seg.find_batch(offset)
-        return sum(s.size for s in self._segments[:i]) + (found[0] if found is not None else seg.size)
+    def _span(self, offset: int, end_offset: int) -> int:
+        """Bytes from the batch holding ``offset`` to the batch holding ``end_offset`` (excluded)."""
+        segments = self._segments
+        i, j = bisect_right(self._bases, offset) - 1, bisect_right(self._bases, end_offset) - 1
+
+        def position(seg: LogSegment, at: int) -> int:
+            found = seg.find_batch(at)
+            return found[0] if found is not None else seg.size
+
+        return sum(s.size for s in segments[i:j]) + position(segments[j], end_offset) - position(segments[i], offset)
 
     def batches_from(self, offset: int, read_bytes: int = 1 << 20) -> Iterator[tuple[bytes, int, BatchHeader]]:
         """``(data, position, header)`` of every batch from the one containing ``offset`` to the log

@@ -238,3 +238,21 @@ def test_the_cleaner_drops_aborted_data_and_stops_at_the_lso(tmp_path: Path) -> 
     cluster = open_cluster(tmp_path)  # cleaned segments came with their index entries
     assert committed_view(cluster.partition("c", 0)) == after
     cluster.close()
+
+
+def test_read_committed_stops_at_the_lso_across_segments(tmp_path: Path) -> None:
+    SEQ.clear()
+    cluster = open_cluster(tmp_path)
+    p = cluster.create_topic("s", 1, overrides={"segment.bytes": "300"}).partitions[0]
+    plain = build_batch([Record(0, 1000, b"k", b"p" * 40)])
+    for _ in range(5):
+        p.log.append(bytearray(plain), parse_header(plain))
+    lso = produce(p, txn_batch(9))
+    for _ in range(5):
+        p.log.append(bytearray(plain), parse_header(plain))
+    assert len(p.log.segments) >= 3 and p.last_stable_offset() == lso == 5
+    for start in range(lso):
+        assert offsets(p.log.read(start, 1 << 20, max_offset=lso)) == list(range(start, lso))
+    assert offsets(p.log.read(0, len(plain) * 2, max_offset=lso)) == [0, 1]  # max_bytes still bounds it
+    assert offsets(p.log.read(0, 1, max_offset=lso)) == [0]  # the first batch whole, as without the bound
+    cluster.close()
