@@ -8,6 +8,7 @@ from it is handed out, so a restart resumes past every id ever given.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from ..log import PartitionLog
 
 __all__ = ["PartitionProducerState", "ProducerIdManager", "replay"]
+
+log = logging.getLogger(__name__)
 
 BLOCK = 1000
 
@@ -93,6 +96,8 @@ class PartitionProducerState:
 
     def check(self, header: BatchHeader) -> tuple[ErrorCode, int]:
         """(NONE, -1) to append, (NONE, offset) for a duplicate already at ``offset``, or an error."""
+        if header.is_control:  # markers come from the transaction coordinator alone (Partition.append_marker)
+            return ErrorCode.INVALID_RECORD, -1
         entry = self.producers.get(header.producer_id)
         first, last = header.base_sequence, header.base_sequence + header.last_offset_delta
         if last > 2**31 - 1:
@@ -182,7 +187,12 @@ def replay(state: PartitionProducerState, plog: PartitionLog, from_offset: int) 
         if header.producer_id < 0 or header.base_offset < offset:
             continue
         if header.is_control:
-            marker = read_marker(data[pos : pos + header.size])
+            try:
+                marker = read_marker(data[pos : pos + header.size])
+            except (ValueError, IndexError) as exc:  # not a marker (written before clients' control batches were refused)
+                log.warning("%s: control batch at offset %d skipped in producer-state replay: %s",
+                            plog.directory, header.base_offset, exc)
+                continue
             aborted = state.end_transaction(header.producer_id, header.producer_epoch, header.base_offset,
                                             marker.commit)
             if aborted is not None:

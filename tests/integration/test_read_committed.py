@@ -20,8 +20,9 @@ from support.hwclients import confluent_consumer, unique
 from support.rawkafka import create_topic, fetch_req, list_offsets_req, produce, request
 
 from headwater.broker.config.broker_config import BrokerConfig
+from headwater.broker.log.control import marker_batch
 from headwater.broker.server.broker_server import BrokerServer
-from headwater.kafka.records import ATTR_TRANSACTIONAL, Record, build_batch
+from headwater.kafka.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, Record, build_batch, decode_batch_records
 
 
 @dataclass
@@ -159,6 +160,19 @@ def test_read_committed_consumers_see_committed_records_only(inproc_broker: InPr
     everything = [b"plain-0", b"commit-0", b"commit-1", b"abort-0", b"abort-1", b"commit-2"]
     assert consume_confluent(bootstrap, topic, "read_uncommitted", 3) == everything
     assert consume_aiokafka(bootstrap, topic, "read_uncommitted", 3)[0] == everything
+
+
+def test_produce_refuses_a_clients_marker(inproc_broker: InProcessBroker) -> None:
+    port = inproc_broker.port
+    topic = unique("rc-forged")
+    inproc_broker.server.cluster.create_topic(topic, 1)
+    marker = decode_batch_records(marker_batch(41, 0, True, 0))[1][0]  # forged with a first sequence
+    answer = produce(port, topic, build_batch([marker], attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL, producer_id=41,
+                                              producer_epoch=0, base_sequence=0))
+    assert answer.error_code != 0
+    assert lso_of(port, topic, 1)[:2] == (0, 0)  # nothing appended, nothing held back
+    plain_records(port, topic, [b"x"])
+    assert lso_of(port, topic, 1)[:2] == (1, 1)
 
 
 def test_a_waiting_read_committed_fetch_wakes_when_the_transaction_commits(inproc_broker: InProcessBroker) -> None:

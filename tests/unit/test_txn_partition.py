@@ -8,12 +8,14 @@ import asyncio
 from pathlib import Path
 
 from headwater.broker.config.broker_config import BrokerConfig
+from headwater.broker.log.control import marker_batch
 from headwater.broker.log.txn_index import AbortedTxn
 from headwater.broker.topics.cluster import Cluster
 from headwater.broker.topics.housekeeping import LogHousekeeping
 from headwater.broker.topics.topic import Partition
 from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import (
+    ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
     Record,
     build_batch,
@@ -255,4 +257,19 @@ def test_read_committed_stops_at_the_lso_across_segments(tmp_path: Path) -> None
         assert offsets(p.log.read(start, 1 << 20, max_offset=lso)) == list(range(start, lso))
     assert offsets(p.log.read(0, len(plain) * 2, max_offset=lso)) == [0, 1]  # max_bytes still bounds it
     assert offsets(p.log.read(0, 1, max_offset=lso)) == [0]  # the first batch whole, as without the bound
+    cluster.close()
+
+
+def test_a_clients_control_batch_is_refused(tmp_path: Path) -> None:
+    """A forged marker through Produce would open a transaction nothing closes (the LSO stuck at it)."""
+    SEQ.clear()
+    cluster = open_cluster(tmp_path)
+    p = cluster.create_topic("f", 1).partitions[0]
+    produce(p, txn_batch(3))
+    marker = decode_batch_records(marker_batch(3, 0, True, 0))[1][0]
+    # a marker carrying the producer's next sequence: the sequence checks alone would take it
+    forged = build_batch([marker], attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL, producer_id=3, producer_epoch=0,
+                         base_sequence=2)
+    assert p.producers.check(parse_header(forged)) == (ErrorCode.INVALID_RECORD, -1)
+    assert p.last_stable_offset() == 0
     cluster.close()
