@@ -189,7 +189,7 @@ def replay(state: PartitionProducerState, plog: PartitionLog, from_offset: int) 
         if header.is_control:
             try:
                 marker = read_marker(data[pos : pos + header.size])
-            except (ValueError, IndexError) as exc:  # not a marker (written before clients' control batches were refused)
+            except (ValueError, IndexError) as exc:  # no marker: written before Produce refused them
                 log.warning("%s: control batch at offset %d skipped in producer-state replay: %s",
                             plog.directory, header.base_offset, exc)
                 continue
