@@ -1,6 +1,7 @@
-"""read_committed against the broker over TCP: transactional batches produced with raw Produce requests,
-markers written as the transaction coordinator writes them (Partition.append_marker, on the broker's event
-loop), read back by confluent-kafka (librdkafka) and aiokafka consumers."""
+"""read_committed against the broker over TCP: transactional batches appended on the broker's event loop as
+Produce appends them (check, append, producer state) and markers written as the transaction coordinator
+writes them (Partition.append_marker), read back by confluent-kafka (librdkafka) and aiokafka consumers; a
+broker SIGKILLed with a transaction open that came through Produce."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 from support.hwclients import confluent_consumer, unique
 from support.rawkafka import create_topic, fetch_req, list_offsets_req, produce, request
@@ -22,7 +23,15 @@ from support.rawkafka import create_topic, fetch_req, list_offsets_req, produce,
 from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.log.control import marker_batch
 from headwater.broker.server.broker_server import BrokerServer
-from headwater.kafka.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, Record, build_batch, decode_batch_records
+from headwater.kafka.errors import ErrorCode
+from headwater.kafka.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    Record,
+    build_batch,
+    decode_batch_records,
+    parse_header,
+)
 
 
 @dataclass
@@ -34,6 +43,21 @@ class InProcessBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def txn_records(self, topic: str, pid: int, values: list[bytes], seq: int = 0) -> int:
+        """Append a transactional batch of ``pid`` as Produce does once the coordinator let it through."""
+        batch = txn_batch(pid, values, seq)
+
+        async def write() -> int:
+            cluster = self.server.cluster
+            partition = cluster.partition(topic, 0)
+            header = parse_header(batch)
+            assert partition.producers.check(header) == (0, -1)
+            base = partition.log.append(bytearray(batch), header)
+            partition.producers.update(header, base)
+            cluster.notify_data()
+            return base
+        return asyncio.run_coroutine_threadsafe(write(), self.loop).result(10)
 
     def marker(self, topic: str, producer_id: int, commit: bool, epoch: int = 0) -> int:
         """Write a marker on the broker's event loop, as the coordinator does."""
@@ -64,12 +88,9 @@ def inproc_broker(tmp_path: Path) -> Iterator[InProcessBroker]:
     thread.join(30)
 
 
-def txn_records(port: int, topic: str, pid: int, values: list[bytes], seq: int = 0) -> None:
+def txn_batch(pid: int, values: list[bytes], seq: int = 0) -> bytes:
     records = [Record(i, int(time.time() * 1000), b"k", v) for i, v in enumerate(values)]
-    batch = build_batch(records, attributes=ATTR_TRANSACTIONAL, producer_id=pid, producer_epoch=0,
-                        base_sequence=seq)
-    answer = produce(port, topic, batch)
-    assert answer.error_code == 0, answer
+    return build_batch(records, attributes=ATTR_TRANSACTIONAL, producer_id=pid, producer_epoch=0, base_sequence=seq)
 
 
 def plain_records(port: int, topic: str, values: list[bytes]) -> None:
@@ -137,9 +158,9 @@ def test_read_committed_consumers_see_committed_records_only(inproc_broker: InPr
     topic = unique("rc")
     inproc_broker.server.cluster.create_topic(topic, 1)
     plain_records(port, topic, [b"plain-0"])  # offset 0
-    txn_records(port, topic, 11, [b"commit-0", b"commit-1"])  # 1-2
-    txn_records(port, topic, 12, [b"abort-0", b"abort-1"])  # 3-4
-    txn_records(port, topic, 11, [b"commit-2"], seq=2)  # 5
+    inproc_broker.txn_records(topic, 11, [b"commit-0", b"commit-1"])  # 1-2
+    inproc_broker.txn_records(topic, 12, [b"abort-0", b"abort-1"])  # 3-4
+    inproc_broker.txn_records(topic, 11, [b"commit-2"], seq=2)  # 5
 
     # both transactions open: read_committed stops at the first one's first offset
     assert lso_of(port, topic, 1)[:2] == (1, 1)
@@ -179,7 +200,7 @@ def test_a_waiting_read_committed_fetch_wakes_when_the_transaction_commits(inpro
     port = inproc_broker.port
     topic = unique("rc-wait")
     inproc_broker.server.cluster.create_topic(topic, 1)
-    txn_records(port, topic, 21, [b"held"])  # 0
+    inproc_broker.txn_records(topic, 21, [b"held"])  # 0
     asked = time.monotonic()
     timer = threading.Timer(1.0, inproc_broker.marker, (topic, 21, True))
     timer.start()
@@ -200,7 +221,18 @@ def test_sigkill_mid_transaction_shows_nothing_of_it(fresh_broker: Any) -> None:
     topic = unique("rc-kill")
     create_topic(b.port, topic)
     plain_records(b.port, topic, [b"before"])  # 0
-    txn_records(b.port, topic, 31, [b"unfinished-0", b"unfinished-1"])  # 1-2
+    answer = produce(b.port, topic, txn_batch(31, [b"unfinished-0", b"unfinished-1"]))  # 1-2
+    producer = None
+    if answer.error_code == ErrorCode.INVALID_TXN_STATE:  # a coordinator guards Produce: a real transaction
+        producer = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": unique("tid"),
+                             "transaction.timeout.ms": 600_000})  # not aborted by timeout during the test
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for value in (b"unfinished-0", b"unfinished-1"):
+            producer.produce(topic, value=value, partition=0)
+        assert producer.flush(30) == 0
+    else:
+        assert answer.error_code == 0, answer
     plain_records(b.port, topic, [b"after"])  # 3
     b.restart(kill=True)
     latest, lso, _ = lso_of(b.port, topic, 1)
