@@ -145,6 +145,24 @@ def consume_aiokafka(bootstrap: str, topic: str, level: str, seconds: float) -> 
     return asyncio.run(go())
 
 
+def consume_kafka_python(bootstrap: str, topic: str, level: str, seconds: float) -> list[bytes]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                      auto_offset_reset="earliest", isolation_level=level)
+    got: list[bytes] = []
+    try:
+        c.assign([KTP(topic, 0)])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for msgs in c.poll(timeout_ms=200).values():
+                got.extend(m.value for m in msgs)
+    finally:
+        c.close()
+    return got
+
+
 def lso_of(port: int, topic: str, level: int) -> tuple[int, int, Any]:
     """(ListOffsets latest, Fetch's last stable offset, Fetch's aborted transactions) at ``level``."""
     [t] = request(port, list_offsets_req(topic, isolation_level=level), ListOffsetsResponse[5]).topics
@@ -178,6 +196,7 @@ def test_read_committed_consumers_see_committed_records_only(inproc_broker: InPr
     assert consume_confluent(bootstrap, topic, "read_committed", 3) == committed
     got, end = consume_aiokafka(bootstrap, topic, "read_committed", 3)
     assert (got, end) == (committed, 8)
+    assert consume_kafka_python(bootstrap, topic, "read_committed", 3) == committed
     everything = [b"plain-0", b"commit-0", b"commit-1", b"abort-0", b"abort-1", b"commit-2"]
     assert consume_confluent(bootstrap, topic, "read_uncommitted", 3) == everything
     assert consume_aiokafka(bootstrap, topic, "read_uncommitted", 3)[0] == everything
