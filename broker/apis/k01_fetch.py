@@ -19,17 +19,20 @@ Not implemented: preferred read replicas.
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
-from headwater.kafka.records import iter_batches
+from headwater.kafka.records import LOG_OVERHEAD, parse_header
 
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
 from ..log import OffsetOutOfRange, PartitionLog
 from ..protocol.requests import FetchRequest
 from .registry import RequestContext, api
+
+_LENGTH = struct.Struct(">i")  # a batch's length field, after its 8-byte base offset
 
 
 def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool]:
@@ -77,9 +80,12 @@ def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[l
 
 def _aborted(plog: PartitionLog, fetch_offset: int, data: bytes) -> list[dict[str, int]]:
     """The aborted transactions overlapping the batches returned (headers walked, records untouched)."""
-    upper = fetch_offset
-    for _, header in iter_batches(data):
-        upper = header.last_offset + 1
+    # Walk the batch lengths to the last batch (one int each), then read its header alone.
+    pos, last, end = 0, 0, len(data)
+    while pos + LOG_OVERHEAD <= end:
+        last = pos
+        pos += LOG_OVERHEAD + _LENGTH.unpack_from(data, pos + 8)[0]
+    upper = parse_header(data, last).last_offset + 1
     return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
             for t in plog.aborted_transactions(fetch_offset, upper)]
 
