@@ -3,7 +3,8 @@
 Behavior: timestamp -2 = log start offset, -1 = end (the high watermark; for read_committed,
 isolation_level 1 from v2, the last stable offset), -3 = the record with the largest timestamp, any other
 value = the first record whose timestamp is at or after it (through the time index),
-or -1/-1 when there is none. v0 answers in ``old_style_offsets``.
+or -1/-1 when there is none; for read_committed a record found at or past the last stable offset counts as
+none (Kafka's fetchOffsetForTimestamp). v0 answers in ``old_style_offsets``.
 """
 
 from __future__ import annotations
@@ -28,12 +29,11 @@ def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple
     if timestamp == EARLIEST:
         return -1, plog.log_start_offset
     if timestamp == MAX_TIMESTAMP:
-        found = plog.max_timestamp()
-        return found if found else (-1, -1)
-    found = plog.offset_for_timestamp(timestamp)
-    if found is None:
+        ts, offset = plog.max_timestamp() or (-1, -1)
+    else:
+        offset, ts = plog.offset_for_timestamp(timestamp) or (-1, -1)
+    if read_committed and offset >= partition.last_stable_offset():
         return -1, -1
-    offset, ts = found
     return ts, offset
 
 

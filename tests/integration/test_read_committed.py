@@ -176,12 +176,19 @@ def test_read_committed_consumers_see_committed_records_only(inproc_broker: InPr
     topic = unique("rc")
     inproc_broker.server.cluster.create_topic(topic, 1)
     plain_records(port, topic, [b"plain-0"])  # offset 0
+    time.sleep(0.01)
+    txn_began = int(time.time() * 1000)
     inproc_broker.txn_records(topic, 11, [b"commit-0", b"commit-1"])  # 1-2
     inproc_broker.txn_records(topic, 12, [b"abort-0", b"abort-1"])  # 3-4
     inproc_broker.txn_records(topic, 11, [b"commit-2"], seq=2)  # 5
 
     # both transactions open: read_committed stops at the first one's first offset
     assert lso_of(port, topic, 1)[:2] == (1, 1)
+    # a timestamp lookup finds no record at or past the LSO for read_committed (Kafka's fetchOffsetForTimestamp)
+    for level, expected in ((1, -1), (0, 1)):
+        [t] = request(port, list_offsets_req(topic, timestamp=txn_began, isolation_level=level),
+                      ListOffsetsResponse[5]).topics
+        assert t.partitions[0].offset == expected, (level, t)
     assert lso_of(port, topic, 0)[:2] == (6, 1)  # read_uncommitted: the high watermark, the LSO reported
     assert consume_confluent(bootstrap, topic, "read_committed", 2) == [b"plain-0"]
 
