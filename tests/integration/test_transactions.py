@@ -32,9 +32,8 @@ from support.brokerproc import BrokerProcess
 from support.hwclients import TIMEOUT, confluent_consumer, create_topic, unique
 from support.rawkafka import Conn
 
-from headwater.kafka.records import Record, build_batch, iter_batches
-
 from headwater.broker.log.control import read_marker
+from headwater.kafka.records import Record, build_batch, iter_batches
 
 pytestmark = pytest.mark.timeout(180)
 
