@@ -29,6 +29,7 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
 )
 from support.brokerproc import BrokerProcess
+from support.confluent import position
 from support.hwclients import TIMEOUT, confluent_consumer, create_topic, unique
 from support.rawkafka import Conn
 
@@ -156,17 +157,17 @@ def test_confluent_send_offsets_visible_only_after_commit(txn_broker: BrokerProc
         return got.offset
 
     def transform(count: int, commit: bool, committed_before: int) -> None:
-        got = []
+        got: list[tuple[int, bytes]] = []  # (offset, value)
         deadline = time.monotonic() + TIMEOUT
         while len(got) < count and time.monotonic() < deadline:
             m = consumer.poll(0.2)
             if m is not None and not m.error():
-                got.append(m)
+                got.append(position(m)[1:] + (m.value() or b"",))
         assert len(got) == count
         producer.begin_transaction()
-        for m in got:
-            producer.produce(target, value=m.value().upper(), partition=0)
-        producer.send_offsets_to_transaction([TopicPartition(source, 0, got[-1].offset() + 1)],
+        for _, value in got:
+            producer.produce(target, value=value.upper(), partition=0)
+        producer.send_offsets_to_transaction([TopicPartition(source, 0, got[-1][0] + 1)],
                                              consumer.consumer_group_metadata(), TIMEOUT)
         producer.flush(TIMEOUT)
         assert committed() == committed_before, "the transaction's offset is visible before it ends"
