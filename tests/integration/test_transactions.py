@@ -330,3 +330,45 @@ def test_transactional_batch_outside_the_transaction_is_refused(txn_broker: Brok
     state = describe(txn_broker.port, tid)
     assert (state.transaction_state, state.producer_id, state.topics) == ("Empty", pid, [])
     assert describe(txn_broker.port, unique("tid")).error_code == TRANSACTIONAL_ID_NOT_FOUND
+
+
+# --------------------------------------------------------------------------- ACLs
+
+
+def test_transactional_id_acls(tmp_path: Path) -> None:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    topic = "acl-txn"
+
+    def allow(rtype: ResourceType, name: str, op: AclOperation) -> AclBinding:
+        return AclBinding(rtype, name, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", op,
+                          AclPermissionType.ALLOW)
+
+    with BrokerProcess(tmp_path / "data", *BROKER_SETTINGS) as proc:  # not enforced yet: set everything up
+        create_topic("confluent", proc.bootstrap, topic, partitions=1)
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        rules = [allow(ResourceType.TOPIC, topic, AclOperation.WRITE),
+                 allow(ResourceType.TRANSACTIONAL_ID, "tid-ok", AclOperation.WRITE)]
+        for fut in admin.create_acls(rules, request_timeout=10).values():
+            fut.result()
+    with BrokerProcess(tmp_path / "data", *BROKER_SETTINGS, "authorizer.enabled=true") as proc:
+        allowed = txn_producer(proc.bootstrap, "tid-ok")
+        allowed.init_transactions(TIMEOUT)
+        allowed.begin_transaction()
+        allowed.produce(topic, value=b"allowed", partition=0)
+        allowed.commit_transaction(TIMEOUT)
+        assert markers(proc.log_dir, topic, 0) == [(1, "commit")]
+        with Conn(proc.port) as conn:
+            assert init_producer(conn, "tid-denied").error_code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        denied = txn_producer(proc.bootstrap, "tid-denied")
+        with pytest.raises(KafkaException) as raised:
+            denied.init_transactions(TIMEOUT)
+        assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
