@@ -22,16 +22,11 @@ from kafka.protocol.admin import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
-from kafka.protocol.producer import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-)
 from support.brokerproc import BrokerProcess
 from support.confluent import position
 from support.hwclients import TIMEOUT, confluent_consumer, create_topic, unique
 from support.rawkafka import Conn
+from support.rawtxn import add_partitions, init_producer
 
 from headwater.broker.log.control import read_marker
 from headwater.kafka.records import Record, build_batch, iter_batches
@@ -238,6 +233,47 @@ def test_transaction_state_survives_broker_sigkill(tmp_path: Path) -> None:
         broker.kill()
 
 
+def _read_committed_built() -> bool:
+    """Whether the partition side of transactions (Fetch's read_committed over the aborted-transaction
+    index) is in this tree: it is built apart from the coordinator."""
+    import importlib.util
+
+    return importlib.util.find_spec("headwater.broker.log.txn_index") is not None
+
+
+@pytest.mark.skipif(not _read_committed_built(), reason="read_committed in Fetch is not in this tree")
+def test_read_committed_consumer_sees_committed_transactions_only(txn_broker: BrokerProcess) -> None:
+    topic = unique("txn-rc")
+    create_topic("confluent", txn_broker.bootstrap, topic, partitions=1)
+    p = txn_producer(txn_broker.bootstrap, unique("tid"))
+    p.init_transactions(TIMEOUT)
+    for values, commit in (([b"c1", b"c2"], True), ([b"a1", b"a2"], False), ([b"c3"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v, partition=0)
+        p.flush(TIMEOUT)
+        if commit:
+            p.commit_transaction(TIMEOUT)
+        else:
+            p.abort_transaction(TIMEOUT)
+    p.begin_transaction()  # left open: a read_committed consumer stops before it
+    p.produce(topic, value=b"open", partition=0)
+    p.flush(TIMEOUT)
+    c = confluent_consumer(txn_broker.bootstrap, **{"isolation.level": "read_committed"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # long enough for the open transaction's record to show, were it to
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                seen.append(m.value() or b"")
+    finally:
+        c.close()
+    assert seen == [b"c1", b"c2", b"c3"]
+    p.abort_transaction(TIMEOUT)
+
+
 # --------------------------------------------------------------------------- aiokafka, kafka-python
 
 
@@ -285,11 +321,6 @@ def test_kafka_python_commit(txn_broker: BrokerProcess) -> None:
 # --------------------------------------------------------------------------- raw requests
 
 
-def init_producer(conn: Conn, tid: str, timeout_ms: int = 60000) -> InitProducerIdResponse:
-    return conn.call(InitProducerIdRequest[4](transactional_id=tid, transaction_timeout_ms=timeout_ms,
-                                              producer_id=-1, producer_epoch=-1), InitProducerIdResponse)
-
-
 def test_timeout_over_the_maximum_is_refused(txn_broker: BrokerProcess) -> None:
     with Conn(txn_broker.port) as conn:
         assert init_producer(conn, unique("tid"), 120001).error_code == INVALID_TRANSACTION_TIMEOUT
@@ -311,12 +342,8 @@ def test_transactional_batch_outside_the_transaction_is_refused(txn_broker: Brok
 
         # No AddPartitionsToTxn yet: Produce refuses the transactional batch
         assert conn.produce(topic, batch(epoch), 0, acks=-1).error_code == INVALID_TXN_STATE
-        add = conn.call(AddPartitionsToTxnRequest[3](
-            v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=[AddPartitionsToTxnRequest[3].AddPartitionsToTxnTopic(name=topic, partitions=[0])]),
-            AddPartitionsToTxnResponse)
-        assert [(r.name, [(p.partition_index, p.partition_error_code) for p in r.results_by_partition])
-                for r in add.results_by_topic_v3_and_below] == [(topic, [(0, 0)])]
+        assert add_partitions(conn, tid, pid, epoch, topic, [0]) == {0: 0}
+        assert add_partitions(conn, tid, pid, epoch - 1, topic, [0]) == {0: 90}  # PRODUCER_FENCED (v2+)
         assert conn.produce(topic, batch(epoch), 1, acks=-1).error_code == INVALID_TXN_STATE  # not added
         assert conn.produce(topic, batch(epoch), 0, acks=-1).error_code == 0
         listed = conn.call(ListTransactionsRequest[1](state_filters=["Ongoing", "NoSuchState"],
