@@ -1,7 +1,9 @@
 """InitProducerId (key 22), v0-v5.
 
-Behavior: without a transactional id, a new producer id with epoch 0 for an idempotent producer; ids are
-reserved in blocks persisted before use, so they never repeat across restarts. With one (WRITE on the
+Behavior: without a transactional id, a new producer id with epoch 0 for an idempotent producer (v3+: one
+naming its current id and epoch gets that id with the epoch bumped, as Kafka bumps it after a lost
+sequence, unless the epoch is exhausted); ids are reserved in blocks persisted before use, so they never
+repeat across restarts. With one (WRITE on the
 TRANSACTIONAL_ID, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), the transaction coordinator (txn/) gives the
 id's producer id with its epoch bumped, fencing the older producer and aborting its open transaction;
 ``transaction_timeout_ms`` must be in 1..``transaction.max.timeout.ms`` (INVALID_TRANSACTION_TIMEOUT).
@@ -19,6 +21,7 @@ from headwater.kafka.errors import ErrorCode
 from ..access.acls import AclOperation as Op
 from ..access.acls import ResourceType
 from ..protocol.requests import InitProducerIdRequest
+from ..txn.coordinator import MAX_EPOCH
 from .registry import RequestContext, api
 from .txn_wire import fenced_for
 
@@ -39,4 +42,6 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> dict[str, A
     if not (ctx.allowed_cluster(Op.IDEMPOTENT_WRITE)
             or ctx.access.allowed_any(ctx.principal, ctx.host, Op.WRITE, ResourceType.TOPIC)):
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if ctx.version >= 3 and req.producer_id >= 0 and 0 <= req.producer_epoch < MAX_EPOCH - 1:
+        return _answer(ErrorCode.NONE, req.producer_id, req.producer_epoch + 1)
     return _answer(ErrorCode.NONE, ctx.services.producer_ids.next_id(), 0)

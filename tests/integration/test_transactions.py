@@ -22,6 +22,7 @@ from kafka.protocol.admin import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from support.brokerproc import BrokerProcess
 from support.confluent import position
 from support.hwclients import TIMEOUT, confluent_consumer, create_topic, unique
@@ -328,6 +329,20 @@ def test_timeout_over_the_maximum_is_refused(txn_broker: BrokerProcess) -> None:
         assert init_producer(conn, unique("tid"), 120000).error_code == 0
 
 
+def test_idempotent_producer_epoch_bump(txn_broker: BrokerProcess) -> None:
+    """KIP-360 without a transactional id: a producer naming its id and epoch gets the epoch bumped."""
+    from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+
+    with Conn(txn_broker.port) as conn:
+        first = conn.call(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=60000,
+                                                   producer_id=-1, producer_epoch=-1), InitProducerIdResponse)
+        bumped = conn.call(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=60000,
+                                                    producer_id=first.producer_id, producer_epoch=0),
+                           InitProducerIdResponse)
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, first.producer_id, 1)
+
+
 def test_transactional_batch_outside_the_transaction_is_refused(txn_broker: BrokerProcess) -> None:
     topic = unique("txn-raw")
     create_topic("confluent", txn_broker.bootstrap, topic, partitions=2)
@@ -344,6 +359,15 @@ def test_transactional_batch_outside_the_transaction_is_refused(txn_broker: Brok
         assert conn.produce(topic, batch(epoch), 0, acks=-1).error_code == INVALID_TXN_STATE
         assert add_partitions(conn, tid, pid, epoch, topic, [0]) == {0: 0}
         assert add_partitions(conn, tid, pid, epoch - 1, topic, [0]) == {0: 90}  # PRODUCER_FENCED (v2+)
+        # KIP-890 part 1: a broker verifying the partitions of a transaction (AddPartitionsToTxn v4, verify_only)
+        req = AddPartitionsToTxnRequest[4]
+        verified = conn.call(req(transactions=[req.AddPartitionsToTxnTransaction(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=True,
+            topics=[req.AddPartitionsToTxnTopic(name=topic, partitions=[0, 1])])]), AddPartitionsToTxnResponse)
+        assert verified.error_code == 0
+        [result] = verified.results_by_transaction
+        assert [(p.partition_index, p.partition_error_code) for t in result.topic_results
+                for p in t.results_by_partition] == [(0, 0), (1, INVALID_TXN_STATE)]
         assert conn.produce(topic, batch(epoch), 1, acks=-1).error_code == INVALID_TXN_STATE  # not added
         assert conn.produce(topic, batch(epoch), 0, acks=-1).error_code == 0
         listed = conn.call(ListTransactionsRequest[1](state_filters=["Ongoing", "NoSuchState"],

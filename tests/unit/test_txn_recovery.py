@@ -88,3 +88,22 @@ def test_an_ongoing_transaction_past_its_timeout_is_aborted_after_a_restart(tmp_
     assert node.txns.end_transaction("tid", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
     assert node.txns.init_producer("tid", 1000, pid, epoch + 1)[1:] == (pid, epoch + 2)
     node.cluster.close()
+
+
+def test_an_idle_transactional_id_expires(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.cluster.create_topic("out", 1, 1, {})
+    _, pid, epoch = node.txns.init_producer("idle", 60000)
+    _, busy_pid, busy_epoch = node.txns.init_producer("busy", 60000)
+    assert node.txns.add_partitions("busy", busy_pid, busy_epoch, [("out", 0)]) == ErrorCode.NONE
+    node.txns.config = node.txns.config.model_copy(update={"transactional_id_expiration_ms": 1})
+    for txn in node.txns.txns.values():
+        txn.last_update_ms -= 10
+    node.txns.remove_expired()
+    assert node.txns.describe("idle") is None  # its transaction is not open: forgotten
+    assert node.txns.describe("busy") is not None  # an open transaction is aborted by its timeout, not expired
+    node.cluster.close()
+    node = Node(tmp_path)  # the tombstone is replayed
+    assert node.txns.describe("idle") is None and node.txns.describe("busy") is not None
+    assert node.txns.init_producer("idle", 60000)[1] != pid  # a new producer id for the id used again
+    node.cluster.close()
