@@ -178,7 +178,7 @@ class BrokerServer:
             MetricsEndpoint,  # prometheus-client and aiohttp load only when metrics are served
         )
 
-        endpoint = MetricsEndpoint(self.cluster, self.groups)
+        endpoint = MetricsEndpoint(self.cluster, self.groups, self.transactions)
         self.metrics_url = await endpoint.start(listener)
         self._metrics = endpoint
         return self.metrics_url
