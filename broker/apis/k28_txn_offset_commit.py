@@ -4,7 +4,8 @@ Behavior: a transactional producer's offsets for a group, written to ``__consume
 transactional batch and held apart from the group's committed offsets until the transaction's marker: they
 become committed on commit (OffsetFetch sees them only then), are dropped on abort. The transaction must be
 open with the group's offsets partition in it (AddOffsetsToTxn first; else INVALID_TXN_STATE), at the
-producer's current epoch (PRODUCER_FENCED from v3, INVALID_PRODUCER_EPOCH before). v3+ carries the consumer's
+producer's current epoch (else INVALID_PRODUCER_EPOCH in every version: Kafka finds an older epoch when it
+appends to ``__consumer_offsets``, and answers that since 2.7 so that the client may abort). v3+ carries the consumer's
 member id and generation, checked as OffsetCommit checks them when a member id is given (KIP-447).
 ACLs: WRITE on the TRANSACTIONAL_ID, READ on the group and on each topic.
 """
@@ -20,7 +21,6 @@ from ..access.acls import AclOperation as Op
 from ..group.records import OffsetAndMetadata
 from ..protocol.requests import TxnOffsetCommitRequest
 from .registry import RequestContext, api
-from .txn_wire import fenced_for
 
 
 def _group_error(ctx: RequestContext, req: TxnOffsetCommitRequest) -> ErrorCode | None:
@@ -31,7 +31,7 @@ def _group_error(ctx: RequestContext, req: TxnOffsetCommitRequest) -> ErrorCode 
     error = ctx.transactions.txn_offset_commit_error(req.transactional_id, req.producer_id, req.producer_epoch,
                                                      req.group_id)
     if error is not None:
-        return fenced_for(error, ctx.version, 3)
+        return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
     member_id = getattr(req, "member_id", "") if ctx.version >= 3 else ""
     if member_id:
         return ctx.groups.offsets.commit_check(req.group_id, member_id, getattr(req, "generation_id", -1),
