@@ -20,6 +20,10 @@ from . import (  # noqa: F401 - imported for their @api registrations
     k20_delete_topics,
     k21_delete_records,
     k22_init_producer_id,
+    k24_add_partitions_to_txn,
+    k25_add_offsets_to_txn,
+    k26_end_txn,
+    k28_txn_offset_commit,
     k29_describe_acls,
     k30_create_acls,
     k31_delete_acls,
@@ -35,6 +39,8 @@ from . import (  # noqa: F401 - imported for their @api registrations
     k50_describe_user_scram_credentials,
     k51_alter_user_scram_credentials,
     k60_describe_cluster,
+    k65_describe_transactions,
+    k66_list_transactions,
 )
 from .registry import REGISTRY, ApiSpec, RequestContext, Services, api
 

@@ -26,7 +26,10 @@ partition's replica count, which is 1 on one node, so the one in-sync replica al
 Idempotent producers (producer id >= 0): a batch repeating one of the producer's
 last five is acknowledged with its original offset and not stored again; a gap is
 OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
-Not implemented: transactions; recompression for topics whose compression.type is
+Transactional batches (txn/coordinator.py's check_produce, as KIP-890's verification): a partition not in the
+producer's ongoing transaction is INVALID_TXN_STATE, an epoch other than its transactional id's current one
+INVALID_PRODUCER_EPOCH.
+Not implemented: recompression for topics whose compression.type is
 not ``producer`` (batches are kept as the producer compressed them).
 """
 
@@ -114,6 +117,11 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         if rejected is not None:
             entry.update(error_code=rejected.code, error_message=rejected.message,
                          record_errors=[{"batch_index": i, "batch_index_error_message": m} for i, m in rejected.errors])
+            return entry, None
+    if header.is_transactional:  # only into a partition of the producer's ongoing transaction, at its epoch
+        code = ctx.transactions.check_produce(header.producer_id, header.producer_epoch, topic_name, index)
+        if code:
+            entry["error_code"] = code
             return entry, None
     state = partition.producers if header.producer_id >= 0 else None
     if state is not None:

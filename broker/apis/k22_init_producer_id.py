@@ -1,8 +1,15 @@
-"""InitProducerId (key 22), v0-v1.
+"""InitProducerId (key 22), v0-v5.
 
-Behavior: hands out a new producer id with epoch 0 to idempotent producers; ids are
-reserved in blocks persisted before use, so they never repeat across restarts.
-Not implemented: transactions (a transactional id gets INVALID_REQUEST).
+Behavior: without a transactional id, a new producer id with epoch 0 for an idempotent producer (v3+: one
+naming its current id and epoch gets that id with the epoch bumped, as Kafka bumps it after a lost
+sequence, unless the epoch is exhausted); ids are reserved in blocks persisted before use, so they never
+repeat across restarts. With one (WRITE on the
+TRANSACTIONAL_ID, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), the transaction coordinator (txn/) gives the
+id's producer id with its epoch bumped, fencing the older producer and aborting its open transaction;
+``transaction_timeout_ms`` must be in 1..``transaction.max.timeout.ms`` (INVALID_TRANSACTION_TIMEOUT).
+Version notes: v3+ carries the caller's producer id and epoch (KIP-360), which must still be the id's (else
+PRODUCER_FENCED; INVALID_PRODUCER_EPOCH before v4).
+Not implemented: v6's two-phase commit (KIP-939).
 """
 
 from __future__ import annotations
@@ -14,16 +21,27 @@ from headwater.kafka.errors import ErrorCode
 from ..access.acls import AclOperation as Op
 from ..access.acls import ResourceType
 from ..protocol.requests import InitProducerIdRequest
+from ..txn.coordinator import MAX_EPOCH
 from .registry import RequestContext, api
+from .txn_wire import fenced_for
 
 
-@api(key=22, min=0, max=1)
+def _answer(code: ErrorCode, producer_id: int = -1, epoch: int = -1) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": producer_id, "producer_epoch": epoch}
+
+
+@api(key=22, min=0, max=5)
 async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> dict[str, Any]:
     if req.transactional_id:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "producer_id": -1, "producer_epoch": -1}
+        if not ctx.allowed_transactional_id(Op.WRITE, req.transactional_id):
+            return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
+        code, pid, epoch = ctx.transactions.init_producer(req.transactional_id, req.transaction_timeout_ms,
+                                                          pid, epoch)
+        return _answer(fenced_for(code, ctx.version, 4), pid, epoch)
     if not (ctx.allowed_cluster(Op.IDEMPOTENT_WRITE)
             or ctx.access.allowed_any(ctx.principal, ctx.host, Op.WRITE, ResourceType.TOPIC)):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
-                "producer_epoch": -1}
-    producer_id = ctx.services.producer_ids.next_id()
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if ctx.version >= 3 and req.producer_id >= 0 and 0 <= req.producer_epoch < MAX_EPOCH - 1:
+        return _answer(ErrorCode.NONE, req.producer_id, req.producer_epoch + 1)
+    return _answer(ErrorCode.NONE, ctx.services.producer_ids.next_id(), 0)

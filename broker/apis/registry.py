@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..security.session import SaslSession
     from ..topics.cluster import Cluster
     from ..topics.producer_state import ProducerIdManager
+    from ..txn import TransactionCoordinator
 
 __all__ = ["ApiSpec", "RequestContext", "REGISTRY", "Services", "api"]
 
@@ -62,6 +63,7 @@ class Services:
     access: Access  # ACLs and client quotas
     producer_ids: ProducerIdManager  # InitProducerId
     groups: GroupCoordinator  # group membership and committed offsets
+    transactions: TransactionCoordinator  # transactional ids and their transactions
 
 
 @dataclass
@@ -103,6 +105,13 @@ class RequestContext:
     @property
     def groups(self) -> GroupCoordinator:
         return self.services.groups
+
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        return self.services.transactions
+
+    def allowed_transactional_id(self, operation: AclOperation, transactional_id: str) -> bool:
+        return self.allowed(operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
     def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         if not self.authorizing:

@@ -271,6 +271,15 @@ class BrokerConfig(_KafkaModel):
     group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", ge=1)
     group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", ge=1)
     offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
+    # The transaction coordinator (txn/): Kafka's names and defaults
+    transaction_state_log_num_partitions: int = Field(50, alias="transaction.state.log.num.partitions", ge=1)
+    transaction_state_log_segment_bytes: int = Field(104857600, alias="transaction.state.log.segment.bytes", ge=14)
+    transaction_max_timeout_ms: int = Field(900000, alias="transaction.max.timeout.ms", ge=1)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
+        10000, alias="transaction.abort.timed.out.transaction.cleanup.interval.ms", ge=1)
+    transactional_id_expiration_ms: int = Field(604800000, alias="transactional.id.expiration.ms", ge=1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = Field(
+        3600000, alias="transaction.remove.expired.transaction.cleanup.interval.ms", ge=1)
     # Prometheus metrics over HTTP (metrics/prometheus.py); None or empty: not served
     metrics_listener: str | None = Field(None, alias="metrics.listener")
     # ACLs (access/acls.py): enforced on every API when enabled; Kafka's authorizer.class.name switch, simplified

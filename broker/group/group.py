@@ -74,6 +74,8 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending_members: set[str] = field(default_factory=set)  # ids handed out with MEMBER_ID_REQUIRED
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # TxnOffsetCommit's offsets by producer id: visible (moved to offsets) when the transaction commits
+    pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     rebalance_deadline: float = 0.0
     rebalance_timer: asyncio.TimerHandle | None = None
     initial_delay_until: float = 0.0

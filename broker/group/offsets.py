@@ -57,6 +57,22 @@ class CommittedOffsets:
         group_of(self.groups, group_id).offsets.update(offsets)
         self.store.write_offsets(group_id, offsets)
 
+    def commit_pending(self, group_id: str, producer_id: int, producer_epoch: int,
+                       offsets: dict[TP, OffsetAndMetadata]) -> None:
+        """TxnOffsetCommit: stored now, held until the producer's transaction ends (``end_transaction``)."""
+        group_of(self.groups, group_id).pending_txn.setdefault(producer_id, {}).update(offsets)
+        self.store.write_offsets(group_id, offsets, producer_id, producer_epoch)
+
+    def end_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended in ``__consumer_offsets`` partition ``partition`` (its marker is
+        written): its pending offsets of the groups there become committed offsets, or are dropped."""
+        for group in self.groups.values():
+            held = group.pending_txn.get(producer_id)
+            if held is not None and self.store.partition_for(group.group_id) == partition:
+                del group.pending_txn[producer_id]
+                if commit:
+                    group.offsets.update(held)
+
     def fetch(self, group_id: str, partitions: list[TP] | None) -> dict[TP, OffsetAndMetadata | None]:
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None else {}

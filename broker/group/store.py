@@ -11,10 +11,18 @@ import logging
 import time
 from collections.abc import Iterator
 
-from headwater.kafka.records import InvalidBatch, Record, build_batch, decode_batch_records, parse_header
+from headwater.kafka.records import (
+    ATTR_TRANSACTIONAL,
+    BatchHeader,
+    Record,
+    build_batch,
+    decode_batch_records,
+    parse_header,
+)
 
 from ..config.broker_config import BrokerConfig
 from ..log import PartitionLog
+from ..log.control import Marker, read_marker
 from ..log.validator import decompressed_limit
 from ..topics.cluster import Cluster
 from .group import Group, GroupState, Member
@@ -32,7 +40,7 @@ from .records import (
     java_string_hash,
 )
 
-__all__ = ["OFFSETS_TOPIC", "GroupStore", "group_of"]
+__all__ = ["OFFSETS_TOPIC", "GroupStore", "group_of", "read_records"]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +72,15 @@ class GroupStore:
         loaded_groups: dict[str, GroupMetadata | None] = {}
         commits = skipped = 0
         for partition in topic.partitions:
-            for record in _read_all(partition.log, topic.config.max_message_bytes):
+            # Transactional offset commits (TxnOffsetCommit) by producer id, until their transaction's marker
+            pending: dict[int, list[tuple[str, tuple[str, int], OffsetAndMetadata]]] = {}
+            for header, record in read_records(partition.log, topic.config.max_message_bytes):
+                if isinstance(record, Marker):
+                    for group_id, tp, held in pending.pop(header.producer_id, []):
+                        if record.commit:
+                            group_of(groups, group_id).offsets[tp] = held
+                            commits += 1
+                    continue
                 try:  # decoded whole before anything changes: a bad value leaves its group as it was
                     key = decode_key(record.key or b"")
                     if isinstance(key, tuple):
@@ -79,13 +95,18 @@ class GroupStore:
                 if isinstance(key, tuple):
                     group_id, t, p = key
                     group = group_of(groups, group_id)
-                    if offset is None:
+                    if header.is_transactional and offset is not None:
+                        pending.setdefault(header.producer_id, []).append((group_id, (t, p), offset))
+                    elif offset is None:
                         group.offsets.pop((t, p), None)
                     else:
                         group.offsets[(t, p)] = offset
                         commits += 1
                 else:
                     loaded_groups[key] = meta
+            for producer_id, unended in pending.items():  # their transaction's end is up to the coordinator
+                for group_id, tp, held in unended:
+                    group_of(groups, group_id).pending_txn.setdefault(producer_id, {})[tp] = held
         for group_id, meta in loaded_groups.items():
             if meta is None:
                 existing = groups.get(group_id)
@@ -99,13 +120,16 @@ class GroupStore:
     def partition_for(self, group_id: str) -> int:
         return abs(java_string_hash(group_id)) % len(self.cluster.topics[OFFSETS_TOPIC].partitions)
 
-    def _append(self, group_id: str, records: KV) -> None:
+    def _append(self, group_id: str, records: KV, producer_id: int = -1, producer_epoch: int = -1) -> None:
+        """One batch of records on the group's partition; a transactional one for a producer id >= 0."""
         if not records:
             return
         plog = self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id)).log
         now = int(time.time() * 1000)
         batch = bytearray(build_batch([Record(offset=i, timestamp=now, key=k, value=v)
-                                       for i, (k, v) in enumerate(records)]))
+                                       for i, (k, v) in enumerate(records)],
+                                      producer_id=producer_id, producer_epoch=producer_epoch,
+                                      attributes=ATTR_TRANSACTIONAL if producer_id >= 0 else 0))
         plog.append(batch, parse_header(batch))
 
     def write_group(self, group: Group) -> None:
@@ -117,9 +141,11 @@ class GroupStore:
         )
         self._append(group.group_id, [(encode_group_key(group.group_id), encode_group_value(meta))])
 
-    def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+    def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata],
+                      producer_id: int = -1, producer_epoch: int = -1) -> None:
+        """Offset commits; a transactional producer's (TxnOffsetCommit) count once its commit marker follows."""
         self._append(group_id, [(encode_offset_key(group_id, t, p), encode_offset_value(o))
-                                for (t, p), o in offsets.items()])
+                                for (t, p), o in offsets.items()], producer_id, producer_epoch)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
         self._append(group_id, [(encode_offset_key(group_id, t, p), None) for t, p in partitions])
@@ -146,19 +172,22 @@ def _restore(group: Group, meta: GroupMetadata) -> None:
     group.transition(GroupState.STABLE if group.members else GroupState.EMPTY)
 
 
-def _read_all(plog: PartitionLog, max_message_bytes: int) -> Iterator[Record]:
-    """Every record of a partition, from its start offset to its end. A batch whose records do not decode
-    (or would expand past the validator's limit) is skipped with an error logged, so that one bad batch
-    never keeps the broker from starting."""
+def read_records(plog: PartitionLog, max_message_bytes: int) -> Iterator[tuple[BatchHeader, Record | Marker]]:
+    """Every record of a partition with its batch's header, from its start offset to its end; a transaction
+    marker for a control batch. A batch whose records do not decode (or would expand past the validator's
+    limit) is skipped with an error logged, so that one bad batch never keeps the broker from starting."""
     start = plog.log_start_offset
     limit = decompressed_limit(max_message_bytes)
     for data, pos, header in plog.batches_from(start):
+        records: list[Record | Marker]
         try:
-            _, records = decode_batch_records(data, pos, max_decompressed=limit)
-        except InvalidBatch as exc:
+            if header.is_control:
+                records = [read_marker(bytes(data[pos:pos + header.size]))] if header.base_offset >= start else []
+            else:
+                records = [r for r in decode_batch_records(data, pos, max_decompressed=limit)[1] if r.offset >= start]
+        except ValueError as exc:  # InvalidBatch included
             log.error("skipped the batch at offsets %d-%d of %s: %s", header.base_offset, header.last_offset,
                       plog.directory.name, exc)
             continue
         for r in records:
-            if r.offset >= start:
-                yield r
+            yield header, r

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .. import apis
 from ..config.broker_config import parse_metrics_listener
@@ -69,6 +69,7 @@ from .stats import BrokerStats
 
 if TYPE_CHECKING:
     from ..group.coordinator import GroupCoordinator
+    from ..txn import TransactionCoordinator
 
 __all__ = ["CONTENT_TYPE", "BrokerCollector", "MetricsEndpoint"]
 
@@ -97,9 +98,11 @@ _FETCH = 1  # API key
 class BrokerCollector:
     """A prometheus-client collector over one broker's state; every figure is read at scrape time."""
 
-    def __init__(self, cluster: Cluster, groups: GroupCoordinator) -> None:
+    def __init__(self, cluster: Cluster, groups: GroupCoordinator,
+                 transactions: TransactionCoordinator | None = None) -> None:
         self.cluster = cluster
         self.groups = groups
+        self.transactions = transactions
 
     def collect(self) -> Iterator[Metric]:
         cluster = self.cluster
@@ -108,6 +111,8 @@ class BrokerCollector:
         yield from authentication_metrics(cluster.stats)
         yield from log_metrics(cluster)
         yield from group_metrics(self.groups, cluster)
+        if self.transactions is not None:
+            yield from transaction_metrics(self.transactions)
 
 
 def topic_metrics(cluster: Cluster) -> Iterator[Metric]:
@@ -226,6 +231,19 @@ def group_metrics(coordinator: GroupCoordinator, cluster: Cluster) -> Iterator[M
     yield from _lag_metrics(groups, cluster)
 
 
+def transaction_metrics(coordinator: TransactionCoordinator) -> Iterator[Metric]:
+    """Headwater's: transactional ids by their transaction's state (Kafka's state names), and the
+    coordinator's failures (marker writes, expirations, periodic rounds; each logged, then retried)."""
+    states = GaugeMetricFamily("headwater_transactions", "Transactional ids by the state of their transaction",
+                               labels=["state"])
+    for state, count in sorted(Counter(t.state.kafka_name for t in coordinator.txns.values()).items()):
+        states.add_metric([state], count)
+    yield states
+    yield CounterMetricFamily("headwater_transaction_coordinator_failures",
+                              "Failures of the transaction coordinator, each logged and retried",
+                              value=coordinator.failures)
+
+
 def _lag_metrics(groups: list[tuple[str, Group]], cluster: Cluster) -> Iterator[Metric]:
     """kafka_exporter's figures: for each topic a group committed on, every partition's committed offset
     (-1: none) and lag (log end offset - committed offset; -1 without a committed offset)."""
@@ -267,9 +285,10 @@ def _lag_metrics(groups: list[tuple[str, Group]], cluster: Cluster) -> Iterator[
 class MetricsEndpoint:
     """The HTTP listener Prometheus scrapes, on the broker's own event loop."""
 
-    def __init__(self, cluster: Cluster, groups: GroupCoordinator) -> None:
+    def __init__(self, cluster: Cluster, groups: GroupCoordinator,
+                 transactions: TransactionCoordinator | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(cluster, groups))
+        self.registry.register(BrokerCollector(cluster, groups, transactions))
         self._runner: web.AppRunner | None = None
 
     async def start(self, listener: str) -> str:

@@ -19,7 +19,8 @@ __all__ = [
     "DescribeClusterRequest", "DescribeConfigsRequest", "DescribeGroupsRequest",
     "DescribeUserScramCredentialsRequest", "FetchRequest",
     "FindCoordinatorRequest", "HeartbeatRequest", "IncrementalAlterConfigsRequest", "IncrementalConfigResource",
-    "InitProducerIdRequest", "Resource",
+    "InitProducerIdRequest", "Resource", "AddPartitionsToTxnRequest", "AddOffsetsToTxnRequest", "EndTxnRequest",
+    "TxnOffsetCommitRequest", "DescribeTransactionsRequest", "ListTransactionsRequest",
     "JoinGroupRequest", "LeaveGroupRequest", "ListGroupsRequest", "ListOffsetsRequest", "MetadataRequest",
     "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "ProduceRequest", "SaslAuthenticateRequest",
     "SaslHandshakeRequest", "SyncGroupRequest",
@@ -100,6 +101,74 @@ class DeleteRecordsRequest(Protocol):  # key 21
 
 class InitProducerIdRequest(Protocol):  # key 22
     transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int  # v3+ (KIP-360); -1 before
+    producer_epoch: int  # v3+
+
+
+# -- transactions -----------------------------------------------------------------------------------------
+
+class AddPartitionsToTxnTopic(Protocol):
+    name: str
+    partitions: Sequence[int]
+
+
+class AddPartitionsToTxnTransaction(Protocol):  # v4+: one per transactional id (broker to broker)
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: Sequence[AddPartitionsToTxnTopic]
+
+
+class AddPartitionsToTxnRequest(Protocol):  # key 24
+    transactions: Sequence[AddPartitionsToTxnTransaction]  # v4+
+    v3_and_below_transactional_id: str  # v0-v3
+    v3_and_below_producer_id: int
+    v3_and_below_producer_epoch: int
+    v3_and_below_topics: Sequence[AddPartitionsToTxnTopic]
+
+
+class AddOffsetsToTxnRequest(Protocol):  # key 25
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class EndTxnRequest(Protocol):  # key 26
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+class TxnOffsetCommitPartition(Protocol):
+    partition_index: int
+    committed_offset: int
+    committed_metadata: str | None  # committed_leader_epoch (v2+) by getattr
+
+
+class TxnOffsetCommitTopic(Protocol):
+    name: str
+    partitions: Sequence[TxnOffsetCommitPartition]
+
+
+class TxnOffsetCommitRequest(Protocol):  # key 28
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: Sequence[TxnOffsetCommitTopic]  # generation_id, member_id, group_instance_id (v3+) by getattr
+
+
+class DescribeTransactionsRequest(Protocol):  # key 65
+    transactional_ids: Sequence[str]
+
+
+class ListTransactionsRequest(Protocol):  # key 66
+    state_filters: Sequence[str]
+    producer_id_filters: Sequence[int]  # duration_filter (v1+), transactional_id_pattern (v2+) by getattr
 
 
 # -- groups -----------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from ..security.tls import peer_principal
 from ..topics.cluster import Cluster
 from ..topics.housekeeping import LogHousekeeping
 from ..topics.producer_state import ProducerIdManager
+from ..txn import TransactionCoordinator
 from .connection_limits import ConnectionLimits, ConnectionSlot
 
 if TYPE_CHECKING:
@@ -132,7 +133,10 @@ class BrokerServer:
         self.access = Access(self.config, self.cluster.log_dir)
         self.groups = GroupCoordinator(self.cluster, self.config)
         self.groups.load()
-        self.services = apis.Services(self.access, ProducerIdManager(self.cluster.log_dir), self.groups)
+        producer_ids = ProducerIdManager(self.cluster.log_dir)
+        self.transactions = TransactionCoordinator(self.cluster, self.config, producer_ids, self.groups.offsets)
+        self.transactions.load()
+        self.services = apis.Services(self.access, producer_ids, self.groups, self.transactions)
         try:
             security = self.config.listener_security(self.services)  # keystores read, mechanisms ready
         except BadSetting as exc:
@@ -158,6 +162,7 @@ class BrokerServer:
             asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler())),
             asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention())),
             asyncio.create_task(self._supervise("log cleaner", self.housekeeping.run_cleaner())),
+            asyncio.create_task(self._supervise("transaction coordinator", self.transactions.run())),
         ]
         if self.config.metrics_listener:
             try:
@@ -173,7 +178,7 @@ class BrokerServer:
             MetricsEndpoint,  # prometheus-client and aiohttp load only when metrics are served
         )
 
-        endpoint = MetricsEndpoint(self.cluster, self.groups)
+        endpoint = MetricsEndpoint(self.cluster, self.groups, self.transactions)
         self.metrics_url = await endpoint.start(listener)
         self._metrics = endpoint
         return self.metrics_url

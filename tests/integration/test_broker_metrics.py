@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 from support.brokerproc import BrokerProcess
 from support.connectproc import wait_for
@@ -161,3 +161,18 @@ def test_headwater_up_carries_on_without_its_default_port(tmp_path: Path, monkey
         assert "broker metrics are off" in caplog.text and "Address already in use" in caplog.text
 
     asyncio.run(go())
+
+
+def test_transaction_coordinator_metrics(broker: BrokerProcess) -> None:
+    topic = unique("metrics-txn")
+    create_topic("confluent", broker.bootstrap, topic, partitions=1)
+    url = metrics_url(broker)
+    before = value(scrape(url), "headwater_transactions", state="CompleteCommit")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("metrics-tid")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"v")
+    producer.commit_transaction(30)
+    after = scrape(url)
+    assert value(after, "headwater_transactions", state="CompleteCommit") == before + 1
+    assert value(after, "headwater_transaction_coordinator_failures_total") == 0

@@ -1,0 +1,70 @@
+"""TxnOffsetCommit (key 28), v0-v4.
+
+Behavior: a transactional producer's offsets for a group, written to ``__consumer_offsets`` as a
+transactional batch and held apart from the group's committed offsets until the transaction's marker: they
+become committed on commit (OffsetFetch sees them only then), are dropped on abort. The transaction must be
+open with the group's offsets partition in it (AddOffsetsToTxn first; else INVALID_TXN_STATE), at the
+producer's current epoch (else INVALID_PRODUCER_EPOCH in every version: Kafka finds an older epoch when it
+appends to ``__consumer_offsets``, and answers that since 2.7 so that the client may abort). v3+ carries the consumer's
+member id and generation, checked as OffsetCommit checks them when a member id is given (KIP-447).
+ACLs: WRITE on the TRANSACTIONAL_ID, READ on the group and on each topic.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from headwater.kafka.errors import ErrorCode
+
+from ..access.acls import AclOperation as Op
+from ..group.records import OffsetAndMetadata
+from ..protocol.requests import TxnOffsetCommitRequest
+from .registry import RequestContext, api
+
+
+def _group_error(ctx: RequestContext, req: TxnOffsetCommitRequest) -> ErrorCode | None:
+    if not ctx.allowed_transactional_id(Op.WRITE, req.transactional_id):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not ctx.allowed_group(Op.READ, req.group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    error = ctx.transactions.txn_offset_commit_error(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                     req.group_id)
+    if error is not None:
+        return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
+    member_id = getattr(req, "member_id", "") if ctx.version >= 3 else ""
+    if member_id:
+        return ctx.groups.offsets.commit_check(req.group_id, member_id, getattr(req, "generation_id", -1),
+                                               getattr(req, "group_instance_id", None))
+    return ErrorCode.INVALID_GROUP_ID if not req.group_id else None
+
+
+@api(key=28, min=0, max=4)
+async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> dict[str, Any]:
+    group_error = _group_error(ctx, req)
+    now = int(time.time() * 1000)
+    max_meta = ctx.cluster.config.offset_metadata_max_bytes
+    accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+    topics = []
+    for t in req.topics:
+        partitions = []
+        for p in t.partitions:
+            code = group_error
+            if code is None:
+                metadata = p.committed_metadata or ""
+                topic = ctx.cluster.topics.get(t.name)
+                if not ctx.allowed_topic(Op.READ, t.name):
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata.encode()) > max_meta:
+                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    epoch = getattr(p, "committed_leader_epoch", -1) if ctx.version >= 2 else -1
+                    accepted[(t.name, p.partition_index)] = OffsetAndMetadata(p.committed_offset, epoch, metadata, now)
+                    code = ErrorCode.NONE
+            partitions.append({"partition_index": p.partition_index, "error_code": code})
+        topics.append({"name": t.name, "partitions": partitions})
+    if accepted:
+        ctx.groups.offsets.commit_pending(req.group_id, req.producer_id, req.producer_epoch, accepted)
+    return {"throttle_time_ms": 0, "topics": topics}
