@@ -33,7 +33,7 @@ from headwater.connect.api import (
 from headwater.connect.api.data import OPTIONAL_BYTES_SCHEMA
 from headwater.connect.api.source import Encoded
 from headwater.connect.converters.bytearray_converter import ByteArrayConverter
-from headwater.connect.kafka.raw_fetch import BatchFetcher
+from headwater.connect.kafka.raw_fetch import BatchFetcher, Fetched, isolation_level
 from headwater.kafka.records import (
     ATTR_LOG_APPEND_TIME,
     BatchHeader,
@@ -182,7 +182,8 @@ class MirrorSourceTask(SourceTask):
         settings = config.source.client("consumer")
         self.fetcher = BatchFetcher(self.consumer, positions, max_wait_ms=min(self.poll_timeout, 500),
                                     partition_max_bytes=int(settings.get("max.partition.fetch.bytes", 8 << 20)),
-                                    max_bytes=int(settings.get("fetch.max.bytes", 64 << 20)))
+                                    max_bytes=int(settings.get("fetch.max.bytes", 64 << 20)),
+                                    isolation=isolation_level(settings))
         if config.emit_offset_syncs_enabled:
             self.sync_producer = config.offset_syncs_cluster().producer(
                 acks="all", linger_ms=5, client_id=f"mirror-{self.cluster}-offset-syncs")
@@ -195,39 +196,41 @@ class MirrorSourceTask(SourceTask):
         # Records are bytes already: copied as they are when the converters would do the same.
         return isinstance(key_converter, ByteArrayConverter) and isinstance(value_converter, ByteArrayConverter)
 
-    async def _fetch(self) -> dict[TopicPartition, bytes]:
+    async def _fetch(self) -> dict[TopicPartition, Fetched]:
         if self.stopping or self.fetcher is None or not self.partitions:
             if not self.partitions:
                 await asyncio.sleep(self.poll_timeout / 1000)
             return {}
         return await self.fetcher.fetch()
 
-    def _batches(self, tp: TopicPartition, data: bytes) -> Iterator[tuple[int, BatchHeader, bool]]:
-        """(position, header, whole) of each batch at or after the fetch position; moves the position on."""
+    def _batches(self, tp: TopicPartition, fetched: Fetched) -> Iterator[tuple[int, BatchHeader, bool]]:
+        """(position, header, whole) of each batch at or after the fetch position, but control batches and
+        (read_committed) those of aborted transactions; moves the position on."""
         assert self.fetcher is not None
         position = self.fetcher.positions[tp]
-        for pos, header in iter_batches(data):
+        for pos, header in iter_batches(fetched.data):
             if header.magic != 2:
                 raise ConnectException(f"{tp.topic}-{tp.partition} holds message format v{header.magic} at offset "
                                        f"{header.base_offset}: only v2 record batches (Kafka 0.11+) are mirrored")
+            skip = fetched.skip(header, pos)  # every batch, in order: the aborted set follows the markers
             if header.last_offset < position:
                 continue
             self.fetcher.advance(tp, header.last_offset + 1)
-            if header.is_control:
+            if skip:
                 continue
             whole = (header.base_offset >= position and header.record_count == header.last_offset_delta + 1
                      and not header.attributes & ATTR_LOG_APPEND_TIME)
             yield pos, header, whole
             position = header.last_offset + 1
 
-    def _groups(self, tp: TopicPartition, data: bytes) -> list[list[tuple[int, BatchHeader, bool]]]:
+    def _groups(self, tp: TopicPartition, fetched: Fetched) -> list[list[tuple[int, BatchHeader, bool]]]:
         """The fetched batches in the order they go out: a big one alone (copied whole when it can be),
         runs of small ones together (rebuilt as batches of up to MERGE_MAX bytes). A partition gets one
         batch per produce request, so a trickle of small batches sent one by one would wait a round trip
         each."""
         groups: list[list[tuple[int, BatchHeader, bool]]] = []
         merging = False
-        for item in self._batches(tp, data):
+        for item in self._batches(tp, fetched):
             small = item[1].size < MERGE_BELOW
             if small and merging:
                 groups[-1].append(item)
@@ -242,13 +245,14 @@ class MirrorSourceTask(SourceTask):
             return None
         out: list[Encoded] = []
         cluster = self.cluster
-        for tp, data in fetched.items():
+        for tp, answer in fetched.items():
+            data = answer.data
             position = self.fetcher.positions[tp] if self.fetcher is not None else 0
             batches: list[bytes] = []
             counts: list[int] = []
             upstream: list[Sequence[int]] = []
             timestamp = None
-            for group in self._groups(tp, data):
+            for group in self._groups(tp, answer):
                 if len(group) == 1 and group[0][2]:
                     pos, header, _ = group[0]
                     batches.append(copy_batch(data, pos, header))
@@ -287,11 +291,11 @@ class MirrorSourceTask(SourceTask):
         """The record path (converters other than bytes, or transforms): the same records as objects."""
         fetched = await self._fetch()
         out = []
-        for tp, data in fetched.items():
+        for tp, answer in fetched.items():
             target, partition = self.targets[tp.topic], tp.partition
             position = self.fetcher.positions[tp] if self.fetcher is not None else 0
-            for pos, _, _ in self._batches(tp, data):
-                for r in decode_batch_records(data, pos)[1]:
+            for pos, _, _ in self._batches(tp, answer):
+                for r in decode_batch_records(answer.data, pos)[1]:
                     if r.offset < position:
                         continue
                     headers = [Header(k, v, OPTIONAL_BYTES_SCHEMA) for k, v in r.headers]

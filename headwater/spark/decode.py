@@ -13,17 +13,16 @@ have gaps (compacted topics).
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from headwater.kafka.aborted import AbortedTransactions
 from headwater.kafka.compression import NONE, decompress
 from headwater.kafka.records import (
     ATTR_CONTROL,
     ATTR_LOG_APPEND_TIME,
-    ATTR_TRANSACTIONAL,
     HEADER_SIZE,
     BatchHeader,
     crc_ok,
@@ -48,7 +47,6 @@ ARROW_SCHEMA = pa.schema([
     pa.field("headers", pa.list_(pa.field("element", _HEADER_TYPE))),
 ])
 ARROW_SCHEMA_NO_HEADERS = pa.schema(list(ARROW_SCHEMA)[:-1])
-_CONTROL_KEY = struct.Struct(">hh")  # version, type (0 = abort, 1 = commit)
 
 
 class CorruptRecords(SparkSourceError, ValueError):
@@ -100,24 +98,6 @@ class Columns:
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA if self.with_headers else ARROW_SCHEMA_NO_HEADERS)
 
 
-@dataclass
-class Aborted:
-    """read_committed bookkeeping for one fetch answer: the aborted transactions it lists, and the
-    producers whose transaction is open-and-aborted at the current batch."""
-
-    pending: list[tuple[int, int]]  # (first offset, producer id), ascending
-    producers: set[int] = field(default_factory=set)
-
-    def skip(self, header: BatchHeader, data: bytes | memoryview, pos: int) -> bool:
-        while self.pending and self.pending[0][0] <= header.last_offset:
-            self.producers.add(self.pending.pop(0)[1])
-        if header.attributes & ATTR_CONTROL:
-            if header.producer_id in self.producers and _control_type(data, pos, header) == 0:
-                self.producers.discard(header.producer_id)
-            return True
-        return bool(header.attributes & ATTR_TRANSACTIONAL) and header.producer_id in self.producers
-
-
 def decode_fetched(data: bytes | memoryview, lo: int, hi: int, cols: Columns, check_crcs: bool = True,
                    aborted: list[tuple[int, int]] | None = None) -> int:
     """Append the records of ``data`` (whole batches, as a fetch returns them) with offsets in
@@ -126,7 +106,7 @@ def decode_fetched(data: bytes | memoryview, lo: int, hi: int, cols: Columns, ch
     ``aborted``: the fetch answer's aborted transactions (read_committed), None to keep everything
     but control batches (read_uncommitted).
     """
-    txn = Aborted(sorted((first, pid) for pid, first in aborted)) if aborted is not None else None
+    txn = AbortedTransactions(aborted) if aborted is not None else None
     next_offset = lo
     for pos, header in iter_batches(data):
         next_offset = max(next_offset, header.last_offset + 1)
@@ -147,19 +127,6 @@ def decode_fetched(data: bytes | memoryview, lo: int, hi: int, cols: Columns, ch
         body = decompress(header.codec, payload) if header.codec != NONE else bytes(payload)
         _decode_records(body, header, lo, hi, cols)
     return next_offset
-
-
-def _control_type(data: bytes | memoryview, pos: int, header: BatchHeader) -> int:
-    """The control record type of a control batch (0 abort, 1 commit, -1 unreadable)."""
-    payload = memoryview(data)[pos + HEADER_SIZE: pos + header.size]
-    body = decompress(header.codec, payload) if header.codec != NONE else bytes(payload)
-    cols = Columns(False)
-    try:
-        _decode_records(body, header, 0, 2**63 - 1, cols)
-        key = cols.keys[0]
-        return _CONTROL_KEY.unpack_from(key)[1] if key is not None and len(key) >= 4 else -1
-    except (IndexError, struct.error, CorruptRecords):
-        return -1
 
 
 def _decode_records(data: bytes, header: BatchHeader, lo: int, hi: int, cols: Columns) -> None:

@@ -1,6 +1,7 @@
 """How the mirror's source task turns fetched bytes into batches to send: whole when it can, rebuilt when
 it cannot (the fetch began inside a batch, compaction left gaps, LogAppendTime), small ones merged,
-control batches dropped; the records and their upstream offsets always those of the source."""
+control batches dropped, and with read_committed the batches of aborted transactions; the records and their
+upstream offsets always those of the source."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import asyncio
 import random
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 
 from headwater.connect.api import RecordBatches
+from headwater.connect.kafka import raw_fetch
 from headwater.connectors.mirror.source import MERGE_MAX, MirrorSourceTask
+from headwater.kafka.aborted import AbortedTransactions
 from headwater.kafka.compression import LZ4
 from headwater.kafka.records import (
     ATTR_CONTROL,
     ATTR_LOG_APPEND_TIME,
+    ATTR_TRANSACTIONAL,
     Record,
     build_batch,
     decode_batch_records,
@@ -29,12 +34,13 @@ TP = TopicPartition("orders", 0)
 class Fetched:
     """What the task reads from its fetcher: the bytes of one fetch, positions it advances."""
 
-    def __init__(self, data: bytes, position: int) -> None:
+    def __init__(self, data: bytes, position: int, aborted: list[tuple[int, int]] | None = None) -> None:
         self.data, self.positions, self.highwater = data, {TP: position}, {TP: 10_000}
+        self.aborted = aborted  # read_committed: the answer's (producer id, first offset) pairs
         self.prefetched = 0
 
-    async def fetch(self) -> dict[TopicPartition, bytes]:
-        return {TP: self.data}
+    async def fetch(self) -> dict[TopicPartition, raw_fetch.Fetched]:
+        return {TP: raw_fetch.Fetched(self.data, None if self.aborted is None else AbortedTransactions(self.aborted))}
 
     def advance(self, tp: TopicPartition, offset: int) -> None:
         self.positions[tp] = offset
@@ -49,10 +55,10 @@ def records(offsets: list[int], ts: int = 1_000) -> list[Record]:
             for o in offsets]
 
 
-def task_over(data: bytes, position: int) -> MirrorSourceTask:
+def task_over(data: bytes, position: int, aborted: list[tuple[int, int]] | None = None) -> MirrorSourceTask:
     task = MirrorSourceTask()
     task.cluster, task.targets, task.partitions = "A", {"orders": "A.orders"}, [("orders", 0)]
-    task.fetcher = Fetched(data, position)  # type: ignore[assignment]
+    task.fetcher = Fetched(data, position, aborted)  # type: ignore[assignment]
     task.poll_timeout = 100
     return task
 
@@ -101,6 +107,35 @@ def test_gaps_log_append_time_and_control_batches() -> None:
     assert [r.timestamp for r in flat[4:]] == [append_time, append_time]  # as consumers saw them on the source
     assert [r.value for r in flat] == [r.value for r in records([30, 31, 35, 36, 40, 41])]
     assert task.fetcher.positions[TP] == 43  # type: ignore[union-attr]
+
+
+def marker(offset: int, producer_id: int, commit: bool) -> bytes:
+    key = b"\x00\x00\x00\x01" if commit else b"\x00\x00\x00\x00"
+    return build_batch([Record(offset, 0, key, b"")], base_offset=offset, producer_id=producer_id,
+                       producer_epoch=0, attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL)
+
+
+def transactional(offsets: list[int], producer_id: int) -> bytes:
+    return build_batch(records(offsets), base_offset=offsets[0], producer_id=producer_id, producer_epoch=0,
+                       base_sequence=0, attributes=ATTR_TRANSACTIONAL)
+
+
+def test_read_committed_drops_aborted_transactions() -> None:
+    """Producers 7 and 8 interleaved: 7 aborts (offsets 0-1, marker 4), 8 commits (2-3, marker 5); then 7
+    commits a second transaction (6, marker 7), which its earlier abort must not hide."""
+    data = (transactional([0, 1], 7) + transactional([2, 3], 8) + marker(4, 7, False) + marker(5, 8, True)
+            + transactional([6], 7) + marker(7, 7, True))
+    _, upstream = sent(task_over(data, 0, aborted=[(7, 0)]), data, 0)
+    assert [u for run in upstream for u in run] == [2, 3, 6]
+    _, upstream = sent(task_over(data, 0), data, 0)  # read_uncommitted: everything but the markers
+    assert [u for run in upstream for u in run] == [0, 1, 2, 3, 6]
+
+
+def test_isolation_level_setting() -> None:
+    assert raw_fetch.isolation_level({}) == raw_fetch.READ_UNCOMMITTED
+    assert raw_fetch.isolation_level({"isolation.level": "read_committed"}) == raw_fetch.READ_COMMITTED
+    with pytest.raises(ValueError, match="isolation.level must be read_uncommitted or read_committed, not 'committed'"):
+        raw_fetch.isolation_level({"isolation.level": "committed"})
 
 
 def test_small_batches_are_merged_into_one() -> None:
