@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from headwater.connect.api import SourceConnectorConfig
 from headwater.connect.kafka import clients
+from headwater.connect.kafka.raw_fetch import isolation_level
 from headwater.connect.kafka.security import client_security, is_security_key
 
 from .filters import DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE, NameFilter, group_filter, topic_filter
@@ -190,7 +191,20 @@ class MirrorSourceConfig(_Filtered):
     def _clusters(self) -> MirrorSourceConfig:
         self._require_bootstrap("source", "target")
         NameFilter("config.properties.exclude", ".*", "config.properties.exclude", self.config_properties_exclude)
+        try:
+            isolation_level(self.source_consumer())
+        except ValueError as exc:
+            raise ValueError(f"source consumer's {exc} (set by source.cluster.consumer.isolation.level, "
+                             f"consumer.isolation.level or source.consumer.isolation.level)") from None
         return self
+
+    def source_consumer(self) -> dict[str, str]:
+        """The source consumer's settings, as MM2's sourceConsumerConfig layers them: the source cluster's
+        (``source.cluster.*``, ``source.cluster.consumer.*``), then the connector's ``consumer.*``, then its
+        ``source.consumer.*`` (``isolation.level=read_committed`` among them: only committed records are copied)."""
+        extra = {k: str(v) for k, v in (self.model_extra or {}).items()}
+        own = {k[len(p):]: v for p in ("consumer.", "source.consumer.") for k, v in extra.items() if k.startswith(p)}
+        return {**self.source.client("consumer"), **own}
 
 
 class MirrorCheckpointConfig(_Filtered):

@@ -33,6 +33,7 @@ from headwater.connect.api import (
 from headwater.connect.api.data import OPTIONAL_BYTES_SCHEMA
 from headwater.connect.api.source import Encoded
 from headwater.connect.converters.bytearray_converter import ByteArrayConverter
+from headwater.connect.kafka import clients
 from headwater.connect.kafka.raw_fetch import BatchFetcher, Fetched, isolation_level
 from headwater.kafka.records import (
     ATTR_LOG_APPEND_TIME,
@@ -163,8 +164,10 @@ class MirrorSourceTask(SourceTask):
         self.targets = {t: config.remote_topic(t) for t, _ in self.partitions}
         self.poll_timeout = config.consumer_poll_timeout_ms
         # Never assigned a partition: its client carries the fetches, it answers offset lookups.
-        self.consumer = config.source.consumer(enable_auto_commit=False, auto_offset_reset="earliest",
-                                               group_id=None, client_id=f"mirror-{self.cluster}-source")
+        settings = config.source_consumer()
+        self.consumer = clients.consumer(config.source.bootstrap, settings, enable_auto_commit=False,
+                                         auto_offset_reset="earliest", group_id=None,
+                                         client_id=f"mirror-{self.cluster}-source")
         await self.consumer.start()
         tps = [TopicPartition(t, p) for t, p in self.partitions]
         reader = self.context.offset_storage_reader
@@ -179,7 +182,6 @@ class MirrorSourceTask(SourceTask):
             self.lag[(tp.topic, tp.partition)] = _Lag()
         if fresh:
             positions.update(await self.consumer.beginning_offsets(fresh))
-        settings = config.source.client("consumer")
         self.fetcher = BatchFetcher(self.consumer, positions, max_wait_ms=min(self.poll_timeout, 500),
                                     partition_max_bytes=int(settings.get("max.partition.fetch.bytes", 8 << 20)),
                                     max_bytes=int(settings.get("fetch.max.bytes", 64 << 20)),
