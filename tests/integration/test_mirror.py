@@ -31,6 +31,7 @@ from support.mirrorkit import (
     unpack_heartbeat,
     unpack_offset_sync,
 )
+from support.txnmix import write_interleaved
 from support.workerproc import BROKER_OVERRIDES, Cluster, fast_settings
 
 pytestmark = pytest.mark.timeout(240)
@@ -427,6 +428,29 @@ def test_bad_configs_are_refused_and_create_nothing(brokers: tuple[BrokerProcess
                       30, 0.5, "the connector FAILED")
     assert "could not reach the source cluster 'A' at 127.0.0.1:1" in status["connector"]["trace"]
     assert (set(topics(b.bootstrap)), set(topics(a.bootstrap))) == before
+
+
+def test_read_committed_copies_only_committed_transactions(brokers: tuple[BrokerProcess, BrokerProcess],
+                                                          target_workers: Cluster) -> None:
+    """Committed and aborted transactions interleaved on A (real transactional producers): with MM2's
+    ``source.consumer.isolation.level=read_committed`` only the committed records reach B; with the default
+    (read_uncommitted, into other names) the aborted ones too. No marker is ever copied."""
+    a, b = brokers
+    topic = unique("txn")
+    create(a.bootstrap, topic, 1)
+    mix = write_interleaved(a.bootstrap, topic)
+    worker = target_workers.workers[0]
+    committed, everything = unique("mirror-rc"), unique("mirror-ru")
+    worker.ok("PUT", f"/connectors/{committed}/config", mirror_config(
+        committed, SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, tasks_max=1,
+        **{"source.consumer.isolation.level": "read_committed"}))
+    worker.ok("PUT", f"/connectors/{everything}/config", mirror_config(
+        everything, SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, tasks_max=1,
+        **{"replication.policy.separator": "_", "emit.offset-syncs.enabled": "false"}))
+    copied = read_all(b.bootstrap, f"A.{topic}", len(mix.committed) + 1, settle=1.0)
+    assert [r.value for r in copied] == [*mix.committed, mix.end]
+    uncommitted = read_all(b.bootstrap, f"A_{topic}", len(mix.everything), settle=1.0)
+    assert sorted(r.value or b"" for r in uncommitted) == sorted(mix.everything)
 
 
 def test_compressed_and_log_append_time_topics_copy_exactly(brokers: tuple[BrokerProcess, BrokerProcess],
