@@ -9,8 +9,9 @@
   query; assign reads only the partitions named;
 - records deleted below the asked start are data loss (an error naming failOnDataLoss), skipped
   with failOnDataLoss=false;
-- a control batch on the log is skipped (its offset is a gap), and read_committed drops aborted
-  transactions (decoding fetched bytes built with the codec: the broker has no transactions);
+- with real transactional producers, read_committed reads only committed records and stops at an open
+  transaction, read_uncommitted reads them all, and markers (control batches) are gaps; the decoding
+  rules for aborted transactions also on fetched bytes built with the codec;
 - bad options fail with errors that name the option.
 """
 
@@ -23,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewPartitions
-from support.rawkafka import produce as raw_produce
+from support.txnmix import write_interleaved
 
 import headwater.spark
 from headwater.kafka.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, Record, build_batch
@@ -235,18 +237,30 @@ def test_deleted_records_are_data_loss_unless_fail_on_data_loss_is_false(hw, bro
     assert sorted(r.offset for r in reader(hw, broker.bootstrap, subscribe=topic).load().collect()) == [5, 6, 7, 8, 9]
 
 
-def test_control_batches_are_skipped_and_leave_an_offset_gap(hw, broker) -> None:
-    topic = unique("spark-control")
+def test_transactions_read_committed_and_uncommitted(hw, broker) -> None:
+    """Committed and aborted transactions interleaved by real transactional producers, and one left open:
+    kafka.isolation.level=read_committed reads the committed records and stops at the open transaction
+    (the last stable offset); read_uncommitted reads every record. Markers never become rows (their
+    offsets are gaps)."""
+    topic = unique("spark-txn")
     create(broker.bootstrap, topic, 1)
-    data = [Record(i, T0 + i, b"k%d" % i, b"v%d" % i) for i in range(3)]
-    # A transaction marker as a coordinator writes it: control key (version 0, type 1 = commit).
-    marker = build_batch([Record(0, T0, struct.pack(">hh", 0, 1), b"\0\0\0\0\0\0")],
-                         attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL)
-    for batch in (build_batch(data), marker, build_batch(data[:2])):
-        assert raw_produce(broker.port, topic, batch).error_code == 0
-    got = reader(hw, broker.bootstrap, subscribe=topic).load().selectExpr("offset", "value").collect()
-    assert sorted((r.offset, bytes(r.value)) for r in got) == [(0, b"v0"), (1, b"v1"), (2, b"v2"), (4, b"v0"),
-                                                                (5, b"v1")]
+    mix = write_interleaved(broker.bootstrap, topic)
+    open_txn = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("spark-open")})
+    open_txn.init_transactions(30)
+    open_txn.begin_transaction()
+    open_txn.produce(topic, value=b"open", partition=0)
+    assert open_txn.flush(30) == 0
+    try:
+        committed = reader(hw, broker.bootstrap, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
+        rows = committed.load().selectExpr("offset", "value").collect()
+        assert [bytes(r.value) for r in sorted(rows)] == [*mix.committed, mix.end]
+        everything = reader(hw, broker.bootstrap, subscribe=topic).load().selectExpr("offset", "value").collect()
+        assert sorted(bytes(r.value) for r in everything) == sorted([*mix.everything, b"open"])
+        offsets = sorted(r.offset for r in everything)
+        markers = 2 * 4  # a commit and an abort marker per round
+        assert offsets[-1] == len(everything) + markers - 1 and len(set(offsets)) == len(offsets)
+    finally:
+        open_txn.abort_transaction(30)
 
 
 def test_read_committed_drops_aborted_transactions() -> None:
