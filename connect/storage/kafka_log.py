@@ -2,6 +2,10 @@
 
 Every worker rebuilds the same state by replaying the topic, which is how configs,
 offsets and statuses are shared in distributed mode (Kafka Connect's KafkaBasedLog).
+
+The topic is read read_committed, always: Kafka's worker does so once exactly-once source support is
+enabled (offsets written in a source task's transaction count only if it commits). Where nothing writes
+transactionally the last stable offset is the high watermark, so it changes nothing there.
 """
 
 from __future__ import annotations
@@ -82,9 +86,12 @@ class KafkaBasedLog:
                                          client_id=f"{self.client_id}-producer")
         await self.producer.start()
         self.consumer = clients.consumer(self.bootstrap, self.security, group_id=None, enable_auto_commit=False,
-                                         auto_offset_reset="earliest", client_id=f"{self.client_id}-consumer")
+                                         auto_offset_reset="earliest", isolation_level="read_committed",
+                                         client_id=f"{self.client_id}-consumer")
         await self.consumer.start()
+        # its end offsets are the last stable offsets: what the reader above can reach
         self.end_reader = clients.consumer(self.bootstrap, self.security, group_id=None, enable_auto_commit=False,
+                                           isolation_level="read_committed",
                                            client_id=f"{self.client_id}-end-offsets")
         await self.end_reader.start()
         parts = await self.producer.partitions_for(self.topic)

@@ -1,14 +1,15 @@
-"""Sink tasks' consumers and isolation.level, with real transactional producers (issue 29).
+"""Connect's readers and isolation.level, with real transactional producers (issue 29).
 
 Committed and aborted transactions are interleaved on a topic by two confluent-kafka transactional
 producers. A FileStreamSink whose consumer reads read_committed (the connector's
 ``consumer.override.isolation.level``, or the worker's ``consumer.isolation.level``) writes exactly the
 committed records; one reading read_uncommitted (Kafka's default) writes the aborted ones too. No
-control record (commit or abort marker) ever reaches a sink.
+control record (commit or abort marker) ever reaches a sink. The internal topics' log reads committed.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import pytest
 from support.connectproc import ConnectProcess, module_connect, sink_config, unique, wait_for
 from support.mirrorkit import create
 from support.txnmix import Mix, write_interleaved
+
+from headwater.connect.storage.kafka_log import KafkaBasedLog
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -58,3 +61,20 @@ def test_worker_consumer_isolation_level_applies_to_sinks(tmp_path: Path) -> Non
         everything = sink_delivers(proc, tmp_path / "override.out", topic, mix,
                                    **{"consumer.override.isolation.level": "read_uncommitted"})
         assert sorted(everything) == sorted(mix.everything)
+
+
+def test_internal_topic_log_reads_committed(connect: ConnectProcess) -> None:
+    """KafkaBasedLog (configs, offsets, statuses) replays only committed records, and reads to the end past
+    aborted transactions and markers."""
+    topic = unique("txn-internal")
+    create(connect.bootstrap, topic, 1, **{"cleanup.policy": "compact"})
+    mix = write_interleaved(connect.bootstrap, topic)
+    seen: list[bytes | None] = []
+
+    async def replay() -> None:
+        log = KafkaBasedLog(connect.bootstrap, topic, lambda k, v, p, o: seen.append(v), unique("txn-log"))
+        await log.start()  # returns once read to the end
+        await log.stop()
+
+    asyncio.run(replay())
+    assert seen == [*mix.committed, mix.end]
