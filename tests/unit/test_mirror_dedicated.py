@@ -241,3 +241,20 @@ def test_a_mirror_connector_refuses_a_clusters_security_key_it_cannot_honour() -
                                            "source.cluster.sasl.username": "u", "source.cluster.sasl.password": "p",
                                            "source.cluster.consumer.ssl.truststore.type": "JKS",
                                            "source.cluster.consumer.ssl.truststore.location": "/x.jks"})
+
+
+@pytest.mark.parametrize("key", ["A.consumer.isolation.level", "A->B.source.consumer.isolation.level",
+                                 "source.consumer.isolation.level", "consumer.isolation.level",
+                                 "A->B.consumer.isolation.level"])
+def test_source_consumer_isolation_level_keys(key: str) -> None:
+    """Each place mm2.properties (or the connector config) may set the source consumer's isolation.level
+    reaches the consumer the source task fetches with."""
+    from headwater.connectors.mirror.config import MirrorSourceConfig
+
+    props = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1", "A->B.enabled": "true"}
+    [flow] = MirrorMakerConfig.from_properties({**props, key: "read_committed"}).flows
+    config = MirrorSourceConfig.model_validate(flow.connector_configs()["MirrorSourceConnector"])
+    assert config.source_consumer()["isolation.level"] == "read_committed"
+    [flow] = MirrorMakerConfig.from_properties({**props, key: "committed"}).flows
+    with pytest.raises(ValueError, match="isolation.level must be read_uncommitted or read_committed, not 'committed'"):
+        MirrorSourceConfig.model_validate(flow.connector_configs()["MirrorSourceConnector"])
