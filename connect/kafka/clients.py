@@ -16,6 +16,7 @@ from aiokafka.conn import create_conn
 from aiokafka.errors import KafkaConnectionError
 from aiokafka.producer.message_accumulator import BatchBuilder
 
+from .raw_fetch import checked_isolation
 from .security import client_security, is_security_key
 
 __all__ = ["PrebuiltBatch", "admin_client", "bootstrap_failure", "consumer", "explained", "fill_batch", "kafka_kwargs",
@@ -50,7 +51,7 @@ _CONSUMER: dict[str, tuple[str, Any]] = {
     "session.timeout.ms": ("session_timeout_ms", _INT),
     "heartbeat.interval.ms": ("heartbeat_interval_ms", _INT),
     "max.poll.interval.ms": ("max_poll_interval_ms", _INT),
-    "isolation.level": ("isolation_level", str),
+    "isolation.level": ("isolation_level", checked_isolation),
     "client.id": ("client_id", str),
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "request.timeout.ms": ("request_timeout_ms", _INT),

@@ -26,7 +26,7 @@ from aiokafka.protocol.fetch import FetchRequest
 from headwater.kafka.aborted import AbortedTransactions
 from headwater.kafka.records import BatchHeader
 
-__all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "BatchFetcher", "Fetched", "isolation_level"]
+__all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "BatchFetcher", "Fetched", "checked_isolation", "isolation_level"]
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,17 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 
 
+def checked_isolation(value: str) -> str:
+    """An ``isolation.level`` value, checked (a ValueError names the key and the value)."""
+    name = str(value).strip().lower()
+    if name not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation.level must be read_uncommitted or read_committed, not {name!r}")
+    return name
+
+
 def isolation_level(settings: Mapping[str, str]) -> int:
     """The Fetch isolation level of consumer settings' ``isolation.level`` (Kafka's default read_uncommitted)."""
-    value = str(settings.get("isolation.level", "read_uncommitted")).strip().lower()
-    if value not in ISOLATION_LEVELS:
-        raise ValueError(f"isolation.level must be read_uncommitted or read_committed, not {value!r}")
-    return ISOLATION_LEVELS[value]
+    return ISOLATION_LEVELS[checked_isolation(settings.get("isolation.level", "read_uncommitted"))]
 
 
 class Fetched(NamedTuple):

@@ -30,6 +30,7 @@ from ..api.config import field_errors
 from ..api.sandbox import applied
 from ..config import CLIENT_KINDS, WorkerConfig
 from ..config_providers import build_transformer, close_providers, reverse_transform
+from ..kafka.raw_fetch import isolation_level
 from ..kafka.security import client_security, is_security_key
 from ..plugins import PluginRegistry, UnknownPlugin
 from ..status import State, TargetState, TaskId, format_trace
@@ -410,9 +411,14 @@ def client_overrides(config: WorkerConfig, props: dict[str, Any], kind: str) -> 
 
 
 def client_override_problems(config: WorkerConfig, props: dict[str, Any]) -> dict[str, str]:
-    """A connector's ``*.override.*`` security settings that cannot be honoured, by the key given (for
+    """A connector's ``*.override.*`` security settings that cannot be honoured, and a
+    ``consumer.override.isolation.level`` that is not Kafka's, by the key given (for
     connector validation: a task would fail with the same message when it builds the client)."""
     problems: dict[str, str] = {}
+    try:
+        isolation_level(_prefixed(props, "consumer.override."))
+    except ValueError as exc:
+        problems["consumer.override.isolation.level"] = f"consumer.override.{exc}"
     for kind in CLIENT_KINDS:
         own = _prefixed(props, f"{kind}.override.")
         if not any(is_security_key(k) for k in own):

@@ -78,3 +78,14 @@ def test_internal_topic_log_reads_committed(connect: ConnectProcess) -> None:
 
     asyncio.run(replay())
     assert seen == [*mix.committed, mix.end]
+
+
+def test_bad_isolation_level_override_is_refused(connect: ConnectProcess, tmp_path: Path) -> None:
+    config = sink_config(tmp_path / "never.out", unique("t"), **{"consumer.override.isolation.level": "committed"})
+    validated = connect.ok("PUT", "/connector-plugins/FileStreamSinkConnector/config/validate",
+                           {**config, "name": "bad"})
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in validated["configs"] if c["value"]["errors"]}
+    message = "consumer.override.isolation.level must be read_uncommitted or read_committed, not 'committed'"
+    assert errors.get("consumer.override.isolation.level") == [message], errors
+    resp = connect.call("PUT", "/connectors/bad/config", config)
+    assert resp.status == 400 and message in resp.json["message"], resp
