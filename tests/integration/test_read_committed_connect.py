@@ -33,8 +33,8 @@ def sink_delivers(proc: ConnectProcess, out: Path, topic: str, mix: Mix, **extra
     """Run a file sink over ``topic`` until it wrote the mix's end record; what it wrote."""
     name = unique("txn-sink")
     proc.create(name, sink_config(out, topic, **extra))
-    written = wait_for(lambda: mix.end in lines(out) and lines(out), 60, 0.1, f"{mix.end!r} in {out}",
-                       proc.log_text)
+    written: list[bytes] = wait_for(lambda: lines(out) if mix.end in lines(out) else None, 60, 0.1,
+                                    f"{mix.end!r} in {out}", proc.log_text)
     proc.ok("DELETE", f"/connectors/{name}", expect=204)
     return written
 
