@@ -38,11 +38,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from broker_throughput import _cpu_seconds, wait_for_quiet  # noqa: E402
+from broker_throughput import (  # noqa: E402
+    _cpu_seconds,
+    start_py_spy,
+    stop_py_spy,
+    summarize_collapsed,
+    wait_for_quiet,
+)
 from support.brokerproc import BrokerProcess  # noqa: E402
 
-PRODUCER = {"linger.ms": 5, "batch.size": 1048576, "queue.buffering.max.messages": 1000000,
-            "queue.buffering.max.kbytes": 1048576, "acks": "all", "enable.idempotence": True}
+# librdkafka's queue limits (100k messages) are left at their defaults: a larger queue lets the idempotent
+# producer hold a whole round in memory, which costs the client more than it saves
+PRODUCER = {"linger.ms": 5, "batch.size": 1048576, "acks": "all", "enable.idempotence": True}
 MODES = ("idempotent", "transactional")
 
 
@@ -152,6 +159,29 @@ def _count(bootstrap: str, topic: str, partitions: int, isolation: str) -> int:
     return count
 
 
+def _profile(broker: BrokerProcess, args: argparse.Namespace, value: bytes) -> list[str]:
+    """py-spy on the broker through one transactional round: the hottest functions, and the share of the
+    samples spent in the transaction coordinator (broker/txn/) and in its requests' handlers."""
+    args.profile.mkdir(parents=True, exist_ok=True)
+    raw = args.profile / "transactional.txt"
+    spy = start_py_spy(broker.proc.pid, raw, args.profile_rate)
+    try:
+        r = _round(broker, "transactional", args, value)
+    finally:
+        stop_py_spy(spy)
+    r.producer = None
+    if not raw.exists():
+        return ["(py-spy wrote nothing)"]
+    total = txn = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if stack and n.isdigit():
+            total += int(n)
+            txn += int(n) if "/txn/" in stack or "_txn" in stack else 0
+    return [f"{len(r.commits)} commits in {r.seconds:.1f} s; samples in broker/txn/ or an apis/k*_txn handler: "
+            f"{txn} of {total} ({100 * txn / max(total, 1):.1f} %)", *summarize_collapsed(raw)]
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -166,6 +196,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--aborted", type=int, default=1000, help="records of the aborted transaction per round")
     parser.add_argument("--wait-quiet", type=float, default=20.0)
+    parser.add_argument("--profile", type=Path, help="record an extra, untimed transactional round with py-spy "
+                        "attached to the broker (raw output in this directory) and print the hottest functions")
+    parser.add_argument("--profile-rate", type=int, default=200)
     parser.add_argument("--broker-set", action="append", default=[], help="a broker setting key=value")
     args = parser.parse_args()
     value = b"x" * args.record_size
@@ -182,6 +215,7 @@ def main() -> None:
                     print(f"round {n + 1} {mode:<13} {args.records / r.seconds:>10,.0f} records/s "
                           f"{mb / r.seconds:6.1f} MB/s  broker CPU {r.broker_cpu:5.2f} s"
                           + (f"  {len(r.commits)} commits" if r.commits else ""), flush=True)
+            profile = _profile(broker, args, value) if args.profile else []
             # correctness: one aborted transaction per transactional round, then count what readers see
             differences = 0
             for r in rounds:
@@ -221,6 +255,8 @@ def main() -> None:
           f"broker ERROR lines: {len(errors)}")
     for line in errors[:5]:
         print("  " + line)
+    if profile:
+        print("\nbroker profile, one extra transactional round:\n" + "\n".join(profile))
     if differences:
         sys.exit(1)
 
