@@ -64,6 +64,11 @@ class Round:
     producer: Producer | None = None  # the transactional producer, kept for the aborted transaction
 
 
+def _pid(broker: BrokerProcess) -> int:
+    assert broker.proc is not None, "the broker is not running"
+    return broker.proc.pid
+
+
 def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
@@ -96,7 +101,7 @@ def _round(broker: BrokerProcess, mode: str, args: argparse.Namespace, value: by
     if mode == "transactional":
         p.init_transactions(30)
     wait_for_quiet(args.wait_quiet)
-    cpu0 = _cpu_seconds(broker.proc.pid)
+    cpu0 = _cpu_seconds(_pid(broker))
     started = time.perf_counter()
     if mode == "idempotent":
         for i in range(args.records):
@@ -117,7 +122,7 @@ def _round(broker: BrokerProcess, mode: str, args: argparse.Namespace, value: by
         p.commit_transaction(60)
         commits.append(time.perf_counter() - t)
     seconds = time.perf_counter() - started
-    cpu = _cpu_seconds(broker.proc.pid) - cpu0
+    cpu = _cpu_seconds(_pid(broker)) - cpu0
     if failures:
         raise RuntimeError(f"{mode}: {len(failures)} records failed, first: {failures[0]}")
     return Round(mode, topic, seconds, cpu, args.records, commits, p if mode == "transactional" else None)
@@ -140,18 +145,19 @@ def _count(bootstrap: str, topic: str, partitions: int, isolation: str) -> int:
                   "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True,
                   "isolation.level": isolation})
     c.subscribe([topic])
-    count, at_end = 0, set()
+    count, at_end = 0, set[int]()
     deadline = time.monotonic() + 120
     try:
         while len(at_end) < partitions and time.monotonic() < deadline:
             for m in c.consume(10000, 0.5):
-                if m.error() is None:
+                error, partition = m.error(), m.partition()
+                if error is None:
                     count += 1
-                    at_end.discard(m.partition())
-                elif m.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(m.partition())
+                    at_end.discard(partition)
+                elif error.code() == KafkaError._PARTITION_EOF and partition is not None:
+                    at_end.add(partition)
                 else:
-                    raise RuntimeError(f"consuming {topic}: {m.error()}")
+                    raise RuntimeError(f"consuming {topic}: {error}")
     finally:
         c.close()
     if len(at_end) < partitions:
@@ -164,7 +170,7 @@ def _profile(broker: BrokerProcess, args: argparse.Namespace, value: bytes) -> l
     samples spent in the transaction coordinator (broker/txn/) and in its requests' handlers."""
     args.profile.mkdir(parents=True, exist_ok=True)
     raw = args.profile / "transactional.txt"
-    spy = start_py_spy(broker.proc.pid, raw, args.profile_rate)
+    spy = start_py_spy(_pid(broker), raw, args.profile_rate)
     try:
         r = _round(broker, "transactional", args, value)
     finally:
