@@ -31,6 +31,7 @@ from .connector import Connector, ConnectorContext, SinkConnector, SourceConnect
 from .converters import Converter, HeaderConverter, SchemaAndValue
 from .data import Field, Schema, SchemaBuilder, SchemaType, Struct
 from .errors import ConfigException, ConnectException, DataException, RetriableException
+from .exactly_once import ConnectorTransactionBoundaries, ExactlyOnceSupport
 from .hookspecs import hookimpl
 from .metrics import MetricSample
 from .records import ConnectRecord, Header, SinkRecord, SourceRecord, TopicPartition
@@ -41,6 +42,7 @@ from .transforms import Predicate, Transformation, TransformConfig
 
 __all__ = [
     "ConfigException", "ConnectException", "ConnectRecord", "Connector", "ConnectorConfig", "ConnectorContext",
+    "ConnectorTransactionBoundaries", "ExactlyOnceSupport",
     "Converter", "DataException", "EncodedBatch", "EncodedSinkBatch", "Field", "Header", "HeaderConverter",
     "MetricSample", "OffsetStorageReader", "PathRefused",
     "Predicate", "RecordBatches", "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder",

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import ConfigException
+from .exactly_once import EXACTLY_ONCE_LEVELS, TRANSACTION_BOUNDARIES, choice
 from .secrets import HIDDEN, is_secret_key, secret_fields
 
 __all__ = [
@@ -66,6 +67,29 @@ class ConnectorConfig(BaseModel):
 
 
 class SourceConnectorConfig(ConnectorConfig):
+    exactly_once_support: str = Field(
+        "requested", alias="exactly.once.support",
+        description="KIP-618: 'required' makes validation fail unless the worker has exactly-once source support "
+                    "and the connector says it supports it; 'requested' (the default) checks nothing.")
+    transaction_boundary: str = Field(
+        "poll", alias="transaction.boundary",
+        description="KIP-618: where a source task's transactions end when the worker delivers exactly once: "
+                    "'poll' (each poll's records), 'interval' (transaction.boundary.interval.ms) or 'connector'.")
+    transaction_boundary_interval_ms: int | None = Field(
+        None, alias="transaction.boundary.interval.ms", ge=0,
+        description="KIP-618: the transaction length with transaction.boundary=interval (the worker's "
+                    "offset.flush.interval.ms when unset).")
+
+    @field_validator("exactly_once_support")
+    @classmethod
+    def _exactly_once(cls, v: str) -> str:
+        return choice(v, EXACTLY_ONCE_LEVELS)
+
+    @field_validator("transaction_boundary")
+    @classmethod
+    def _boundary(cls, v: str) -> str:
+        return choice(v, TRANSACTION_BOUNDARIES)
+
     topic_creation_groups: str = Field(
         "", alias="topic.creation.groups",
         description="Groups of topic-creation settings besides 'default' (KIP-158): topics this connector writes "

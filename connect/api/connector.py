@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import ValidationError
 
 from .config import ConnectorConfig, SinkConnectorConfig, SourceConnectorConfig, field_errors
+from .exactly_once import ConnectorTransactionBoundaries, ExactlyOnceSupport
 
 if TYPE_CHECKING:
     from .sink import SinkTask
@@ -77,6 +78,15 @@ class Connector(ABC):
 
 class SourceConnector(Connector):
     config_class: ClassVar[type[ConnectorConfig]] = SourceConnectorConfig
+
+    def exactly_once_support(self, config: dict[str, str]) -> ExactlyOnceSupport | None:
+        """KIP-618: whether this connector, so configured, can deliver exactly once (None: it does not say;
+        a config asking for ``exactly.once.support=required`` is then refused). Called on a new instance."""
+        return None
+
+    def can_define_transaction_boundaries(self, config: dict[str, str]) -> ConnectorTransactionBoundaries:
+        """KIP-618: whether this connector draws its own transaction boundaries (``transaction.boundary=connector``)."""
+        return ConnectorTransactionBoundaries.UNSUPPORTED
 
 
 class SinkConnector(Connector):

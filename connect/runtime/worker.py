@@ -36,6 +36,7 @@ from ..plugins import PluginRegistry, UnknownPlugin
 from ..status import State, TargetState, TaskId, format_trace
 from ..storage.offsets import OffsetStore
 from .errors import ErrorHandler
+from .exactly_once import exactly_once_problems, worker_exactly_once_enabled
 from .sandbox import worker_sandbox
 from .sink_task import WorkerSinkTask
 from .source_task import WorkerSourceTask
@@ -154,6 +155,9 @@ class Worker:
         if issubclass(cls, SourceConnector):
             for key, messages in topic_creation_errors(props).items():
                 errors.setdefault(key, []).extend(messages)
+            eos = exactly_once_problems(cls, props, worker_exactly_once_enabled(self.config))
+            if eos:
+                errors.setdefault("exactly.once.support", []).extend(eos)
         if issubclass(cls, SinkConnector):
             has_topics = bool(str(props.get("topics", "")).strip())
             has_regex = bool(str(props.get("topics.regex", "")).strip())

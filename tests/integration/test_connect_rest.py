@@ -743,3 +743,31 @@ def test_kc_cli_list_create_status_pause_resume_delete(connect: ConnectProcess, 
     kc("delete", name)
     assert name not in json.loads(kc("list"))
     assert connect.get(f"/connectors/{name}").status == 404
+
+
+def test_exactly_once_required_is_refused_with_kafkas_messages(connect: ConnectProcess, tmp_path: Path) -> None:
+    """KIP-618's validation: exactly.once.support=required on a worker without exactly-once source support is
+    refused on validate and create (Kafka's messages, on that key); requested (any case) passes; bad values of
+    exactly.once.support and transaction.boundary are named."""
+    from headwater.connect.runtime.exactly_once import NO_PREFLIGHT, NOT_ENABLED
+
+    source = tmp_path / "eos.txt"
+    source.write_text("a\n")
+    path = "/connector-plugins/FileStreamSourceConnector/config/validate"
+
+    def errors(**extra: str) -> dict[str, list[str]]:
+        result = connect.ok("PUT", path, {**source_config(source, "eos-t", **extra), "name": "eos"}, expect=200)
+        return {c["value"]["name"]: c["value"]["errors"] for c in result["configs"] if c["value"]["errors"]}
+
+    assert errors(**{"exactly.once.support": "required"}) == {"exactly.once.support": [NOT_ENABLED, NO_PREFLIGHT]}
+    assert errors(**{"exactly.once.support": "REQUESTED", "transaction.boundary": "Interval"}) == {}
+    bad = errors(**{"exactly.once.support": "always", "transaction.boundary": "never"})
+    assert set(bad) == {"exactly.once.support", "transaction.boundary"}, bad
+    assert all("String must be one of (case insensitive)" in m[0] for m in bad.values()), bad
+    name = unique("eos-required")
+    refused = connect.call("POST", "/connectors", {"name": name, "config": source_config(
+        source, "eos-t", **{"exactly.once.support": "required"})})
+    assert refused.status == 400 and NOT_ENABLED in refused.body.decode(), refused
+    assert connect.call("GET", f"/connectors/{name}").status == 404
+    defs = {d["name"] for d in connect.ok("GET", "/connector-plugins/FileStreamSourceConnector/config", expect=200)}
+    assert {"exactly.once.support", "transaction.boundary", "transaction.boundary.interval.ms"} <= defs
