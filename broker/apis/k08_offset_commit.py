@@ -11,14 +11,13 @@ OFFSET_METADATA_TOO_LARGE. Not implemented: the v2-v4 per-request retention time
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
-from ..group.records import OffsetAndMetadata
 from ..protocol.requests import OffsetCommitRequest
+from .offset_entries import check_entries
 from .registry import RequestContext, api
 
 
@@ -30,29 +29,7 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> dict[str, Any
     instance_id = getattr(req, "group_instance_id", None) if ctx.version >= 7 else None
     group_error = (ErrorCode.GROUP_AUTHORIZATION_FAILED if not ctx.allowed_group(Op.READ, req.group_id)
                    else offsets.commit_check(req.group_id, member_id or "", generation, instance_id))
-    now = int(time.time() * 1000)
-    max_meta = ctx.cluster.config.offset_metadata_max_bytes
-    accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
-    topics = []
-    for t in req.topics:
-        partitions = []
-        for p in t.partitions:
-            code = group_error
-            if code is None:
-                metadata = p.committed_metadata or ""
-                topic = ctx.cluster.topics.get(t.name)
-                if not ctx.allowed_topic(Op.READ, t.name):
-                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata.encode()) > max_meta:
-                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                else:
-                    epoch = getattr(p, "committed_leader_epoch", -1) if ctx.version >= 6 else -1
-                    accepted[(t.name, p.partition_index)] = OffsetAndMetadata(p.committed_offset, epoch, metadata, now)
-                    code = ErrorCode.NONE
-            partitions.append({"partition_index": p.partition_index, "error_code": code})
-        topics.append({"name": t.name, "partitions": partitions})
+    accepted, topics = check_entries(ctx, req.topics, group_error, ctx.version >= 6)
     if accepted:
         offsets.commit(req.group_id, accepted)
         ctx.cluster.notify_data()

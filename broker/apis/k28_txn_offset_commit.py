@@ -12,14 +12,13 @@ ACLs: WRITE on the TRANSACTIONAL_ID, READ on the group and on each topic.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
-from ..group.records import OffsetAndMetadata
 from ..protocol.requests import TxnOffsetCommitRequest
+from .offset_entries import check_entries
 from .registry import RequestContext, api
 
 
@@ -42,29 +41,7 @@ def _group_error(ctx: RequestContext, req: TxnOffsetCommitRequest) -> ErrorCode 
 @api(key=28, min=0, max=4)
 async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> dict[str, Any]:
     group_error = _group_error(ctx, req)
-    now = int(time.time() * 1000)
-    max_meta = ctx.cluster.config.offset_metadata_max_bytes
-    accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
-    topics = []
-    for t in req.topics:
-        partitions = []
-        for p in t.partitions:
-            code = group_error
-            if code is None:
-                metadata = p.committed_metadata or ""
-                topic = ctx.cluster.topics.get(t.name)
-                if not ctx.allowed_topic(Op.READ, t.name):
-                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata.encode()) > max_meta:
-                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                else:
-                    epoch = getattr(p, "committed_leader_epoch", -1) if ctx.version >= 2 else -1
-                    accepted[(t.name, p.partition_index)] = OffsetAndMetadata(p.committed_offset, epoch, metadata, now)
-                    code = ErrorCode.NONE
-            partitions.append({"partition_index": p.partition_index, "error_code": code})
-        topics.append({"name": t.name, "partitions": partitions})
+    accepted, topics = check_entries(ctx, req.topics, group_error, ctx.version >= 2)
     if accepted:
         ctx.groups.offsets.commit_pending(req.group_id, req.producer_id, req.producer_epoch, accepted)
     return {"throttle_time_ms": 0, "topics": topics}
