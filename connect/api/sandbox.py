@@ -30,7 +30,7 @@ from typing import Literal
 from .errors import ConfigException
 
 __all__ = ["PathRefused", "Sandbox", "SPARK_CODE_KEYS", "SPARK_PATH_KEYS", "applied", "check_path",
-           "check_spark_conf", "current", "resolve"]
+           "check_spark_conf", "current", "resolve", "within"]
 
 #: read: the connector opens or lists it; write: it creates, appends to, moves into or deletes under it
 Mode = Literal["read", "write"]
@@ -121,7 +121,8 @@ def resolve(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(os.path.abspath(os.fspath(path))))
 
 
-def _within(path: Path, folder: Path) -> bool:
+def within(path: Path, folder: Path) -> bool:
+    """``path`` is ``folder`` or inside it (both resolved)."""
     return path == folder or folder in path.parents
 
 
@@ -134,11 +135,11 @@ def check_path(key: str, path: str | os.PathLike[str], mode: Mode = "read") -> P
     shown = repr(os.fspath(path)) + (f" (resolved to {str(real)!r})" if str(real) != os.fspath(path) else "")
     if mode == "write":
         for protected, what in sandbox.protected:
-            if _within(real, protected) or _within(protected, real):
-                relation = "is" if real == protected else "is in" if _within(real, protected) else "holds"
+            if within(real, protected) or within(protected, real):
+                relation = "is" if real == protected else "is in" if within(real, protected) else "holds"
                 raise PathRefused(key, f"{shown} is not a place a connector may write to: it {relation} {what} "
                                        f"{str(protected)!r}")
-    if sandbox.allowed_paths and not any(_within(real, folder) for folder in sandbox.allowed_paths):
+    if sandbox.allowed_paths and not any(within(real, folder) for folder in sandbox.allowed_paths):
         bound = ", ".join(str(p) for p in sandbox.allowed_paths)
         raise PathRefused(key, f"{shown} is outside the folders the worker lets connectors {mode} "
                                f"({ALLOWED_PATHS_KEY}={bound})")
