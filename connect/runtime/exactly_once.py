@@ -9,7 +9,14 @@ from ..api import SourceConnector
 from ..api.exactly_once import EXACTLY_ONCE_LEVELS, ExactlyOnceSupport, choice
 from ..config import WorkerConfig
 
-__all__ = ["exactly_once_problems", "worker_exactly_once_enabled"]
+__all__ = ["TASK_COUNT_RECORD_PREFIX", "WORKER_SUPPORT_LEVELS", "exactly_once_problems", "transactional_id",
+           "worker_exactly_once_enabled", "worker_exactly_once_level"]
+
+#: the worker's ``exactly.once.source.support`` (KIP-618; Kafka's DistributedConfig, default disabled)
+WORKER_SUPPORT_LEVELS = ("disabled", "preparing", "enabled")
+#: config-topic key of the task count the leader recorded after fencing a connector's zombies:
+#: ``task-count-record-<connector>`` with value ``{"task-count": N}`` (Kafka's KafkaConfigBackingStore)
+TASK_COUNT_RECORD_PREFIX = "task-count-record-"
 
 NOT_ENABLED = "This worker does not have exactly-once source support enabled."
 NO_PREFLIGHT = ("The connector does not implement the API required for preflight validation of exactly-once source "
@@ -20,10 +27,20 @@ NO_PREFLIGHT = ("The connector does not implement the API required for preflight
 UNSUPPORTED = "The connector does not support exactly-once semantics with the provided configuration."
 
 
+def worker_exactly_once_level(config: WorkerConfig) -> str:
+    """The worker's ``exactly.once.source.support``, lower-cased: one of WORKER_SUPPORT_LEVELS."""
+    return str((config.model_extra or {}).get("exactly.once.source.support", "disabled")).strip().lower()
+
+
 def worker_exactly_once_enabled(config: WorkerConfig) -> bool:
-    """The worker's ``exactly.once.source.support`` is ``enabled`` (connect/unhonoured.py refuses it at start
-    until source tasks deliver exactly once, so today this is never true)."""
-    return str((config.model_extra or {}).get("exactly.once.source.support", "disabled")).strip().lower() == "enabled"
+    """Source tasks of this worker run with a transactional producer (``exactly.once.source.support=enabled``)."""
+    return worker_exactly_once_level(config) == "enabled"
+
+
+def transactional_id(group_id: str, connector: str, task: int) -> str:
+    """The ``transactional.id`` of a source task's producer under exactly-once support, as Kafka forms it
+    (``<group.id>-<connector>-<task>``): the same id in every generation, so a new instance fences the old."""
+    return f"{group_id}-{connector}-{task}"
 
 
 def exactly_once_problems(cls: type[SourceConnector], props: dict[str, Any], worker_enabled: bool) -> list[str]:
