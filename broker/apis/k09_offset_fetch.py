@@ -1,7 +1,10 @@
-"""OffsetFetch (key 9), v0-v5.
+"""OffsetFetch (key 9), v0-v7.
 
 Behavior: committed offsets of one group; a null topic list (v2+) means every
 partition the group has committed. Partitions without a commit answer offset -1.
+v7's ``require_stable`` (KIP-447, sent by read_committed consumers) answers
+UNSTABLE_OFFSET_COMMIT for a partition whose offsets an open transaction holds, so the
+consumer waits for the transaction's end (it retries) instead of starting from an older offset.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from ..protocol.requests import OffsetFetchRequest
 from .registry import RequestContext, api
 
 
-@api(key=9, min=0, max=5)
+@api(key=9, min=0, max=7)
 async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> dict[str, Any]:
     if not req.group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
@@ -23,6 +26,7 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> dict[str, Any]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     wanted = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
     found = ctx.groups.offsets.fetch(req.group_id, wanted)
+    unstable = ctx.groups.offsets.unstable(req.group_id) if ctx.version >= 7 and req.require_stable else set()
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), om in found.items():
         if not ctx.allowed_topic(Op.DESCRIBE, topic):
@@ -30,6 +34,11 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> dict[str, Any]
                 by_topic.setdefault(topic, []).append({
                     "partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1,
                     "metadata": "", "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+            continue
+        if (topic, partition) in unstable:
+            by_topic.setdefault(topic, []).append({
+                "partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1,
+                "metadata": "", "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT})
             continue
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,

@@ -80,6 +80,14 @@ class CommittedOffsets:
             return dict(offsets)
         return {tp: offsets.get(tp) for tp in partitions}
 
+    def unstable(self, group_id: str) -> set[TP]:
+        """Partitions with offsets of an open transaction (TxnOffsetCommit before its marker): OffsetFetch with
+        ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them (KIP-447)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for held in group.pending_txn.values() for tp in held}
+
     def delete(self, group_id: str, partitions: list[TP]) -> dict[TP, ErrorCode]:
         """OffsetDelete: refused for topics an active consumer group is subscribed to."""
         group = self.groups[group_id]

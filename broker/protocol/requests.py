@@ -199,6 +199,7 @@ class OffsetFetchTopic(Protocol):
 class OffsetFetchRequest(Protocol):  # key 9
     group_id: str
     topics: Sequence[OffsetFetchTopic] | None  # None: every partition the group committed (v2+)
+    require_stable: bool  # v7+
 
 
 class FindCoordinatorRequest(Protocol):  # key 10

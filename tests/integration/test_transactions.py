@@ -11,6 +11,7 @@ requests check the errors clients rarely provoke, and DescribeTransactions / Lis
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from kafka.protocol.admin import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from support.brokerproc import BrokerProcess
 from support.confluent import position
@@ -37,6 +39,7 @@ pytestmark = pytest.mark.timeout(180)
 INVALID_TXN_STATE = 48
 INVALID_TRANSACTION_TIMEOUT = 50
 TRANSACTIONAL_ID_NOT_FOUND = 105
+UNSTABLE_OFFSET_COMMIT = 88
 # The coordinator looks for timed-out transactions this often (Kafka's default is 10 s)
 BROKER_SETTINGS = ("transaction.abort.timed.out.transaction.cleanup.interval.ms=300",
                    "transaction.state.log.num.partitions=5", "transaction.max.timeout.ms=120000")
@@ -142,7 +145,10 @@ def test_confluent_send_offsets_visible_only_after_commit(txn_broker: BrokerProc
         feeder.produce(source, value=b"in-%d" % i, partition=0)
     feeder.flush(TIMEOUT)
     group = unique("txn-group")
-    consumer = confluent_consumer(txn_broker.bootstrap, **{"group.id": group, "auto.offset.reset": "earliest"})
+    # read_uncommitted: OffsetFetch without require_stable answers the committed offset while a transaction
+    # holds newer ones (read_committed would wait for its end: test_require_stable_waits_for_the_transaction)
+    consumer = confluent_consumer(txn_broker.bootstrap, **{"group.id": group, "auto.offset.reset": "earliest",
+                                                           "isolation.level": "read_uncommitted"})
     consumer.subscribe([source])
     producer = txn_producer(txn_broker.bootstrap, unique("tid"))
     producer.init_transactions(TIMEOUT)
@@ -179,6 +185,45 @@ def test_confluent_send_offsets_visible_only_after_commit(txn_broker: BrokerProc
         assert committed() == 3, "an aborted transaction's offset became visible"
     finally:
         consumer.close()
+
+
+def offset_fetch_v7(port: int, group: str, topic: str, require_stable: bool) -> tuple[int, int]:
+    """(committed offset, partition error) of ``topic``-0 for ``group`` by OffsetFetch v7."""
+    req = OffsetFetchRequest[7]
+    with Conn(port) as conn:
+        resp = conn.call(req(group_id=group, require_stable=require_stable,
+                             topics=[req.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]),
+                         OffsetFetchResponse)
+    [t] = resp.topics
+    [p] = t.partitions
+    return p.committed_offset, p.error_code
+
+
+def test_require_stable_waits_for_the_transaction(txn_broker: BrokerProcess) -> None:
+    """KIP-447: while a transaction holds a group's offsets, OffsetFetch v7 with require_stable answers
+    UNSTABLE_OFFSET_COMMIT (without it, the committed offset); a read_committed librdkafka consumer's
+    committed() waits for the transaction's end and then sees its offset."""
+    source = unique("stable-in")
+    create_topic("confluent", txn_broker.bootstrap, source, partitions=1)
+    group = unique("stable-group")
+    producer = txn_producer(txn_broker.bootstrap, unique("tid"))
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    reader = confluent_consumer(txn_broker.bootstrap, **{"group.id": group})  # read_committed: librdkafka's default
+    producer.send_offsets_to_transaction([TopicPartition(source, 0, 7)], reader.consumer_group_metadata(), TIMEOUT)
+    try:
+        assert offset_fetch_v7(txn_broker.port, group, source, require_stable=True) == (-1, UNSTABLE_OFFSET_COMMIT)
+        assert offset_fetch_v7(txn_broker.port, group, source, require_stable=False) == (-1, 0)
+        ended = threading.Timer(1.5, producer.commit_transaction, args=(TIMEOUT,))
+        ended.start()
+        started = time.monotonic()
+        [got] = reader.committed([TopicPartition(source, 0)], timeout=TIMEOUT)
+        ended.join()
+        assert got.offset == 7, "a read_committed consumer did not get the transaction's offset"
+        assert time.monotonic() - started >= 1.0, "committed() answered before the transaction ended"
+        assert offset_fetch_v7(txn_broker.port, group, source, require_stable=True) == (7, 0)
+    finally:
+        reader.close()
 
 
 def test_open_transaction_times_out_and_is_aborted(txn_broker: BrokerProcess) -> None:
