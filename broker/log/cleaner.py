@@ -36,9 +36,11 @@ merging never restarts a countdown, and a segment kept as is keeps its mtime.
 Transactions, as Kafka's cleaner: nothing at or past the last stable offset is cleaned (the caller passes it
 as ``uncleanable_from``), so an open transaction's records never shadow older ones; the data batches of
 aborted transactions (found in the segments' aborted-transaction indexes) take no part in the offset map
-and are dropped; commit and abort markers are kept, always (Kafka drops them once delete.retention.ms has
-passed; keeping them costs a batch per transaction and keeps replay exact), and a rewritten segment takes
-over its originals' aborted-index entries.
+and are dropped; a commit or abort marker goes once nothing of its transaction's data is left and
+delete.retention.ms has passed, counted like a tombstone's (a transactional offsets topic would otherwise
+grow by a marker per transaction forever); a rewritten segment takes over its originals' aborted-index
+entries but those of the abort markers it dropped (a reader given an entry without its marker would drop
+the producer's later transactions too).
 
 Known limits: an idempotent producer's batch whose records all go disappears with its header (Kafka keeps
 an empty one), so the broker snapshots producer state before a pass (see Cluster.clean_logs).
@@ -71,6 +73,7 @@ from headwater.kafka.records import (
 from headwater.kafka.types import DecodeError, read_varint
 
 from ..config.topic_configs import LONG_MAX
+from .control import read_marker
 from .errors import LogClosed
 from .recovery import CLEANER_SWAP_FILE, fsync_dir
 from .segment import MAX_RELATIVE_OFFSET, LogSegment
@@ -341,6 +344,7 @@ class CleanResult:
     records_read: int = 0
     records_kept: int = 0
     tombstones_dropped: int = 0
+    markers_dropped: int = 0
     map_keys: int = 0
     seconds: float = 0.0
     committed: bool = True  # False if retention removed segments meanwhile (that part was not swapped)
@@ -384,6 +388,9 @@ class _Pass:
         self.horizon = plan.now_ms - config.delete_retention_ms
         self.offset_map: dict[bytes, int] = {}
         self.groups: list[_Group] = []
+        # producer id -> whether its current transaction kept any data, while the segments are walked in order
+        self.txn_kept: dict[int, bool] = {}
+        self.dropped_aborts: set[tuple[int, int]] = set()  # (producer id, marker offset)
         self.result = CleanResult(plan.first_dirty, plan.first_dirty, plan.dirty_ratio, 0, 0, 0, 0)
 
     def abort(self) -> bool:
@@ -474,11 +481,23 @@ class _Pass:
         for header, batch in _iter_batches(seg, self.abort):
             if not crc_ok(batch, 0, header):
                 raise InvalidBatch(f"{seg.log_path}: batch at offset {header.base_offset} fails its CRC")
+            if header.is_control and header.record_count > 0 and header.producer_id >= 0:
+                if not self.txn_kept.pop(header.producer_id, False):  # its transaction left no data
+                    if drop_tombstones:
+                        if not read_marker(batch).commit:
+                            self.dropped_aborts.add((header.producer_id, header.base_offset))
+                        result.markers_dropped += 1
+                        changed = True
+                        continue
+                    tombstones_kept += 1  # its countdown runs like a tombstone's
+                out.append(batch, header)
+                continue
             if header.is_control or header.record_count <= 0:
                 out.append(batch, header)
                 continue
             if self._aborted(header):
                 result.records_read += header.record_count
+                self.txn_kept.setdefault(header.producer_id, False)
                 changed = True
                 continue
             data = _records_payload(header, batch, self.max_decompressed)
@@ -497,6 +516,8 @@ class _Pass:
                 kept.append(rec)
             result.records_read += len(records)
             result.records_kept += len(kept)
+            if header.is_transactional:
+                self.txn_kept[header.producer_id] = self.txn_kept.get(header.producer_id, False) or bool(kept)
             if len(kept) == len(records):
                 out.append(batch, header)  # byte for byte: keeps the producer's own encoding
                 continue
@@ -515,7 +536,8 @@ class _Pass:
                 out.delete()
                 continue
             out.seal()
-            out.txn_index.reset(txn for seg in group.originals for txn in seg.txn_index.entries)
+            out.txn_index.reset(txn for seg in group.originals for txn in seg.txn_index.entries
+                                if (txn.producer_id, txn.last_offset) not in self.dropped_aborts)
             out.set_last_modified(group.timer if group.timer is not None else self.plan.now_ms)
             out.flush()
             swaps.append(group)

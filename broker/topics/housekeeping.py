@@ -94,10 +94,10 @@ class LogHousekeeping:
                     cleaned += 1
                     log.info(
                         "cleaned %s-%d up to offset %d: %d segments, %d bytes -> %d segments, %d bytes; "
-                        "%d of %d records kept, %d tombstones dropped, %.3fs",
+                        "%d of %d records kept, %d tombstones and %d transaction markers dropped, %.3fs",
                         topic.name, index, result.end_offset, result.segments_before, result.bytes_before,
                         result.segments_after, result.bytes_after, result.records_kept, result.records_read,
-                        result.tombstones_dropped, result.seconds,
+                        result.tombstones_dropped, result.markers_dropped, result.seconds,
                     )
         return cleaned
 

@@ -242,6 +242,48 @@ def test_the_cleaner_drops_aborted_data_and_stops_at_the_lso(tmp_path: Path) -> 
     cluster.close()
 
 
+def markers_in(p: Partition) -> list[int]:
+    return [h.base_offset for _, h in iter_batches(p.log.read(0, 1 << 24)) if h.is_control]
+
+
+def test_the_cleaner_drops_markers_whose_transactions_left_nothing(tmp_path: Path) -> None:
+    """A marker goes once its transaction's data is gone (aborted, or every record superseded) and
+    delete.retention.ms has passed; a marker whose transaction still has a record stays; a dropped abort
+    marker takes its aborted-index entry with it; what a read_committed reader sees does not change."""
+    SEQ.clear()
+    cluster = open_cluster(tmp_path)
+    p = cluster.create_topic("m", 1, overrides={"cleanup.policy": "compact", "segment.bytes": "200",
+                                                "min.cleanable.dirty.ratio": "0.01",
+                                                "delete.retention.ms": "0"}).partitions[0]
+    produce(p, keyed(1, b"offset", b"1"))
+    p.append_marker(1, 0, True, 0)  # 1: committed, superseded below -> goes
+    produce(p, keyed(2, b"offset", b"junk"))
+    p.append_marker(2, 0, False, 0)  # 3: aborted -> goes, with its index entry
+    produce(p, keyed(3, b"offset", b"2"))
+    p.append_marker(3, 0, True, 0)  # 5: committed, superseded below -> goes
+    produce(p, keyed(4, b"offset", b"3"))
+    p.append_marker(4, 0, True, 0)  # 7: its record is the latest -> stays
+    for i in range(6):
+        pad = keyed(-1, b"pad%d" % i, b"x" * 60)
+        p.log.append(bytearray(pad), parse_header(pad))  # roll the markers' segments closed
+    assert markers_in(p) == [1, 3, 5, 7]
+    before = committed_view(p)
+    assert before[b"offset"] == b"3"
+
+    housekeeping = LogHousekeeping(cluster, cluster.config)
+    asyncio.run(housekeeping.clean_logs())  # data goes first; the markers' countdown starts
+    asyncio.run(housekeeping.clean_logs())  # past delete.retention.ms (0): the empty transactions' markers go
+    assert markers_in(p) == [7]
+    assert [t.producer_id for t in p.log.aborted_transactions(0, p.log.log_end_offset)] == []
+    assert committed_view(p) == before
+    cluster.close()
+    cluster = open_cluster(tmp_path)
+    reopened = cluster.partition("m", 0)
+    assert markers_in(reopened) == [7] and committed_view(reopened) == before
+    assert reopened.last_stable_offset() == reopened.log.log_end_offset  # no transaction left open
+    cluster.close()
+
+
 def test_read_committed_stops_at_the_lso_across_segments(tmp_path: Path) -> None:
     SEQ.clear()
     cluster = open_cluster(tmp_path)
