@@ -147,6 +147,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         self._aborted: list[_Submitted] = []  # polls of aborted transactions: their offsets commit next
         self._abort_next = False  # the task asked to abort the transaction after the last poll
         self._mid_poll = False  # a poll's records are being handed over (a stop now leaves them half sent)
+        self._send_error: asyncio.Future[Acked] | None = None  # the first batch the target did not take
         self.transactions_committed = 0
         self.transactions_aborted = 0
 
@@ -181,6 +182,14 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         self._mid_poll = True
         await super().iteration()
         self._mid_poll = False
+        if self._send_error is not None:  # fail now, not at the commit (a fenced task would send on till then)
+            fut = self._send_error
+            raise self._failed("the target did not take a batch", _delivery_failed(
+                fut.exception(), self._sent_to.get(id(fut))))
+
+    def _on_ack(self, fut: asyncio.Future[Acked]) -> None:
+        if self._send_error is None and not fut.cancelled() and fut.exception() is not None:
+            self._send_error = fut
 
     async def ensure_topic(self, topic: str) -> None:
         if topic == self.offsets_topic:
@@ -195,7 +204,10 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             await self.transactions.begin()
         except Exception as exc:
             raise self._failed("beginning a transaction failed", exc) from exc
-        return await super().send_builder(builder, topic, partition, futures)
+        fut = await super().send_builder(builder, topic, partition, futures)
+        if fut is not None:
+            fut.add_done_callback(self._on_ack)
+        return fut
 
     async def send_failed(self, builder: BatchBuilderLike, topic: str, partition: int,
                           failed: Exception) -> asyncio.Future[Acked] | None:

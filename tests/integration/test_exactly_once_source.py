@@ -82,10 +82,16 @@ def seqs(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[
 
 
 def high_watermark(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """The partition's high watermark (not its last stable offset: what open transactions hold counts); 0 while
+    the topic does not exist yet."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("eos-hw")})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("eos-hw"),
+                         "isolation.level": "read_uncommitted"})
     try:
+        if topic not in consumer.list_topics(topic, timeout=10).topics or consumer.list_topics(
+                topic, timeout=10).topics[topic].error is not None:
+            return 0
         return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
     finally:
         consumer.close()
@@ -169,7 +175,7 @@ def test_interval_boundary_spans_polls(eos: tuple[Cluster, WorkerProcess]) -> No
         "poll.ms": "50", "transaction.boundary": "interval", "transaction.boundary.interval.ms": "600"}))
     assert wait_seqs(cluster.bootstrap, topic, 40, worker) == list(range(40))
     markers = high_watermark(cluster.bootstrap, topic) - 40
-    assert 2 <= markers <= 12, markers  # 40 polls take 2 s at least: 3-5 transactions, more on a loaded machine
+    assert 2 <= markers <= 20, markers  # 40 polls of 50 ms: about 4 transactions (one per poll would be 40)
     worker.ok("DELETE", f"/connectors/{name}")
 
 
