@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from support.brokerproc import BrokerProcess
+from support.confluent import position
 from support.connectproc import unique, wait_for
 from support.workerproc import BROKER_OVERRIDES, PLUGINS, Cluster, WorkerProcess, fast_settings
 
@@ -67,7 +68,7 @@ def read(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[
         out: list[tuple[int, bytes | None, bytes | None]] = []
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            out += [(m.partition(), m.key(), m.value()) for m in consumer.consume(10000, timeout=0.2)
+            out += [(position(m)[0], m.key(), m.value()) for m in consumer.consume(10000, timeout=0.2)
                     if m.error() is None]
             positions = consumer.position([TopicPartition(topic, p) for p in ends if ends[p] > 0])
             if all(tp.offset >= ends[tp.partition] for tp in positions):
@@ -251,3 +252,35 @@ def test_preparing_is_accepted_and_tasks_stay_at_least_once(broker: BrokerProces
         refused = worker.call("PUT", f"/connectors/{unique('req')}/config",
                               scripted(topic, **{"exactly.once.support": "required"}))
         assert refused.status == 400 and "does not have exactly-once source support enabled" in refused.body.decode()
+
+
+# -- whole batches in a transaction ---------------------------------------------------------------------------
+
+
+def test_a_prebuilt_batch_joins_its_producers_transaction(broker: BrokerProcess) -> None:
+    """A batch sent whole (``prebuilt_batch``, the encoded path mirrors take) by a transactional producer is
+    marked transactional, as the producer's own batches are: aborted, a read_committed reader never sees it;
+    committed, it does."""
+    import asyncio
+
+    from headwater.connect import kafka as clients
+    from headwater.kafka.records import Record, build_batch
+
+    topic = unique("eos-prebuilt")
+
+    async def run() -> None:
+        producer = clients.producer(broker.bootstrap, {}, transactional_id=unique("prebuilt"), acks="all")
+        await producer.start()
+        try:
+            for value, commit in ((b"aborted", False), (b"committed", True)):
+                await producer.begin_transaction()
+                data = build_batch([Record(0, int(time.time() * 1000), None, value, [])])
+                ack = await producer.send_batch(clients.prebuilt_batch(producer, data, 1), topic, partition=0)
+                await ack
+                await (producer.commit_transaction() if commit else producer.abort_transaction())
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    assert [v for _, _, v in read(broker.bootstrap, topic, "read_uncommitted")] == [b"aborted", b"committed"]
+    assert [v for _, _, v in read(broker.bootstrap, topic)] == [b"committed"]
