@@ -23,7 +23,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from .. import kafka as clients
 from ..api import ConnectException, SourceRecord
 from ..api.exactly_once import TRANSACTION_BOUNDARIES, choice
 from ..api.source import TransactionContext
@@ -160,8 +159,6 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         return self.context
 
     async def initialize(self) -> None:
-        if isinstance(self.offset_store, ConnectorOffsetStore):
-            await self.offset_store.start()  # the connector's own topic, read to its end
         await super().initialize()  # starting the producer fences older instances of this task
         self.txn = Transactions(self.producer)
         log.info("task %s delivers exactly once: transactional.id %s, transaction.boundary=%s%s, offsets in %s",
@@ -348,12 +345,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             if self.txn is not None:
                 await self._close_transaction()
         finally:
-            try:
-                if self.producer is not None:
-                    await clients.stop_producer(self.producer, self.flush_timeout)
-            finally:
-                if isinstance(self.offset_store, ConnectorOffsetStore):
-                    await self.offset_store.stop()
+            await self.release()
 
     async def _close_transaction(self) -> None:
         """Commit what is pending when the task stops cleanly between polls; abort what is left open."""

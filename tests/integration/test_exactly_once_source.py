@@ -241,14 +241,18 @@ def test_a_fenced_task_fails_saying_so(eos: tuple[Cluster, WorkerProcess]) -> No
 
 def test_preparing_is_accepted_and_tasks_stay_at_least_once(broker: BrokerProcess, tmp_path: Path) -> None:
     """exactly.once.source.support=preparing (the first step of the rolling upgrade): the worker starts, source
-    tasks deliver without transactions (no marker after their records), and required is still refused."""
+    tasks deliver without transactions (no marker after their records), and required is still refused. A
+    connector's offsets.storage.topic holds its offsets at least once too (as in Kafka's distributed mode)."""
     tag = unique("eos-prep")
     with Cluster(tmp_path, broker.bootstrap, tag, eos_settings(tag, "preparing")) as cluster:
         (worker,) = cluster.start(1)
-        topic, name = unique("prep"), unique("prep")
-        worker.ok("PUT", f"/connectors/{name}/config", scripted(topic, count="20", batch="5"))
+        topic, name, own = unique("prep"), unique("prep"), unique("prep-offsets")
+        worker.ok("PUT", f"/connectors/{name}/config", scripted(topic, count="20", batch="5",
+                                                                 **{"offsets.storage.topic": own}))
         assert wait_seqs(cluster.bootstrap, topic, 20, worker) == list(range(20))
         assert high_watermark(cluster.bootstrap, topic) == 20
+        wait_for(lambda: stored_offsets(cluster.bootstrap, own, name)[-1:] == [{"seq": 19}], 30, 0.3,
+                 "the offset of 19 in the connector's topic", worker.log_text)
         refused = worker.call("PUT", f"/connectors/{unique('req')}/config",
                               scripted(topic, **{"exactly.once.support": "required"}))
         assert refused.status == 400 and "does not have exactly-once source support enabled" in refused.body.decode()
