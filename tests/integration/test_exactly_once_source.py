@@ -288,3 +288,29 @@ def test_a_prebuilt_batch_joins_its_producers_transaction(broker: BrokerProcess)
     asyncio.run(run())
     assert [v for _, _, v in read(broker.bootstrap, topic, "read_uncommitted")] == [b"aborted", b"committed"]
     assert [v for _, _, v in read(broker.bootstrap, topic)] == [b"committed"]
+
+
+# -- a worker killed mid-stream ------------------------------------------------------------------------------
+
+
+def test_worker_killed_mid_stream_sends_nothing_twice(broker: BrokerProcess, tmp_path: Path) -> None:
+    """SIGKILL of the worker while its task writes (a transaction every 300 ms): a worker started in its place
+    resumes from the last committed offset, and what the killed task had sent after it (its open transaction)
+    is aborted when the new task's producer starts: a read_committed reader finds every record once, in order.
+    (At least once, the records sent after the last offset flush would be there twice.)"""
+    tag = unique("eos-kill")
+    with Cluster(tmp_path, broker.bootstrap, tag, eos_settings(tag)) as cluster:
+        (first,) = cluster.start(1)
+        topic, name = unique("eos-kill"), unique("eos-kill")
+        first.ok("PUT", f"/connectors/{name}/config", scripted(topic, count="4000", batch="20", **{
+            "poll.ms": "10", "transaction.boundary": "interval", "transaction.boundary.interval.ms": "300"}))
+        wait_for(lambda: high_watermark(cluster.bootstrap, topic) >= 600, 60, 0.05, "600 records written",
+                 first.log_text)
+        first.kill()
+        written = high_watermark(cluster.bootstrap, topic)
+        (second,) = cluster.start(1)
+        found = wait_for(lambda: s if len(s := seqs(cluster.bootstrap, topic)) >= 4000 else None, 120, 0.5,
+                         "4000 committed records", second.log_text)
+        assert found == list(range(4000)), (len(found), len(set(found)))
+        aborted = len(seqs(cluster.bootstrap, topic, "read_uncommitted")) - 4000
+        print(f"of {written} records written by the killed task, {aborted} were in its open transaction (aborted)")
