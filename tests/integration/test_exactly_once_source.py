@@ -314,3 +314,27 @@ def test_worker_killed_mid_stream_sends_nothing_twice(broker: BrokerProcess, tmp
         assert found == list(range(4000)), (len(found), len(set(found)))
         aborted = len(seqs(cluster.bootstrap, topic, "read_uncommitted")) - 4000
         print(f"of {written} records written by the killed task, {aborted} were in its open transaction (aborted)")
+
+
+# -- a batch the target refuses --------------------------------------------------------------------------------
+
+
+def test_a_refused_batch_fails_the_task_whatever_errors_tolerance_says(eos: tuple[Cluster, WorkerProcess]) -> None:
+    """Records too big for the topic's max.message.bytes: at least once, errors.tolerance=all would skip them;
+    exactly once, producing is never tolerated (as in Kafka): the task fails saying which batch was refused, and
+    nothing of its transaction is committed."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster, worker = eos
+    topic, name = unique("eos-refused"), unique("eos-refused")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "300"})])[topic].result(30)
+    worker.ok("PUT", f"/connectors/{name}/config", scripted(topic, count="50", batch="10", pad="100", **{
+        "errors.tolerance": "all"}))
+    failed = wait_for(lambda: st if (st := worker.status(name)) and st["tasks"] and st["tasks"][0][
+        "state"] == "FAILED" else None, 60, 0.2, "the task FAILED", worker.log_text)
+    trace = failed["tasks"][0]["trace"]
+    assert f"task {name}-0: " in trace and "the open transaction is aborted and nothing of it is committed" in trace
+    assert "producing a batch of 10 records (" in trace and f"to {topic}-0 failed: MessageSizeTooLarge" in trace, trace
+    assert seqs(cluster.bootstrap, topic) == []
+    worker.ok("DELETE", f"/connectors/{name}")
