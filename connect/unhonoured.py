@@ -32,8 +32,7 @@ def _empty(value: str) -> bool:
 
 UNHONOURED: dict[str, Unhonoured] = {
     "exactly.once.source.support": Unhonoured(
-        "source connectors deliver at least once: exactly-once source support (KIP-618: transactional "
-        "producers, fencing) is not offered; use disabled", _one_of("disabled")),
+        "must be one of disabled, preparing, enabled (KIP-618)", _one_of("disabled", "preparing", "enabled")),
     "connector.client.config.override.policy": Unhonoured(
         "a connector's producer.override.*, consumer.override.* and admin.override.* are always applied, as "
         "Kafka's All policy does; no other policy (None, Principal, a class of your own) is offered",
