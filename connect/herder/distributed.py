@@ -43,7 +43,7 @@ from ..storage.kafka_log import ensure_compacted_topic
 from ..storage.kafka_stores import KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .assignor import IncrementalAssignor
 from .base import BaseHerder
-from .errors import BadRequest, Conflict, NotFound, NotLeader, NotOwner
+from .errors import BadRequest, Conflict, HerderError, NotFound, NotLeader, NotOwner
 from .events import AssignmentNeeded, FencingSettled, HerderEvent, Rebalanced, SessionKeyDue, StatusReported
 from .fencing import FENCE_RETRY_MAX_S, FENCE_TIMEOUT_MS, ZombieFencing, needs_fencing_round
 from .membership import GroupMembership, JoinResult
@@ -410,8 +410,9 @@ class DistributedHerder(BaseHerder):
             if not fencing.done.done():
                 fencing.done.cancel()
             raise
-        except Exception as exc:
-            log.error("zombie fencing of %s failed: %s: %s", name, type(exc).__name__, exc)
+        except Exception as exc:  # a Conflict: new task configs came meanwhile, and a new round follows
+            log.log(logging.INFO if isinstance(exc, Conflict) else logging.ERROR, "zombie fencing of %s failed: "
+                    "%s: %s", name, type(exc).__name__, exc)
             if not fencing.done.done():
                 fencing.done.set_exception(exc)
         else:
@@ -436,6 +437,20 @@ class DistributedHerder(BaseHerder):
         follower. Waiting for the round does not hold the loop."""
         done = await self._call(f"fence the zombies of {name}", lambda: self._fence_zombies(name))
         await asyncio.shield(done)
+
+    async def alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
+        """Under exactly-once, a stopped source connector's zombies are fenced before its offsets change, so
+        none of its old tasks commits over them (Kafka's modifyConnectorOffsets; the leader does it)."""
+        if worker_exactly_once_enabled(self.config) and name in self.configs and self.connector_type(name) == "source":
+            self._require_stopped(name)
+            try:
+                await self.fence_zombies(name)
+            except HerderError:
+                raise
+            except Exception as exc:
+                raise ConnectException(f"Failed to perform zombie fencing for source connector prior to modifying "
+                                       f"offsets: {type(exc).__name__}: {exc}") from exc
+        await super().alter_offsets(name, entries)
 
     async def _apply_target(self, name: str) -> None:
         target = self.targets.get(name, TargetState.STARTED)
