@@ -4,8 +4,9 @@ transactions, the config topic read with confluent-kafka, zombies played by aiok
 With ``exactly.once.source.support=enabled`` a source connector's tasks start only after the leader recorded
 its task count (``tasks-fencing-<connector>`` {"task-count": N}); when its tasks go from 3 to 1 the leader
 fences the transactional ids of all 3 older tasks first, so a zombie producer still holding task 2's id is
-refused at its commit; resetting a stopped connector's offsets fences its last generation first. ``PUT /connectors/{name}/fence`` is refused unsigned (403), and a follower forwards
-a signed one to the leader, which does the bookkeeping under ``preparing`` too.
+refused at its commit; resetting a stopped connector's offsets fences its last generation first.
+``PUT /connectors/{name}/fence`` is refused unsigned (403), and a follower forwards a signed one to the
+leader, which does the bookkeeping under ``preparing`` too.
 """
 
 from __future__ import annotations
