@@ -60,9 +60,10 @@ def topic_with_times(bootstrap: str, topic: str) -> list[tuple[int, str, Any]]:
                 if msg is None:
                     raise AssertionError(f"{topic}-{p}: no record before its end {end}")
                 if msg.error() is None:
+                    value = msg.value()
                     out.append((msg.timestamp()[1], (msg.key() or b"").decode(),
-                                None if msg.value() is None else json.loads(msg.value())))
-                    if msg.offset() + 1 >= end:
+                                None if value is None else json.loads(value)))
+                    if (msg.offset() or 0) + 1 >= end:
                         break
     finally:
         consumer.close()
@@ -153,7 +154,8 @@ def test_three_to_one_tasks_fences_the_old_producers_before_the_new_task_starts(
     with Cluster(tmp_path, broker.bootstrap) as cluster:
         assert cluster.settings is not None
         group = cluster.settings["group.id"]
-        cluster.start(2, **EOS_ENABLED)
+        cluster.settings.update(EOS_ENABLED)
+        cluster.start(2)
         leader = cluster.leader()
         name, topic = unique("eos"), unique("eos-data")
         leader.ok("POST", "/connectors", {"name": name, "config": datagen(topic, 3)}, expect=201)
@@ -208,7 +210,8 @@ def test_fence_requests_unsigned_refused_signed_forwarded_to_the_leader(broker: 
     with Cluster(tmp_path, broker.bootstrap) as cluster:
         assert cluster.settings is not None
         group = cluster.settings["group.id"]
-        workers = cluster.start(2, **EOS_PREPARING)
+        cluster.settings.update(EOS_PREPARING)
+        workers = cluster.start(2)
         leader = cluster.leader()
         follower = next(w for w in workers if w is not leader)
         name = unique("prep")
@@ -223,8 +226,9 @@ def test_fence_requests_unsigned_refused_signed_forwarded_to_the_leader(broker: 
             assert forged.status == 403, (worker.name, forged)
         assert task_count_records(cluster, name) == []
 
-        key = wait_for(lambda: (session_keys(cluster.bootstrap, cluster.settings["config.storage.topic"])
-                                or [None])[-1], 30, 0.2, "a session key", cluster.logs)["key"]
+        config_topic = cluster.settings["config.storage.topic"]
+        key = wait_for(lambda: (session_keys(cluster.bootstrap, config_topic) or [{}])[-1].get("key"), 30, 0.2,
+                       "a session key", cluster.logs)
         # Signed, at the follower: forwarded to the leader, which records the first generation's count.
         resp = signed_fence(follower, name, key)
         assert resp.status == 204, resp
