@@ -169,8 +169,8 @@ def test_a_forged_task_config_is_checked_where_the_task_opens_its_file(broker: B
 
 
 @pytest.mark.parametrize(("mode", "setting", "named"), [
-    ("distributed", "exactly.once.source.support=enabled", "exactly.once.source.support: 'enabled' cannot be "
-                                                           "honoured"),
+    ("distributed", "exactly.once.source.support=always", "exactly.once.source.support: 'always' cannot be "
+                                                          "honoured"),
     ("standalone", "connector.client.config.override.policy=None", "connector.client.config.override.policy: "
                                                                     "'None' cannot be honoured"),
     ("distributed", "response.http.headers.config=set X-Frame-Options: DENY", "response.http.headers.config: "),
