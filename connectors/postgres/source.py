@@ -463,7 +463,9 @@ class PostgresSourceTask(SourceTask):
         while len(out) < limit or (self.tx is not None and len(out) < within):
             msg = read_buffered()
             if msg is None:
-                msg = await self.stream.read(wait if not out else 0)
+                # A transaction comes whole, right after its commit: a poll inside one waits for the rest, so
+                # polls end between transactions (fewer and whole transactions when the worker commits per poll)
+                msg = await self.stream.read(wait if not out or self.tx is not None else 0)
                 if msg is None:
                     break
             if isinstance(msg, Keepalive):
