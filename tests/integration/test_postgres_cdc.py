@@ -411,7 +411,7 @@ def test_transaction_metadata_resumes_mid_transaction_from_its_offset(connect: C
             (t2,) = events(reader, 1)
         with TopicReader(connect.bootstrap, f"{prefix}.transaction") as reader:
             # (settle: a second BEGIN or END would be here by then)
-            meta = [(json.loads(m.key), json.loads(m.value)) for m in reader.read(1, settle=2)]
+            meta = [(json.loads(m.key or b"null"), json.loads(m.value or b"null")) for m in reader.read(1, settle=2)]
         with TopicReader(connect.bootstrap, f"{prefix}.public.t1") as reader:
             resent_t1 = len(reader.read(timeout=2))
         stored = wait_for(lambda: next((o["offset"] for o in connect.ok("GET", f"/connectors/{name}/offsets",

@@ -125,7 +125,7 @@ class CommittedReader:
         """Read what is there now; returns how many records have been read in all."""
         for m in self.consumer.consume(10000, timeout=0.2):
             if m.error() is None:
-                self.got[m.topic()].append((m.key(), m.value()))
+                self.got[str(m.topic())].append((m.key(), m.value()))
         return self.total
 
     @property
@@ -220,7 +220,7 @@ def test_cdc_is_exactly_once_across_three_sigkills(broker: BrokerProcess, postgr
         "exactly.once.support": "required", "transaction.boundary": "poll", "snapshot.mode": "no_data",
         "max.batch.size": "64"})  # small polls: many transactions, kills land between and inside them
     with Cluster(tmp_path, broker.bootstrap) as cluster:
-        worker = cluster.start(1, **{"exactly.once.source.support": "enabled"})[0]
+        worker = cluster.new_worker(**{"exactly.once.source.support": "enabled"}).start()
         worker.ok("PUT", f"/connectors/{name}/config", config)
         cluster.wait_running(name, 1, timeout=60)
         reader = CommittedReader(broker.bootstrap, topics)
@@ -261,7 +261,7 @@ def test_connector_boundaries_exactly_once_across_a_kill_mid_snapshot_and_two_mi
         "provide.transaction.metadata": "true", "snapshot.fetch.size": "500", "max.batch.size": "200",
         "producer.override.transaction.timeout.ms": "300000"})  # the snapshot's transaction, on a slow machine
     with Cluster(tmp_path, broker.bootstrap) as cluster:
-        worker = cluster.start(1, **{"exactly.once.source.support": "enabled"})[0]
+        worker = cluster.new_worker(**{"exactly.once.source.support": "enabled"}).start()
         worker.ok("PUT", f"/connectors/{name}/config", config)
         cluster.wait_running(name, 1, timeout=60)
         reader = CommittedReader(broker.bootstrap, [*topics, metadata])
