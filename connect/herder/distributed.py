@@ -43,7 +43,7 @@ from ..storage.kafka_log import ensure_compacted_topic
 from ..storage.kafka_stores import KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .assignor import IncrementalAssignor
 from .base import BaseHerder
-from .errors import BadRequest, Conflict, NotFound, NotLeader, NotOwner
+from .errors import BadRequest, Conflict, HerderError, NotFound, NotLeader, NotOwner
 from .events import AssignmentNeeded, FencingSettled, HerderEvent, Rebalanced, SessionKeyDue, StatusReported
 from .fencing import FENCE_RETRY_MAX_S, FENCE_TIMEOUT_MS, ZombieFencing, needs_fencing_round
 from .membership import GroupMembership, JoinResult
@@ -311,9 +311,11 @@ class DistributedHerder(BaseHerder):
             fencing.done.set_exception(Conflict("Failed to complete zombie fencing because a new set of task "
                                                 "configs was generated"))
         # Under exactly-once every task of a new generation starts after the fencing, which fences the
-        # producers of the tasks left running too (Kafka restarts them all).
-        changed = [t for t in self.worker.task_ids(name) if self._awaits_fencing(name)
-                   or t.task >= len(new) or self._running_task_configs.get(t) != new[t.task]]
+        # producers of the tasks left running too: all restart (as Kafka restarts them), even when the
+        # task-count record was read before this event
+        every = self._exactly_once_source(name)
+        changed = [t for t in self.worker.task_ids(name)
+                   if every or t.task >= len(new) or self._running_task_configs.get(t) != new[t.task]]
         await self.worker.stop_tasks(changed)
         for t in changed:
             self._running_task_configs.pop(t, None)
@@ -326,11 +328,14 @@ class DistributedHerder(BaseHerder):
 
     # -- KIP-618: source tasks start after the zombies of older generations are fenced -----------------
 
+    def _exactly_once_source(self, name: str) -> bool:
+        """This worker runs the source tasks of ``name`` with transactional producers."""
+        return worker_exactly_once_enabled(self.config) and self.connector_type(name) == "source"
+
     def _awaits_fencing(self, name: str) -> bool:
         """A source task of ``name`` may not start yet: this worker runs exactly-once source tasks, and the
         connector's task configs came after its last task-count record."""
-        return (worker_exactly_once_enabled(self.config) and name in self.config_store.snapshot.pending_fencing
-                and self.connector_type(name) == "source")
+        return name in self.config_store.snapshot.pending_fencing and self._exactly_once_source(name)
 
     def _request_fencing(self, name: str) -> None:
         """Ask the leader for a round of fencing (off the loop), unless this worker is asking already."""
@@ -410,8 +415,9 @@ class DistributedHerder(BaseHerder):
             if not fencing.done.done():
                 fencing.done.cancel()
             raise
-        except Exception as exc:
-            log.error("zombie fencing of %s failed: %s: %s", name, type(exc).__name__, exc)
+        except Exception as exc:  # a Conflict: new task configs came meanwhile, and a new round follows
+            log.log(logging.INFO if isinstance(exc, Conflict) else logging.ERROR, "zombie fencing of %s failed: "
+                    "%s: %s", name, type(exc).__name__, exc)
             if not fencing.done.done():
                 fencing.done.set_exception(exc)
         else:
@@ -436,6 +442,20 @@ class DistributedHerder(BaseHerder):
         follower. Waiting for the round does not hold the loop."""
         done = await self._call(f"fence the zombies of {name}", lambda: self._fence_zombies(name))
         await asyncio.shield(done)
+
+    async def alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
+        """Under exactly-once, a stopped source connector's zombies are fenced before its offsets change, so
+        none of its old tasks commits over them (Kafka's modifyConnectorOffsets; the leader does it)."""
+        if name in self.configs and self._exactly_once_source(name):
+            self._require_stopped(name)
+            try:
+                await self.fence_zombies(name)
+            except HerderError:
+                raise
+            except Exception as exc:
+                raise ConnectException(f"Failed to perform zombie fencing for source connector prior to modifying "
+                                       f"offsets: {type(exc).__name__}: {exc}") from exc
+        await super().alter_offsets(name, entries)
 
     async def _apply_target(self, name: str) -> None:
         target = self.targets.get(name, TargetState.STARTED)
