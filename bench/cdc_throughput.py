@@ -6,9 +6,14 @@
 2. Snapshot: rows/s of the initial snapshot of an N-row table.
 3. Latency: commit -> topic at a steady rate (default 5,000 changes/s), p50 and p99.
 4. Sink: rows/s from the topic into another database.
+5. Exactly once (``--phases eos``; always split): streaming events/s of the same connector on a worker with
+   ``exactly.once.source.support=enabled`` (``exactly.once.support=required``; transaction.boundary poll, and
+   connector) against a worker without it, on the same broker, in alternating rounds of ``--eos-changes``
+   changes each; the rate counts events a read_committed reader sees (the last stable offset).
 
     .venv/bin/python bench/cdc_throughput.py [--changes 1000000] [--rate 5000] [--seconds 20] [--split]
-                                             [--phases streaming,snapshot,latency,sink]
+                                             [--phases streaming,snapshot,latency,sink,eos]
+                                             [--eos-changes 300000] [--eos-rounds 3]
 
 ``--split`` runs the broker and a distributed worker as two processes instead of ``headwater up``.
 """
@@ -24,6 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -198,17 +204,68 @@ def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> No
           f"{count / took:,.0f} rows/s{steady}")
 
 
+def exactly_once(server, up: SplitWorker, db: psycopg.Connection, dbname: str, changes: int, rounds: int) -> None:
+    """Streaming events/s at least once against exactly once, same changes, same broker, alternating rounds."""
+    eos = up.second_worker(**{"exactly.once.source.support": "enabled"})
+    modes: dict[str, tuple[SplitWorker, dict[str, str]]] = {
+        "at least once": (up, {}),
+        "exactly once, poll": (eos, {"exactly.once.support": "required", "transaction.boundary": "poll"}),
+        "exactly once, connector": (eos, {"exactly.once.support": "required", "transaction.boundary": "connector"}),
+    }
+    rates: dict[str, list[float]] = {mode: [] for mode in modes}
+    order = list(modes)
+    for n in range(rounds):
+        for i, mode in enumerate(order[n % 3:] + order[:n % 3]):  # each mode first in one round
+            worker, extra = modes[mode]
+            table = f"eos_{n}_{i}"
+            db.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, v text, n int)")
+            prefix = unique("eos")
+            worker.create(prefix, source(server, dbname, prefix, **{
+                "snapshot.mode": "no_data", "table.include.list": f"public.{table}",
+                "publication.autocreate.mode": "filtered", "publication.name": f"pub_{table}", **extra}))
+            worker.wait_state(prefix, "RUNNING", tasks=1, timeout=60)
+            time.sleep(2)  # streaming
+            started = time.monotonic()
+            for start in range(0, changes, 1000):
+                db.execute(f"INSERT INTO {table} SELECT g, 'value ' || g, g %% 100 FROM generate_series(%s::bigint, "
+                           f"%s::bigint) g", (start, start + 999))
+            done = wait_offset(up.bootstrap, f"{prefix}.public.{table}", changes, 600)  # read_committed: the LSO
+            rates[mode].append(changes / (done - started))
+            runtime = worker.worker.ok("GET", f"/connectors/{prefix}/tasks/0/metrics")["runtime"]
+            commits = runtime.get("transaction-commit-total")
+            print(f"  round {n + 1}, {mode}: {rates[mode][-1]:,.0f} events/s"
+                  + (f" ({commits} transactions)" if commits is not None else ""))
+            worker.ok("DELETE", f"/connectors/{prefix}", expect=204)
+            db.execute(f"DROP TABLE {table}")
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    best, middle = max(rates["at least once"]), median(rates["at least once"])
+    for mode, got in rates.items():
+        runs = ", ".join(f"{r:,.0f}" for r in got)
+        print(f"{mode}: best {max(got):,.0f} events/s, median {median(got):,.0f} ({runs}); / at least once: "
+              f"best {max(got) / best:.2f}, median {median(got) / middle:.2f}")
+
+
 class SplitWorker:
     """A broker process and one distributed worker, answering what the phases ask of ``headwater up``."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, broker: Any = None, **settings: str) -> None:
         from support.brokerproc import BrokerProcess
         from support.workerproc import BROKER_OVERRIDES, Cluster
 
-        self.broker = BrokerProcess(base / "broker", *BROKER_OVERRIDES, "num.partitions=1").start()
+        self.base, self.own_broker = base, broker is None
+        self.broker = broker or BrokerProcess(base / "broker", *BROKER_OVERRIDES, "num.partitions=1").start()
         self.bootstrap = self.broker.bootstrap
         self.cluster = Cluster(base / "workers", self.bootstrap)
-        (self.worker,) = self.cluster.start(1)
+        self.worker = self.cluster.new_worker(**settings).start()
+        self.others: list[SplitWorker] = []
+
+    def second_worker(self, **settings: str) -> SplitWorker:
+        """Another worker (a group of its own) on the same broker."""
+        other = SplitWorker(self.base / f"other{len(self.others)}", self.broker, **settings)
+        self.others.append(other)
+        return other
 
     def create(self, name: str, config: dict[str, str]) -> None:
         self.worker.ok("POST", "/connectors", {"name": name, "config": config}, expect=201)
@@ -223,8 +280,11 @@ class SplitWorker:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        for other in self.others:
+            other.cluster.close()
         self.cluster.close()
-        self.broker.stop()
+        if self.own_broker:
+            self.broker.stop()
 
 
 def main() -> None:
@@ -234,6 +294,8 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--split", action="store_true", help="broker and worker as two processes")
+    parser.add_argument("--eos-changes", type=int, default=300_000, help="changes per round of the eos phase")
+    parser.add_argument("--eos-rounds", type=int, default=3)
     parser.add_argument("--phases", default="streaming,snapshot,latency,sink",
                         help="which phases to run (the sink reads what the latency phase wrote)")
     args = parser.parse_args()
@@ -243,8 +305,9 @@ def main() -> None:
     try:
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
             admin.execute("CREATE DATABASE bench")
-        runtime = SplitWorker(base) if args.split else ConnectProcess(base)
-        print("mode:", "split (broker and worker processes)" if args.split else "headwater up (one process)")
+        split = args.split or "eos" in phases  # exactly once needs a distributed worker
+        runtime = SplitWorker(base) if split else ConnectProcess(base)
+        print("mode:", "split (broker and worker processes)" if split else "headwater up (one process)")
         with runtime as up, psycopg.connect(server.dsn("bench"), autocommit=True) as db:
             if "streaming" in phases:
                 streaming(server, up, db, "bench", args.changes)
@@ -254,6 +317,9 @@ def main() -> None:
                 topic = latency(server, up, db, "bench", args.rate, args.seconds)
                 if "sink" in phases:
                     sink(server, up, topic, args.rate * args.seconds)
+            if "eos" in phases:
+                assert isinstance(up, SplitWorker)
+                exactly_once(server, up, db, "bench", args.eos_changes, args.eos_rounds)
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)

@@ -7,6 +7,12 @@ moves only past transactions whose every event's offset the worker has stored (`
 when nothing is pending, to the WAL end that keepalives report (an idle captured table does not
 pin WAL). After a restart the task resumes from the stored offset; events at or before it that
 the slot sends again are skipped.
+
+Exactly once (KIP-618): with the worker writing records and offsets in one Kafka transaction, that resume is
+exact: every event (and, with provide.transaction.metadata, every BEGIN / END record, whose counts live in the
+offsets as Debezium's transaction_* keys) is sent once. A snapshot cannot resume where a killed task left it
+(its exported snapshot dies with the replication connection): it starts over, so it is exact only as one Kafka
+transaction, which ``transaction.boundary=connector`` gives (and it commits each Postgres transaction whole).
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ from psycopg.adapt import Loader
 
 from headwater.connect.api import (
     ConnectException,
+    ConnectorTransactionBoundaries,
     Converter,
     DataException,
     EncodedBatch,
+    ExactlyOnceSupport,
     MetricSample,
     SourceConnector,
     SourceConnectorConfig,
@@ -48,6 +56,11 @@ log = logging.getLogger(__name__)
 Table = TableEvents  # a table's events as Connect records (TableSchema), or as the converters' bytes
 
 LAG_CHECK_SECONDS = 10.0
+SLOT_RELEASE_SECONDS = 5.0  # how long a start waits for a killed worker's replication connection to go
+# the offset keys of Debezium's TransactionContext (provide.transaction.metadata): the transaction's id, and per
+# table the number of its events so far, so a resumed task goes on counting (and sends no second BEGIN)
+TX_OFFSET_ID = "transaction_id"
+TX_OFFSET_COUNT = "transaction_data_collection_order_"
 PROGRESS_SECONDS = 5.0  # how often a running snapshot logs its progress
 TX_KEY = (SchemaBuilder.struct().name("io.debezium.connector.common.TransactionMetadataKey")
           .field("id", Schema(SchemaType.STRING)).build())
@@ -78,6 +91,32 @@ class PostgresConnector(SourceConnector):
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         return [self.config.originals()]  # one slot, one reader: a single task, as Debezium
 
+    def exactly_once_support(self, config: dict[str, str]) -> ExactlyOnceSupport:
+        """Debezium's exactly-once mode. Streaming resumes exactly at the stored offset whatever the transaction
+        boundary; a snapshot starts over after a kill, so its rows are sent once only when the whole snapshot
+        is one transaction (transaction.boundary=connector); snapshot.mode=always reads every table again on
+        each start by design."""
+        mode = _snapshot_mode(config)
+        if mode == "always":
+            return ExactlyOnceSupport.UNSUPPORTED
+        if mode == "no_data" or _boundary(config) == "connector":
+            return ExactlyOnceSupport.SUPPORTED
+        return ExactlyOnceSupport.UNSUPPORTED
+
+    def can_define_transaction_boundaries(self, config: dict[str, str]) -> ConnectorTransactionBoundaries:
+        """The task ends a transaction after each Postgres transaction (a consumer sees it whole) and after the
+        snapshot's last row (a snapshot is all or nothing)."""
+        return ConnectorTransactionBoundaries.SUPPORTED
+
+
+def _snapshot_mode(config: dict[str, str]) -> str:
+    mode = str(config.get("snapshot.mode", "initial")).strip()
+    return "no_data" if mode == "never" else mode
+
+
+def _boundary(config: dict[str, str]) -> str:
+    return str(config.get("transaction.boundary", "poll")).strip().lower()
+
 
 def _connect_error(config: PostgresSourceConfig, exc: Exception) -> ConnectException:
     return ConnectException(
@@ -95,6 +134,9 @@ class PostgresSourceTask(SourceTask):
         self.stored = self.context.offset_storage_reader.offset(self.partition) or {}
         reporter = getattr(self.context, "errant_record_reporter", None)
         self.report_errant = reporter() if reporter is not None else None  # errors.tolerance, by the runtime
+        # transaction.boundary=connector under exactly-once: the task says where transactions end
+        transactions = getattr(self.context, "transaction_context", None)
+        self.transactions = transactions() if callable(transactions) else transactions
         try:
             self.conn = psycopg.connect(**c.libpq_params(), autocommit=True)
         except psycopg.Error as exc:
@@ -115,6 +157,7 @@ class PostgresSourceTask(SourceTask):
         self.held: tuple[Table, list[Any], bool, bool] | None = None  # a row, first and last in its table
         self.first_snapshot_record = True
         self.tx: Begin | None = None
+        self.tx_counts: dict[str, int] = {}  # provide.transaction.metadata: the transaction's events per table
         self.tx_last: dict[int, tuple[int, int]] = {}  # commit lsn -> (last event lsn, end lsn)
         self.confirmed = 0
         self.emitted: dict[str, Any] | None = None  # the offset of the last record handed over
@@ -126,10 +169,7 @@ class PostgresSourceTask(SourceTask):
         self.events = 0  # change events streamed by this task (not the snapshot's)
         self.behind_ms = -1  # Debezium's MilliSecondsBehindSource: commit to processing, of the last change
         try:
-            slot = self._slot()
-            if slot is not None and slot["active"]:
-                raise ConnectException(f"Replication slot {c.slot_name} is in use by another connection (another "
-                                       f"connector?): give each connector its own slot.name")
+            await self._released_slot()
             self._ensure_publication()
             await self._begin()
         except BaseException:
@@ -194,6 +234,16 @@ class PostgresSourceTask(SourceTask):
             raise ConnectException(f"Replication slot {self.config.slot_name} belongs to database {row[2]}: choose "
                                    f"another slot.name")
         return {"confirmed": row[0], "active": row[1]}
+
+    async def _released_slot(self) -> None:
+        """Wait until no connection streams the slot: the replication connection of a worker killed a moment
+        ago lingers until the server sees its socket close; another connector's does not go away."""
+        deadline = time.monotonic() + SLOT_RELEASE_SECONDS
+        while (slot := self._slot()) is not None and slot["active"]:
+            if time.monotonic() >= deadline:
+                raise ConnectException(f"Replication slot {self.config.slot_name} is in use by another connection "
+                                       f"(another connector?): give each connector its own slot.name")
+            await asyncio.sleep(0.2)
 
     async def _begin(self) -> None:
         """Decide between snapshot and streaming, from the stored offset and snapshot.mode."""
@@ -278,15 +328,27 @@ class PostgresSourceTask(SourceTask):
         self.polling = True
         try:
             if self.snapshot_conn is not None:
-                return await self._poll_snapshot()
+                records = await self._poll_snapshot()
+                if records and self.snapshot_conn is None:
+                    self._end_transaction()  # the snapshot's last row: the snapshot is one transaction
+                return records
             if self.streaming_done:
                 await asyncio.sleep(self.config.poll_interval_ms / 1000)
                 return None
-            return await self._poll_stream()
+            records = await self._poll_stream()
+            if records and self.tx is None:
+                self._end_transaction()  # the poll ends between Postgres transactions
+            return records
         finally:
             self.polling = False
             if self.stopping:
                 self._release()
+
+    def _end_transaction(self) -> None:
+        """With transaction.boundary=connector, commit after this poll's records: each Postgres transaction is
+        one Kafka transaction's or within one (never split), and a snapshot is all or nothing."""
+        if self.transactions is not None:
+            self.transactions.commit_transaction()
 
     async def _poll_snapshot(self) -> list[Any] | None:
         limit = self.config.max_batch_size
@@ -395,10 +457,15 @@ class PostgresSourceTask(SourceTask):
             heartbeat = self._heartbeat()
             out.append(self.encoders.record(heartbeat) if self.encoders is not None else heartbeat)
         read_buffered = self.stream.read_buffered
-        while len(out) < limit:
+        # connector-drawn boundaries: a poll that reaches max.batch.size inside a transaction reads on to its
+        # commit (up to 4 times the size), so most polls end between transactions and can commit
+        within = limit * 4 if self.transactions is not None else limit
+        while len(out) < limit or (self.tx is not None and len(out) < within):
             msg = read_buffered()
             if msg is None:
-                msg = await self.stream.read(wait if not out else 0)
+                # A transaction comes whole, right after its commit: a poll inside one waits for the rest, so
+                # polls end between transactions (fewer and whole transactions when the worker commits per poll)
+                msg = await self.stream.read(wait if not out or self.tx is not None else 0)
                 if msg is None:
                     break
             if isinstance(msg, Keepalive):
@@ -450,12 +517,14 @@ class PostgresSourceTask(SourceTask):
         if isinstance(msg, Begin):
             self.tx, self.tx_events = msg, 0
             self.tx_last_lsn = 0
+            if self.config.provide_transaction_metadata:
+                self.tx_counts = self._resumed_counts(msg)
             return
         if isinstance(msg, Commit):
+            if self.tx is not None and self.tx_counts and not (self.stored and self._replayed(msg.end_lsn)):
+                self._transaction_end(msg, out)  # (tx_counts: provide.transaction.metadata, events of ours)
             if self.tx is not None and self.tx_events:
                 self.tx_last[msg.commit_lsn] = (self.tx_last_lsn, msg.end_lsn)
-                if self.config.provide_transaction_metadata and self.emitted is not None:
-                    out.append(self._transaction_record("END", self.emitted))
             elif self._all_stored():
                 self._confirm(msg.end_lsn)  # nothing of ours in it, nothing pending: the slot may move on
             self.tx = None
@@ -485,10 +554,10 @@ class PostgresSourceTask(SourceTask):
             return  # left out: the transaction's commit (or a later event's offset) moves the slot past it
         if records:
             if self.config.provide_transaction_metadata:
-                if self.tx_events == 0:
-                    self.tx_counts: dict[str, int] = {}
+                if not self.tx_counts:  # the transaction's first event (a resumed task has the stored counts)
                     out.append(self._transaction_record("BEGIN", offset))
                 self._transaction_blocks(records)
+                offset.update(self._transaction_offset())  # the records share this offset: stored with them
             out.extend(records)
             self.tx_events += 1
             self.tx_last_lsn = lsn
@@ -513,6 +582,31 @@ class PostgresSourceTask(SourceTask):
     def _transaction_id(self) -> str:
         assert self.tx is not None
         return f"{self.tx.xid}:{self.tx.final_lsn}"
+
+    def _transaction_offset(self) -> dict[str, Any]:
+        """The transaction's place in an offset, as Debezium's TransactionContext stores it."""
+        return {TX_OFFSET_ID: self._transaction_id(), **{TX_OFFSET_COUNT + c: n for c, n in self.tx_counts.items()}}
+
+    def _resumed_counts(self, begin: Begin) -> dict[str, int]:
+        """The events per table the stored offset says were sent of this transaction (the slot resends it
+        after a restart), so the resumed task sends no second BEGIN and its END counts every event."""
+        stored = self.stored
+        if (not stored or stored.get("snapshot") or int(stored.get("lsn_commit") or 0) != begin.final_lsn
+                or stored.get(TX_OFFSET_ID) != f"{begin.xid}:{begin.final_lsn}"):
+            return {}
+        return {k[len(TX_OFFSET_COUNT):]: int(v) for k, v in stored.items() if k.startswith(TX_OFFSET_COUNT)}
+
+    def _transaction_end(self, commit: Commit, out: list[Any]) -> None:
+        """The END record, its offset past every event of the transaction (lsn_proc: the commit's end), so a
+        restart sends it once: again if only the events were stored, not at all if it was."""
+        tx = self.tx
+        assert tx is not None
+        offset = {"lsn_proc": commit.end_lsn, "lsn_commit": tx.final_lsn, "lsn": commit.end_lsn, "txId": tx.xid,
+                  "ts_usec": tx.commit_ts_us, **self._transaction_offset()}
+        out.append(self._transaction_record("END", offset))
+        self.emitted = offset
+        self.tx_events += 1
+        self.tx_last_lsn = commit.end_lsn
 
     def _transaction_blocks(self, records: list[SourceRecord]) -> None:
         """Each change event's ``transaction`` block: {id, total_order, data_collection_order}."""

@@ -369,6 +369,67 @@ def test_transaction_metadata_begin_end_and_event_blocks(connect: ConnectProcess
         {"id": tx_id, "total_order": 2, "data_collection_order": 2}]
 
 
+def test_transaction_metadata_resumes_mid_transaction_from_its_offset(connect: ConnectProcess, postgres,
+                                                                      database: str) -> None:
+    """A task resumed from an offset inside a transaction (its first events, and so its BEGIN, sent and stored
+    before a crash) sends the rest of it and the END once: no second BEGIN, the END counting every event, the
+    transaction blocks counting on (the offset keeps Debezium's transaction_* keys). The offset is written with
+    PATCH /connectors/{name}/offsets from the transaction's LSNs (pgoutput read from the slot without
+    consuming it), as a worker killed between two polls of the transaction leaves it."""
+    from headwater.connectors.postgres.pgoutput import Begin, Commit, Insert, decode
+
+    prefix, slot, publication = unique("pgxr"), f"slot_{uuid.uuid4().hex[:8]}", f"pub_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+        db.execute("CREATE TABLE t1 (id int PRIMARY KEY)")
+        db.execute("CREATE TABLE t2 (id int PRIMARY KEY)")
+        name = unique("pg-txr")
+        connect.create(name, source(postgres, database, prefix, **{
+            "provide.transaction.metadata": "true", "snapshot.mode": "no_data", "slot.name": slot,
+            "publication.name": publication}))
+        connect.wait_state(name, "RUNNING", tasks=1)
+        assert connect.call("PUT", f"/connectors/{name}/stop").status == 204
+        connect.wait_state(name, "STOPPED", tasks=0)
+        with db.transaction():
+            db.execute("INSERT INTO t1 VALUES (1), (2)")
+            db.execute("INSERT INTO t2 VALUES (1)")
+        messages = [(int(lsn), decode(bytes(data))) for lsn, data in db.execute(
+            "SELECT lsn - '0/0', data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, 'proto_version', "
+            "'1', 'publication_names', %s)", (slot, publication)).fetchall()]
+        (begin,) = [m for _, m in messages if isinstance(m, Begin)]
+        (commit,) = [m for _, m in messages if isinstance(m, Commit)]
+        inserts = [lsn for lsn, m in messages if isinstance(m, Insert)]
+        assert len(inserts) == 3, messages
+        tx_id = f"{begin.xid}:{begin.final_lsn}"
+        sent = {"lsn_proc": inserts[1], "lsn_commit": begin.final_lsn, "lsn": inserts[1], "txId": begin.xid,
+                "ts_usec": begin.commit_ts_us, "transaction_id": tx_id,
+                "transaction_data_collection_order_public.t1": 2}  # BEGIN and t1's two rows were sent
+        connect.ok("PATCH", f"/connectors/{name}/offsets",
+                   {"offsets": [{"partition": {"server": prefix}, "offset": sent}]}, expect=200)
+        assert connect.call("PUT", f"/connectors/{name}/resume").status == 202
+        connect.wait_state(name, "RUNNING", tasks=1)
+        with TopicReader(connect.bootstrap, f"{prefix}.public.t2") as reader:
+            (t2,) = events(reader, 1)
+        with TopicReader(connect.bootstrap, f"{prefix}.transaction") as reader:
+            # (settle: a second BEGIN or END would be here by then)
+            meta = [(json.loads(m.key or b"null"), json.loads(m.value or b"null")) for m in reader.read(1, settle=2)]
+        with TopicReader(connect.bootstrap, f"{prefix}.public.t1") as reader:
+            resent_t1 = len(reader.read(timeout=2))
+        stored = wait_for(lambda: next((o["offset"] for o in connect.ok("GET", f"/connectors/{name}/offsets",
+                                                                         expect=200)["offsets"]
+                                        if o["offset"].get("lsn_proc") == commit.end_lsn), None),
+                          20, 0.2, "the END's offset stored", connect.log_text)
+        connect.ok("DELETE", f"/connectors/{name}", expect=204)
+    assert resent_t1 == 0
+    assert [v["status"] for _, v in meta] == ["END"], meta
+    end = meta[0][1]
+    assert end["id"] == tx_id and end["event_count"] == 3
+    assert sorted((c["data_collection"], c["event_count"]) for c in end["data_collections"]) == [
+        ("public.t1", 2), ("public.t2", 1)]
+    assert t2[1]["after"] == {"id": 1}
+    assert t2[1]["transaction"] == {"id": tx_id, "total_order": 3, "data_collection_order": 1}
+    assert stored["transaction_id"] == tx_id and stored["transaction_data_collection_order_public.t2"] == 1
+
+
 def test_slot_drop_on_stop_drops_the_slot_and_the_default_keeps_it(connect: ConnectProcess, postgres,
                                                                    database: str) -> None:
     def slots() -> set[str]:
