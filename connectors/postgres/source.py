@@ -46,7 +46,19 @@ from .catalog import Catalog
 from .config import PostgresSourceConfig
 from .encoded import EncodedTable, Encoders, encodes
 from .events import TRANSACTION_SCHEMA, ChangeSource, TableEvents, TableSchema
-from .pgoutput import UNCHANGED_TOAST, Begin, Commit, Delete, Insert, Relation, Truncate, Update, decode, lsn_text
+from .pgoutput import (
+    UNCHANGED_TOAST,
+    Begin,
+    Commit,
+    Delete,
+    Insert,
+    Relation,
+    Truncate,
+    Update,
+    decode,
+    lsn_text,
+    parse_lsn,
+)
 from .replication import Keepalive, ReplicationStream, WalData
 
 __all__ = ["PostgresConnector", "PostgresSourceTask"]
@@ -257,7 +269,21 @@ class PostgresSourceTask(SourceTask):
             raise _connect_error(c, exc) from exc
         slot = self._slot()
         if want:
-            if slot is not None:  # a snapshot needs a new slot (its exported snapshot); restart it whole
+            if slot is not None and self.transactions is None:
+                # An earlier task streamed this slot, and at least once it may have sent changes whose offsets
+                # were never stored (or snapshot rows since deleted): a new slot would lose the deletes made
+                # until it exists. So the slot stays; the snapshot reads the tables as they are now, and the
+                # stream then replays everything since the slot's confirmed position (sent again, a sink
+                # converges on the end state).
+                confirmed = slot["confirmed"]
+                self.snapshot_lsn = parse_lsn(confirmed) if confirmed else 0
+                log.info("slot %s exists: snapshot without it, then streaming from its confirmed position %s",
+                         c.slot_name, confirmed)
+                self._open_snapshot(None)
+                return
+            if slot is not None:
+                # Drawn boundaries: nothing of an earlier attempt's unstored work was committed, and a snapshot
+                # that is one transaction needs its own slot's exported snapshot: restart it whole
                 self.conn.execute("SELECT pg_drop_replication_slot(%s)", (c.slot_name,))
             lsn, name = await asyncio.to_thread(self.stream.create_slot, True)
             log.info("created slot %s at %s; snapshot %s", c.slot_name, lsn, name)
@@ -272,7 +298,8 @@ class PostgresSourceTask(SourceTask):
     def _open_snapshot(self, name: str | None) -> None:
         conn = psycopg.connect(**self.config.libpq_params())
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(name)))
+        if name is not None:  # the slot's exported snapshot: the tables exactly at its consistent point
+            conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(name)))
         self.snapshot_conn = conn
         self.snapshot_tables = self.catalog.tables()
         # Debezium's snapshot records: source.ts_ms is the snapshot transaction's CURRENT_TIMESTAMP, txId its id

@@ -119,6 +119,42 @@ def test_a_killed_worker_resumes_from_its_offsets_and_the_slot_advances(postgres
         print(f"\nkilled worker: 250 rows, {len(ids)} create events, {len(ids) - 250} replayed")
 
 
+def test_a_restart_without_stored_offsets_keeps_the_slot_and_loses_no_delete(postgres, database: str,
+                                                                             tmp_path) -> None:
+    """At least once, a task killed before its first offset flush left changes sent but no offset: the next
+    task snapshots again, but keeps the slot and replays from it, so a delete made while the worker was down
+    reaches the topic (a new slot would begin after it: the deleted row, sent before, would stay downstream)."""
+    prefix, slot = unique("pgn"), f"slot_{uuid.uuid4().hex[:8]}"
+    never = {"offset.flush.interval.ms": "3600000"}  # no offset is stored before the kill
+    with psycopg.connect(postgres.dsn(database), autocommit=True) as db, \
+            ConnectProcess(tmp_path / "up", settings=never) as proc:
+        db.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")  # empty: the snapshot stores no offset
+        name = unique("pg-nooffset")
+        proc.create(name, source(postgres, database, prefix, **{"slot.name": slot}))
+        proc.wait_state(name, "RUNNING", tasks=1)
+        topic = f"{prefix}.public.t"
+        db.execute("INSERT INTO t VALUES (1, 'one'), (2, 'two')")
+        with TopicReader(proc.bootstrap, topic) as reader:
+            events(reader, 2)
+        proc.kill()  # SIGKILL: the two creates were sent, their offsets never stored
+        db.execute("DELETE FROM t WHERE id = 1")  # while the worker is down
+        proc.start()
+        proc.wait_state(name, "RUNNING", tasks=1, timeout=60)
+        db.execute("INSERT INTO t VALUES (3, 'three')")
+
+        def deleted() -> list[Any] | None:
+            with TopicReader(proc.bootstrap, topic) as reader:
+                got = [(json.loads(m.key), json.loads(m.value)) for m in reader.read(100, 3) if m.value]
+            created = {v["after"]["id"] for _, v in got if v["op"] in ("c", "r")}
+            return got if 3 in created and any(v["op"] == "d" and v["before"]["id"] == 1 for _, v in got) else None
+
+        got = wait_for(deleted, 60, 0.5, "the delete made while the worker was down", proc.log_text)
+        last = {}
+        for key, value in got:  # the topic replayed in order ends at A's state
+            last[key["id"]] = value["op"]
+        assert {k for k, op in last.items() if op != "d"} == {2, 3}, last
+
+
 TYPES_DDL = """
 CREATE TYPE mood AS ENUM ('sad', 'happy');
 CREATE TABLE typed (
