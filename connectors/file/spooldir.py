@@ -10,11 +10,13 @@ the headers ``file.name``, ``file.path``, ``file.length``, ``file.offset`` and
 from the one the stored offset belongs to: such a file is read from its first record (an
 offset without them, e.g. jcustenborder's ``{"offset": n}``, is trusted as it is).
 
-At-least-once: a fully read file is cleaned up (``cleanup.policy``: MOVE to
-``finished.path``, MOVEBYDATE to ``finished.path/yyyy-MM-dd``, DELETE, or NONE) only in
-``commit()``, once the stored offset of its partition covers its last record. A crash
-before that leaves it in ``input.path``; the next task skips the records the stored
-offset covers. A file that fails to parse is moved to ``error.path``; with
+A fully read file is cleaned up (``cleanup.policy``: MOVE to ``finished.path``, MOVEBYDATE
+to ``finished.path/yyyy-MM-dd``, DELETE, or NONE) only in ``commit()``, once the stored
+offset of its partition covers its last record. A crash before that leaves it in
+``input.path``; the next task skips the records the stored offset covers (all of them
+when the crash came after the last commit: the file is then only cleaned up). That is
+at-least-once with periodic offset commits, and exactly once (``exactly.once.support``,
+KIP-618) when the worker writes each offset in the transaction of its records. A file that fails to parse is moved to ``error.path``; with
 ``halt.on.error`` (default) the task then fails. New files are noticed through
 file-system events (watchdog) as well as by rescanning every ``empty.poll.wait.ms``.
 
@@ -45,6 +47,7 @@ from headwater.connect.api import (
     ConfigException,
     ConnectException,
     DataException,
+    ExactlyOnceSupport,
     Header,
     Schema,
     SchemaBuilder,
@@ -562,6 +565,13 @@ class AbstractSpoolDirSourceConnector(SourceConnector):
 
     def start(self, config: SpoolDirSourceConfig) -> None:
         self.config = config
+
+    def exactly_once_support(self, config: dict[str, str]) -> ExactlyOnceSupport | None:
+        """Exactly once: each record's offset (its number in the file, with the file's length and modification
+        time) is written in the transaction of the record, and a file is cleaned up only once the committed
+        offset covers its last record; a file still in input.path after a crash is read again skipping the
+        records its committed offset covers (all of them, when the crash came between commit and move)."""
+        return ExactlyOnceSupport.SUPPORTED
 
     def task_class(self) -> type[SourceTask]:
         return self.task_type
