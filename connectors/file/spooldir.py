@@ -16,8 +16,9 @@ offset of its partition covers its last record. A crash before that leaves it in
 ``input.path``; the next task skips the records the stored offset covers (all of them
 when the crash came after the last commit: the file is then only cleaned up). That is
 at-least-once with periodic offset commits, and exactly once (``exactly.once.support``,
-KIP-618) when the worker writes each offset in the transaction of its records. A file that fails to parse is moved to ``error.path``; with
-``halt.on.error`` (default) the task then fails. New files are noticed through
+KIP-618) when the worker writes each offset in the transaction of its records. A file
+that fails to parse is moved to ``error.path``; with ``halt.on.error`` (default) the task
+then fails. New files are noticed through
 file-system events (watchdog) as well as by rescanning every ``empty.poll.wait.ms``.
 
 One task owns an ``input.path``: on start it removes markers left by a previous run.
