@@ -246,6 +246,7 @@ class _InputFile:
     count: int = 0  # records parsed so far (skipped ones included)
     handle: IO[str] | None = None
     values: Iterator[tuple[Schema | None, Any]] = field(default_factory=lambda: iter(()))
+    ahead: list[tuple[Schema | None, Any] | Exception] = field(default_factory=list)  # read after a full batch
 
 
 class SpoolDirSourceTask(SourceTask):
@@ -399,10 +400,9 @@ class SpoolDirSourceTask(SourceTask):
         topic, partition, limit = self.config.topic, src.partition, self.config.batch_size
         h_name, h_path, h_length, h_modified = src.headers
         size, modified = src.size, src.mtime_ns // 1_000_000
-        values = src.values
         try:
             while len(out) < limit:
-                item = next(values, None)
+                item = self._next(src)
                 if item is None:
                     self._end_of_file(src)
                     break
@@ -414,9 +414,35 @@ class SpoolDirSourceTask(SourceTask):
                 out.append(SourceRecord(topic, value, None, None, None, schema, None,
                                         [h_name, h_path, h_length, Header("file.offset", n, INT64_SCHEMA), h_modified],
                                         partition, {"offset": n, "length": size, "lastModified": modified}))
+            else:
+                self._look_ahead(src)
         except Exception as exc:
             self._failed(src, exc)
         return out
+
+    @staticmethod
+    def _next(src: _InputFile) -> tuple[Schema | None, Any] | None:
+        if src.ahead:
+            item = src.ahead.pop()
+            if isinstance(item, Exception):
+                raise item
+            return item
+        return next(src.values, None)
+
+    def _look_ahead(self, src: _InputFile) -> None:
+        """After a full batch, read one value ahead: when the batch holds the file's last record the file is
+        finished now, and cleaned up at the commit of this batch. (An empty poll is not always followed by a
+        commit: with exactly-once delivery a commit needs something to commit.) A value that fails to parse
+        fails where it is taken, at the next poll."""
+        try:
+            item = next(src.values, None)
+        except Exception as exc:
+            src.ahead.append(exc)
+            return
+        if item is None:
+            self._end_of_file(src)
+        else:
+            src.ahead.append(item)
 
     # -- finishing a file ----------------------------------------------------------------------------
 
