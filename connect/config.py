@@ -10,14 +10,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from headwater.properties import ConfigError, format_validation_error, load_properties, parse_overrides
 
 from .api.errors import ConfigException
+from .api.exactly_once import choice
 from .kafka.security import client_security, is_security_key
 from .rest.listeners import RestListener, parse_listeners
 from .rest.signature import digest_of
 from .unhonoured import unhonoured_problem
 
-__all__ = ["CLIENT_KINDS", "WorkerConfig", "WorkerConfigError", "load_worker_config", "resolve_placeholders"]
+__all__ = ["CLIENT_KINDS", "WORKER_SUPPORT_LEVELS", "WorkerConfig", "WorkerConfigError", "load_worker_config",
+           "resolve_placeholders"]
 
 CLIENT_KINDS = ("producer", "consumer", "admin")
+#: ``exactly.once.source.support`` (KIP-618; Kafka's DistributedConfig, default disabled)
+WORKER_SUPPORT_LEVELS = ("disabled", "preparing", "enabled")
 # ssl.* keys only a server reads: the REST listener's, never passed to the Kafka clients
 REST_ONLY_KEYS = frozenset({"ssl.client.auth"})
 
@@ -77,6 +81,9 @@ class WorkerConfig(BaseModel):
     rebalance_timeout_ms: int = Field(60000, alias="rebalance.timeout.ms", ge=1)
     scheduled_rebalance_max_delay_ms: int = Field(300000, alias="scheduled.rebalance.max.delay.ms", ge=0)
     connect_protocol: str = Field("sessioned", alias="connect.protocol")
+    # KIP-618 (distributed mode only): ``enabled`` runs source tasks with transactional producers, records and
+    # offsets committed together; ``preparing`` is the first step of a rolling upgrade (connect/runtime/exactly_once.py)
+    exactly_once_source_support: str = Field("disabled", alias="exactly.once.source.support")
     # Signed internal requests, KIP-507 (connect/herder/session_key.py).
     inter_worker_key_generation_algorithm: str = Field("HmacSHA256", alias="inter.worker.key.generation.algorithm")
     inter_worker_key_size: int | None = Field(None, alias="inter.worker.key.size", ge=40)
@@ -138,6 +145,11 @@ class WorkerConfig(BaseModel):
         if v not in ("eager", "compatible", "sessioned"):
             raise ValueError("must be eager, compatible or sessioned")
         return v
+
+    @field_validator("exactly_once_source_support")
+    @classmethod
+    def _exactly_once_source_support(cls, v: str) -> str:
+        return choice(v, WORKER_SUPPORT_LEVELS)
 
     @field_validator("inter_worker_key_generation_algorithm", "inter_worker_signature_algorithm")
     @classmethod

@@ -12,7 +12,7 @@ from typing import Any
 
 from headwater.properties import load_properties
 
-from .config import WorkerConfig
+from .config import WorkerConfig, WorkerConfigError
 from .herder import BaseHerder, Herder, StandaloneHerder
 from .plugins import PluginRegistry
 from .rest.server import RestServer
@@ -110,6 +110,11 @@ def _registry(config: WorkerConfig) -> PluginRegistry:
 
 async def serve_standalone(config: WorkerConfig, connector_files: list[str], stop: asyncio.Event,
                            ready: Ready | None = None) -> None:
+    if config.exactly_once_source_support != "disabled":
+        raise WorkerConfigError(
+            f"exactly.once.source.support: {config.exactly_once_source_support!r} cannot be used by a standalone "
+            f"worker: exactly-once source support (KIP-618) needs the distributed worker's transactional offsets "
+            f"topic and zombie fencing (Kafka has the key in DistributedConfig only); remove it or set it to disabled")
     config, worker_id = _identity(config)
     registry = _registry(config)
     offsets = (FileOffsetStore(config.offset_storage_file_filename) if config.offset_storage_file_filename

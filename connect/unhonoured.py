@@ -1,7 +1,7 @@
 """Kafka Connect worker keys Headwater accepts in no form but Kafka's default: one list, a reason per key.
 
 An operator coming from Kafka writes these believing they take effect; a worker that kept them and did
-nothing would leave them believing exactly-once, an override policy or extra HTTP headers are on. So
+nothing would leave them believing an override policy or extra HTTP headers are on. So
 the worker refuses to start naming the key, unless the value is what Headwater does anyway. Keys other
 parts of the worker honour (``listeners`` schemes, ``rest.extension.classes``, ``config.providers``,
 ``admin.listeners``, the REST ``ssl.*`` and the KIP-507 keys) are checked where they are honoured.
@@ -31,9 +31,6 @@ def _empty(value: str) -> bool:
 
 
 UNHONOURED: dict[str, Unhonoured] = {
-    "exactly.once.source.support": Unhonoured(
-        "source connectors deliver at least once: exactly-once source support (KIP-618: transactional "
-        "producers, fencing) is not offered; use disabled", _one_of("disabled")),
     "connector.client.config.override.policy": Unhonoured(
         "a connector's producer.override.*, consumer.override.* and admin.override.* are always applied, as "
         "Kafka's All policy does; no other policy (None, Principal, a class of your own) is offered",

@@ -37,7 +37,7 @@ from .metrics import MetricSample
 from .records import ConnectRecord, Header, SinkRecord, SourceRecord, TopicPartition
 from .sandbox import PathRefused, check_path, check_spark_conf
 from .sink import SinkTask, SinkTaskContext
-from .source import OffsetStorageReader, RecordMetadata, SourceTask, SourceTaskContext
+from .source import OffsetStorageReader, RecordMetadata, SourceTask, SourceTaskContext, TransactionContext
 from .transforms import Predicate, Transformation, TransformConfig
 
 __all__ = [
@@ -49,6 +49,6 @@ __all__ = [
     "SchemaType",
     "SinkBatch", "SinkConnector", "SinkConnectorConfig", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",
     "SourceBatch", "SourceConnectorConfig", "SourceRecord", "SourceTask", "SourceTaskContext", "Struct",
-    "TopicPartition",
+    "TopicPartition", "TransactionContext",
     "TransformConfig", "Transformation", "check_path", "check_spark_conf", "hookimpl",
 ]

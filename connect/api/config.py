@@ -80,6 +80,12 @@ class SourceConnectorConfig(ConnectorConfig):
         description="KIP-618: the transaction length with transaction.boundary=interval (the worker's "
                     "offset.flush.interval.ms when unset).")
 
+    offsets_storage_topic: str | None = Field(
+        None, alias="offsets.storage.topic",
+        description="KIP-618: the connector's own offsets topic when the worker delivers exactly once (its "
+                    "offsets are read from it and from the worker's offset.storage.topic, its own first); "
+                    "unset: the worker's topic.")
+
     @field_validator("exactly_once_support")
     @classmethod
     def _exactly_once(cls, v: str) -> str:

@@ -13,7 +13,7 @@ from .records import SourceRecord
 
 Encoded = EncodedBatch | RecordBatches
 
-__all__ = ["Encoded", "OffsetStorageReader", "RecordMetadata", "SourceTask", "SourceTaskContext"]
+__all__ = ["Encoded", "OffsetStorageReader", "RecordMetadata", "SourceTask", "SourceTaskContext", "TransactionContext"]
 
 
 class OffsetStorageReader(ABC):
@@ -23,6 +23,28 @@ class OffsetStorageReader(ABC):
 
     def offsets(self, partitions: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
         return [(p, self.offset(p)) for p in partitions]
+
+
+class TransactionContext(ABC):
+    """Where a task's transactions end, drawn by the task itself (Kafka's TransactionContext; KIP-618): given
+    by ``SourceTaskContext.transaction_context()`` when the worker delivers exactly once and the connector runs
+    with ``transaction.boundary=connector``. Call it from ``poll`` (or any time before the records concerned
+    are handed back); a request is acted on once the records it names were handed to the producer.
+
+    An aborted transaction's records are discarded (a read_committed consumer never sees them), but their
+    source offsets are still committed, so they are not read again: a task that wants them re-read raises
+    from ``poll`` instead. The record forms name a record ``poll`` returned (the same object); tasks on the
+    batch or encoded paths (``poll_batch``, ``poll_encoded``) use the forms without a record."""
+
+    @abstractmethod
+    def commit_transaction(self, record: SourceRecord | None = None) -> None:
+        """Commit the transaction after the records of the next poll were handed over; with ``record``,
+        right after that record (the last one of the transaction)."""
+
+    @abstractmethod
+    def abort_transaction(self, record: SourceRecord | None = None) -> None:
+        """Abort the transaction after the records of the next poll were handed over; with ``record``,
+        right after that record (the last one of the aborted transaction). Their offsets are committed."""
 
 
 class SourceTaskContext(ABC):
@@ -39,6 +61,11 @@ class SourceTaskContext(ABC):
         conversion failed: with ``all`` the failure is logged and counted and the call returns (the task
         leaves the record out and moves on; there is no dead letter queue for sources); with ``none`` it
         raises, failing the task. None on runtimes that have no reporter."""
+        return None
+
+    def transaction_context(self) -> TransactionContext | None:
+        """The task's own transaction boundaries (KIP-618): a TransactionContext when the worker delivers
+        exactly once and the connector runs with ``transaction.boundary=connector``; else None."""
         return None
 
 

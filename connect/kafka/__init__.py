@@ -18,7 +18,16 @@ from __future__ import annotations
 
 import aiokafka
 
-from .clients import PrebuiltBatch, admin_client, consumer, fill_batch, kafka_kwargs, producer, stop_producer
+from .clients import (
+    PrebuiltBatch,
+    admin_client,
+    consumer,
+    fill_batch,
+    kafka_kwargs,
+    prebuilt_batch,
+    producer,
+    stop_producer,
+)
 from .fetch import RecordFetcher
 from .group import GroupClient
 from .partitioner import murmur2
@@ -34,6 +43,7 @@ __all__ = [
     "fill_batch",
     "kafka_kwargs",
     "murmur2",
+    "prebuilt_batch",
     "producer",
     "stop_producer",
     "supported",

@@ -20,7 +20,7 @@ from .raw_fetch import checked_isolation
 from .security import client_security, is_security_key
 
 __all__ = ["PrebuiltBatch", "admin_client", "bootstrap_failure", "consumer", "explained", "fill_batch", "kafka_kwargs",
-           "producer", "stop_producer"]
+           "prebuilt_batch", "producer", "stop_producer"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ _PRODUCER: dict[str, tuple[str, Any]] = {
     "retry.backoff.ms": ("retry_backoff_ms", _INT),
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "delivery.timeout.ms": ("delivery_timeout_ms", _INT),  # not aiokafka's: see producer()
+    "transaction.timeout.ms": ("transaction_timeout_ms", _INT),  # used by transactional producers only
 }
 _CONSUMER: dict[str, tuple[str, Any]] = {
     "auto.offset.reset": ("auto_offset_reset", str),
@@ -203,15 +204,24 @@ def fill_batch(builder: BatchBuilder, key: bytes | None, values: list[bytes | No
     return len(values)
 
 
+def prebuilt_batch(producer: Any, data: bytes, count: int) -> PrebuiltBatch:
+    """``data`` (one record batch, ``count`` records) to be sent whole by ``producer``: marked transactional when
+    the producer is, as its own builders are."""
+    txn_manager = getattr(producer, "_txn_manager", None)
+    return PrebuiltBatch(data, count, transactional=getattr(txn_manager, "transactional_id", None) is not None)
+
+
 class PrebuiltBatch:
     """A record batch already in wire form, for ``AIOKafkaProducer.send_batch`` (which takes a
     BatchBuilder: the producer asks it only for its bytes, size and count, and for its producer state
-    to be set when idempotent). Nothing can be appended to it."""
+    to be set when idempotent). Nothing can be appended to it. ``transactional``: sent by a transactional
+    producer, whose batches the broker counts in the open transaction only when their header says so."""
 
-    def __init__(self, data: bytes, count: int) -> None:
+    def __init__(self, data: bytes, count: int, *, transactional: bool = False) -> None:
         self._buffer = data
         self._count = count
         self._closed = False
+        self._transactional = transactional
 
     def append(self, *args: Any, **kwargs: Any) -> None:
         return None  # full
@@ -236,4 +246,5 @@ class PrebuiltBatch:
         from headwater.kafka.records import copy_batch, parse_header
 
         self._buffer = copy_batch(self._buffer, 0, parse_header(self._buffer), producer_id=producer_id,
-                                  producer_epoch=producer_epoch, base_sequence=base_sequence)
+                                  producer_epoch=producer_epoch, base_sequence=base_sequence,
+                                  transactional=self._transactional)

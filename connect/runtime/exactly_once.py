@@ -7,13 +7,11 @@ from typing import Any
 
 from ..api import SourceConnector
 from ..api.exactly_once import EXACTLY_ONCE_LEVELS, ExactlyOnceSupport, choice
-from ..config import WorkerConfig
+from ..config import WORKER_SUPPORT_LEVELS, WorkerConfig
 
 __all__ = ["TASK_COUNT_RECORD_PREFIX", "WORKER_SUPPORT_LEVELS", "exactly_once_problems", "transactional_id",
            "worker_exactly_once_enabled", "worker_exactly_once_level"]
 
-#: the worker's ``exactly.once.source.support`` (KIP-618; Kafka's DistributedConfig, default disabled)
-WORKER_SUPPORT_LEVELS = ("disabled", "preparing", "enabled")
 #: config-topic key of the task count the leader recorded after fencing a connector's zombies:
 #: ``task-count-record-<connector>`` with value ``{"task-count": N}`` (Kafka's KafkaConfigBackingStore)
 TASK_COUNT_RECORD_PREFIX = "task-count-record-"
@@ -29,7 +27,7 @@ UNSUPPORTED = "The connector does not support exactly-once semantics with the pr
 
 def worker_exactly_once_level(config: WorkerConfig) -> str:
     """The worker's ``exactly.once.source.support``, lower-cased: one of WORKER_SUPPORT_LEVELS."""
-    return str((config.model_extra or {}).get("exactly.once.source.support", "disabled")).strip().lower()
+    return config.exactly_once_source_support
 
 
 def worker_exactly_once_enabled(config: WorkerConfig) -> bool:

@@ -283,7 +283,7 @@ class EncodedPath(_Polling[Encoded | list[Encoded]]):
             pieces = [(data, n)] if len(data) <= limit else await self._split(data, n, topic, partition, limit)
             at = index
             for piece, count in pieces:
-                builder = clients.PrebuiltBatch(piece, count)
+                builder = clients.prebuilt_batch(owner.started_producer, piece, count)
                 await owner.send_rolled(builder, topic, partition, futures)
                 starts.append((at, 0, builder))
                 at += count

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import kafka as clients
 from ..api import ConnectException, SourceRecord, SourceTask, SourceTaskContext
-from ..api.source import Encoded, OffsetStorageReader, RecordMetadata
+from ..api.source import Encoded, OffsetStorageReader, RecordMetadata, TransactionContext
 from ..kafka.batch_producer import Acked, BatchBuilderLike, BatchProducer, queue_full
 from ..kafka.partitioner import partition_for_key
 from ..kafka.topics import create_topic, topic_config
@@ -58,10 +58,14 @@ class _OffsetReader(OffsetStorageReader):
 
 class _Context(SourceTaskContext):
     def __init__(self, configs: dict[str, str], reader: OffsetStorageReader,
-                 errors: ErrorHandler, task: SourceTask) -> None:
+                 errors: ErrorHandler, task: SourceTask, transactions: TransactionContext | None = None) -> None:
         self.configs = configs
         self._reader = reader
         self._errors, self._task = errors, task
+        self._transactions = transactions
+
+    def transaction_context(self) -> TransactionContext | None:
+        return self._transactions
 
     @property
     def offset_storage_reader(self) -> OffsetStorageReader:
@@ -110,16 +114,24 @@ class WorkerSourceTask(RecordTask[SourceTask]):
         self.records_sent = 0
         self.records_polled = 0
 
-    async def initialize(self) -> None:
+    def make_producer(self, **settings: Any) -> Any:
+        """The task's producer (not started); ``settings`` are aiokafka's, over the task's defaults."""
         # linger 0: batches are built whole per poll; a linger only makes the next poll's send wait.
-        producer = clients.producer(
+        return clients.producer(
             self.bootstrap, self.producer_overrides, acks="all", linger_ms=0, max_batch_size=1 << 20,
             max_request_size=MAX_REQUEST_SIZE, delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
-            client_id=f"connector-producer-{self.id}")
+            client_id=f"connector-producer-{self.id}", **settings)
+
+    def transaction_context(self) -> TransactionContext | None:
+        """What ``SourceTaskContext.transaction_context()`` gives the task (none at least once)."""
+        return None
+
+    async def initialize(self) -> None:
+        producer = self.make_producer()
         self.producer = producer
         await producer.start()
         self.task.initialize(_Context(self.task_config, _OffsetReader(self.offset_store, self.id.connector),
-                                      self.errors, self.task))
+                                      self.errors, self.task, self.transaction_context()))
         await call(self.task.start, self.task_config)
         self.path = choose_send_path(self)
 
@@ -261,16 +273,23 @@ class WorkerSourceTask(RecordTask[SourceTask]):
             if _retriable_send(exc):
                 retried, failed = await self._send_retrying(builder, topic, partition, exc)
             if failed is not None:
-                ok, retried = await self.errors.execute(Stage.KAFKA_PRODUCE, self.producer,
-                                                        partial(send, builder, topic, partition=partition),
-                                                        failed=failed)
-                if not ok:
+                retried = await self.send_failed(builder, topic, partition, failed)
+                if retried is None:
                     return None
             assert retried is not None
             fut = retried
         futures.append(fut)
         self._sent_to[id(fut)] = (topic, partition, builder.record_count(), builder.size())
         return fut
+
+    async def send_failed(self, builder: BatchBuilderLike, topic: str, partition: int,
+                          failed: Exception) -> asyncio.Future[Acked] | None:
+        """A batch the producer did not take (not retriable): errors.tolerance decides (retries, then skip or
+        fail); the ack's future of a retry that went through, None when the batch is skipped."""
+        ok, retried = await self.errors.execute(Stage.KAFKA_PRODUCE, self.producer,
+                                                partial(self.started_producer.send_batch, builder, topic,
+                                                        partition=partition), failed=failed)
+        return retried if ok else None
 
     async def _send_retrying(self, builder: BatchBuilderLike, topic: str, partition: int,
                              exc: Exception) -> tuple[asyncio.Future[Acked] | None, Exception | None]:
@@ -318,17 +337,19 @@ class WorkerSourceTask(RecordTask[SourceTask]):
         self.records_sent += count
         return sent
 
-    async def _notify(self, entry: _Submitted) -> None:
+    async def _notify(self, entry: _Submitted, landed: bool = True) -> None:
+        """Tell the task where the entry's records landed (``landed`` False: nowhere, their transaction was
+        aborted: ``commit_record`` gets no metadata and ``commit_encoded`` no placement)."""
         entry.notified = True
         for record, partition, acked in entry.records:
             meta = None
-            if acked is not None and acked.exception() is None:
+            if landed and acked is not None and acked.exception() is None:
                 md = acked.result()
                 meta = RecordMetadata(record.topic, partition, getattr(md, "offset", -1), record.timestamp)
             await call(self.task.commit_record, record, meta)
         for batch, starts in entry.encoded:
             placed = [(i, fut.result().offset + at) for i, at, fut in starts
-                      if fut is not None and fut.exception() is None]
+                      if landed and fut is not None and fut.exception() is None]
             await call(self.task.commit_encoded, batch, placed)
 
     async def commit_offsets(self) -> bool:

@@ -34,9 +34,13 @@ from ..kafka.raw_fetch import isolation_level
 from ..kafka.security import client_security, is_security_key
 from ..plugins import PluginRegistry, UnknownPlugin
 from ..status import State, TargetState, TaskId, format_trace
+from ..storage.connector_offsets import ConnectorOffsetStore
+from ..storage.kafka_log import ensure_compacted_topic
+from ..storage.kafka_stores import KafkaOffsetStore
 from ..storage.offsets import OffsetStore
 from .errors import ErrorHandler
-from .exactly_once import exactly_once_problems, worker_exactly_once_enabled
+from .exactly_once import exactly_once_problems, transactional_id, worker_exactly_once_enabled
+from .exactly_once_task import ExactlyOnceWorkerSourceTask, TaskOffsets, transaction_boundary
 from .sandbox import worker_sandbox
 from .sink_task import WorkerSinkTask
 from .source_task import WorkerSourceTask
@@ -351,9 +355,12 @@ class Worker:
             worker_task: WorkerTask
             if isinstance(task, SourceTask):
                 creation = TopicCreation.from_config(props, self.config.topic_creation_enable)
-                worker_task = WorkerSourceTask(task_id, pipeline, offset_store=self.offsets,
-                                               flush_timeout_ms=self.config.offset_flush_timeout_ms,
-                                               topic_creation=creation, **status)
+                if worker_exactly_once_enabled(self.config):
+                    worker_task = await self._exactly_once_task(task_id, pipeline, props, creation, status)
+                else:
+                    worker_task = WorkerSourceTask(task_id, pipeline, offset_store=self.offsets,
+                                                   flush_timeout_ms=self.config.offset_flush_timeout_ms,
+                                                   topic_creation=creation, **status)
             elif isinstance(task, SinkTask):
                 consumer_overrides = client_overrides(self.config, props, "consumer")
                 worker_task = WorkerSinkTask(task_id, pipeline, consumer_overrides=consumer_overrides,
@@ -367,6 +374,28 @@ class Worker:
         self.tasks[task_id] = worker_task
         worker_task.start()
         return True
+
+    async def _exactly_once_task(self, task_id: TaskId, pipeline: TaskPipeline[Any], props: dict[str, Any],
+                                 creation: TopicCreation | None, status: dict[str, Any]) -> WorkerTask:
+        """A source task delivering exactly once (KIP-618): its offsets in the connector's own
+        ``offsets.storage.topic`` (created compacted like the worker's when missing) or the worker's."""
+        cfg = self.config
+        own_topic = str(props.get("offsets.storage.topic") or "").strip()
+        offsets = TaskOffsets(cfg.offset_storage_topic, self.offsets)
+        if own_topic and own_topic != cfg.offset_storage_topic:
+            security = client_overrides(cfg, props, "admin")
+            await ensure_compacted_topic(cfg.bootstrap_servers, own_topic, cfg.offset_storage_partitions,
+                                         cfg.offset_storage_replication_factor, "source connector offsets",
+                                         "offsets.storage.topic", security)
+            own = KafkaOffsetStore(cfg.bootstrap_servers, own_topic, f"connector-offsets-{task_id}",
+                                   client_overrides(cfg, props, "consumer"))
+            offsets = TaskOffsets(own_topic, ConnectorOffsetStore(own, self.offsets))
+        boundary, interval_ms = transaction_boundary(props, cfg.offset_flush_interval_ms)
+        txn_id = transactional_id(cfg.group_id, task_id.connector, task_id.task)
+        return ExactlyOnceWorkerSourceTask(
+            task_id, pipeline, offsets=offsets, transactional_id=txn_id,
+            boundary=boundary, boundary_interval_ms=interval_ms, flush_timeout_ms=cfg.offset_flush_timeout_ms,
+            topic_creation=creation, **status)
 
     def _task_status(self, task_id: TaskId, state: State, trace: str | None) -> None:
         self.on_status(task_id.connector, task_id.task, state, trace)

@@ -188,6 +188,7 @@ class RecordTask(WorkerTask, Generic[T]):
         self.flush_interval = pipeline.flush_interval_ms / 1000
         self.topics = pipeline.topics
         self.commit_requested = False
+        self._next_commit = 0.0  # monotonic time of the next periodic commit (schedule_commit)
         self._trace: str | None = None
         self.commit_times = Durations()  # offset-commit-avg/max-time-ms
         self.dlq_records = 0  # deadletterqueue-produce-requests
@@ -195,17 +196,25 @@ class RecordTask(WorkerTask, Generic[T]):
     async def execute(self) -> None:
         """Kafka's WorkerTask loop: one iteration at a time; offsets committed every
         ``offset.flush.interval.ms`` and whenever the task asked for it."""
-        next_commit = time.monotonic() + self.flush_interval
+        self.schedule_commit()
         while not self.stopping:
             await self.wait_if_paused()
             if self.stopping:
                 break
             await self.iteration()
-            if self.commit_requested or time.monotonic() >= next_commit:
+            if self.commit_due():
                 self.commit_requested = False
                 await self.timed_commit()
                 self.refresh_trace()
-                next_commit = time.monotonic() + self.flush_interval
+                self.schedule_commit()
+
+    def schedule_commit(self) -> None:
+        """The next periodic commit is ``offset.flush.interval.ms`` from now."""
+        self._next_commit = time.monotonic() + self.flush_interval
+
+    def commit_due(self) -> bool:
+        """Whether to commit after this iteration: the task asked for it, or the interval is up."""
+        return self.commit_requested or time.monotonic() >= self._next_commit
 
     def refresh_trace(self) -> None:
         """Show what the plugin task wants in its RUNNING status (``running_trace``), when it changed."""

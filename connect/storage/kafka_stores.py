@@ -27,7 +27,7 @@ from .config_events import (
     TaskConfigsCommitted,
 )
 from .kafka_log import KafkaBasedLog
-from .offsets import OffsetStore
+from .offsets import OffsetStore, offset_value
 
 __all__ = ["ConfigSnapshot", "KafkaConfigStore", "KafkaOffsetStore", "KafkaStatusStore", "SessionKey"]
 
@@ -75,8 +75,7 @@ class KafkaOffsetStore(OffsetStore):
     async def _persist(self, offsets: dict[str, dict[str, Any] | None]) -> None:
         sends = []
         for key, value in offsets.items():
-            fut = await self.log.producer.send(self.log.topic, key=key.encode(),
-                                               value=None if value is None else _json(value))
+            fut = await self.log.producer.send(self.log.topic, key=key.encode(), value=offset_value(value))
             sends.append(fut)
         await asyncio.gather(*sends)
 

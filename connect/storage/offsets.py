@@ -13,11 +13,16 @@ from typing import Any
 
 from ..api.errors import ConnectException
 
-__all__ = ["FileOffsetStore", "MemoryOffsetStore", "OffsetStore", "offset_key", "parse_offset_key"]
+__all__ = ["FileOffsetStore", "MemoryOffsetStore", "OffsetStore", "offset_key", "offset_value", "parse_offset_key"]
 
 
 def offset_key(connector: str, partition: dict[str, Any]) -> str:
     return json.dumps([connector, partition], separators=(",", ":"), sort_keys=True)
+
+
+def offset_value(offset: dict[str, Any] | None) -> bytes | None:
+    """An offset as the offsets topic holds it: compact JSON (None: a tombstone, the offset reset)."""
+    return None if offset is None else json.dumps(offset, separators=(",", ":")).encode()
 
 
 def parse_offset_key(key: str) -> tuple[str, dict[str, Any]] | None:
@@ -47,12 +52,17 @@ class OffsetStore(ABC):
 
     async def set(self, connector: str, offsets: dict[str, dict[str, Any] | None]) -> None:
         """Store ``{offset_key: offset}`` (None resets); durable once this returns."""
+        self.remember(offsets)
+        await self._persist(offsets)
+
+    def remember(self, offsets: dict[str, dict[str, Any] | None]) -> None:
+        """Take ``{offset_key: offset}`` into this view only: they were made durable elsewhere (an exactly-once
+        source task writes them in its own transaction)."""
         for key, value in offsets.items():
             if value is None:
                 self.data.pop(key, None)
             else:
                 self.data[key] = value
-        await self._persist(offsets)
 
     @abstractmethod
     async def _persist(self, offsets: dict[str, dict[str, Any] | None]) -> None: ...

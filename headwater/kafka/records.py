@@ -382,11 +382,12 @@ def assemble_batch(header: BatchHeader, payload: bytes) -> bytes:
 
 
 def copy_batch(buf: bytes | memoryview, pos: int, header: BatchHeader, *, producer_id: int = -1,
-               producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+               producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False) -> bytes:
     """The batch at ``pos`` as a new producer would send it: records untouched (compressed or not),
-    base offset 0, no leader epoch, not transactional, the given producer state, a new CRC."""
+    base offset 0, no leader epoch, transactional only when ``transactional`` (a transactional producer's
+    batch must say so), the given producer state, a new CRC."""
     payload = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
-    return assemble_batch(header._replace(base_offset=0, partition_leader_epoch=-1,
-                                          attributes=header.attributes & ~ATTR_TRANSACTIONAL,
+    attributes = header.attributes & ~ATTR_TRANSACTIONAL | (ATTR_TRANSACTIONAL if transactional else 0)
+    return assemble_batch(header._replace(base_offset=0, partition_leader_epoch=-1, attributes=attributes,
                                           producer_id=producer_id, producer_epoch=producer_epoch,
                                           base_sequence=base_sequence), payload)

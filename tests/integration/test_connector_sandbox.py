@@ -169,8 +169,12 @@ def test_a_forged_task_config_is_checked_where_the_task_opens_its_file(broker: B
 
 
 @pytest.mark.parametrize(("mode", "setting", "named"), [
-    ("distributed", "exactly.once.source.support=enabled", "exactly.once.source.support: 'enabled' cannot be "
-                                                           "honoured"),
+    ("standalone", "exactly.once.source.support=enabled", "exactly.once.source.support: 'enabled' cannot be used "
+                                                          "by a standalone worker"),
+    ("standalone", "exactly.once.source.support=preparing", "exactly.once.source.support: 'preparing' cannot be "
+                                                            "used by a standalone worker"),
+    ("distributed", "exactly.once.source.support=always", "exactly.once.source.support: Value error, String must be "
+                                                          "one of (case insensitive): disabled, preparing, enabled"),
     ("standalone", "connector.client.config.override.policy=None", "connector.client.config.override.policy: "
                                                                     "'None' cannot be honoured"),
     ("distributed", "response.http.headers.config=set X-Frame-Options: DENY", "response.http.headers.config: "),

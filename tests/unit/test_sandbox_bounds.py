@@ -215,7 +215,6 @@ def test_every_listed_spark_pattern_is_a_spark_key() -> None:
 
 
 @pytest.mark.parametrize(("key", "refused", "accepted"), [
-    ("exactly.once.source.support", "enabled", "disabled"),
     ("connector.client.config.override.policy", "None", "All"),
     ("connector.client.config.override.policy", "Principal",
      "org.apache.kafka.connect.connector.policy.AllConnectorClientConfigOverridePolicy"),
