@@ -324,6 +324,11 @@ class BaseHerder(ABC):
         configs to the leader, which writes them. Raises NotLeader on a follower."""
         await self._call(f"write the task configs of {name}", lambda: self._put_task_configs(name, configs))
 
+    async def fence_zombies(self, name: str) -> None:
+        """Internal (PUT /connectors/{c}/fence, KIP-618): fence the producers of the source connector's older
+        task generations. Only a distributed cluster has them (Kafka's standalone herder does not either)."""
+        raise BadRequest("Zombie fencing is only done by a distributed worker's leader (KIP-618)")
+
     async def set_cluster_logger_level(self, namespace: str, level: str) -> None:
         """``PUT /admin/loggers/{namespace}?scope=cluster``: every worker of the cluster."""
         await self._call(f"set the level of {namespace}", lambda: self._set_cluster_logger_level(namespace, level))

@@ -23,9 +23,11 @@ from typing import Any
 
 from ..api.errors import ConnectException
 from ..config import WorkerConfig
+from ..kafka.fencing import fence_producers
 from ..loggers import set_level
 from ..plugins import PluginRegistry
 from ..rest.signature import ReplayGuard, RequestRefused, RequestSignature, sign
+from ..runtime.exactly_once import transactional_id, worker_exactly_once_enabled
 from ..status import State, Status, TargetState, TaskId
 from ..storage.config_events import (
     ConfigEvent,
@@ -35,13 +37,15 @@ from ..storage.config_events import (
     RestartRequested,
     TargetStateSeen,
     TaskConfigsCommitted,
+    TaskCountRecorded,
 )
 from ..storage.kafka_log import ensure_compacted_topic
 from ..storage.kafka_stores import KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .assignor import IncrementalAssignor
 from .base import BaseHerder
-from .errors import Conflict, NotFound, NotLeader, NotOwner
-from .events import AssignmentNeeded, HerderEvent, Rebalanced, SessionKeyDue, StatusReported
+from .errors import BadRequest, Conflict, HerderError, NotFound, NotLeader, NotOwner
+from .events import AssignmentNeeded, FencingSettled, HerderEvent, Rebalanced, SessionKeyDue, StatusReported
+from .fencing import FENCE_RETRY_MAX_S, FENCE_TIMEOUT_MS, ZombieFencing, needs_fencing_round
 from .membership import GroupMembership, JoinResult
 from .protocol import Assignment, MemberMetadata, encode_metadata
 from .session_key import KeyPolicy
@@ -82,6 +86,12 @@ class DistributedHerder(BaseHerder):
         # waits for the one before, so the leader never commits an older set last). They only send.
         self._forwards: dict[str, asyncio.Task[None]] = {}
         self._config_loaded = False
+        # KIP-618: source tasks assigned here that wait for a round of zombie fencing, this worker's requests
+        # for those rounds (off the loop), and, on the leader, the rounds in progress
+        self._awaiting_fencing: dict[str, set[TaskId]] = {}
+        self._fence_requests: dict[str, asyncio.Task[None]] = {}
+        self._fence_failures: dict[str, int] = {}
+        self._fencings: dict[str, ZombieFencing] = {}
         # KIP-507: the leader's key rotation (a timer posts SessionKeyDue) and the signatures received lately
         self.key_policy = KeyPolicy.of(config)
         self._key_due: asyncio.TimerHandle | None = None
@@ -119,9 +129,11 @@ class DistributedHerder(BaseHerder):
             self._key_due.cancel()
         await self.membership.stop()
         await self._stop_loop()
-        for forward in self._forwards.values():
-            forward.cancel()
-        await asyncio.gather(*self._forwards.values(), return_exceptions=True)
+        background = [*self._forwards.values(), *self._fence_requests.values(),
+                      *(f.task for f in self._fencings.values() if f.task is not None)]
+        for job in background:
+            job.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         # Let the last status writes (UNASSIGNED on shutdown) reach the topic before it closes.
         try:
             await asyncio.wait_for(self.status_store.flush(), 5)
@@ -168,6 +180,8 @@ class DistributedHerder(BaseHerder):
             await self._connector_config_changed(event.name)
         elif isinstance(event, TaskConfigsCommitted):
             await self._task_configs_changed(event.name)
+        elif isinstance(event, TaskCountRecorded | FencingSettled):
+            await self._start_fenced_tasks(event.name if isinstance(event, TaskCountRecorded) else event.connector)
         elif isinstance(event, TargetStateSeen):
             await self._apply_target(event.name)
         elif isinstance(event, RestartRequested):
@@ -263,6 +277,10 @@ class DistributedHerder(BaseHerder):
         configs = self.task_configs.get(tid.connector) or []
         if tid.task >= len(configs) or tid.connector not in self.configs:
             return
+        if self._awaits_fencing(tid.connector):  # started once the leader has recorded the fencing
+            self._awaiting_fencing.setdefault(tid.connector, set()).add(tid)
+            self._request_fencing(tid.connector)
+            return
         self._running_task_configs[tid] = configs[tid.task]
         await self.worker.start_task(tid, self.configs[tid.connector], configs[tid.task],
                                      self.targets.get(tid.connector, TargetState.STARTED))
@@ -288,8 +306,16 @@ class DistributedHerder(BaseHerder):
 
     async def _task_configs_changed(self, name: str) -> None:
         new = self.task_configs.get(name) or []
+        fencing = self._fencings.pop(name, None)
+        if fencing is not None and not fencing.done.done():
+            fencing.done.set_exception(Conflict("Failed to complete zombie fencing because a new set of task "
+                                                "configs was generated"))
+        # Under exactly-once every task of a new generation starts after the fencing, which fences the
+        # producers of the tasks left running too: all restart (as Kafka restarts them), even when the
+        # task-count record was read before this event
+        every = self._exactly_once_source(name)
         changed = [t for t in self.worker.task_ids(name)
-                   if t.task >= len(new) or self._running_task_configs.get(t) != new[t.task]]
+                   if every or t.task >= len(new) or self._running_task_configs.get(t) != new[t.task]]
         await self.worker.stop_tasks(changed)
         for t in changed:
             self._running_task_configs.pop(t, None)
@@ -299,6 +325,137 @@ class DistributedHerder(BaseHerder):
                 if c == name and tid not in self.worker.tasks:
                     await self._start_task(tid)
         self.membership.request_rejoin()
+
+    # -- KIP-618: source tasks start after the zombies of older generations are fenced -----------------
+
+    def _exactly_once_source(self, name: str) -> bool:
+        """This worker runs the source tasks of ``name`` with transactional producers."""
+        return worker_exactly_once_enabled(self.config) and self.connector_type(name) == "source"
+
+    def _awaits_fencing(self, name: str) -> bool:
+        """A source task of ``name`` may not start yet: this worker runs exactly-once source tasks, and the
+        connector's task configs came after its last task-count record."""
+        return name in self.config_store.snapshot.pending_fencing and self._exactly_once_source(name)
+
+    def _request_fencing(self, name: str) -> None:
+        """Ask the leader for a round of fencing (off the loop), unless this worker is asking already."""
+        running = self._fence_requests.get(name)
+        if running is None or running.done():
+            self._fence_requests[name] = asyncio.create_task(self._fence_request(name), name=f"fence-{name}")
+
+    async def _fence_request(self, name: str) -> None:
+        """One request; then the waiting tasks are tried again (FencingSettled): they start, or ask again."""
+        try:
+            if self.membership.is_leader:
+                await self.fence_zombies(name)
+            else:
+                await self._to_leader("PUT", f"/connectors/{name}/fence", None, attempts=1)
+            await self.config_store.log.read_to_end()  # the task-count record, before the tasks start
+            self._fence_failures.pop(name, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            failures = self._fence_failures[name] = self._fence_failures.get(name, 0) + 1
+            delay = min(0.25 * 2 ** failures, FENCE_RETRY_MAX_S)
+            conflict = isinstance(exc, Conflict) or getattr(exc, "status", None) == 409
+            log.log(logging.INFO if conflict else logging.ERROR,
+                    "a round of zombie fencing for %s failed (attempt %d: %s: %s); its source tasks wait, "
+                    "asking again in %.1f s", name, failures, type(exc).__name__, exc, delay)
+            if not conflict and failures >= 3:  # surfaced as Kafka does, in the waiting tasks' status
+                trace = f"Failed to perform round of zombie fencing: {type(exc).__name__}: {exc}"
+                for tid in sorted(self._awaiting_fencing.get(name, ()), key=lambda t: t.task):
+                    self._on_status(name, tid.task, State.FAILED, trace)
+            await asyncio.sleep(delay)
+        self._post(FencingSettled(name))
+
+    async def _start_fenced_tasks(self, name: str) -> None:
+        """Start the tasks of ``name`` that waited for a fencing and are still this worker's."""
+        waiting = self._awaiting_fencing.pop(name, set())
+        wanted = {TaskId(c, t) for c, t in self.assignment.tasks()} if self.assignment is not None else set()
+        for tid in sorted(waiting & wanted, key=lambda t: t.task):
+            if tid not in self.worker.tasks:
+                await self._start_task(tid)
+
+    async def _fence_zombies(self, name: str) -> asyncio.Future[None]:
+        """On the leader (Kafka's doFenceZombieSourceTasks): fence the producers of the generation recorded
+        last and record the current task count. The fencing runs off the loop; the future is its end."""
+        self._require_leader()
+        self._require(name)
+        if self.connector_type(name) != "source":
+            raise BadRequest(f"Connector {name} is not a source connector")
+        await self._fresh_configs()
+        snap = self.config_store.snapshot
+        count, recorded = len(snap.tasks.get(name, [])), snap.task_count_records.get(name)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if name not in snap.pending_fencing:
+            log.debug("no zombie fencing for %s: every older task generation is fenced already", name)
+        elif needs_fencing_round(recorded, count):
+            assert recorded is not None
+            fencing = self._fencings.get(name)
+            if fencing is None:
+                fencing = self._fencings[name] = ZombieFencing(name, recorded, count,
+                                                               snap.task_generations.get(name, -1))
+                fencing.task = asyncio.create_task(self._run_fencing(fencing), name=f"fencing-{name}")
+            return fencing.done
+        else:
+            log.info("recording %d task(s) of %s without fencing (%s)", count, name,
+                     "first generation with exactly-once support" if recorded is None else "one task follows one")
+            await self.config_store.put_task_count_record(name, count)
+        done.set_result(None)
+        return done
+
+    async def _run_fencing(self, fencing: ZombieFencing) -> None:
+        name = fencing.connector
+        ids = [transactional_id(self.config.group_id, name, i) for i in range(fencing.to_fence)]
+        log.info("fencing the producers of %d task(s) of %s's previous generation: %s", len(ids), name, ids)
+        try:
+            await fence_producers(self.config.bootstrap_servers, self.config.client("admin"), ids, FENCE_TIMEOUT_MS)
+            await self._call(f"record the task count of {name}", lambda: self._record_task_count(fencing))
+        except asyncio.CancelledError:
+            if not fencing.done.done():
+                fencing.done.cancel()
+            raise
+        except Exception as exc:  # a Conflict: new task configs came meanwhile, and a new round follows
+            log.log(logging.INFO if isinstance(exc, Conflict) else logging.ERROR, "zombie fencing of %s failed: "
+                    "%s: %s", name, type(exc).__name__, exc)
+            if not fencing.done.done():
+                fencing.done.set_exception(exc)
+        else:
+            log.info("fenced %s's previous generation and recorded %d task(s)", name, fencing.to_record)
+            if not fencing.done.done():
+                fencing.done.set_result(None)
+        finally:
+            if self._fencings.get(name) is fencing:
+                del self._fencings[name]
+
+    async def _record_task_count(self, fencing: ZombieFencing) -> None:
+        """On the loop, after the fencing: the task-count record, unless new task configs came since."""
+        self._require_leader()
+        await self._fresh_configs()
+        name = fencing.connector
+        if fencing.done.done() or self.config_store.snapshot.task_generations.get(name, -1) != fencing.generation:
+            raise Conflict("Fencing failed because new task configurations were generated for the connector")
+        await self.config_store.put_task_count_record(name, fencing.to_record)
+
+    async def fence_zombies(self, name: str) -> None:
+        """``PUT /connectors/{name}/fence`` (internal): returns once the round is recorded; NotLeader on a
+        follower. Waiting for the round does not hold the loop."""
+        done = await self._call(f"fence the zombies of {name}", lambda: self._fence_zombies(name))
+        await asyncio.shield(done)
+
+    async def alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None:
+        """Under exactly-once, a stopped source connector's zombies are fenced before its offsets change, so
+        none of its old tasks commits over them (Kafka's modifyConnectorOffsets; the leader does it)."""
+        if name in self.configs and self._exactly_once_source(name):
+            self._require_stopped(name)
+            try:
+                await self.fence_zombies(name)
+            except HerderError:
+                raise
+            except Exception as exc:
+                raise ConnectException(f"Failed to perform zombie fencing for source connector prior to modifying "
+                                       f"offsets: {type(exc).__name__}: {exc}") from exc
+        await super().alter_offsets(name, entries)
 
     async def _apply_target(self, name: str) -> None:
         target = self.targets.get(name, TargetState.STARTED)
@@ -498,29 +655,36 @@ class DistributedHerder(BaseHerder):
         if previous is not None:
             await asyncio.gather(previous, return_exceptions=True)
         try:
-            await self._post_to_leader(f"/connectors/{name}/tasks", configs)
+            await self._to_leader("POST", f"/connectors/{name}/tasks", configs)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("handing the task configs of %s to the leader failed", name)
 
-    async def _post_to_leader(self, path: str, body: Any) -> None:
+    async def _to_leader(self, method: str, path: str, body: Any, attempts: int = 30) -> None:
+        """A signed internal request to the leader, tried ``attempts`` times a second apart."""
+        import aiohttp
+
         from ..rest.internal_client import internal_session
 
-        data = json.dumps(body, separators=(",", ":")).encode()
-        for _ in range(30):
+        data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        status, answer = 0, "no leader known"
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(1)
             url = self.leader_url
-            if url:
-                async with internal_session(self.config) as session, session.post(
-                        url.rstrip("/") + path, data=data, headers=self._signed_headers(data),
-                        params={"forward": "true"}) as resp:
-                    if resp.status < 300:
-                        return
-                    log.info("leader answered %d to %s; retrying", resp.status, path)
-                    if resp.status == 403:  # signed with a key the leader has replaced: read the newest
-                        await self._read_session_key()
-            await asyncio.sleep(1)
-        raise LeaderUnreachable(f"could not hand task configs to the leader at {self.leader_url}")
+            if not url:
+                continue
+            async with internal_session(self.config, aiohttp.ClientTimeout(total=90)) as session, session.request(
+                    method, url.rstrip("/") + path, data=data, headers=self._signed_headers(data),
+                    params={"forward": "true"}) as resp:
+                if resp.status < 300:
+                    return
+                status, answer = resp.status, (await resp.text())[:500]
+                log.info("leader answered %d to %s %s: %s", resp.status, method, path, answer)
+                if resp.status == 403:  # signed with a key the leader has replaced: read the newest
+                    await self._read_session_key()
+        raise LeaderUnreachable(f"{method} {path} at the leader {self.leader_url} failed: {status} {answer}", status)
 
 
     def _signed_headers(self, data: bytes) -> dict[str, str]:
@@ -547,7 +711,12 @@ def _now_ms() -> int:
 
 
 class LeaderUnreachable(ConnectException):
-    """A follower could not hand its connector's task configs to the leader."""
+    """A follower's internal request (task configs, a fencing) did not succeed at the leader; ``status`` is the
+    leader's last answer (0: none)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _log_failed_write(what: str, ack: asyncio.Future[Any]) -> None:

@@ -18,8 +18,8 @@ from ..storage.config_events import ConfigEvent
 from .membership import JoinResult
 from .protocol import Assignment
 
-__all__ = ["AssignmentNeeded", "HerderEvent", "Rebalanced", "Reconfigure", "Request", "SessionKeyDue", "StatusReported",
-           "Stop"]
+__all__ = ["AssignmentNeeded", "FencingSettled", "HerderEvent", "Rebalanced", "Reconfigure", "Request", "SessionKeyDue",
+           "StatusReported", "Stop"]
 
 
 @dataclass(frozen=True)
@@ -79,5 +79,13 @@ class SessionKeyDue:
     """The session key expires (or a write of a new one failed): the leader checks it again (KIP-507)."""
 
 
+@dataclass(frozen=True)
+class FencingSettled:
+    """This worker's request for a round of zombie fencing of ``connector`` ended (done, or failed and waited
+    out): the connector's source tasks waiting for it are started again (KIP-618)."""
+
+    connector: str
+
+
 HerderEvent = (Request | StatusReported | Reconfigure | AssignmentNeeded | Rebalanced | Stop | SessionKeyDue
-               | ConfigEvent)
+               | FencingSettled | ConfigEvent)

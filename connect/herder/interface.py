@@ -92,6 +92,10 @@ class Herder(Protocol):
 
     async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None: ...
 
+    async def fence_zombies(self, name: str) -> None:
+        """KIP-618: the leader fences the producers of the connector's older task generations and records its
+        task count; returns once that is recorded (NotLeader on a follower)."""
+
     async def alter_offsets(self, name: str, entries: list[dict[str, Any]] | None) -> None: ...
 
     async def set_cluster_logger_level(self, namespace: str, level: str) -> None: ...

@@ -345,6 +345,25 @@ async def put_task_configs(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+@API.route("PUT", "/connectors/{name}/fence", "Internal: a worker about to start exactly-once source tasks asks the "
+           "leader to fence the transactional producers of the connector's older task generations (KIP-618); "
+           "answered once the new task count is recorded, signed with the cluster's session key (KIP-507)",
+           status=204, errors=(*_WRITE, 503),
+           refusals={400: "a connector that is not a source connector, or a standalone worker",
+                     403: "a request not signed with the session key (X-Connect-Authorization, "
+                          "X-Connect-Request-Signature-Algorithm, X-Connect-Request-Timestamp), signed too long ago, "
+                          "or replayed"})
+async def fence_zombies(request: web.Request) -> web.Response:
+    name = _name(request)
+    herder = _herder(request)
+    try:  # the signature first, as for the task configs
+        herder.verify_internal_request(await request.read(), request.headers)
+    except RequestRefused as exc:
+        return _error(exc.status, str(exc))
+    await herder.fence_zombies(name)
+    return web.Response(status=204)
+
+
 @API.route("GET", "/connectors/{name}/tasks-config", "Task configs by task name (deprecated in Kafka)",
            response=m.TasksConfig)
 async def tasks_config(request: web.Request) -> web.Response:

@@ -13,8 +13,9 @@ __all__ = ["TASK_COUNT_RECORD_PREFIX", "WORKER_SUPPORT_LEVELS", "exactly_once_pr
            "worker_exactly_once_enabled", "worker_exactly_once_level"]
 
 #: config-topic key of the task count the leader recorded after fencing a connector's zombies:
-#: ``task-count-record-<connector>`` with value ``{"task-count": N}`` (Kafka's KafkaConfigBackingStore)
-TASK_COUNT_RECORD_PREFIX = "task-count-record-"
+#: ``tasks-fencing-<connector>`` with value ``{"task-count": N}`` (Kafka's KafkaConfigBackingStore names the
+#: key TASK_COUNT_RECORD_KEY and spells it so; the same key lets a Kafka Connect cluster's topic read the same)
+TASK_COUNT_RECORD_PREFIX = "tasks-fencing-"
 
 NOT_ENABLED = "This worker does not have exactly-once source support enabled."
 NO_PREFLIGHT = ("The connector does not implement the API required for preflight validation of exactly-once source "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ConfigEvent", "ConnectorConfigSeen", "ConnectorRemoved", "LoggerLevelSeen", "RestartRequested",
-           "TargetStateSeen", "TaskConfigsCommitted"]
+           "TargetStateSeen", "TaskConfigsCommitted", "TaskCountRecorded"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,14 @@ class ConnectorRemoved:
 @dataclass(frozen=True)
 class TaskConfigsCommitted:
     """``commit-<name>``: a connector's task configs were replaced (or found incomplete)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class TaskCountRecorded:
+    """``tasks-fencing-<name>``: the leader fenced the producers of the connector's older task generations
+    and recorded its task count (KIP-618); its source tasks pending that fencing may start."""
 
     name: str
 
@@ -57,5 +65,5 @@ class LoggerLevelSeen:
     level: str
 
 
-ConfigEvent = (ConnectorConfigSeen | ConnectorRemoved | TaskConfigsCommitted | TargetStateSeen | RestartRequested
-               | LoggerLevelSeen)
+ConfigEvent = (ConnectorConfigSeen | ConnectorRemoved | TaskConfigsCommitted | TaskCountRecorded | TargetStateSeen
+               | RestartRequested | LoggerLevelSeen)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime.exactly_once import TASK_COUNT_RECORD_PREFIX
 from ..status import State, Status, TargetState
 from .config_events import (
     ConfigEvent,
@@ -25,6 +26,7 @@ from .config_events import (
     RestartRequested,
     TargetStateSeen,
     TaskConfigsCommitted,
+    TaskCountRecorded,
 )
 from .kafka_log import KafkaBasedLog
 from .offsets import OffsetStore, offset_value
@@ -120,6 +122,12 @@ class ConfigSnapshot:
     tasks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     inconsistent: set[str] = field(default_factory=set)
     session_key: SessionKey | None = None  # the newest read; the herder signs and verifies with it
+    # KIP-618 zombie fencing, as Kafka's KafkaConfigBackingStore keeps it: the task count the leader recorded
+    # last (its producers are the ones a later generation must fence), how many times each connector's task
+    # configs were replaced, and the connectors whose task configs came after their last task-count record
+    task_count_records: dict[str, int] = field(default_factory=dict)
+    task_generations: dict[str, int] = field(default_factory=dict)
+    pending_fencing: set[str] = field(default_factory=set)
 
 
 class KafkaConfigStore:
@@ -164,6 +172,8 @@ class KafkaConfigStore:
                 state = data.get("state.v2") or data.get("state") or "STARTED"
                 snap.targets[name] = TargetState(state)
                 self.on_change(TargetStateSeen(name))
+        elif k.startswith(TASK_COUNT_RECORD_PREFIX):
+            self._task_count_record(k[len(TASK_COUNT_RECORD_PREFIX):], data, offset)
         elif k.startswith("task-"):
             name, _, num = k[len("task-"):].rpartition("-")
             if data is not None and num.isdigit():
@@ -176,9 +186,13 @@ class KafkaConfigStore:
             if all(i in pending for i in range(count)):
                 snap.tasks[name] = [pending[i] for i in range(count)]
                 snap.inconsistent.discard(name)
+                if pending:
+                    snap.task_generations[name] = snap.task_generations.get(name, -1) + 1
             else:
                 snap.inconsistent.add(name)
                 log.warning("task configs of %s are incomplete at their commit; ignoring them", name)
+            # task configs after the last task-count record: a round of fencing comes before their tasks start
+            snap.pending_fencing.add(name)
             self.on_change(TaskConfigsCommitted(name))
         elif k.startswith("logger-cluster-"):
             namespace = k[len("logger-cluster-"):]
@@ -199,6 +213,16 @@ class KafkaConfigStore:
             log.info("session key updated (%s, created at %d)", snap.session_key.algorithm,
                      snap.session_key.creation_timestamp)
 
+    def _task_count_record(self, name: str, data: Any, offset: int) -> None:
+        count = data.get("task-count") if isinstance(data, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            log.error("ignoring the task count record of %s at offset %d of %s: 'task-count' should be a "
+                      "non-negative int, not %r", name, offset, self.log.topic, data)
+            return
+        self.snapshot.task_count_records[name] = count
+        self.snapshot.pending_fencing.discard(name)
+        self.on_change(TaskCountRecorded(name))
+
     async def put_connector_config(self, name: str, props: dict[str, str], target: TargetState | None) -> None:
         if target is not None:
             await self.put_target_state(name, target)
@@ -216,6 +240,12 @@ class KafkaConfigStore:
         for i, props in enumerate(configs):
             await self.log.send(f"task-{name}-{i}".encode(), _json({"properties": props}))
         await self.log.send(f"commit-{name}".encode(), _json({"tasks": len(configs)}))
+
+    async def put_task_count_record(self, name: str, count: int) -> None:
+        """The leader fenced the producers of the connector's older task generations: record the task count
+        of the current one and read it back (Kafka's putTaskCountRecord), so its tasks may start."""
+        await self.log.send(f"{TASK_COUNT_RECORD_PREFIX}{name}".encode(), _json({"task-count": count}))
+        await self.log.read_to_end()
 
     async def put_logger_level(self, namespace: str, level: str) -> None:
         await self.log.send(f"logger-cluster-{namespace}".encode(), _json({"level": level}))

@@ -247,6 +247,37 @@ def test_admin_partition_counts_and_group_offset_commit(broker) -> None:
     _run(go())
 
 
+def test_fence_producers_bumps_each_ids_epoch(broker) -> None:
+    """fence_producers sends InitProducerId (aiokafka.protocol.transaction) through the admin client's
+    _send_request_to_node to each id's transaction coordinator: a producer with an open transaction is
+    fenced at its commit; an id the coordinator cannot take is named in the error."""
+    from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
+
+    from headwater.connect.kafka.fencing import FencingFailed, fence_producers
+
+    topic, tid = unique("adapter-fence"), unique("adapter-tid")
+
+    async def go() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=tid)
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"zombie", partition=0)
+            await fence_producers(broker.bootstrap, {}, [tid, unique("adapter-unused")], 30000)
+            with pytest.raises((ProducerFenced, InvalidProducerEpoch)):
+                await producer.commit_transaction()
+        finally:
+            try:
+                await producer.stop()
+            except (ProducerFenced, InvalidProducerEpoch):
+                pass
+        # above transaction.max.timeout.ms (15 min by default): refused, not retried
+        with pytest.raises(FencingFailed, match=f"{tid}.*error code 50"):
+            await fence_producers(broker.bootstrap, {}, [tid], 3_600_000)
+
+    _run(go())
+
+
 @pytest.mark.slow
 def test_delivery_timeout_outlasts_request_timeout_and_stop_producer_aborts(fresh_broker) -> None:
     """``delivery.timeout.ms`` sets the accumulator's batch TTL: a batch is retried (aiokafka re-queues it at the

@@ -157,6 +157,7 @@ def test_openapi_document_says_what_the_server_enforces(connect: ConnectProcess)
     assert marked == {("POST", "/connectors"): ["400"], ("PUT", "/connectors/{name}/config"): ["400"],
                       ("PATCH", "/connectors/{name}/config"): ["400"],
                       ("POST", "/connectors/{name}/tasks"): ["400", "403"],  # 403: not signed (KIP-507)
+                      ("PUT", "/connectors/{name}/fence"): ["400", "403"],  # 400: standalone, or a sink
                       ("PATCH", "/connectors/{name}/offsets"): ["400"],
                       ("DELETE", "/connectors/{name}/offsets"): ["400"],
                       ("PUT", "/connector-plugins/{plugin}/config/validate"): ["400"],
