@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from support.brokerproc import BrokerProcess
 from support.connectproc import unique, wait_for
 from support.eoskit import copies, end_offsets, read_isolated
@@ -21,6 +22,8 @@ pytestmark = pytest.mark.timeout(420)
 
 SOURCE = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
 KILLS = 3
+BACKLOG = 50_000
+RATE = 10_000  # records/s produced on A while the worker is killed and restarted
 
 
 @pytest.fixture(scope="module")
@@ -42,38 +45,48 @@ def test_mirror_exactly_once_through_three_worker_kills(brokers: tuple[BrokerPro
     create(a.bootstrap, topic, 4)
     # aborted transactions on the source: a read_committed source consumer never copies them
     mix = write_interleaved(a.bootstrap, topic, rounds=3)
-    produced = [0]
+    # a backlog, and a stream of RATE records/s the whole time: each restart finds what was produced while
+    # the worker was down, and is killed again while copying it (small fetches: many transactions)
+    produce_keyed(a.bootstrap, topic, BACKLOG, pad=40)
+    produced = [BACKLOG]
     stop = threading.Event()
 
-    def keep_producing() -> None:  # a steady stream for the whole test, batches of a few KiB
+    def keep_producing() -> None:
+        p = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        started = time.monotonic()
         while not stop.is_set():
-            produce_keyed(a.bootstrap, topic, 200, start=produced[0], pad=40, **{"batch.size": 4096})
-            produced[0] += 200
-            time.sleep(0.1)
+            for i in range(produced[0], produced[0] + 1000):
+                p.produce(topic, key=f"k{i % 50}".encode(), value=f"v{i}".encode() + b"." * 40,
+                          headers=[("n", str(i).encode())], timestamp=1_700_000_000_000 + i)
+            p.poll(0)
+            produced[0] += 1000
+            time.sleep(max(0.0, started + (produced[0] - BACKLOG) / RATE - time.monotonic()))
+        assert p.flush(60) == 0
 
     tag = unique("mm-eos")
+    at_kill: list[tuple[int, int]] = []
     with Cluster(tmp_path, b.bootstrap, tag, eos_worker_settings(tag)) as cluster:
         (worker,) = cluster.start(1)
+        producer = threading.Thread(target=keep_producing, daemon=True)
+        producer.start()
         worker.ok("PUT", f"/connectors/{name}/config", mirror_config(
             name, SOURCE, ("A", a.bootstrap), ("B", b.bootstrap), topics=topic, tasks_max=2,
             exactly_once_support="required", **{"source.consumer.isolation.level": "read_committed",
+                                                "source.consumer.max.partition.fetch.bytes": "32768",
+                                                "source.consumer.fetch.max.bytes": "131072",
                                                 "sync.topic.configs.enabled": "false"}))
-        cluster.wait_running(name, 2, timeout=60)
-        producer = threading.Thread(target=keep_producing, daemon=True)
-        producer.start()
-        at_kill: list[tuple[int, int]] = []
         try:
             for _ in range(KILLS):
                 before = end_offsets(b.bootstrap, remote)
-                # mid-workload: the restarted tasks have written records of their own since the last kill
-                wait_for(lambda before=before: end_offsets(b.bootstrap, remote) >= before + 2000, 90, 0.2,
+                # mid-workload: the (restarted) tasks are copying, a few transactions in
+                wait_for(lambda before=before: end_offsets(b.bootstrap, remote) >= before + 5000, 90, 0.1,
                          "the mirror writing records", cluster.logs)
                 worker.kill()
                 at_kill.append((produced[0], end_offsets(b.bootstrap, remote)))
                 worker.start()
-                cluster.wait_running(name, 2, timeout=90)
+            cluster.wait_running(name, 2, timeout=90)
             last = end_offsets(b.bootstrap, remote)
-            wait_for(lambda: end_offsets(b.bootstrap, remote) >= last + 2000, 90, 0.2,
+            wait_for(lambda: end_offsets(b.bootstrap, remote) >= last + 20_000, 90, 0.2,
                      "the mirror writing records after the last restart", cluster.logs)
         finally:
             stop.set()
