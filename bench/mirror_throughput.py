@@ -124,13 +124,16 @@ def produce_all(bootstrap: str, topic: str, count: int, size: int) -> float:
 class Offsets:
     """End offsets of one topic on one broker, all partitions in one ListOffsets request."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        from confluent_kafka import TopicPartition
+    def __init__(self, bootstrap: str, topic: str, partitions: int, committed: bool = False) -> None:
+        from confluent_kafka import IsolationLevel, TopicPartition
         from confluent_kafka.admin import AdminClient, OffsetSpec
 
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
         self.request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
         self.slowest = 0.0  # the longest answer while timing: the clock is only as good as this
+        # committed: the last stable offsets (read_committed ListOffsets), for a transactional copy
+        self.isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
 
     def warm(self, exists: bool, timeout: float = 30) -> None:
         """Ask once before the clock starts: the client connects and (``exists``) learns the new topic's
@@ -141,10 +144,67 @@ class Offsets:
 
     def ends(self) -> list[int]:
         try:
-            got = self.admin.list_offsets(self.request, request_timeout=10)
+            got = self.admin.list_offsets(self.request, request_timeout=10, isolation_level=self.isolation)
             return [f.result().offset for _, f in sorted(got.items(), key=lambda kv: kv[0].partition)]
         except Exception:  # the topic may not exist yet (the mirror creates it)
             return []
+
+
+def _covers(counts: list[int], expect: list[int]) -> bool:
+    return all(c >= e for c, e in zip(counts, expect, strict=True))
+
+
+def committed_counts(offsets: Offsets, expect: list[int], quiet: float = 0.5) -> list[int]:
+    """Records per partition a read_committed consumer reads (commit markers take offsets of their own, so
+    end offsets overstate a transactional copy): read until each partition has ``expect`` and nothing more
+    came for ``quiet`` s."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": offsets.bootstrap, "group.id": f"count-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+    try:
+        c.assign([TopicPartition(offsets.topic, p, 0) for p in range(offsets.partitions)])
+        counts = [0] * offsets.partitions
+        last = time.monotonic()
+        while time.monotonic() - last < (quiet if _covers(counts, expect) else 3 * quiet):
+            msgs = c.consume(100_000, 0.05)
+            for m in msgs:
+                partition = m.partition()
+                if m.error() is None and partition is not None:
+                    counts[partition] += 1
+            if msgs:
+                last = time.monotonic()
+        return counts
+    finally:
+        c.close()
+
+
+def wait_committed(offsets: Offsets, expect: list[int], timeout: float, cpu: Cpu,
+                   alive: Any = None) -> tuple[float | None, float, dict[str, float]]:
+    """``wait_total`` for a transactional copy: poll the last stable offsets until they add up to at least the
+    records expected and stay put for a few polls, then count what read_committed readers see; when all are
+    there, the copy was done when the last stable offsets first showed the values they have now (the CPU
+    seconds are those of that moment: the counting reads are left out)."""
+    first = None
+    seen: dict[int, tuple[float, dict[str, float]]] = {}
+    still = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        asked = time.monotonic()
+        got = sum(offsets.ends())
+        now = time.monotonic()
+        offsets.slowest = max(offsets.slowest, now - asked)
+        still = still + 1 if got in seen else 0
+        if got not in seen:
+            seen[got] = (now, cpu.used())
+        if got and first is None:
+            first = now
+        if got >= sum(expect) and still >= 3 and _covers(committed_counts(offsets, expect, quiet=0.2), expect):
+            return first, *seen[got]
+        if alive is not None and not alive():
+            raise RuntimeError(f"a process exited with {got:,} offsets of {sum(expect):,} records on the target")
+        time.sleep(POLL_S)
+    raise TimeoutError(f"{sum(offsets.ends()):,} offsets of {sum(expect):,} records on the target after {timeout}s")
 
 
 def wait_total(offsets: Offsets, total: int, timeout: float, alive: Any = None) -> tuple[float | None, float]:
@@ -244,7 +304,7 @@ def mirror(cluster: Any, a: str, b: str, topic: str, partitions: int, count: int
     worker = cluster.workers[0]
     name = f"mirror-{alias}"
     remote = f"{alias}.{topic}"
-    offsets = Offsets(b, remote, partitions)
+    offsets = Offsets(b, remote, partitions, committed=eos is not None)
     offsets.warm(exists=False)
     config = mirror_config(name, SOURCE, (alias, a), ("B", b), topics=topic, tasks_max=str(tasks))
     if eos is not None:
@@ -260,18 +320,23 @@ def mirror(cluster: Any, a: str, b: str, topic: str, partitions: int, count: int
     started = time.monotonic()
     worker.ok("PUT", f"/connectors/{name}/config", config)
     try:
-        first, done = wait_total(offsets, count, 600, lambda: all(w.running for w in cluster.workers))
+        alive = lambda: all(w.running for w in cluster.workers)  # noqa: E731
+        if eos is not None:
+            first, done, used = wait_committed(offsets, source_ends, 600, cpu, alive)
+        else:
+            first, done = wait_total(offsets, count, 600, alive)
     finally:
         for spy in spies:
             stop_py_spy(spy)
-    used = cpu.used()
+    if eos is None:
+        used = cpu.used()
     if profile is not None:  # one file for all the workers' samples
         parts = [profile[0].with_suffix(f".{k}") for k in range(len(spies))]
         profile[0].write_text("".join(p.read_text() for p in parts if p.exists()))
     time.sleep(1.5)  # a duplicate would show up after the last expected record
-    ends = offsets.ends()
+    ends = committed_counts(offsets, source_ends) if eos is not None else offsets.ends()
     if ends != source_ends:
-        raise RuntimeError(f"{name}: target end offsets {ends}, source {source_ends}")
+        raise RuntimeError(f"{name}: target {'records' if eos else 'end offsets'} {ends}, source {source_ends}")
     out = result(f"mirror{' EOS' if eos else ''} tasks.max={tasks}" + (" (py-spy)" if profile else ""), count,
                  started, first, done, used)
     out["connector"] = name

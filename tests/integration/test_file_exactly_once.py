@@ -97,10 +97,11 @@ def test_file_and_spooldir_sources_exactly_once_through_three_worker_kills(eos_b
         try:
             for _ in range(KILLS):
                 before = progress()
-                # mid-workload: both tasks have written since the (re)start
-                wait_for(lambda before=before: all(now >= was + 1000 for now, was in
-                                                   zip(progress(), before, strict=True)),
-                         90, 0.2, "both sources writing", cluster.logs)
+
+                def both_wrote(before: tuple[int, int] = before) -> bool:  # mid-workload, since the (re)start
+                    return all(now >= was + 1000 for now, was in zip(progress(), before, strict=True))
+
+                wait_for(both_wrote, 90, 0.2, "both sources writing", cluster.logs)
                 worker.kill()
                 worker.start()
                 cluster.wait_running("eos-file", 1, timeout=90)

@@ -78,9 +78,11 @@ def test_mirror_exactly_once_through_three_worker_kills(brokers: tuple[BrokerPro
         try:
             for _ in range(KILLS):
                 before = end_offsets(b.bootstrap, remote)
-                # mid-workload: the (restarted) tasks are copying, a few transactions in
-                wait_for(lambda before=before: end_offsets(b.bootstrap, remote) >= before + 5000, 90, 0.1,
-                         "the mirror writing records", cluster.logs)
+
+                def copying(before: int = before) -> bool:  # mid-workload: the tasks are a few transactions in
+                    return end_offsets(b.bootstrap, remote) >= before + 5000
+
+                wait_for(copying, 90, 0.1, "the mirror writing records", cluster.logs)
                 worker.kill()
                 at_kill.append((produced[0], end_offsets(b.bootstrap, remote)))
                 worker.start()
