@@ -134,11 +134,14 @@ class SourceTask(ABC):
         """Stop: may be called while ``poll`` is waiting."""
 
     def commit(self) -> None | Awaitable[None]:  # noqa: B027 - optional hook
-        """Offsets up to the last acknowledged records were committed."""
+        """Offsets up to the last acknowledged records were committed (with exactly-once delivery: the
+        transaction holding them committed)."""
 
     def commit_record(self, record: SourceRecord,  # noqa: B027 - optional hook
                       metadata: RecordMetadata | None) -> None | Awaitable[None]:
-        """One record was acknowledged (metadata None: it was filtered or dropped under tolerance)."""
+        """One record was acknowledged (metadata None: it was filtered or dropped under tolerance, or, when the
+        worker delivers exactly once, its transaction was aborted). With exactly-once delivery it is called
+        only once the record's transaction committed (or was aborted)."""
 
     def metrics(self) -> dict[str, Any]:
         """Optional: what the task wants operators to see while it runs (progress, lag), as

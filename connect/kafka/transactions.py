@@ -19,9 +19,11 @@ _OPEN = ("IN_TRANSACTION", "ABORTABLE_ERROR")  # aiokafka's TransactionState nam
 def is_fenced(exc: BaseException | None) -> bool:
     """The producer was fenced (a newer one took its transactional.id, or the coordinator aborted its
     transaction after transaction.timeout.ms and bumped the epoch), seen in ``exc`` or what caused it."""
-    while exc is not None:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
         if isinstance(exc, ProducerFenced | InvalidProducerEpoch):
             return True
+        seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return False
 

@@ -23,7 +23,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from .. import kafka as clients
 from ..api import ConnectException, SourceRecord
 from ..api.exactly_once import TRANSACTION_BOUNDARIES, choice
 from ..api.source import TransactionContext
@@ -147,6 +146,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         self._aborted: list[_Submitted] = []  # polls of aborted transactions: their offsets commit next
         self._abort_next = False  # the task asked to abort the transaction after the last poll
         self._mid_poll = False  # a poll's records are being handed over (a stop now leaves them half sent)
+        self._send_error: asyncio.Future[Acked] | None = None  # the first batch the target did not take
         self.transactions_committed = 0
         self.transactions_aborted = 0
 
@@ -159,8 +159,6 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         return self.context
 
     async def initialize(self) -> None:
-        if isinstance(self.offset_store, ConnectorOffsetStore):
-            await self.offset_store.start()  # the connector's own topic, read to its end
         await super().initialize()  # starting the producer fences older instances of this task
         self.txn = Transactions(self.producer)
         log.info("task %s delivers exactly once: transactional.id %s, transaction.boundary=%s%s, offsets in %s",
@@ -181,6 +179,14 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         self._mid_poll = True
         await super().iteration()
         self._mid_poll = False
+        if self._send_error is not None:  # fail now, not at the commit (a fenced task would send on till then)
+            fut = self._send_error
+            raise self._failed("the target did not take a batch", _delivery_failed(
+                fut.exception(), self._sent_to.get(id(fut))))
+
+    def _on_ack(self, fut: asyncio.Future[Acked]) -> None:
+        if self._send_error is None and not fut.cancelled() and fut.exception() is not None:
+            self._send_error = fut
 
     async def ensure_topic(self, topic: str) -> None:
         if topic == self.offsets_topic:
@@ -195,7 +201,10 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             await self.transactions.begin()
         except Exception as exc:
             raise self._failed("beginning a transaction failed", exc) from exc
-        return await super().send_builder(builder, topic, partition, futures)
+        fut = await super().send_builder(builder, topic, partition, futures)
+        if fut is not None:
+            fut.add_done_callback(self._on_ack)
+        return fut
 
     async def send_failed(self, builder: BatchBuilderLike, topic: str, partition: int,
                           failed: Exception) -> asyncio.Future[Acked] | None:
@@ -336,12 +345,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             if self.txn is not None:
                 await self._close_transaction()
         finally:
-            try:
-                if self.producer is not None:
-                    await clients.stop_producer(self.producer, self.flush_timeout)
-            finally:
-                if isinstance(self.offset_store, ConnectorOffsetStore):
-                    await self.offset_store.stop()
+            await self.release()
 
     async def _close_transaction(self) -> None:
         """Commit what is pending when the task stops cleanly between polls; abort what is left open."""

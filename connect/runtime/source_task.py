@@ -29,6 +29,7 @@ from ..kafka.batch_producer import Acked, BatchBuilderLike, BatchProducer, queue
 from ..kafka.partitioner import partition_for_key
 from ..kafka.topics import create_topic, topic_config
 from ..status import TargetState, TaskId
+from ..storage.connector_offsets import ConnectorOffsetStore
 from ..storage.offsets import OffsetStore
 from .errors import ErrorHandler, Stage, TaskStopping, is_retriable
 from .source_paths import SendPath, choose_send_path
@@ -127,6 +128,8 @@ class WorkerSourceTask(RecordTask[SourceTask]):
         return None
 
     async def initialize(self) -> None:
+        if isinstance(self.offset_store, ConnectorOffsetStore):
+            await self.offset_store.start()  # the connector's own offsets topic, read to its end
         producer = self.make_producer()
         self.producer = producer
         await producer.start()
@@ -173,8 +176,16 @@ class WorkerSourceTask(RecordTask[SourceTask]):
                 await asyncio.wait_for(self.producer.flush(), self.flush_timeout)
                 await self.commit_offsets()
         finally:
+            await self.release()
+
+    async def release(self) -> None:
+        """Stop the producer, and the connector's own offset store when the task has one."""
+        try:
             if self.producer is not None:
                 await clients.stop_producer(self.producer, self.flush_timeout)
+        finally:
+            if isinstance(self.offset_store, ConnectorOffsetStore):
+                await self.offset_store.stop()
 
     # -- sending: the plumbing every send path uses ----------------------------------------------
 

@@ -355,10 +355,11 @@ class Worker:
             worker_task: WorkerTask
             if isinstance(task, SourceTask):
                 creation = TopicCreation.from_config(props, self.config.topic_creation_enable)
+                offsets = await self._task_offsets(task_id, props)
                 if worker_exactly_once_enabled(self.config):
-                    worker_task = await self._exactly_once_task(task_id, pipeline, props, creation, status)
+                    worker_task = self._exactly_once_task(task_id, pipeline, props, offsets, creation, status)
                 else:
-                    worker_task = WorkerSourceTask(task_id, pipeline, offset_store=self.offsets,
+                    worker_task = WorkerSourceTask(task_id, pipeline, offset_store=offsets.store,
                                                    flush_timeout_ms=self.config.offset_flush_timeout_ms,
                                                    topic_creation=creation, **status)
             elif isinstance(task, SinkTask):
@@ -375,21 +376,30 @@ class Worker:
         worker_task.start()
         return True
 
-    async def _exactly_once_task(self, task_id: TaskId, pipeline: TaskPipeline[Any], props: dict[str, Any],
-                                 creation: TopicCreation | None, status: dict[str, Any]) -> WorkerTask:
-        """A source task delivering exactly once (KIP-618): its offsets in the connector's own
-        ``offsets.storage.topic`` (created compacted like the worker's when missing) or the worker's."""
+    async def _task_offsets(self, task_id: TaskId, props: dict[str, Any]) -> TaskOffsets:
+        """Where a source task's offsets go: the connector's own ``offsets.storage.topic`` (KIP-618; created
+        compacted like the worker's when missing) over the worker's, or the worker's alone. Distributed mode
+        only, as in Kafka: a standalone worker keeps every offset in its file."""
         cfg = self.config
         own_topic = str(props.get("offsets.storage.topic") or "").strip()
-        offsets = TaskOffsets(cfg.offset_storage_topic, self.offsets)
-        if own_topic and own_topic != cfg.offset_storage_topic:
-            security = client_overrides(cfg, props, "admin")
-            await ensure_compacted_topic(cfg.bootstrap_servers, own_topic, cfg.offset_storage_partitions,
-                                         cfg.offset_storage_replication_factor, "source connector offsets",
-                                         "offsets.storage.topic", security)
-            own = KafkaOffsetStore(cfg.bootstrap_servers, own_topic, f"connector-offsets-{task_id}",
-                                   client_overrides(cfg, props, "consumer"))
-            offsets = TaskOffsets(own_topic, ConnectorOffsetStore(own, self.offsets))
+        if not own_topic or own_topic == cfg.offset_storage_topic:
+            return TaskOffsets(cfg.offset_storage_topic, self.offsets)
+        if not isinstance(self.offsets, KafkaOffsetStore):
+            log.warning("task %s: offsets.storage.topic=%s is for distributed workers; this worker keeps its "
+                        "offsets with its own", task_id, own_topic)
+            return TaskOffsets(cfg.offset_storage_topic, self.offsets)
+        await ensure_compacted_topic(cfg.bootstrap_servers, own_topic, cfg.offset_storage_partitions,
+                                     cfg.offset_storage_replication_factor, "source connector offsets",
+                                     "offsets.storage.topic", client_overrides(cfg, props, "admin"))
+        own = KafkaOffsetStore(cfg.bootstrap_servers, own_topic, f"connector-offsets-{task_id}",
+                               client_overrides(cfg, props, "consumer"))
+        return TaskOffsets(own_topic, ConnectorOffsetStore(own, self.offsets))
+
+    def _exactly_once_task(self, task_id: TaskId, pipeline: TaskPipeline[Any], props: dict[str, Any],
+                           offsets: TaskOffsets, creation: TopicCreation | None,
+                           status: dict[str, Any]) -> WorkerTask:
+        """A source task delivering exactly once (KIP-618)."""
+        cfg = self.config
         boundary, interval_ms = transaction_boundary(props, cfg.offset_flush_interval_ms)
         txn_id = transactional_id(cfg.group_id, task_id.connector, task_id.task)
         return ExactlyOnceWorkerSourceTask(

@@ -142,11 +142,12 @@ class EmbeddedBroker:
         finally:
             await producer.stop()
 
-    def consume(self, topic: str, timeout: float = 10.0) -> list[Record]:
-        """Every record in ``topic`` now (up to each partition's end offset), by partition and offset."""
-        return self._run(self._consume(topic), timeout + 5)
+    def consume(self, topic: str, timeout: float = 10.0, isolation_level: str = "read_uncommitted") -> list[Record]:
+        """Every record in ``topic`` now (up to each partition's end offset), by partition and offset; with
+        ``isolation_level="read_committed"`` only those of committed transactions (and none may be open)."""
+        return self._run(self._consume(topic, isolation_level), timeout + 5)
 
-    async def _consume(self, topic: str) -> list[Record]:
+    async def _consume(self, topic: str, isolation_level: str = "read_uncommitted") -> list[Record]:
         from aiokafka import TopicPartition
 
         found = await _topic(self.bootstrap, topic, self.client_settings)
@@ -154,7 +155,7 @@ class EmbeddedBroker:
             return []
         ends = {TopicPartition(topic, p.partition): p.end_offset for p in found.partitions}
         consumer = clients.consumer(self.bootstrap, self.client_settings, enable_auto_commit=False,
-                                    auto_offset_reset="earliest")
+                                    auto_offset_reset="earliest", isolation_level=isolation_level)
         await consumer.start()
         try:
             tps = list(ends)

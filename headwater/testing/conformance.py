@@ -13,6 +13,7 @@ Each check is a test method, ``test_<check>``; a check that does not apply is sk
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,7 +21,7 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import ValidationError
 
-from headwater.connect.api import ConnectorConfig, SinkConnectorConfig, SourceConnectorConfig
+from headwater.connect.api import ConnectorConfig, ExactlyOnceSupport, SinkConnectorConfig, SourceConnectorConfig
 
 from .broker import EmbeddedBroker
 from .names import unique
@@ -33,7 +34,7 @@ __all__ = ["CHECKS", "SinkConnectorConformance", "SourceConnectorConformance"]
 
 #: Every check, by the name ``skip_checks`` takes (its test method is ``test_<name>``).
 CHECKS = ("config_errors_per_field", "lifecycle", "no_poll_after_stop", "offsets_round_trip", "version_reported",
-          "tasks_max", "nothing_lost_on_task_restart")
+          "tasks_max", "nothing_lost_on_task_restart", "exactly_once")
 
 _COMMON_KEYS = {f.alias or n for model in (ConnectorConfig, SourceConnectorConfig, SinkConnectorConfig)
                 for n, f in model.model_fields.items()}
@@ -349,6 +350,65 @@ class SourceConnectorConformance(_Conformance):
         self.connect.delete(name)
         assert not missing, (f"{len(missing)} of {len(expected)} distinct records the tasks polled never reached "
                              f"{topics}; e.g. (topic, key, value) {sorted(missing, key=str)[:3]}")
+
+    def test_exactly_once(self) -> None:
+        """For a connector that declares exactly-once support (``exactly_once_support`` answers SUPPORTED for
+        the suite's config; skipped otherwise): on a worker with ``exactly.once.source.support=enabled`` it runs
+        with ``exactly.once.support=required``, and across a restart of task 0 every record the tasks polled is
+        read exactly once by a read_committed consumer, and no source offset is polled twice."""
+        name = unique("exactly-once")
+        config = self.connector_config(name, **{"exactly.once.support": "required"})
+        support = self.cls().exactly_once_support(config)
+        if support is not ExactlyOnceSupport.SUPPORTED:
+            pytest.skip(f"{self.connector_class} does not declare exactly-once support with the suite's config "
+                        f"(exactly_once_support answered {support})")
+        own = {"group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic", "bootstrap.servers",
+               "listeners"}
+        settings = {k: v for k, v in self.worker.settings.items() if k not in own}
+        worker = EmbeddedWorker(self.broker.bootstrap, self.worker.plugins,
+                                {**settings, "exactly.once.source.support": "enabled"}).start()
+        shared, self.worker, self.connect = (self.worker, self.connect), worker, ConnectClient(worker.url)
+        try:
+            worker.probe(self.connector_class)
+            problems = self._exactly_once_problems(name, config)
+        finally:
+            self.connect.delete_created()
+            self.worker, self.connect = shared
+            worker.stop()
+        assert not problems, "not exactly once:\n  " + "\n  ".join(problems)
+
+    def _exactly_once_problems(self, name: str, config: dict[str, str]) -> list[str]:
+        self.connect.create(name, config)
+        status = self.connect.wait_for_state(name, "RUNNING", timeout=self.timeout)
+        count = len(status["tasks"])
+        self.wait_for_polled(name, self.wait_for_instances(name, count, f"{count} task instances of {name}"))
+        self.connect.restart_task(name, 0)
+        fresh = self.wait_for_instances(name, count + 1, f"a new instance of task 0 of {name}")[count:]
+        self.connect.wait_for_state(name, "RUNNING", tasks=count, timeout=self.timeout)
+        self.wait_for_more(fresh)
+        self.connect.stop(name)  # the tasks' last transactions commit before they end
+        self.connect.wait_for_state(name, "STOPPED", tasks=0, timeout=self.timeout)
+        self.wait_quiet(name)
+        polled = [p for t in self.instances(name) for p in t.polled]
+        converters = self.worker.converters(self.connect.config(name))
+        expected = Counter(_encoded(p, converters) for p in polled)
+        topics = sorted({topic for topic, _, _ in expected})
+        written = Counter((r.topic, r.key, r.value) for topic in topics
+                          for r in self.broker.consume(topic, isolation_level="read_committed"))
+        problems = []
+        positions = Counter((p.partition, p.offset) for p in polled if p.offset is not None)
+        again = [position for position, n in positions.items() if n > 1]
+        if again:
+            problems.append(f"{len(again)} source offsets were polled more than once (a restarted task must resume "
+                            f"after its committed offsets): first (partition, offset): {again[0]}")
+        missing, extra = expected - written, written - expected
+        if missing:
+            problems.append(f"{sum(missing.values())} of {sum(expected.values())} records polled are not in a "
+                            f"committed transaction of {topics}: e.g. {sorted(missing, key=str)[:3]}")
+        if extra:
+            problems.append(f"{sum(extra.values())} records of committed transactions in {topics} are more than the "
+                            f"tasks polled (written twice): e.g. {sorted(extra, key=str)[:3]}")
+        return problems
 
     def wait_for_polled(self, name: str, instances: list[TaskJournal]) -> None:
         wait_until(lambda: all(t.polled for t in instances), f"records polled by every task of {name}",

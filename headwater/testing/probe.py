@@ -27,6 +27,7 @@ from headwater.connect.api import (
     SourceRecord,
     SourceTask,
     SourceTaskContext,
+    TransactionContext,
     hookimpl,
 )
 
@@ -214,6 +215,13 @@ class _RecordingContext(SourceTaskContext):
     @property
     def offset_storage_reader(self) -> OffsetStorageReader:
         return self._reader
+
+    # what SourceTaskContext defines with a default answer is the runtime's, not that default
+    def errant_record_reporter(self) -> Callable[[Any, BaseException], None] | None:
+        return self.context.errant_record_reporter()
+
+    def transaction_context(self) -> TransactionContext | None:
+        return self.context.transaction_context()
 
     def __getattr__(self, name: str) -> Any:  # anything else a runtime context offers
         return getattr(self.context, name)

@@ -28,8 +28,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from headwater.connect.api import (SinkConnector, SinkConnectorConfig, SinkTask, SourceConnector,
-                                   SourceConnectorConfig, SourceRecord, SourceTask, TopicPartition, hookimpl)
+from headwater.connect.api import (ExactlyOnceSupport, SinkConnector, SinkConnectorConfig, SinkTask,
+                                   SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask, TopicPartition,
+                                   hookimpl)
 
 RECEIVED: list[Any] = []
 
@@ -121,6 +122,19 @@ class IgnoresOffsetsConnector(CountConnector):
     task = ForgetfulTask
 
 
+class ExactlyOnceCountConnector(CountConnector):
+    """Declares exactly-once support, and has it: its tasks resume after their committed offsets."""
+
+    def exactly_once_support(self, config):
+        return ExactlyOnceSupport.SUPPORTED
+
+
+class ForgetfulExactlyOnceConnector(ExactlyOnceCountConnector):
+    """Declares exactly-once support, but its tasks start from 0 again: what they send twice is committed twice."""
+
+    task = ForgetfulTask
+
+
 class TooManyTasksConnector(CountConnector):
     """One task config too many once more than one is allowed."""
 
@@ -182,7 +196,8 @@ class SkipsRecordsSinkConnector(CollectSinkConnector):
 @hookimpl
 def headwater_connectors():
     return [CountConnector, PollsAfterStopConnector, NotPerFieldConnector, IgnoresOffsetsConnector,
-            TooManyTasksConnector, NoVersionConnector, CollectSinkConnector, SkipsRecordsSinkConnector]
+            TooManyTasksConnector, NoVersionConnector, CollectSinkConnector, SkipsRecordsSinkConnector,
+            ExactlyOnceCountConnector, ForgetfulExactlyOnceConnector]
 '''
 
 CONFTEST = '''
@@ -235,6 +250,16 @@ class TestNoVersion(Fast, SourceConnectorConformance):
     skip_checks = {"lifecycle": "shown to be skippable", "offsets_round_trip": "shown to be skippable"}
 
 
+class TestExactlyOnceCount(Fast, SourceConnectorConformance):
+    connector_class = "ExactlyOnceCount"
+    config = COUNT
+
+
+class TestForgetfulExactlyOnce(Fast, SourceConnectorConformance):
+    connector_class = "ForgetfulExactlyOnce"
+    config = COUNT
+
+
 class TestCollect(Fast, SinkConnectorConformance):
     connector_class = "CollectSink"
 
@@ -252,10 +277,15 @@ EXPECTED_FAILURES = {
     "TestIgnoresOffsets": {"offsets_round_trip"},
     "TestTooManyTasks": {"tasks_max"},
     "TestNoVersion": {"version_reported"},
+    "TestExactlyOnceCount": set(),
+    "TestForgetfulExactlyOnce": {"offsets_round_trip", "exactly_once"},
     "TestCollect": set(),
     "TestSkipsRecords": {"nothing_lost_on_task_restart"},
 }
-SKIPPED = {"TestNoVersion": {"lifecycle", "offsets_round_trip"}}
+# exactly_once: only for connectors that declare exactly-once support
+SKIPPED = {"TestCount": {"exactly_once"}, "TestPollsAfterStop": {"exactly_once"}, "TestNotPerField": {"exactly_once"},
+           "TestIgnoresOffsets": {"exactly_once"}, "TestTooManyTasks": {"exactly_once"},
+           "TestNoVersion": {"lifecycle", "offsets_round_trip", "exactly_once"}}
 MESSAGES = {
     "TestPollsAfterStop": "poll was called after stop",
     "TestNotPerField": "no error under 'batch'",
@@ -263,6 +293,7 @@ MESSAGES = {
     "TestTooManyTasks": "returned more configs than asked",
     "TestNoVersion": "reports no version",
     "TestSkipsRecords": "to be handed to put; last seen: offsets never put",
+    "TestForgetfulExactlyOnce": "source offsets were polled more than once",
 }
 
 

@@ -5,7 +5,7 @@ Config: ``topic``; ``count`` records in all, ``seq`` 0..count-1 (key ``str(seq)`
 of them per poll, from the source partition ``{"source": "scripted"}`` with offset ``{"seq": n}`` (it resumes
 after the stored one). With ``transaction.boundary=connector``: ``commit.every`` N asks for a commit after
 each record whose seq + 1 is a multiple of N, ``abort.at`` (seqs, comma separated) for an abort after those.
-``poll.ms``: how long each poll takes.
+``poll.ms``: how long each poll takes; ``pad``: that many characters more in each value (``"pad"``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class ScriptedConfig(SourceConnectorConfig):
     commit_every: int = Field(0, alias="commit.every", ge=0)
     abort_at: str = Field("", alias="abort.at")
     poll_ms: int = Field(0, alias="poll.ms", ge=0)
+    pad: int = Field(0, alias="pad", ge=0)
 
 
 class ScriptedSourceTask(SourceTask):
@@ -52,7 +53,8 @@ class ScriptedSourceTask(SourceTask):
         time.sleep(self.config.poll_ms / 1000)
         out = []
         for seq in range(self.next, min(self.next + self.config.batch, self.config.count)):
-            record = SourceRecord(self.config.topic, {"seq": seq}, str(seq), source_partition=PARTITION,
+            value = {"seq": seq, "pad": "x" * self.config.pad} if self.config.pad else {"seq": seq}
+            record = SourceRecord(self.config.topic, value, str(seq), source_partition=PARTITION,
                                   source_offset={"seq": seq})
             out.append(record)
             if self.transactions is not None:
