@@ -251,5 +251,11 @@ def test_fence_requests_unsigned_refused_signed_forwarded_to_the_leader(broker: 
         # Nothing pending now: a further request records nothing.
         assert signed_fence(leader, name, key).status == 204
         assert [count for _, count in task_count_records(cluster, name)] == [2, 3]
-        # An unknown connector is answered 404, as Kafka's leader answers it.
+        # An unknown connector is answered 404, a sink connector (no producers to fence) 400, as Kafka's leader answers.
         assert signed_fence(leader, "no-such-connector", key).status == 404
+        sink = unique("sink")
+        leader.ok("POST", "/connectors", {"name": sink, "config": {
+            "connector.class": "FileStreamSinkConnector", "topics": unique("sink-in"),
+            "file": str(tmp_path / "sink.txt")}}, expect=201)
+        refused = signed_fence(follower, sink, key)
+        assert refused.status == 400 and "not a source connector" in refused.json["message"], refused
