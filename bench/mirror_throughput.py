@@ -12,6 +12,11 @@ topic of P partitions on A with confluent-kafka, then copied to B, ``--repeat`` 
 2. **mirror**: MirrorSourceConnector A -> B (``<alias>.T``, partitions kept), once per ``--tasks`` value;
    every run gets a source alias of its own (A1, A2, ...), so a fresh target topic and no stored offsets.
 
+With ``--eos`` each mirror run is made twice in the same round: on the worker group above (at-least-once) and
+on a second group on B with ``exactly.once.source.support=enabled``, the connector with
+``exactly.once.support=required``, ``transaction.boundary=--eos-boundary`` and a read_committed source consumer
+(MM2's exactly-once mode: records and offsets in one transaction per poll); the ratio of their medians is printed.
+
 Both are timed from their start (the pipe's processes started, the connector's config PUT) until the target's
 end offsets add up to N, polled every 20 ms; "from the first record" starts the clock when B first holds one.
 The counts are checked (the mirror's per partition against A's), then the copy (and its connector) deleted.
@@ -26,6 +31,7 @@ value (ns); a consumer on A does the same for the direct path, for comparison.
     .venv/bin/python bench/mirror_throughput.py --unbuffered        # 1M records, 6 partitions, tasks 1 and 2
     .venv/bin/python bench/mirror_throughput.py --workers 2 --tasks 2
     .venv/bin/python bench/mirror_throughput.py --records 100000 --repeat 1 --latency-seconds 5
+    .venv/bin/python bench/mirror_throughput.py --eos --no-pipe --profile-tasks 0 --latency-seconds 0
 """
 
 from __future__ import annotations
@@ -118,13 +124,16 @@ def produce_all(bootstrap: str, topic: str, count: int, size: int) -> float:
 class Offsets:
     """End offsets of one topic on one broker, all partitions in one ListOffsets request."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        from confluent_kafka import TopicPartition
+    def __init__(self, bootstrap: str, topic: str, partitions: int, committed: bool = False) -> None:
+        from confluent_kafka import IsolationLevel, TopicPartition
         from confluent_kafka.admin import AdminClient, OffsetSpec
 
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
         self.request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
         self.slowest = 0.0  # the longest answer while timing: the clock is only as good as this
+        # committed: the last stable offsets (read_committed ListOffsets), for a transactional copy
+        self.isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
 
     def warm(self, exists: bool, timeout: float = 30) -> None:
         """Ask once before the clock starts: the client connects and (``exists``) learns the new topic's
@@ -135,10 +144,67 @@ class Offsets:
 
     def ends(self) -> list[int]:
         try:
-            got = self.admin.list_offsets(self.request, request_timeout=10)
+            got = self.admin.list_offsets(self.request, request_timeout=10, isolation_level=self.isolation)
             return [f.result().offset for _, f in sorted(got.items(), key=lambda kv: kv[0].partition)]
         except Exception:  # the topic may not exist yet (the mirror creates it)
             return []
+
+
+def _covers(counts: list[int], expect: list[int]) -> bool:
+    return all(c >= e for c, e in zip(counts, expect, strict=True))
+
+
+def committed_counts(offsets: Offsets, expect: list[int], quiet: float = 0.5) -> list[int]:
+    """Records per partition a read_committed consumer reads (commit markers take offsets of their own, so
+    end offsets overstate a transactional copy): read until each partition has ``expect`` and nothing more
+    came for ``quiet`` s."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": offsets.bootstrap, "group.id": f"count-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+    try:
+        c.assign([TopicPartition(offsets.topic, p, 0) for p in range(offsets.partitions)])
+        counts = [0] * offsets.partitions
+        last = time.monotonic() + 10  # the first records may take a while (a new client connects)
+        while time.monotonic() - last < (quiet if _covers(counts, expect) else 3 * quiet):
+            msgs = c.consume(100_000, 0.05)
+            for m in msgs:
+                partition = m.partition()
+                if m.error() is None and partition is not None:
+                    counts[partition] += 1
+            if msgs:
+                last = time.monotonic()
+        return counts
+    finally:
+        c.close()
+
+
+def wait_committed(offsets: Offsets, expect: list[int], timeout: float, cpu: Cpu,
+                   alive: Any = None) -> tuple[float | None, float, dict[str, float]]:
+    """``wait_total`` for a transactional copy: poll the last stable offsets until they add up to at least the
+    records expected and stay put for a few polls, then count what read_committed readers see; when all are
+    there, the copy was done when the last stable offsets first showed the values they have now (the CPU
+    seconds are those of that moment: the counting reads are left out)."""
+    first = None
+    seen: dict[int, tuple[float, dict[str, float]]] = {}
+    still = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        asked = time.monotonic()
+        got = sum(offsets.ends())
+        now = time.monotonic()
+        offsets.slowest = max(offsets.slowest, now - asked)
+        still = still + 1 if got in seen else 0
+        if got not in seen:
+            seen[got] = (now, cpu.used())
+        if got and first is None:
+            first = now
+        if got >= sum(expect) and still >= 3 and _covers(committed_counts(offsets, expect), expect):
+            return first, *seen[got]
+        if alive is not None and not alive():
+            raise RuntimeError(f"a process exited with {got:,} offsets of {sum(expect):,} records on the target")
+        time.sleep(POLL_S)
+    raise TimeoutError(f"{sum(offsets.ends()):,} offsets of {sum(expect):,} records on the target after {timeout}s")
 
 
 def wait_total(offsets: Offsets, total: int, timeout: float, alive: Any = None) -> tuple[float | None, float]:
@@ -230,15 +296,20 @@ def result(name: str, count: int, started: float, first: float | None, done: flo
 
 def mirror(cluster: Any, a: str, b: str, topic: str, partitions: int, count: int, tasks: int, alias: str,
            pids: dict[str, int], source_ends: list[int],
-           profile: tuple[Path, int] | None = None) -> dict[str, Any]:
+           profile: tuple[Path, int] | None = None, eos: str | None = None) -> dict[str, Any]:
+    """One timed copy; ``eos``: on a worker with exactly-once source support, with that transaction.boundary
+    (``exactly.once.support=required``, the source consumer read_committed, as MM2's exactly-once mode asks)."""
     from support.mirrorkit import mirror_config
 
     worker = cluster.workers[0]
     name = f"mirror-{alias}"
     remote = f"{alias}.{topic}"
-    offsets = Offsets(b, remote, partitions)
+    offsets = Offsets(b, remote, partitions, committed=eos is not None)
     offsets.warm(exists=False)
     config = mirror_config(name, SOURCE, (alias, a), ("B", b), topics=topic, tasks_max=str(tasks))
+    if eos is not None:
+        config.update({"exactly.once.support": "required", "transaction.boundary": eos,
+                       "source.consumer.isolation.level": "read_committed"})
     # py-spy (one per worker) attaches before the clock starts, as it needs a second: the profile covers the
     # connector's start and the whole copy
     spies = []
@@ -249,20 +320,25 @@ def mirror(cluster: Any, a: str, b: str, topic: str, partitions: int, count: int
     started = time.monotonic()
     worker.ok("PUT", f"/connectors/{name}/config", config)
     try:
-        first, done = wait_total(offsets, count, 600, lambda: all(w.running for w in cluster.workers))
+        alive = lambda: all(w.running for w in cluster.workers)  # noqa: E731
+        if eos is not None:
+            first, done, used = wait_committed(offsets, source_ends, 600, cpu, alive)
+        else:
+            first, done = wait_total(offsets, count, 600, alive)
     finally:
         for spy in spies:
             stop_py_spy(spy)
-    used = cpu.used()
+    if eos is None:
+        used = cpu.used()
     if profile is not None:  # one file for all the workers' samples
         parts = [profile[0].with_suffix(f".{k}") for k in range(len(spies))]
         profile[0].write_text("".join(p.read_text() for p in parts if p.exists()))
     time.sleep(1.5)  # a duplicate would show up after the last expected record
-    ends = offsets.ends()
+    ends = committed_counts(offsets, source_ends) if eos is not None else offsets.ends()
     if ends != source_ends:
-        raise RuntimeError(f"{name}: target end offsets {ends}, source {source_ends}")
-    out = result(f"mirror tasks.max={tasks}" + (" (py-spy)" if profile else ""), count, started, first, done,
-                 used)
+        raise RuntimeError(f"{name}: target {'records' if eos else 'end offsets'} {ends}, source {source_ends}")
+    out = result(f"mirror{' EOS' if eos else ''} tasks.max={tasks}" + (" (py-spy)" if profile else ""), count,
+                 started, first, done, used)
     out["connector"] = name
     out["slowest_poll"] = round(offsets.slowest, 3)
     out["topic"] = remote
@@ -426,6 +502,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=1.0, help="latency: seconds not counted at the start")
     ap.add_argument("--wait-quiet", type=float, default=10, help="wait up to this long for an idle machine")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (logs, profile)")
+    ap.add_argument("--eos", action="store_true",
+                    help="also time each mirror run on a second worker group with exactly.once.source.support="
+                         "enabled (exactly.once.support=required), in the same rounds")
+    ap.add_argument("--eos-boundary", default="poll", choices=("poll", "interval"),
+                    help="transaction.boundary of the exactly-once runs")
+    ap.add_argument("--no-pipe", action="store_true", help="leave the raw kcat pipe out")
     # child process roles (the latency phase)
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -461,37 +543,52 @@ def main() -> None:
             pids = {"broker A": a.proc.pid, "broker B": b.proc.pid}
             tag = unique("mm-bench")
             cluster = Cluster(base / "workers", b.bootstrap, tag, fast_settings(tag))
-            with cluster:
+            # exactly-once is the worker's choice (exactly.once.source.support): a group of its own
+            eos_tag = unique("mm-bench-eos")
+            eos_cluster = Cluster(base / "eos-workers", b.bootstrap, eos_tag,
+                                  {**fast_settings(eos_tag), "exactly.once.source.support": "enabled"})
+            with cluster, eos_cluster:
                 workers = cluster.start(args.workers)
                 for k, w in enumerate(workers):
                     assert w.proc is not None
                     pids[f"worker{k}" if args.workers > 1 else "worker"] = w.proc.pid
+                if args.eos:
+                    eos_workers = eos_cluster.start(args.workers)
+                    for k, w in enumerate(eos_workers):
+                        assert w.proc is not None
+                        pids[f"EOS worker{k}" if args.workers > 1 else "EOS worker"] = w.proc.pid
+                    workers = workers + eos_workers
+                owner: dict[str, Any] = {}  # connector -> the group running it
                 aliases = (f"A{i}" for i in range(1, 1000))  # a new alias: a new target topic, no stored offsets
                 last = None
                 for round_no in range(args.repeat):
                     if last is not None:  # nothing else mirrors while the pipe runs
-                        delete_connector(cluster, last)
+                        delete_connector(owner[last["connector"]], last)
                         last = None
-                    for unbuffered in ([False, True] if args.unbuffered else [False]):
+                    for unbuffered in ([] if args.no_pipe else [False, True] if args.unbuffered else [False]):
                         wait_for_quiet(args.wait_quiet)
                         copies.append(raw_pipe(a.bootstrap, b.bootstrap, topic, parts, n, unbuffered, pids,
                                                f"r{round_no}"))
                         print(f"round {round_no}: {progress(copies[-1])}", flush=True)
                     for tasks in [int(t) for t in args.tasks.split(",") if t]:
-                        if last is not None:
-                            delete_connector(cluster, last)
-                        wait_for_quiet(args.wait_quiet)
-                        last = mirror(cluster, a.bootstrap, b.bootstrap, topic, parts, n, tasks, next(aliases), pids,
-                                      source_ends)
-                        copies.append(last)
-                        print(f"round {round_no}: {progress(last)}", flush=True)
+                        for group, eos in ([(cluster, None), (eos_cluster, args.eos_boundary)] if args.eos
+                                           else [(cluster, None)]):
+                            if last is not None:
+                                delete_connector(owner[last["connector"]], last)
+                            wait_for_quiet(args.wait_quiet)
+                            last = mirror(group, a.bootstrap, b.bootstrap, topic, parts, n, tasks, next(aliases),
+                                          pids, source_ends, eos=eos)
+                            owner[last["connector"]] = group
+                            copies.append(last)
+                            print(f"round {round_no}: {progress(last)}", flush=True)
                 if args.profile_tasks:
                     if last is not None:
-                        delete_connector(cluster, last)
+                        delete_connector(owner[last["connector"]], last)
                     raw = base / "mirror-profile.txt"
                     wait_for_quiet(args.wait_quiet)
                     last = mirror(cluster, a.bootstrap, b.bootstrap, topic, parts, n, args.profile_tasks,
                                   next(aliases), pids, source_ends, profile=(raw, args.profile_rate))
+                    owner[last["connector"]] = cluster
                     copies.append(last)
                     # the CLI's entry frames are in every sample: left out
                     results["profile"] = ([line for line in summarize_collapsed(raw, 20)
@@ -539,6 +636,13 @@ def main() -> None:
                     print(f"  {label:<13} {which:<9} p50 {s['p50']:8.2f} ms  p99 {s['p99']:8.2f} ms  "
                           f"p99.9 {s['p999']:8.2f} ms  max {s['max']:8.2f} ms  ({row['measured']:,} of "
                           f"{row['received']:,} received)")
+    for r in rows:
+        if r["name"].startswith("mirror EOS") and "py-spy" not in r["name"]:
+            plain = next((p for p in rows if p["name"] == r["name"].replace("mirror EOS", "mirror")), None)
+            if plain:
+                results.setdefault("eos_ratio", {})[r["name"]] = round(r["rate"] / plain["rate"], 2)
+                print(f"{r['name']} (transaction.boundary={args.eos_boundary}): {r['rate'] / plain['rate']:.2f} x "
+                      f"at-least-once (medians; goal >= 0.8)")
     for line in results.get("profile", []):
         print(line)
     for key in ("worker_log_problems", "broker_log_problems"):

@@ -23,7 +23,14 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from headwater.connect.api import SourceConnector, SourceConnectorConfig, SourceRecord, SourceTask, check_path
+from headwater.connect.api import (
+    ExactlyOnceSupport,
+    SourceConnector,
+    SourceConnectorConfig,
+    SourceRecord,
+    SourceTask,
+    check_path,
+)
 from headwater.connect.api.batch import SourceBatch
 from headwater.connect.api.data import STRING_SCHEMA
 
@@ -60,6 +67,12 @@ class FileStreamSourceConnector(SourceConnector):
 
     def start(self, config: FileStreamSourceConfig) -> None:
         self.config = config
+
+    def exactly_once_support(self, config: dict[str, str]) -> ExactlyOnceSupport | None:
+        """Kafka's answer: exactly once for a file (its byte position is the offset, written in the transaction
+        of the lines it covers, so a restart reads on from the first line not committed), as long as the file is
+        only appended to; not for standard input, which has no position to store."""
+        return ExactlyOnceSupport.SUPPORTED if str(config.get("file") or "").strip() else ExactlyOnceSupport.UNSUPPORTED
 
     def task_class(self) -> type[SourceTask]:
         return FileStreamSourceTask

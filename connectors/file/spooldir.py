@@ -10,12 +10,15 @@ the headers ``file.name``, ``file.path``, ``file.length``, ``file.offset`` and
 from the one the stored offset belongs to: such a file is read from its first record (an
 offset without them, e.g. jcustenborder's ``{"offset": n}``, is trusted as it is).
 
-At-least-once: a fully read file is cleaned up (``cleanup.policy``: MOVE to
-``finished.path``, MOVEBYDATE to ``finished.path/yyyy-MM-dd``, DELETE, or NONE) only in
-``commit()``, once the stored offset of its partition covers its last record. A crash
-before that leaves it in ``input.path``; the next task skips the records the stored
-offset covers. A file that fails to parse is moved to ``error.path``; with
-``halt.on.error`` (default) the task then fails. New files are noticed through
+A fully read file is cleaned up (``cleanup.policy``: MOVE to ``finished.path``, MOVEBYDATE
+to ``finished.path/yyyy-MM-dd``, DELETE, or NONE) only in ``commit()``, once the stored
+offset of its partition covers its last record. A crash before that leaves it in
+``input.path``; the next task skips the records the stored offset covers (all of them
+when the crash came after the last commit: the file is then only cleaned up). That is
+at-least-once with periodic offset commits, and exactly once (``exactly.once.support``,
+KIP-618) when the worker writes each offset in the transaction of its records. A file
+that fails to parse is moved to ``error.path``; with ``halt.on.error`` (default) the task
+then fails. New files are noticed through
 file-system events (watchdog) as well as by rescanning every ``empty.poll.wait.ms``.
 
 One task owns an ``input.path``: on start it removes markers left by a previous run.
@@ -45,6 +48,7 @@ from headwater.connect.api import (
     ConfigException,
     ConnectException,
     DataException,
+    ExactlyOnceSupport,
     Header,
     Schema,
     SchemaBuilder,
@@ -242,6 +246,7 @@ class _InputFile:
     count: int = 0  # records parsed so far (skipped ones included)
     handle: IO[str] | None = None
     values: Iterator[tuple[Schema | None, Any]] = field(default_factory=lambda: iter(()))
+    ahead: list[tuple[Schema | None, Any] | Exception] = field(default_factory=list)  # read after a full batch
 
 
 class SpoolDirSourceTask(SourceTask):
@@ -395,10 +400,9 @@ class SpoolDirSourceTask(SourceTask):
         topic, partition, limit = self.config.topic, src.partition, self.config.batch_size
         h_name, h_path, h_length, h_modified = src.headers
         size, modified = src.size, src.mtime_ns // 1_000_000
-        values = src.values
         try:
             while len(out) < limit:
-                item = next(values, None)
+                item = self._next(src)
                 if item is None:
                     self._end_of_file(src)
                     break
@@ -410,9 +414,35 @@ class SpoolDirSourceTask(SourceTask):
                 out.append(SourceRecord(topic, value, None, None, None, schema, None,
                                         [h_name, h_path, h_length, Header("file.offset", n, INT64_SCHEMA), h_modified],
                                         partition, {"offset": n, "length": size, "lastModified": modified}))
+            else:
+                self._look_ahead(src)
         except Exception as exc:
             self._failed(src, exc)
         return out
+
+    @staticmethod
+    def _next(src: _InputFile) -> tuple[Schema | None, Any] | None:
+        if src.ahead:
+            item = src.ahead.pop()
+            if isinstance(item, Exception):
+                raise item
+            return item
+        return next(src.values, None)
+
+    def _look_ahead(self, src: _InputFile) -> None:
+        """After a full batch, read one value ahead: when the batch holds the file's last record the file is
+        finished now, and cleaned up at the commit of this batch. (An empty poll is not always followed by a
+        commit: with exactly-once delivery a commit needs something to commit.) A value that fails to parse
+        fails where it is taken, at the next poll."""
+        try:
+            item = next(src.values, None)
+        except Exception as exc:
+            src.ahead.append(exc)
+            return
+        if item is None:
+            self._end_of_file(src)
+        else:
+            src.ahead.append(item)
 
     # -- finishing a file ----------------------------------------------------------------------------
 
@@ -562,6 +592,13 @@ class AbstractSpoolDirSourceConnector(SourceConnector):
 
     def start(self, config: SpoolDirSourceConfig) -> None:
         self.config = config
+
+    def exactly_once_support(self, config: dict[str, str]) -> ExactlyOnceSupport | None:
+        """Exactly once: each record's offset (its number in the file, with the file's length and modification
+        time) is written in the transaction of the record, and a file is cleaned up only once the committed
+        offset covers its last record; a file still in input.path after a crash is read again skipping the
+        records its committed offset covers (all of them, when the crash came between commit and move)."""
+        return ExactlyOnceSupport.SUPPORTED
 
     def task_class(self) -> type[SourceTask]:
         return self.task_type

@@ -9,6 +9,7 @@ here is -1: the target broker's own default.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,13 +17,14 @@ from pydantic import Field, field_validator, model_validator
 
 from headwater.connect.api import SourceConnectorConfig
 from headwater.connect.kafka import clients
-from headwater.connect.kafka.raw_fetch import isolation_level
+from headwater.connect.kafka.raw_fetch import READ_COMMITTED, isolation_level
 from headwater.connect.kafka.security import client_security, is_security_key
 
 from .filters import DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE, NameFilter, group_filter, topic_filter
 from .policy import ReplicationPolicy, replication_policy
 
-__all__ = ["Cluster", "MirrorCheckpointConfig", "MirrorConfig", "MirrorHeartbeatConfig", "MirrorSourceConfig"]
+__all__ = ["Cluster", "MirrorCheckpointConfig", "MirrorConfig", "MirrorHeartbeatConfig", "MirrorSourceConfig",
+           "reads_committed", "source_consumer_settings"]
 
 _ALIAS = re.compile(r"^[A-Za-z0-9_-]+$")
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
@@ -199,12 +201,28 @@ class MirrorSourceConfig(_Filtered):
         return self
 
     def source_consumer(self) -> dict[str, str]:
-        """The source consumer's settings, as MM2's sourceConsumerConfig layers them: the source cluster's
-        (``source.cluster.*``, ``source.cluster.consumer.*``), then the connector's ``consumer.*``, then its
-        ``source.consumer.*`` (``isolation.level=read_committed`` among them: only committed records are copied)."""
-        extra = {k: str(v) for k, v in (self.model_extra or {}).items()}
-        own = {k[len(p):]: v for p in ("consumer.", "source.consumer.") for k, v in extra.items() if k.startswith(p)}
-        return {**self.source.client("consumer"), **own}
+        return source_consumer_settings(self.model_extra or {})
+
+
+def source_consumer_settings(props: Mapping[str, Any]) -> dict[str, str]:
+    """The source consumer's settings, as MM2's sourceConsumerConfig layers them: the source cluster's
+    (``source.cluster.*``, ``source.cluster.consumer.*``), then the connector's ``consumer.*``, then its
+    ``source.consumer.*`` (``isolation.level=read_committed`` among them: only committed records are copied).
+    ``props``: the connector's keys but the declared ones (``consumer.poll.timeout.ms`` is no client setting)."""
+    extra = {k: str(v) for k, v in props.items()}
+    prefix = "source.cluster."
+    cluster = Cluster("", {k[len(prefix):]: v for k, v in extra.items() if k.startswith(prefix)})
+    own = {k[len(p):]: v for p in ("consumer.", "source.consumer.") for k, v in extra.items() if k.startswith(p)}
+    return {**cluster.client("consumer"), **own}
+
+
+def reads_committed(consumer: Mapping[str, str]) -> bool:
+    """Whether consumer settings read only committed records (``isolation.level=read_committed``): MM2's
+    condition for exactly-once (otherwise records of aborted and open transactions would be copied)."""
+    try:
+        return isolation_level(consumer) == READ_COMMITTED
+    except ValueError:  # the config's own validation names the bad value
+        return False
 
 
 class MirrorCheckpointConfig(_Filtered):

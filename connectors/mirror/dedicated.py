@@ -36,7 +36,8 @@ BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 # Top-level keys every flow's worker takes (MirrorMakerConfig.workerConfig), besides the worker's own
 # property names; group.id and bootstrap.servers stay per flow, else all flows would share one group.
 _WORKER_PREFIXES = ("offset.storage.", "config.storage.", "status.storage.", "key.converter", "value.converter",
-                    "header.converter", "task.", "worker.", "replication.policy.")
+                    "header.converter", "task.", "worker.", "replication.policy.",
+                    "exactly.once.source.support")  # KIP-618: every flow's worker, or B.<key> for flows into B
 _CLIENT_KINDS = ("consumer.", "producer.", "admin.")
 _FLOW = re.compile(r"^([^.\s>-][^\s>]*?)->([^.\s]+?)\.(.+)$")
 _ALIAS = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -22,6 +22,7 @@ from aiokafka import TopicPartition
 from headwater.connect.api import (
     ConnectException,
     Converter,
+    ExactlyOnceSupport,
     Header,
     MetricSample,
     RecordBatches,
@@ -44,7 +45,7 @@ from headwater.kafka.records import (
     pack_records,
 )
 
-from .config import BYTES, MirrorSourceConfig
+from .config import BYTES, MirrorSourceConfig, reads_committed, source_consumer_settings
 from .topics import TopicSync, close_clients, decode_partitions, encode_partitions, ensure_internal_topic, reach
 
 __all__ = ["MirrorSourceConnector", "MirrorSourceTask"]
@@ -58,6 +59,16 @@ MERGE_BELOW = 64 << 10
 MERGE_MAX = 1 << 20
 CLOSE_GRACE_S = 7.0  # past offset.flush.timeout.ms (5 s): the worker's last commit comes first
 _BYTES_DEFAULTS = {"key.converter": BYTES, "value.converter": BYTES, "header.converter": BYTES}
+
+
+NOT_READ_COMMITTED = ("MirrorSourceConnector can only provide exactly-once guarantees when its source consumer is "
+                      "configured with isolation.level set to 'read_committed'; otherwise, records from aborted and "
+                      "uncommitted transactions will be replicated from the source cluster to the target cluster.")
+_DECLARED = frozenset(f.alias or name for name, f in MirrorSourceConfig.model_fields.items())
+
+
+def _reads_committed(props: dict[str, Any]) -> bool:
+    return reads_committed(source_consumer_settings({k: v for k, v in props.items() if k not in _DECLARED}))
 
 
 def source_partition(cluster: str, topic: str, partition: int) -> dict[str, Any]:
@@ -109,6 +120,20 @@ class MirrorSourceConnector(SourceConnector):
                     next_configs = time.monotonic() + config.sync_topic_configs_interval_seconds
             except Exception as exc:  # a cluster away for a while: try again at the next interval
                 log.warning("connector %s: refreshing topics failed: %s", config.name, exc)
+
+    @classmethod
+    def validate(cls, props: dict[str, Any]) -> dict[str, list[str]]:
+        errors = super().validate(props)
+        if str(props.get("exactly.once.support", "")).strip().lower() == "required" and not _reads_committed(props):
+            # the worker's own message is generic; this one says what to change (MM2's words)
+            errors.setdefault("exactly.once.support", []).append(NOT_READ_COMMITTED)
+        return errors
+
+    def exactly_once_support(self, config: dict[str, str]) -> ExactlyOnceSupport | None:
+        """MM2's: exactly once when the source consumer reads committed records only. The task's position
+        is the stored offset of each source partition, written in the transaction of the records it covers,
+        so a restarted task goes on from the record after the last one committed on the target."""
+        return ExactlyOnceSupport.SUPPORTED if _reads_committed(config) else ExactlyOnceSupport.UNSUPPORTED
 
     def task_class(self) -> type[SourceTask]:
         return MirrorSourceTask

@@ -258,3 +258,16 @@ def test_source_consumer_isolation_level_keys(key: str) -> None:
     [flow] = MirrorMakerConfig.from_properties({**props, key: "committed"}).flows
     with pytest.raises(ValueError, match="isolation.level must be read_uncommitted or read_committed, not 'committed'"):
         MirrorSourceConfig.model_validate(flow.connector_configs()["MirrorSourceConnector"])
+
+
+@pytest.mark.parametrize("key", ["exactly.once.source.support", "B.exactly.once.source.support",
+                                 "A->B.exactly.once.source.support"])
+def test_exactly_once_source_support_reaches_the_flows_worker(key: str) -> None:
+    """KIP-618 in dedicated mode: the worker of a flow into B gets exactly.once.source.support from the
+    file's top level (every flow), from B's settings (flows into B, as Kafka's docs show it) or the flow's."""
+    props = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1", "A->B.enabled": "true",
+             "B->A.enabled": "true", key: "enabled"}
+    flows = {f.name: f for f in MirrorMakerConfig.from_properties(props).flows}
+    assert flows["A->B"].worker_config(frozenset()).get("exactly.once.source.support") == "enabled"
+    into_a = flows["B->A"].worker_config(frozenset()).get("exactly.once.source.support")
+    assert into_a == ("enabled" if key == "exactly.once.source.support" else None)

@@ -396,6 +396,33 @@ def test_move_only_after_offsets_committed(dirs: dict[str, Path]) -> None:
     run(main)
 
 
+def test_a_batch_holding_the_last_record_finishes_the_file(dirs: dict[str, Path]) -> None:
+    """A file of exactly batch.size records is finished by the poll that returns them: the commit of that poll
+    cleans it up, with no empty poll in between (exactly-once delivery commits only after non-empty ones). A
+    value that fails to parse when read ahead fails the poll that would take it."""
+    write(dirs["input"], "a.txt", "1\n2\n", age=20)
+    write(dirs["input"], "b.json", '{"ok": 1}\n{"ok": 2}\n{"broken": \n', age=10)
+
+    async def main() -> None:
+        task = await start_task(SpoolDirLineDelimitedSourceConnector,
+                                props(dirs, batch_size=2, input_file_pattern=r"a\.txt"))
+        records = await polled(task)
+        assert [r.value for r in records] == ["1", "2"]
+        await ack(task, records)
+        assert os.listdir(dirs["finished"]) == ["a.txt"] and os.listdir(dirs["input"]) == ["b.json"]
+        task.stop()
+        task = await start_task(SpoolDirSchemaLessJsonSourceConnector, props(dirs, batch_size=2))
+        records = await polled(task)
+        assert [r.value for r in records] == [{"ok": 1}, {"ok": 2}]
+        assert (dirs["input"] / "b.json").exists()  # the parse error is not this poll's
+        with pytest.raises(ConnectException, match="Failed to parse record 3 of .*b.json"):
+            await task.poll()
+        assert os.listdir(dirs["error"]) == ["b.json"]
+        task.stop()
+
+    run(main)
+
+
 def test_delete_policy(dirs: dict[str, Path]) -> None:
     write(dirs["input"], "d.txt", "x\n")
 
