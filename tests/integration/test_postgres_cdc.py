@@ -144,7 +144,7 @@ def test_a_restart_without_stored_offsets_keeps_the_slot_and_loses_no_delete(pos
 
         def deleted() -> list[Any] | None:
             with TopicReader(proc.bootstrap, topic) as reader:
-                got = [(json.loads(m.key), json.loads(m.value)) for m in reader.read(100, 3) if m.value]
+                got = [(json.loads(m.key or b"null"), json.loads(m.value)) for m in reader.read(100, 3) if m.value]
             created = {v["after"]["id"] for _, v in got if v["op"] in ("c", "r")}
             return got if 3 in created and any(v["op"] == "d" and v["before"]["id"] == 1 for _, v in got) else None
 
