@@ -190,10 +190,7 @@ def wait_committed(offsets: Offsets, expect: list[int], timeout: float, cpu: Cpu
     still = 0
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        asked = time.monotonic()
-        got = sum(offsets.ends())
-        now = time.monotonic()
-        offsets.slowest = max(offsets.slowest, now - asked)
+        got, now = _ends_now(offsets)
         still = still + 1 if got in seen else 0
         if got not in seen:
             seen[got] = (now, cpu.used())
@@ -207,15 +204,21 @@ def wait_committed(offsets: Offsets, expect: list[int], timeout: float, cpu: Cpu
     raise TimeoutError(f"{sum(offsets.ends()):,} offsets of {sum(expect):,} records on the target after {timeout}s")
 
 
+def _ends_now(offsets: Offsets) -> tuple[int, float]:
+    """The end offsets' sum and when it was read, keeping the slowest read's time."""
+    asked = time.monotonic()
+    got = sum(offsets.ends())
+    now = time.monotonic()
+    offsets.slowest = max(offsets.slowest, now - asked)
+    return got, now
+
+
 def wait_total(offsets: Offsets, total: int, timeout: float, alive: Any = None) -> tuple[float | None, float]:
     """Poll until the end offsets add up to ``total``: (when the first record showed, when all had)."""
     first = None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        asked = time.monotonic()
-        got = sum(offsets.ends())
-        now = time.monotonic()
-        offsets.slowest = max(offsets.slowest, now - asked)
+        got, now = _ends_now(offsets)
         if got and first is None:
             first = now
         if got >= total:

@@ -320,20 +320,30 @@ async def tasks(request: web.Request) -> web.Response:
     return _json(redact_tasks(herder.registry, herder.connector_config(name), herder.tasks(name)))
 
 
+_UNSIGNED = ("a request not signed with the session key (X-Connect-Authorization, "
+             "X-Connect-Request-Signature-Algorithm, X-Connect-Request-Timestamp), signed too long ago, or replayed")
+
+
+async def _unsigned(request: web.Request) -> web.Response | None:
+    """The refusal of an internal request without a valid session-key signature (KIP-507), None when it has one:
+    checked first, so nothing of an unsigned request is looked at."""
+    try:
+        _herder(request).verify_internal_request(await request.read(), request.headers)
+    except RequestRefused as exc:
+        return _error(exc.status, str(exc))
+    return None
+
+
 @API.route("POST", "/connectors/{name}/tasks", "Internal: a follower hands the task configs it made to the leader, "
            "signed with the cluster's session key (KIP-507)", status=204, body=m.TaskConfigs, errors=(*_WRITE, 503),
            refusals={400: "more task configs than the connector's tasks.max, or a task.class that is not the "
                           "connector's task class",
-                     403: "a request not signed with the session key (X-Connect-Authorization, "
-                          "X-Connect-Request-Signature-Algorithm, X-Connect-Request-Timestamp), signed too long ago, "
-                          "or replayed"})
+                     403: _UNSIGNED})
 async def put_task_configs(request: web.Request) -> web.Response:
     name = _name(request)
     herder = _herder(request)
-    try:  # the signature first: nothing of an unsigned request is looked at
-        herder.verify_internal_request(await request.read(), request.headers)
-    except RequestRefused as exc:
-        return _error(exc.status, str(exc))
+    if (refused := await _unsigned(request)) is not None:
+        return refused
     configs = await _body(request, m.TaskConfigs)
     try:  # KIP-1004: never more tasks than tasks.max (a config that is here was validated: it is a number)
         limit = int((herder.connector_config(name) or {}).get("tasks.max", "1"))
@@ -350,17 +360,12 @@ async def put_task_configs(request: web.Request) -> web.Response:
            "answered once the new task count is recorded, signed with the cluster's session key (KIP-507)",
            status=204, errors=(*_WRITE, 503),
            refusals={400: "a connector that is not a source connector, or a standalone worker",
-                     403: "a request not signed with the session key (X-Connect-Authorization, "
-                          "X-Connect-Request-Signature-Algorithm, X-Connect-Request-Timestamp), signed too long ago, "
-                          "or replayed"})
+                     403: _UNSIGNED})
 async def fence_zombies(request: web.Request) -> web.Response:
     name = _name(request)
-    herder = _herder(request)
-    try:  # the signature first, as for the task configs
-        herder.verify_internal_request(await request.read(), request.headers)
-    except RequestRefused as exc:
-        return _error(exc.status, str(exc))
-    await herder.fence_zombies(name)
+    if (refused := await _unsigned(request)) is not None:
+        return refused
+    await _herder(request).fence_zombies(name)
     return web.Response(status=204)
 
 
