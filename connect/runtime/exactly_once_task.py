@@ -227,8 +227,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             request = self.context.batch_request()
             self._abort_next = request == "abort"
             return request is not None
-        if not self.pending:
-            return False
+        # Kafka commits after every poll (or interval) even with nothing to commit: the task's commit() is still
+        # called then (a source may clean up in it), only the transaction is skipped
         return self.boundary == "poll" or super().commit_due()
 
     def final_commit_due(self) -> bool:
@@ -270,6 +270,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             offsets.update(entry.offsets)
         if not offsets and not txn.open:
             await self._committed(offsets)  # polls that sent nothing and had no offsets
+            await call(self.task.commit)
             return False
         futures: list[asyncio.Future[Acked]] = []
         try:

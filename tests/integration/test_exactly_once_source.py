@@ -135,6 +135,23 @@ def test_each_poll_commits_its_records_and_offsets_in_one_transaction(eos: tuple
     worker.ok("DELETE", f"/connectors/{name}")
 
 
+def test_the_tasks_commit_is_called_after_empty_polls_too(eos: tuple[Cluster, WorkerProcess]) -> None:
+    """As Kafka's commitTransaction: with poll boundaries and nothing left to send, each poll still ends with
+    the task's commit() (only the transaction is skipped), so a source cleaning up there is not left waiting."""
+    cluster, worker = eos
+    topic, name = unique("eos-idle"), unique("eos-idle")
+    worker.ok("PUT", f"/connectors/{name}/config", scripted(topic, count="20", batch="10"))
+    assert wait_seqs(cluster.bootstrap, topic, 20, worker) == list(range(20))
+
+    def commits() -> int | None:
+        trace = worker.ok("GET", f"/connectors/{name}/status")["tasks"][0].get("trace") or ""
+        return int(trace.split("=")[1]) if trace.startswith("commits=") else None
+
+    wait_for(lambda: n if (n := commits()) is not None and n > 10 else None, 30, 0.3,
+             "commit() called after the empty polls that follow the two transactions", worker.log_text)
+    worker.ok("DELETE", f"/connectors/{name}")
+
+
 # -- connector boundaries ------------------------------------------------------------------------------
 
 

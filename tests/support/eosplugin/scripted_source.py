@@ -5,7 +5,8 @@ Config: ``topic``; ``count`` records in all, ``seq`` 0..count-1 (key ``str(seq)`
 of them per poll, from the source partition ``{"source": "scripted"}`` with offset ``{"seq": n}`` (it resumes
 after the stored one). With ``transaction.boundary=connector``: ``commit.every`` N asks for a commit after
 each record whose seq + 1 is a multiple of N, ``abort.at`` (seqs, comma separated) for an abort after those.
-``poll.ms``: how long each poll takes; ``pad``: that many characters more in each value (``"pad"``).
+``poll.ms``: how long each poll takes; ``pad``: that many characters more in each value (``"pad"``). Its RUNNING
+status trace says how many times the runtime called its ``commit()`` (``commits=N``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ class ScriptedSourceTask(SourceTask):
         self.next = int(stored["seq"]) + 1 if stored else 0
         self.aborts = {int(s) for s in self.config.abort_at.split(",") if s.strip()}
         self.transactions = self.context.transaction_context()
+        self.commits = 0
+
+    def commit(self) -> None:
+        self.commits += 1
+
+    def running_trace(self) -> str:
+        return f"commits={self.commits}"
 
     def poll(self) -> list[SourceRecord] | None:
         if self.next >= self.config.count:
