@@ -14,6 +14,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException, Producer, TopicPartition
@@ -344,6 +345,84 @@ def test_aiokafka_commit_and_abort(txn_broker: BrokerProcess) -> None:
 
     asyncio.run(asyncio.wait_for(go(), 2 * TIMEOUT))
     assert markers(txn_broker.log_dir, topic, 0) == [(1, "commit"), (3, "abort")]
+
+
+def test_aiokafka_consume_transform_produce_and_fencing(txn_broker: BrokerProcess) -> None:
+    """aiokafka's transactional example: a read_committed consumer (no auto commit) feeds a transactional producer
+    that writes the transformed records and the consumer's offsets with send_offsets_to_transaction; the group's
+    offsets and the output appear together. A second producer with the same transactional id fences the first:
+    its next send fails with ProducerFenced and its open transaction's records never reach read_committed."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as ATP
+    from aiokafka.errors import KafkaError, ProducerFenced
+
+    source, target, group, tid = unique("ctp-in"), unique("ctp-out"), unique("ctp-group"), unique("tid")
+    for topic in (source, target):
+        create_topic("confluent", txn_broker.bootstrap, topic, partitions=1)
+    feeder = Producer({"bootstrap.servers": txn_broker.bootstrap})
+    for i in range(10):
+        feeder.produce(source, value=b"in-%d" % i, partition=0)
+    feeder.flush(TIMEOUT)
+
+    async def read_committed(topic: str, want: int) -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=txn_broker.bootstrap, isolation_level="read_committed",
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([ATP(topic, 0)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and len(got) <= want:
+                for records in (await consumer.getmany(timeout_ms=300)).values():
+                    got += [r.value or b"" for r in records]
+            return got
+        finally:
+            await consumer.stop()
+
+    async def go() -> tuple[list[bytes], int | None, str]:
+        consumer = AIOKafkaConsumer(source, bootstrap_servers=txn_broker.bootstrap, group_id=group,
+                                    isolation_level="read_committed", auto_offset_reset="earliest",
+                                    enable_auto_commit=False)
+        first = AIOKafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id=tid)
+        await consumer.start()
+        await first.start()
+        try:
+            batch: list[Any] = []
+            deadline = time.monotonic() + TIMEOUT
+            while len(batch) < 10 and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=300)).values():
+                    batch += records
+            async with first.transaction():
+                for record in batch:
+                    await first.send(target, (record.value or b"").upper(), partition=0)
+                await first.send_offsets_to_transaction({ATP(source, 0): batch[-1].offset + 1}, group)
+            committed = await consumer.committed(ATP(source, 0))
+            await first.begin_transaction()
+            await first.send_and_wait(target, b"ZOMBIE", partition=0)
+            second = AIOKafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id=tid)
+            await second.start()  # InitProducerId: the first's epoch is fenced, its open transaction aborted
+            try:
+                outcome = "not fenced"
+                try:
+                    await first.send_and_wait(target, b"ZOMBIE-2", partition=0)
+                    await first.commit_transaction()
+                except ProducerFenced:
+                    outcome = "fenced"
+                except KafkaError as exc:
+                    outcome = f"fenced as {type(exc).__name__}" if "fenc" in repr(exc).lower() else repr(exc)
+                async with second.transaction():
+                    await second.send(target, b"AFTER", partition=0)
+            finally:
+                await second.stop()
+            return await read_committed(target, 11), committed, outcome
+        finally:
+            await consumer.stop()
+            await first.stop()
+
+    output, committed, outcome = asyncio.run(asyncio.wait_for(go(), 3 * TIMEOUT))
+    assert committed == 10, "the transaction's group offset did not appear with its records"
+    assert outcome.startswith("fenced"), outcome
+    assert output == [b"IN-%d" % i for i in range(10)] + [b"AFTER"], output
 
 
 def test_kafka_python_commit(txn_broker: BrokerProcess) -> None:
