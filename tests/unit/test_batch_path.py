@@ -12,6 +12,8 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -37,9 +39,12 @@ from headwater.connect.api.data import (
     OPTIONAL_BYTES_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
+    Schema,
     SchemaBuilder,
+    SchemaType,
 )
 from headwater.connect.api.errors import DataException
+from headwater.connect.api.logical import TIMESTAMP_SCHEMA, decimal_schema
 from headwater.connect.converters import ByteArrayConverter, JsonConverter, StringConverter
 from headwater.connect.plugins import PluginRegistry
 from headwater.connect.runtime.errors import ErrorHandler
@@ -186,6 +191,95 @@ def test_json_converter_bulk_equals_per_record(schemas: bool) -> None:
 
     strings = assert_from_values_like_records(conv, STRING_SCHEMA, ["x", "ÿ"])
     assert assert_to_values_like_records(conv, strings).value == ["x", "ÿ"]
+
+
+def envelope(schema_json: str, payload: str, tail: str = "}") -> bytes:
+    return ('{"schema":' + schema_json + ',"payload":' + payload + tail).encode()
+
+
+def test_json_converter_bulk_paths_equal_per_record_on_odd_values() -> None:
+    """The bulk paths' shortcuts (the schema's envelope prefix matched as bytes, a string payload parsed
+    alone, final-typed payloads past their reader) give what value-by-value conversion gives, and leave
+    every unusual record to it."""
+    conv = json_converter(True)
+    texts = ["plain", "", "quote \" back\\ slash", "ctl \x00\n\t", "unicodé ✓ 漢字 🚀", "x" * 5000]
+    for schema in (STRING_SCHEMA, OPTIONAL_STRING_SCHEMA, Schema(SchemaType.STRING, True, default="d"),
+                   Schema(SchemaType.STRING, name="named", doc="dòc ✓")):
+        datas = assert_from_values_like_records(conv, schema, texts)
+        assert assert_to_values_like_records(conv, datas).value == texts
+        mixed = assert_from_values_like_records(conv, schema, ["a", None, "b"]) if schema.optional else None
+        if mixed is not None:
+            assert assert_to_values_like_records(conv, mixed).value[1] == (None if schema.default is None else "d")
+    with pytest.raises(DataException):  # a lone surrogate cannot be UTF-8: the per-record error
+        conv.from_connect_values(TOPIC, STRING_SCHEMA, ["ok", "lone \ud800"])
+    with pytest.raises(DataException):  # a non-string for a string schema
+        conv.from_connect_values(TOPIC, STRING_SCHEMA, ["ok", 5])
+    with pytest.raises(DataException):  # a null for a required string
+        conv.from_connect_values(TOPIC, STRING_SCHEMA, ["ok", None])
+
+    class Shout(str):
+        def __str__(self) -> str:
+            return self.upper()
+    assert_from_values_like_records(conv, STRING_SCHEMA, ["a", Shout("b")])
+
+    # non-ASCII in the schema text: the payload's offset in characters differs from the one in bytes
+    unicode_schema = '{"type":"string","optional":false,"doc":"ü ✓ 漢字"}'
+    odd: list[bytes | None] = [envelope(unicode_schema, '"a"'), envelope(unicode_schema, '"b"  ', "\n}"),
+           envelope(unicode_schema, '"ü\\u00e9"'), envelope(unicode_schema, '"c"'),
+           envelope(unicode_schema.replace(",", ", "), '"spaced schema"')]
+    assert assert_to_values_like_records(conv, odd).value == ["a", "b", "üé", "c", "spaced schema"]
+    with pytest.raises(DataException):  # text after the envelope
+        conv.to_connect_values(TOPIC, [odd[0], envelope(unicode_schema, '"a"', "}x")])
+    with pytest.raises(DataException):  # invalid UTF-8 inside the payload
+        conv.to_connect_values(TOPIC, [odd[0], envelope(unicode_schema, '"a') + b'\xff"}'])
+    with pytest.raises(DataException):  # a number where the schema says string
+        conv.to_connect_values(TOPIC, [odd[0], envelope(unicode_schema, "5")])
+    with pytest.raises(DataException):  # an unterminated string
+        conv.to_connect_values(TOPIC, [odd[0], envelope(unicode_schema, '"abc')])
+
+    # payloads that are final as parsed, and ones that need their reader (logical types, ints from floats)
+    struct_schema = SchemaBuilder.struct().field("n", INT32_SCHEMA).field("s", OPTIONAL_STRING_SCHEMA).build()
+    for schema, values in ((INT32_SCHEMA, [1, -5, 2**31 - 1]), (Schema(SchemaType.FLOAT64), [1.5, 2.0]),
+                           (Schema(SchemaType.BOOLEAN), [True, False]),
+                           (TIMESTAMP_SCHEMA, [datetime(2026, 1, 2, tzinfo=UTC), datetime(1970, 1, 1, tzinfo=UTC)]),
+                           (decimal_schema(2), [Decimal("1.25"), Decimal("-3.00")]),
+                           (struct_schema, [Struct(struct_schema).put("n", 1).put("s", "x")])):
+        datas = assert_from_values_like_records(conv, schema, values)
+        assert assert_to_values_like_records(conv, datas).value == values
+    int_schema = '{"type":"int32","optional":false}'
+    ints: list[bytes | None] = [envelope(int_schema, "1"), envelope(int_schema, "2.9"), envelope(int_schema, "true")]
+    assert assert_to_values_like_records(conv, ints[:2]).value == [1, 2]
+    with pytest.raises(DataException):
+        conv.to_connect_values(TOPIC, ints)
+
+
+def test_json_converter_bulk_read_parses_the_schema_once_and_never_serves_a_stale_prefix() -> None:
+    conv = json_converter(True)
+    calls: list[bytes | None] = []
+    per_record = conv.to_connect_data
+
+    def counting(topic: str, data: bytes | None) -> SchemaAndValue:
+        calls.append(data)
+        return per_record(topic, data)
+    conv.to_connect_data = counting  # type: ignore[method-assign]
+    a = conv.from_connect_values(TOPIC, STRING_SCHEMA, [f"a{i}" for i in range(100)])
+    assert conv.to_connect_values(TOPIC, a) == SchemaAndValue(STRING_SCHEMA, [f"a{i}" for i in range(100)])
+    assert calls == [a[0]], "only the first record of one schema goes the per-record way"
+    # another schema next: its own prefix, not the one kept from the batch before
+    int_schema = Schema(SchemaType.INT64, True)
+    b = conv.from_connect_values(TOPIC, int_schema, list(range(50)))
+    assert conv.to_connect_values(TOPIC, b) == SchemaAndValue(int_schema, list(range(50)))
+    assert conv._last_prefix is not None
+    assert conv._last_prefix[1] == envelope('{"type":"int64","optional":true}', "0")[:-2]
+    calls.clear()
+    assert conv.to_connect_values(TOPIC, a[:3]) == SchemaAndValue(STRING_SCHEMA, ["a0", "a1", "a2"])
+    assert calls == [a[0]]
+    # the kept prefix is one entry, for the last schema text read
+    assert conv._last_prefix is not None
+    assert conv._last_prefix[1] == envelope('{"type":"string","optional":false}', '"a0"')[:-5]
+    # records of the kept schema after one of another: the batch has two schemas, so no shared one
+    assert conv.to_connect_values(TOPIC, [b[0], a[0]]) is None
+    assert conv.to_connect_values(TOPIC, [a[0], b[0]]) is None
 
 
 def test_converter_default_to_values_is_none_when_schemas_differ() -> None:

@@ -10,7 +10,9 @@ ways), ``common`` (what they share); this module holds the converter and its cac
 
 from __future__ import annotations
 
+import itertools
 import json
+import json.decoder
 import json.scanner
 import re
 import secrets
@@ -19,12 +21,14 @@ from decimal import Decimal
 from typing import Any
 
 from headwater.connect.api.converters import Converter, HeaderConverter, SchemaAndValue
-from headwater.connect.api.data import Schema
+from headwater.connect.api.data import Schema, SchemaType
 from headwater.connect.api.errors import ConfigException, DataException
 
 from .._common import config_bool, config_int
 from .common import (
     _DESERIALIZE_ERROR,
+    _FINAL_WHEN_READ,
+    _LOGICAL_NAMES,
     _SERIALIZE_ERROR,
     ENVELOPE_ERROR,
     _bounded_put,
@@ -38,6 +42,10 @@ from .schema import JsonSchemas
 from .write import _make_encoder, _WriteEntry
 
 __all__ = ["ENVELOPE_ERROR", "JsonConverter"]
+
+_ONLY_STR = frozenset((str,))
+_QUOTE = ord('"')
+_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]  # the C string parser the scanner calls for '"'
 
 
 class JsonConverter(JsonSchemas, Converter, HeaderConverter):
@@ -81,6 +89,7 @@ class JsonConverter(JsonSchemas, Converter, HeaderConverter):
         self._read_by_text: dict[str, _ReadEntry] = {}
         self._read_recent: list[tuple[str, _ReadEntry]] = []
         self._null_read = _ReadEntry(None, _identity, False)
+        self._last_prefix: tuple[str, bytes] | None = None
 
     # -- Converter ------------------------------------------------------------------------------
 
@@ -102,6 +111,30 @@ class JsonConverter(JsonSchemas, Converter, HeaderConverter):
             return payload.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise DataException(_SERIALIZE_ERROR + str(exc)) from exc
+
+    def from_connect_values(self, topic: str, schema: Schema | None, values: list[Any]) -> list[bytes | None]:
+        """Like ``from_connect_data`` value by value, with the schema's entry looked up once and, for a
+        plain string schema, each value written by the string encoder the C encoder itself calls.
+        Anything unusual (nulls, other types, NaN, unencodable text) goes the per-record way, which
+        gives the same bytes or raises the same error."""
+        if schema is None or not values:
+            return super().from_connect_values(topic, schema, values)
+        entry = self._last_write
+        if entry is None or entry.schema is not schema:
+            entry = self._write_entry(schema)
+        prefix = entry.prefix if self.schemas_enable else ""
+        suffix = "}" if self.schemas_enable else ""
+        try:
+            if schema.name is None and schema.type is SchemaType.STRING:
+                if _ONLY_STR.issuperset(map(type, values)):
+                    json_str = _json_str
+                    return [(prefix + json_str(v) + suffix).encode() for v in values]
+            elif not entry.has_decimal:
+                writer, encode = entry.writer, self._encode_plain
+                return [(prefix + encode(writer(v)) + suffix).encode() for v in values]
+        except (DataException, ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
+            pass
+        return super().from_connect_values(topic, schema, values)
 
     def _payload(self, obj: Any, has_decimal: bool) -> str:
         if has_decimal:
@@ -165,6 +198,73 @@ class JsonConverter(JsonSchemas, Converter, HeaderConverter):
             return result if result is not None else self._read_generic(text)
         except RecursionError as exc:
             raise DataException(_DESERIALIZE_ERROR + "nested too deeply") from exc
+
+    def to_connect_values(self, topic: str, datas: list[bytes | None]) -> SchemaAndValue | None:
+        """Like ``to_connect_data`` value by value. With schemas, the first record's envelope is read
+        the usual way; a record whose bytes start with the same envelope prefix (the schema's exact
+        bytes) and end right after its payload has only its payload parsed, and a payload already in
+        its final type (a string for a string schema) skips the reader. Other records go the
+        per-record way; None when they do not all share the first record's schema."""
+        if not self.schemas_enable or not datas:
+            return super().to_connect_values(topic, datas)
+        convert = self.to_connect_data
+        first = convert(topic, datas[0])
+        schema: Schema | None = first.schema
+        # the first record's schema text, when its envelope was canonical (read through the cache)
+        found = next(((text, entry) for text, entry in self._read_recent if entry.schema is schema), None)
+        if schema is None or found is None:
+            return super().to_connect_values(topic, datas)
+        schema_text, entry = found
+        prefix = self._envelope_prefix(schema_text)
+        start = len(schema_text) + 21  # in characters: the schema may hold non-ASCII text
+        quote_at = len(prefix)  # in bytes
+        reader = entry.reader
+        final = None if schema.name in _LOGICAL_NAMES else _FINAL_WHEN_READ.get(schema.type)
+        values = [first.value]
+        append = values.append
+        if final is str:  # the payload is a JSON string: the scanner's own string parser, directly
+            scanstring = _scanstring
+            for data in itertools.islice(datas, 1, None):
+                if type(data) is bytes and data.startswith(prefix) and data.endswith(b"}") and \
+                        data[quote_at] == _QUOTE:
+                    try:
+                        text = data.decode()
+                        value, end = scanstring(text, start + 1, True)
+                        if end == len(text) - 1:
+                            append(value)
+                            continue
+                    except ValueError:  # invalid UTF-8 or JSON: the per-record way says how
+                        pass
+                sv = convert(topic, data)
+                if sv.schema is not schema and sv.schema != schema:
+                    return None
+                append(sv.value)
+            return _tuple_new(SchemaAndValue, (schema, values))
+        scan = self._decimal_scan if entry.decimal_floats else self._float_scan
+        for data in itertools.islice(datas, 1, None):
+            if type(data) is bytes and data.startswith(prefix) and data.endswith(b"}"):
+                try:
+                    text = data.decode()
+                    payload, end = scan(text, start)
+                    if end == len(text) - 1:
+                        append(payload if type(payload) is final else reader(payload))
+                        continue
+                except (StopIteration, ValueError, RecursionError):  # the per-record way says what is wrong
+                    pass
+            sv = convert(topic, data)
+            if sv.schema is not schema and sv.schema != schema:
+                return None
+            append(sv.value)
+        return _tuple_new(SchemaAndValue, (schema, values))
+
+    def _envelope_prefix(self, schema_text: str) -> bytes:
+        """'{"schema":<schema_text>,"payload":' as bytes, kept for the last schema text asked for."""
+        cached = self._last_prefix
+        if cached is not None and cached[0] is schema_text:
+            return cached[1]
+        prefix = ('{"schema":' + schema_text + ',"payload":').encode()
+        self._last_prefix = (schema_text, prefix)
+        return prefix
 
     # -- HeaderConverter (Kafka's JsonConverter is both) -----------------------------------------
 
