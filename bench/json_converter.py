@@ -9,6 +9,10 @@ path does:
     with schemas.enable=true (the envelope) and false; then a 100-character string through the
     StringConverter and a short string and an int header value through the SimpleHeaderConverter.
 
+Then lists of 1,000 as the worker's batch path converts them (from_connect_values /
+to_connect_values), schemas.enable=true: the same structs, and 100-character strings with a string
+schema (what the file connectors carry).
+
     python bench/json_converter.py [--records N] [--repeat R]
 """
 
@@ -18,6 +22,7 @@ import argparse
 import datetime as dt
 import statistics
 import time
+from typing import Any
 
 from headwater.connect.api import SchemaBuilder, Struct
 from headwater.connect.api.data import (
@@ -58,6 +63,17 @@ def _rate(fn, items: list, repeat: int) -> float:
     return statistics.median(rates)
 
 
+def _rate_lists(fn, items: list, repeat: int, size: int = 1000) -> float:
+    lists = [items[i:i + size] for i in range(0, len(items), size)]
+    rates = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for chunk in lists:
+            fn(chunk)
+        rates.append(len(items) / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
@@ -91,6 +107,16 @@ def main() -> None:
     }
     for label, rate in others.items():
         print(f"{label:<38} {rate:>24,.0f}")
+    conv = JsonConverter()
+    conv.configure({"schemas.enable": "true"}, is_key=False)
+    texts = [f"{i:08d}" + "x" * 92 for i in range(n)]
+    cases: tuple[tuple[str, list[Any], Any], ...] = (("struct", structs, SCHEMA), ("string", texts, STRING_SCHEMA))
+    for label, items, schema in cases:
+        write = _rate_lists(lambda vs, s=schema: conv.from_connect_values("t", s, vs), items, repeat)
+        data = conv.from_connect_values("t", schema, items)
+        read = _rate_lists(lambda ds: conv.to_connect_values("t", ds), data, repeat)
+        print(f"{'from_connect_values ' + label + ', lists':<38} {write:>24,.0f}")
+        print(f"{'to_connect_values ' + label + ', lists':<38} {read:>24,.0f}")
 
 
 if __name__ == "__main__":

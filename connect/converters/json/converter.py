@@ -89,7 +89,6 @@ class JsonConverter(JsonSchemas, Converter, HeaderConverter):
         self._read_by_text: dict[str, _ReadEntry] = {}
         self._read_recent: list[tuple[str, _ReadEntry]] = []
         self._null_read = _ReadEntry(None, _identity, False)
-        self._last_prefix: tuple[str, bytes] | None = None
 
     # -- Converter ------------------------------------------------------------------------------
 
@@ -215,7 +214,7 @@ class JsonConverter(JsonSchemas, Converter, HeaderConverter):
         if schema is None or found is None:
             return super().to_connect_values(topic, datas)
         schema_text, entry = found
-        prefix = self._envelope_prefix(schema_text)
+        prefix = ('{"schema":' + schema_text + ',"payload":').encode()
         start = len(schema_text) + 21  # in characters: the schema may hold non-ASCII text
         quote_at = len(prefix)  # in bytes
         reader = entry.reader
@@ -256,15 +255,6 @@ class JsonConverter(JsonSchemas, Converter, HeaderConverter):
                 return None
             append(sv.value)
         return _tuple_new(SchemaAndValue, (schema, values))
-
-    def _envelope_prefix(self, schema_text: str) -> bytes:
-        """'{"schema":<schema_text>,"payload":' as bytes, kept for the last schema text asked for."""
-        cached = self._last_prefix
-        if cached is not None and cached[0] is schema_text:
-            return cached[1]
-        prefix = ('{"schema":' + schema_text + ',"payload":').encode()
-        self._last_prefix = (schema_text, prefix)
-        return prefix
 
     # -- HeaderConverter (Kafka's JsonConverter is both) -----------------------------------------
 
