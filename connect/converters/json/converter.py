@@ -44,7 +44,6 @@ from .write import _make_encoder, _WriteEntry
 __all__ = ["ENVELOPE_ERROR", "JsonConverter"]
 
 _ONLY_STR = frozenset((str,))
-_QUOTE = ord('"')
 _scanstring = json.decoder.scanstring  # type: ignore[attr-defined]  # the C string parser the scanner calls for '"'
 
 
@@ -216,35 +215,23 @@ class JsonConverter(JsonSchemas, Converter, HeaderConverter):
         schema_text, entry = found
         prefix = ('{"schema":' + schema_text + ',"payload":').encode()
         start = len(schema_text) + 21  # in characters: the schema may hold non-ASCII text
-        quote_at = len(prefix)  # in bytes
         reader = entry.reader
         final = None if schema.name in _LOGICAL_NAMES else _FINAL_WHEN_READ.get(schema.type)
+        # How a payload is parsed, from where: a JSON string (the prefix then takes its opening quote) by
+        # the scanner's own string parser, anything else by the scanner. Both raise ValueError (or
+        # StopIteration, RecursionError) on what the per-record way reports.
+        parse: Callable[[str, int], tuple[Any, int]]
+        if final is str:
+            prefix, parse, start = prefix + b'"', _scanstring, start + 1
+        else:
+            parse = self._decimal_scan if entry.decimal_floats else self._float_scan
         values = [first.value]
         append = values.append
-        if final is str:  # the payload is a JSON string: the scanner's own string parser, directly
-            scanstring = _scanstring
-            for data in itertools.islice(datas, 1, None):
-                if type(data) is bytes and data.startswith(prefix) and data.endswith(b"}") and \
-                        data[quote_at] == _QUOTE:
-                    try:
-                        text = data.decode()
-                        value, end = scanstring(text, start + 1, True)
-                        if end == len(text) - 1:
-                            append(value)
-                            continue
-                    except ValueError:  # invalid UTF-8 or JSON: the per-record way says how
-                        pass
-                sv = convert(topic, data)
-                if sv.schema is not schema and sv.schema != schema:
-                    return None
-                append(sv.value)
-            return _tuple_new(SchemaAndValue, (schema, values))
-        scan = self._decimal_scan if entry.decimal_floats else self._float_scan
         for data in itertools.islice(datas, 1, None):
             if type(data) is bytes and data.startswith(prefix) and data.endswith(b"}"):
                 try:
                     text = data.decode()
-                    payload, end = scan(text, start)
+                    payload, end = parse(text, start)
                     if end == len(text) - 1:
                         append(payload if type(payload) is final else reader(payload))
                         continue
