@@ -17,9 +17,10 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from headwater.connect.api import SinkConnector, SinkConnectorConfig, SinkRecord, SinkTask, TopicPartition, check_path
-from headwater.connect.api.batch import SinkBatch
+from headwater.connect.api.batch import EncodedSinkBatch, SinkBatch
 from headwater.connect.api.data import java_str
 
+from .encoded import LineWire, keys_never_fail
 from .errors import file_error
 
 __all__ = ["FileStreamSinkConnector", "FileStreamSinkTask"]
@@ -58,6 +59,10 @@ def _line(value: Any) -> str:
 
 
 class FileStreamSinkTask(SinkTask):
+    fd: int | None = None  # the file (None: stdout, or not started)
+    wire: LineWire | None = None  # set when the worker's converters are ones put_encoded reads
+    keys_checked = True  # whether put_encoded must see null keys (the key converter may reject others)
+
     def start(self, config: dict[str, str]) -> None:
         self.filename = config.get("file", "")
         self.fd: int | None = None
@@ -75,6 +80,26 @@ class FileStreamSinkTask(SinkTask):
     def put_batch(self, batch: SinkBatch) -> None:
         self._write(batch.values)
 
+    # -- the encoded path: values as the consumer read them, lines taken from the bytes as a whole ---------
+
+    def decode_with(self, key_converter: Any, value_converter: Any) -> bool:
+        """Yes for a file (not stdout) with StringConverter (UTF-8) or JsonConverter values."""
+        self.wire = LineWire.of(value_converter) if self.fd is not None else None
+        self.keys_checked = not keys_never_fail(key_converter)
+        return self.wire is not None
+
+    def put_encoded(self, batch: EncodedSinkBatch) -> bool:
+        assert self.wire is not None
+        if self.keys_checked:
+            keys = batch.keys
+            if keys.count(None) != len(keys):
+                return False  # the converters say whether these keys convert
+        data = self.wire.lines(batch.values)
+        if data is None:
+            return False  # not all plain lines: the converters read them
+        self._write_bytes(data)
+        return True
+
     def _write(self, values: list[Any]) -> None:
         if not values:
             return
@@ -87,8 +112,11 @@ class FileStreamSinkTask(SinkTask):
             sys.stdout.write(text)
             sys.stdout.flush()
             return
-        # One write (visible to readers at once; durability stays with flush's fsync).
-        data = text.encode("utf-8")
+        self._write_bytes(text.encode("utf-8"))
+
+    def _write_bytes(self, data: bytes) -> None:
+        """One write (visible to readers at once; durability stays with flush's fsync)."""
+        assert self.fd is not None
         written = 0
         try:
             while written < len(data):

@@ -48,7 +48,7 @@ from headwater.connect.api.logical import TIMESTAMP_SCHEMA, decimal_schema
 from headwater.connect.converters import ByteArrayConverter, JsonConverter, StringConverter
 from headwater.connect.plugins import PluginRegistry
 from headwater.connect.runtime.errors import ErrorHandler
-from headwater.connect.runtime.sink_paths import BatchDelivery, RecordDelivery, choose_delivery_path
+from headwater.connect.runtime.sink_paths import BatchDelivery, EncodedDelivery, RecordDelivery, choose_delivery_path
 from headwater.connect.runtime.sink_task import WorkerSinkTask
 from headwater.connect.runtime.source_paths import BatchPath, RecordPath, choose_send_path
 from headwater.connect.runtime.source_task import WorkerSourceTask
@@ -657,7 +657,8 @@ class CommitRecordSource(FileStreamSourceTask):
         pass
 
 
-def test_worker_uses_batches_only_when_allowed(registry: PluginRegistry, never_chain: TransformationChain) -> None:
+def test_worker_uses_batches_only_when_allowed(registry: PluginRegistry, never_chain: TransformationChain,
+                                               tmp_path: Path) -> None:
     empty_chain = build_chain({"connector.class": "FileStreamSourceConnector", "transforms": ""}, registry)
 
     async def scenario() -> None:
@@ -676,6 +677,14 @@ def test_worker_uses_batches_only_when_allowed(registry: PluginRegistry, never_c
         assert path(source_worker(SpoolDirSourceTask())) is RecordPath
         assert delivery(sink_worker(FileStreamSinkTask())) is BatchDelivery
         assert delivery(sink_worker(FileStreamSinkTask(), chain=never_chain)) is RecordDelivery
+        # a sink writing a file reads String and JSON values' wire form itself
+        to_file = FileStreamSinkTask()
+        to_file.start({"file": str(tmp_path / "out.txt")})
+        assert delivery(sink_worker(to_file)) is EncodedDelivery
+        assert delivery(sink_worker(to_file, value_converter=json_converter(True))) is EncodedDelivery
+        assert delivery(sink_worker(to_file, value_converter=ByteArrayConverter())) is BatchDelivery
+        assert delivery(sink_worker(to_file, chain=never_chain)) is RecordDelivery
+        to_file.stop()
 
     run(scenario)
 

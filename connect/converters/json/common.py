@@ -45,6 +45,10 @@ except ImportError:  # pragma: no cover - CPython always has _json
     _c_make_encoder = None  # type: ignore[assignment, misc]
 
 _json_str = json.encoder.encode_basestring  # the C version when available (ensure_ascii=False, like Jackson)
+# What ``_json_str`` escapes (each one byte in UTF-8 text), but \n: UTF-8 text without these bytes, split at
+# \n, is lines whose JSON strings are the lines between quotes. Found with ``bytes.translate(None, ...)``,
+# which runs several times faster than a regex character class.
+ESCAPED_BUT_NEWLINE = bytes(range(0x20)).replace(b"\n", b"") + b'"\\'
 
 
 def _node_type(value: Any) -> str:
