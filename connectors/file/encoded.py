@@ -71,15 +71,15 @@ class LineWire:
                 return None
         return out
 
-    def _lines(self, values: list[bytes]) -> bytes | None:
+    def _lines(self, values: list[bytes | None]) -> bytes | None:
         head, tail = self.head, self.tail
         cut, end = len(head), -len(tail)
-        if min(map(len, values)) < cut - end:
+        if min(map(len, values)) < cut - end:  # type: ignore[arg-type]  # a null raises TypeError
             return None
-        lines = [v[cut:end] for v in values]
+        lines = [v[cut:end] for v in values]  # type: ignore[index]
         # each record is head + its line + tail: the records joined by \n, their lines by the separator,
         # are the same text (the pieces have the same lengths, so each lines up with its own)
-        joined = b"\n".join(values)
+        joined = b"\n".join(values)  # type: ignore[arg-type]
         if not (joined.startswith(head) and joined.endswith(tail) and
                 joined[cut:len(joined) + end] == self._sep.join(lines)):
             return None

@@ -119,8 +119,9 @@ def test_sink_lines_refuse_records_that_are_not_exactly_an_envelope() -> None:
     assert good is not None
     short = wire.head[:-1] + b'"}'  # the envelope with '"}' as payload: not a JSON string
     inner_quote = good.replace(b'"a"', b'"a"b"')
-    for values in ([short], [good, short], [short, good], [good, short, good], [good, good[:-1]], [inner_quote],
-                   [good, inner_quote]):
+    cases: list[list[bytes | None]] = [[short], [good, short], [short, good], [good, short, good], [good, good[:-1]],
+                                       [inner_quote], [good, inner_quote]]
+    for values in cases:
         assert record_path(conv, values) is None, values  # the record path fails on these
         assert wire.lines(values) is None, values
     # read fine by the record path, but not the exact form: left to it
@@ -183,7 +184,9 @@ def test_sink_task_puts_encoded_batches_and_hands_back_the_others(tmp_path: Any)
     assert task.put_encoded(batch(json_conv.from_connect_values(TOPIC, STRING_SCHEMA, lines)))
     assert out.read_bytes() == "first\nünïcode ✓\n\n".encode()
     # a null, an escape or a record in another form: handed back, nothing written
-    for values in ([None], json_conv.from_connect_values(TOPIC, STRING_SCHEMA, ['a "q"']), [b'"plain json"']):
+    refused: list[list[bytes | None]] = [[None], json_conv.from_connect_values(TOPIC, STRING_SCHEMA, ['a "q"']),
+                                         [b'"plain json"']]
+    for values in refused:
         assert task.put_encoded(batch(values)) is False
     assert out.read_bytes() == "first\nünïcode ✓\n\n".encode()
     # with a key converter that may fail on a key, only null keys are taken

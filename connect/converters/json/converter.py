@@ -51,7 +51,7 @@ _scanstring = json.decoder.scanstring  # type: ignore[attr-defined]  # the C str
 _CHUNK = 256  # strings written together by _plain_strings: each pass runs over data still in the CPU's cache
 
 
-def _plain_strings(values: list[str], prefix: str, suffix: str) -> list[bytes] | None:
+def _plain_strings(values: list[str], prefix: str, suffix: str) -> list[bytes | None] | None:
     """Strings with nothing to escape (most lines of text) in their envelopes, a few hundred at a time
     as one text: each JSON string is then the text between quotes. None when some string needs an
     escape or holds a newline (the caller writes them one by one)."""
@@ -59,7 +59,7 @@ def _plain_strings(values: list[str], prefix: str, suffix: str) -> list[bytes] |
     if b"\n" in head or b"\n" in tail:
         return None
     between = tail + b"\n" + head
-    out: list[bytes] = []
+    out: list[bytes | None] = []
     for at in range(0, len(values), _CHUNK):
         part = values[at:at + _CHUNK]
         text = "\n".join(part).encode()  # a lone surrogate raises UnicodeEncodeError, as it does one by one
