@@ -11,7 +11,8 @@ path does:
 
 Then lists of 1,000 as the worker's batch path converts them (from_connect_values /
 to_connect_values), schemas.enable=true: the same structs, and 100-character strings with a string
-schema (what the file connectors carry).
+schema (what the file connectors carry); and the file sink's wire-form path (``LineWire.lines``,
+what ``put_encoded`` does) on the same string envelopes.
 
     python bench/json_converter.py [--records N] [--repeat R]
 """
@@ -117,6 +118,16 @@ def main() -> None:
         read = _rate_lists(lambda ds: conv.to_connect_values("t", ds), data, repeat)
         print(f"{'from_connect_values ' + label + ', lists':<38} {write:>24,.0f}")
         print(f"{'to_connect_values ' + label + ', lists':<38} {read:>24,.0f}")
+    try:  # the file sink's wire-form path (put_encoded): string envelopes to the file's bytes, no values
+        from headwater.connectors.file.encoded import LineWire
+    except ImportError:  # a tree without it (an A/B against an older converter)
+        return
+    wire = LineWire.of(conv)
+    assert wire is not None
+    data = conv.from_connect_values("t", STRING_SCHEMA, texts)
+    assert wire.lines(data) == ("\n".join(texts) + "\n").encode()
+    lines = _rate_lists(wire.lines, data, repeat)
+    print(f"{'file sink lines from envelopes, lists':<38} {lines:>24,.0f}")
 
 
 if __name__ == "__main__":
