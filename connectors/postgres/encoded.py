@@ -87,12 +87,13 @@ def _cell(converter: JsonConverter, column: TableColumn, schema: Schema) -> Call
 class StreamedTx:
     """A streamed transaction's text in every event's ``source`` block, made once at its BEGIN."""
 
-    __slots__ = ("final", "ts_ms", "ts_us", "ts_ns", "tx_id", "timestamp")
+    __slots__ = ("final", "ts_ms", "ts_us", "tx_id", "timestamp")
 
     def __init__(self, begin: Begin) -> None:
         us = begin.commit_ts_us
-        self.final, self.tx_id = str(begin.final_lsn), str(begin.xid)
-        self.ts_ms, self.ts_us, self.ts_ns = str(us // 1000), str(us), str(us * 1000)
+        self.final, self.tx_id = b"%d" % begin.final_lsn, b"%d" % begin.xid
+        self.ts_us = b"%d" % us
+        self.ts_ms = self.ts_us[:-3]  # (commit times are past 1970-01-01 00:00:01)
         self.timestamp = us // 1000
 
 
@@ -167,17 +168,16 @@ class EncodedTable:
         consts.append(current + "}")
         assert len(consts) == len(_VARYING) + 1
         p0, p1, p2 = self.pieces
-        self.source_consts = [p2 + consts[0], *consts[1:-1]]
+        quote = encoders.sequence('["')
+        c = [p2 + consts[0], *consts[1:-1]]
+        # between the transaction's and the event's fields: ts_ms, final, lsn, ts_us, ts_ns (ts_us + 000), tx_id, lsn
+        self.source_consts = [part.encode() for part in (
+            c[0], c[1] + quote[:-1], encoders.sequence('","')[1:-1], encoders.sequence('"]')[1:] + c[2], c[3],
+            "000" + c[4], c[5])]
         self.before_b, self.after_b, self.null_b = p0.encode(), p1.encode(), self.null_row.encode()
         self.op_b = {op: (consts[-1] + text).encode() for op, text in self.after_op.items()}
         self.after_ms_b, self.after_us_b, self.end_b = self.after_ms.encode(), self.after_us.encode(), \
             self.end.encode()
-        quote = encoders.sequence('["')
-        self.sequence_open = quote[:-1]  # the converter's '"[\\"' without the closing quote
-        self.sequence_mid = encoders.sequence('","')[1:-1]
-        self.sequence_close = encoders.sequence('"]')[1:]
-        self.streamed_of: StreamedTx | None = None
-        self.streamed_source: tuple[bytes, bytes] = (b"", b"")
         self.streamed_row = self._compiled_row()
 
     def _compiled_row(self) -> Callable[[Any, int], tuple[bytes, bytes | None, int]]:
@@ -190,13 +190,14 @@ class EncodedTable:
             return self.raw_row  # columns left out or keyed by the key converter's own settings: the loop
         env: dict[str, Any] = {"unpack": _I32.unpack_from, "unpack_h": _I16.unpack_from, "escaped": _ESCAPED.search,
                                "loop": self.raw_row, "str": str}
-        lines = ["def row(data, start):", "    if unpack_h(data, start)[0] != %d:" % len(positions),
+        lines = ["def row(data, start):", f"    if unpack_h(data, start)[0] != {len(positions)}:",
                  "        return loop(data, start)", "    pos = start + 2", "    try:"]
-        row_parts, values = [], []
+        row_parts: list[tuple[bytes, str, bytes]] = []
         for i, (_, name, kind, cell) in enumerate(self.raw_cells):
             env[f"cell{i}"] = cell
-            lines += ["        if data[pos] != 116:", "            return loop(data, start)",
-                      "        (n,) = unpack(data, pos + 1)", "        pos += 5 + n", f"        v{i} = data[pos - n:pos]"]
+            lines += ["        if data[pos] != 116:", "            return loop(data, start)",  # not 't' (text)
+                      "        (n,) = unpack(data, pos + 1)", "        pos += 5 + n",
+                      f"        v{i} = data[pos - n:pos]"]
             if kind == _QUOTED:
                 lines += [f"        if escaped(v{i}) is not None:",
                           f"            v{i} = cell{i}(str(v{i}, 'utf-8')).encode()[1:-1]"]
@@ -204,7 +205,6 @@ class EncodedTable:
                 lines += [f"        v{i} = cell{i}(str(v{i}, 'utf-8')).encode()"]
             opening = ("{" if i == 0 else ",").encode() + name + (b'"' if kind == _QUOTED else b"")
             row_parts.append((opening, f"v{i}", b'"' if kind == _QUOTED else b""))
-            values.append(f"v{i}")
         lines += ["    except Exception:", "        return loop(data, start)  # which raises naming the column"]
 
         def joined(parts: list[tuple[bytes, str, bytes]], close: bytes) -> str:
@@ -266,19 +266,14 @@ class EncodedTable:
     def streamed(self, op: str, before: bytes | None, after: bytes | None, key: bytes | None, lsn: int,
                  tx: StreamedTx) -> EncodedRecord:
         """A streamed change's record from ``raw_row``'s bytes: what ``event`` writes for it."""
-        if tx is not self.streamed_of:  # the transaction's source text around the event's lsn
-            c = self.source_consts
-            head = c[0] + tx.ts_ms + c[1] + self.sequence_open + tx.final + self.sequence_mid
-            middle = (self.sequence_close + c[2] + tx.ts_us + c[3] + tx.ts_ns + c[4] + tx.tx_id + c[5])
-            self.streamed_source = (head.encode(), middle.encode())
-            self.streamed_of = tx
-        head, middle = self.streamed_source
+        c0, c1, c2, c3, c4, c5, c6 = self.source_consts
         at = b"%d" % lsn
         us = b"%d" % (time.time_ns() // 1000)
         null = self.null_b
         value = b"".join([self.before_b, before if before is not None else null, self.after_b,
-                          after if after is not None else null, head, at, middle, at, self.op_b[op], us[:-3],
-                          self.after_ms_b, us, self.after_us_b, us, self.end_b])
+                          after if after is not None else null, c0, tx.ts_ms, c1, tx.final, c2, at, c3, tx.ts_us,
+                          c4, tx.ts_us, c5, tx.tx_id, c6, at, self.op_b[op], us[:-3], self.after_ms_b, us,
+                          self.after_us_b, us, self.end_b])
         return self.topic, key, value, tx.timestamp
 
     def row(self, values: tuple[Any, ...] | list[Any]) -> EncodedRow:

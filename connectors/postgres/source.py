@@ -524,8 +524,15 @@ class PostgresSourceTask(SourceTask):
         replayed: its record written from the CopyData's bytes (no message objects, no text decoded). False
         for anything else, which the general path (``_on_message``) takes; a value that does not convert
         also goes there, to be refused or reported as before."""
+        if data[0] != 0x77 or len(data) < 26:
+            return False
+        kind = data[25]
+        if kind == 0x42 or kind == 0x43:  # 'B'egin, 'C'ommit: decoded in place (no copy, no WalData)
+            self._settle()
+            self._on_decoded(decode(data[25:]), 0, out)
+            return True
         tx = self.streamed_tx
-        if tx is None or data[0] != 0x77 or len(data) < 32:
+        if tx is None or len(data) < 32:
             return False
         lsn, kind, oid, tuple_kind = _STREAMED.unpack_from(data, 1)
         if tuple_kind != 0x4E or not (kind == 0x49 or kind == 0x55):  # 'N': a new row only; 'I'nsert, 'U'pdate
@@ -588,10 +595,13 @@ class PostgresSourceTask(SourceTask):
                         "up", self.config.slot_name, self.retained_wal >> 20, limit >> 20)
 
     def _on_message(self, wal: WalData, out: list[Any]) -> None:
-        msg = decode(wal.payload)
+        self._on_decoded(decode(wal.payload), wal.start, out)
+
+    def _on_decoded(self, msg: Any, lsn: int, out: list[Any]) -> None:
+        """One pgoutput message; ``lsn``: where it is in the WAL (its WalData's start)."""
         kind = type(msg)
         if kind is Insert or kind is Update or kind is Delete:  # most messages: straight to the change
-            self._on_change(msg, wal.start, out)  # type: ignore[arg-type]  # (type() is not narrowed)
+            self._on_change(msg, lsn, out)
             return
         if isinstance(msg, Begin):
             self.tx, self.tx_events = msg, 0
@@ -621,7 +631,7 @@ class PostgresSourceTask(SourceTask):
                 self.tables.pop(msg.oid, None)
             return
         if isinstance(msg, Truncate):
-            self._on_change(msg, wal.start, out)
+            self._on_change(msg, lsn, out)
 
     def _on_change(self, msg: Insert | Update | Delete | Truncate, lsn: int, out: list[Any]) -> None:
         tx = self.tx
