@@ -27,6 +27,7 @@ from pydantic import Field, SecretStr, model_validator
 
 from headwater.connect.api import (
     ConnectException,
+    EncodedSinkBatch,
     SinkConnector,
     SinkConnectorConfig,
     SinkRecord,
@@ -37,7 +38,7 @@ from headwater.connect.api.data import Schema, SchemaType, Struct
 from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
 from headwater.connect.api.secrets import hide_url_secrets
 from headwater.connectors.envelope import UNAVAILABLE, PlaceholderSetting, Unavailable
-from headwater.connectors.envelope import get as _get
+from headwater.connectors.envelope import get as _get_field
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
 from .libpq import KeyNames, explain_failure, passthrough, tls_params
@@ -254,6 +255,17 @@ def _fields(value: Any) -> tuple[dict[str, Any], Schema | None]:
                            f"is needed (use JsonConverter with schemas, or ExtractNewRecordState)")
 
 
+def _get(value: Any, name: str) -> Any:
+    """A field of a map or a Struct (None when absent); a map, the usual case, without a call."""
+    return value.get(name) if type(value) is dict else _get_field(value, name)
+
+
+def _key_row(record: SinkRecord) -> dict[str, Any]:
+    """The record key's fields ({} for a key that is not a struct or map)."""
+    key = record.key
+    return _fields(key)[0] if isinstance(key, Struct | dict) else {}
+
+
 class _Change:
     """One row-level change: a row to write (``row``) or a key to delete (``row`` None); ``missing`` names
     the row's columns whose value the source did not have (unchanged TOAST values), left as they are."""
@@ -263,6 +275,22 @@ class _Change:
     def __init__(self, key: tuple[Any, ...], row: dict[str, Any] | None, schema: Schema | None,
                  missing: tuple[str, ...] = ()) -> None:
         self.key, self.row, self.schema, self.missing = key, row, schema, missing
+
+
+class _Consumed:
+    """A consumed record as ``put`` reads it, for ``put_encoded``: the value converted, the key only when asked
+    for (an upsert by the value's key columns never reads it)."""
+
+    __slots__ = ("topic", "kafka_partition", "kafka_offset", "value", "_key", "_convert")
+
+    def __init__(self, topic: str, partition: int, offset: int, key: bytes | None, value: Any,
+                 convert: Callable[[str, bytes | None], Any]) -> None:
+        self.topic, self.kafka_partition, self.kafka_offset, self.value = topic, partition, offset, value
+        self._key, self._convert = key, convert
+
+    @property
+    def key(self) -> Any:
+        return self._convert(self.topic, self._key).value if self._key is not None else None
 
 
 class PostgresSinkTask(SinkTask):
@@ -296,6 +324,29 @@ class PostgresSinkTask(SinkTask):
         self.stored.update(seek)
         if seek:
             self.context.offset(seek)
+
+    def decode_with(self, key_converter: Any, value_converter: Any) -> bool:
+        """Records come as the consumer read them (``put_encoded``): the converters are called here, without a
+        SinkRecord per record or the worker's per-record conversion pass."""
+        self.key_converter, self.value_converter = key_converter, value_converter
+        return True
+
+    def put_encoded(self, batch: EncodedSinkBatch) -> bool:
+        """``put`` of one partition's records still in wire form. A value that does not convert hands the batch
+        back (before anything is written), so the worker's path applies errors.tolerance to it as before."""
+        topic, partition = batch.topic, batch.kafka_partition
+        floor = self.stored.get(TopicPartition(topic, partition), 0)
+        value_of, key_of = self.value_converter.to_connect_data, self.key_converter.to_connect_data
+        try:
+            records = [_Consumed(topic, partition, offset, key, value_of(topic, value).value, key_of)
+                       for offset, key, value in zip(batch.offsets, batch.keys, batch.values, strict=True)
+                       if offset >= floor]
+        except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
+            log.debug("%s: a record of %s-%d does not convert here (%s): the worker converts the batch", self.name,
+                      topic, partition, exc)
+            return False
+        self.put(records)  # type: ignore[arg-type]  # (what put reads of a SinkRecord)
+        return True
 
     def put(self, records: list[SinkRecord]) -> None:
         floors: dict[tuple[str, int], int] = {}  # what the offsets table already covers, per partition
@@ -363,16 +414,17 @@ class PostgresSinkTask(SinkTask):
 
     def _change(self, record: SinkRecord, envelope: bool) -> _Change | None:
         value = record.value
-        key_row, _ = _fields(record.key) if isinstance(record.key, Struct | dict) else ({}, None)
         before = None
         if value is None:  # a tombstone
-            return _Change(self._key(record, key_row, None), None, None) if self.config.delete_enabled else None
+            return _Change(self._key(record, _key_row(record), None), None, None) if self.config.delete_enabled \
+                else None
         if envelope:
             op = _get(value, "op")
             if op == "d":
                 if not self.config.delete_enabled:
                     return None
                 before = _get(value, "before")
+                key_row = _key_row(record)
                 row, _ = _fields(before) if before is not None else (key_row, None)
                 return _Change(self._key(record, key_row, row), None, None)
             if op == "t" or op == "m":
@@ -385,11 +437,16 @@ class PostgresSinkTask(SinkTask):
         missing = self.unavailable.columns(row)
         if missing:  # from the before image when it has them (REPLICA IDENTITY FULL)
             row, missing = self.unavailable.fill(row, missing, before)
-        return _Change(self._key(record, key_row, row), row, schema, missing)
+        return _Change(self._key(record, None, row), row, schema, missing)
 
-    def _key(self, record: SinkRecord, key_row: dict[str, Any], row: dict[str, Any] | None) -> tuple[Any, ...]:
+    def _key(self, record: SinkRecord, key_row: dict[str, Any] | None, row: dict[str, Any] | None
+             ) -> tuple[Any, ...]:
+        """The row's key; ``key_row``: the record key's fields, None for 'read them when needed'."""
         mode = self.config.primary_key_mode
+        if mode == "record_key" and key_row is None:
+            key_row = _key_row(record)
         if mode == "record_key":
+            assert key_row is not None
             names = self.key_fields or list(key_row)
             return tuple((n, key_row.get(n) if n in key_row else (row or {}).get(n)) for n in names)
         if mode == "record_value":
@@ -531,10 +588,9 @@ class PostgresSinkTask(SinkTask):
         # Plain inserts go straight into the table (a duplicate key fails the put either way); upserts and
         # updates stage the rows in a temporary table and merge them with one statement.
         temp = ident if mode == "insert" else sql.Identifier(f"_hw_stage_{table[1]}"[:60])
-        if mode != "insert":
-            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(temp))
-            self.conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
-                temp, ident))
+        if mode != "insert":  # (one round trip: no parameters, so both statements go as one query)
+            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}; CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) "
+                                      "ON COMMIT DROP").format(temp, temp, ident))
         columns = [(n, convert[n]) for n in names]
         as_is = all(c is _as_is for _, c in columns)
         kafka = self.config.primary_key_mode == "kafka"
@@ -578,7 +634,7 @@ class PostgresSinkTask(SinkTask):
                 new = [r[:-1] for r in cur.fetchall() if r[-1]]
                 if new:
                     self._lacking(table, missing, new)
-        self.conn.execute(sql.SQL("DROP TABLE {}").format(temp))
+        # (the staging table goes at commit: ON COMMIT DROP)
 
     def _lacking(self, table: tuple[str, str], missing: tuple[str, ...], keys: list[Any]) -> None:
         log.warning("%s: %d rows inserted into %s.%s carry unavailable values (unchanged TOAST) and the table had "
