@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,61 @@ def source(server, db: str, prefix: str, **extra: str) -> dict[str, str]:
             "topic.prefix": prefix, "slot.name": f"s_{prefix.replace('-', '_')}",
             "publication.name": "bench_pub", "publication.autocreate.mode": "all_tables",
             "max.batch.size": "8192", **JSON, **extra}
+
+
+class Cpu:
+    """CPU seconds used between two readings by the Headwater process, by the Postgres server's processes
+    (the postmaster's children alive at the end), and by the whole machine (/proc/stat), so a figure comes with
+    what it cost and with how busy the others kept the machine."""
+
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, headwater_pid: int, db: psycopg.Connection) -> None:
+        self.pid = headwater_pid
+        backend = fetch_one(db, "SELECT pg_backend_pid()")[0]
+        self.postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        self.start = self._read()
+
+    @classmethod
+    def _ticks(cls, pid: int) -> float:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / cls.TICK  # utime, stime
+
+    def _read(self) -> tuple[float, dict[int, float], float, float]:
+        children: dict[int, float] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[1]) == self.postmaster:
+                    children[int(entry.name)] = (int(fields[11]) + int(fields[12])) / self.TICK
+        cpu = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        busy = sum(int(v) for v in cpu[:3]) + sum(int(v) for v in cpu[5:8])  # user nice system irq softirq steal
+        return self._ticks(self.pid), children, busy / self.TICK, time.monotonic()
+
+    def report(self, count: int, what: str) -> str:
+        hw0, pg0, busy0, t0 = self.start
+        hw1, pg1, busy1, t1 = self._read()
+        ours = hw1 - hw0
+        pg = sum(v - pg0.get(pid, 0.0) for pid, v in pg1.items())
+        machine = busy1 - busy0
+        cores = os.cpu_count() or 1
+        others = max(0.0, machine - ours - pg)
+        return (f"  CPU per {what}: headwater {ours / count * 1e6:.1f} us, postgres {pg / count * 1e6:.1f} us; "
+                f"the machine {machine / (t1 - t0) / cores:.0%} busy over {t1 - t0:.1f}s, other processes "
+                f"{others / (t1 - t0) / cores:.0%} of its {cores} cores")
+
+
+def headwater_pid(up: ConnectProcess | SplitWorker) -> int:
+    """The process whose CPU counts: ``headwater up``'s, or the split mode's worker."""
+    proc = up.worker.proc if isinstance(up, SplitWorker) else up.proc
+    assert proc is not None
+    return proc.pid
 
 
 def wait_offset(bootstrap: str, topic: str, count: int, timeout: float) -> float:
@@ -82,6 +138,7 @@ def streaming(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, 
     if backlog:
         up.ok("PUT", f"/connectors/{prefix}/pause", expect=202)
         time.sleep(2)  # the task has stopped polling
+    cpu = Cpu(headwater_pid(up), db)
     started = written = time.monotonic()
     if per_tx == 1000:
         for start in range(0, changes, 1000):
@@ -91,11 +148,13 @@ def streaming(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, 
         db.execute(f"CALL bench_rows_{table}(0, %s)", (changes - 1,))
     committed = time.monotonic()
     if backlog:
+        cpu = Cpu(headwater_pid(up), db)  # the reading only
         up.ok("PUT", f"/connectors/{prefix}/resume", expect=202)
         started = time.monotonic()
     end_lsn = fetch_one(db, "SELECT pg_current_wal_lsn()::text")[0]
     done = wait_offset(up.bootstrap, topic, changes, 600)
     ours = changes / (done - started)
+    used = cpu.report(changes, "event")
 
     bindir = find_bindir()
     recv = shutil.which("pg_recvlogical") or (str(bindir / "pg_recvlogical") if bindir else None)
@@ -112,6 +171,7 @@ def streaming(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, 
     print(f"streaming: {changes:,} changes in {shape} written in {committed - written:.1f}s"
           f"{' (connector paused)' if backlog else ''}; in the topic {done - started:.1f}s {timed}: "
           f"{ours:,.0f} events/s")
+    print(used)
     if theirs:
         print(f"  pg_recvlogical (pgoutput, same changes, its own slot, read after the fact): {theirs:,.0f} events/s;"
               f" headwater/pg_recvlogical = {ours / theirs:.2f}")
@@ -194,6 +254,8 @@ def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> No
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
         admin.execute("CREATE DATABASE bench_b")
     name = unique("sink")
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        cpu = Cpu(headwater_pid(up), admin)
     started = time.monotonic()
     up.create(name, {"connector.class": "JdbcSinkConnector",
                      "connection.url": f"jdbc:postgresql://{server.host}:{server.port}/bench_b?user={server.user}",
@@ -224,6 +286,7 @@ def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> No
         steady = f"; after its first put: {(count - first[1]) / (now - first[0]):,.0f} rows/s"
     print(f"sink: {count:,} rows into another database in {took:.1f}s from the connector's creation: "
           f"{count / took:,.0f} rows/s{steady}")
+    print(cpu.report(count, "row"))
 
 
 def exactly_once(server, up: SplitWorker, db: psycopg.Connection, dbname: str, changes: int, rounds: int) -> None:
