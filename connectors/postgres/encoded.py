@@ -222,7 +222,7 @@ class EncodedTable:
             key = joined([(self.key_head[:-1] + key_parts[0][0], *key_parts[0][1:]), *key_parts[1:]], self.key_tail)
         lines.append(f"    return {joined(row_parts, b'}')}, {key}, pos")
         exec("\n".join(lines), env)  # noqa: S102 - code made from this table's column kinds, no outside text
-        return env["row"]  # type: ignore[no-any-return]
+        return env["row"]
 
     def raw_row(self, data: Any, pos: int) -> tuple[bytes, bytes | None, int]:
         """A pgoutput tuple at ``pos`` of ``data`` (TupleData) straight to the row's and the key's JSON, and

@@ -177,7 +177,8 @@ class PostgresSourceTask(SourceTask):
         # (commit lsn, last event lsn, end lsn) of each transaction with events, in commit order
         self.tx_last: deque[tuple[int, int, int]] = deque()
         self.streamed_tx: StreamedTx | None = None  # the transaction's text, when its changes take the fast path
-        self.streamed_lsn = 0  # the last fast-path change whose offset is not made yet (see _settle)
+        # the last fast-path change whose offset is not made yet, and its transaction (see _settle)
+        self.streamed_last: tuple[int, Begin] | None = None
         self.confirmed = 0
         self.emitted: dict[str, Any] | None = None  # the offset of the last record handed over
         self.streaming_done = False
@@ -528,8 +529,7 @@ class PostgresSourceTask(SourceTask):
             return False
         kind = data[25]
         if kind == 0x42 or kind == 0x43:  # 'B'egin, 'C'ommit: decoded in place (no copy, no WalData)
-            self._settle()
-            self._on_decoded(decode(data[25:]), 0, out)
+            self._on_decoded(decode(data[25:]), 0, out)  # (a commit settles the offset only when it reads it)
             return True
         tx = self.streamed_tx
         if tx is None or len(data) < 32:
@@ -547,20 +547,20 @@ class PostgresSourceTask(SourceTask):
             return False
         out.append(table.streamed(op, None, after, key, lsn, tx))
         self.tx_events += 1
-        self.tx_last_lsn = self.streamed_lsn = lsn
+        self.tx_last_lsn = lsn
+        self.streamed_last = (lsn, self.tx)  # type: ignore[assignment]  # (streamed_tx: within a transaction)
         self.events += 1
         return True
 
     def _settle(self) -> None:
         """The offset of the last fast-path change, made once for a run of them (before anything reads it)."""
-        lsn = self.streamed_lsn
-        if lsn:
-            tx = self.tx
-            assert tx is not None
+        last = self.streamed_last
+        if last is not None:
+            lsn, tx = last
             self.emitted = {"lsn_proc": lsn, "lsn_commit": tx.final_lsn, "lsn": lsn, "txId": tx.xid,
                             "ts_usec": tx.commit_ts_us}
             self.behind_ms = max(0, time.time_ns() // 1_000_000 - tx.commit_ts_us // 1000)
-            self.streamed_lsn = 0
+            self.streamed_last = None
 
     def _heartbeat(self) -> SourceRecord:
         """Debezium's heartbeat: ``__debezium-heartbeat.<prefix>``, key {serverName}, value {ts_ms}, with the
@@ -618,8 +618,10 @@ class PostgresSourceTask(SourceTask):
                 self._transaction_end(msg, out)  # (tx_counts: provide.transaction.metadata, events of ours)
             if self.tx is not None and self.tx_events:
                 self.tx_last.append((msg.commit_lsn, self.tx_last_lsn, msg.end_lsn))
-            elif self._all_stored():
-                self._confirm(msg.end_lsn)  # nothing of ours in it, nothing pending: the slot may move on
+            else:
+                self._settle()
+                if self._all_stored():
+                    self._confirm(msg.end_lsn)  # nothing of ours in it, nothing pending: the slot may move on
             self.tx = self.streamed_tx = None
             return
         if isinstance(msg, Relation):
