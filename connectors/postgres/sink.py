@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import parse_qsl, unquote
 
 import psycopg
-from psycopg import sql
+from psycopg import generators, pq, sql
 from pydantic import Field, SecretStr, model_validator
 
 from headwater.connect.api import (
@@ -297,6 +297,9 @@ class PostgresSinkTask(SinkTask):
     def start(self, config: dict[str, str]) -> None:
         self.config = c = PostgresSinkConfig.model_validate(config)
         self.name = config.get("name", "")
+        # The last statement of a put's writes, kept to go with its offsets and COMMIT (see _send_commit)
+        self.last_merge: sql.Composed | None = None
+        self.committing: dict[TopicPartition, int] | None = None  # a put's commit on its way: its offsets
         try:
             self.conn = psycopg.connect(**c.params(), autocommit=False)
         except psycopg.Error as exc:
@@ -316,6 +319,7 @@ class PostgresSinkTask(SinkTask):
 
     def open(self, partitions: list[TopicPartition]) -> None:
         """Seek each partition to the offset stored with the data (not the consumer group's)."""
+        self._committed()
         rows = self.conn.execute(f"SELECT topic, partition, next_offset FROM {OFFSETS_TABLE} WHERE connector = %s",
                                  (self.name,)).fetchall()
         self.conn.commit()
@@ -390,6 +394,7 @@ class PostgresSinkTask(SinkTask):
             if end > ends.get(where, 0):
                 ends[where] = end
         next_offsets = {TopicPartition(*where): end for where, end in ends.items()}
+        self._committed()  # the previous put's commit (its rows were sent while these were read)
         try:
             cut = 0
             for index, (table, changes) in enumerate(writes):
@@ -399,16 +404,54 @@ class PostgresSinkTask(SinkTask):
                 self._write(table, list(changes.values()))
             for _, table in truncates[cut:]:
                 self._truncate(table)
-            with self.conn.cursor() as cur:
-                cur.executemany(
-                    f"INSERT INTO {OFFSETS_TABLE} VALUES (%s, %s, %s, %s) ON CONFLICT (connector, topic, partition) "
-                    f"DO UPDATE SET next_offset = excluded.next_offset",
-                    [(self.name, tp.topic, tp.partition, o) for tp, o in next_offsets.items()])
-            self.conn.commit()
+            self._send_commit(next_offsets)
         except Exception:
+            self.last_merge = None
             self.conn.rollback()
             raise
         self.stored.update(next_offsets)
+
+    def _send_commit(self, next_offsets: dict[TopicPartition, int]) -> None:
+        """Send the put's last merge, its offsets and COMMIT as one query, without waiting: the server runs them
+        while the task reads the next records. ``_committed`` waits for the answer before the connection is used
+        again (the next put, ``pre_commit``, a rebalance, ``stop``). Rows and offsets still commit together, or
+        not at all."""
+        offsets = sql.SQL(", ").join(sql.SQL("({}, {}, {}, {})").format(
+            sql.Literal(self.name), sql.Literal(tp.topic), sql.Literal(tp.partition), sql.Literal(o))
+            for tp, o in next_offsets.items())
+        parts: list[sql.Composable] = [self.last_merge] if self.last_merge is not None else []
+        parts += [sql.SQL(f"INSERT INTO {OFFSETS_TABLE} VALUES {{}} ON CONFLICT (connector, topic, partition) DO "
+                          f"UPDATE SET next_offset = excluded.next_offset").format(offsets), sql.SQL("COMMIT")]
+        self.last_merge = None
+        text = sql.SQL("; ").join(parts).as_bytes(self.conn)
+        pgconn = self.conn.pgconn
+        pgconn.send_query(text)
+        self.committing = next_offsets
+        self.conn.wait(generators.send(pgconn))
+
+    def _committed(self) -> None:
+        """Wait for the commit ``_send_commit`` sent; a failed one fails the task (its records were handed over:
+        a restart resumes from the offsets the database holds, so nothing is lost or written twice)."""
+        if self.committing is None:
+            return
+        offsets, self.committing = self.committing, None
+        results = self.conn.wait(generators.fetch_many(self.conn.pgconn))
+        failed = [r for r in results if r.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)]
+        if failed or self.conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+            message = (failed[0].error_message if failed else b"").decode(errors="replace").strip()
+            for tp in offsets:
+                self.stored.pop(tp, None)  # known again only from the table (open)
+            if self.conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+                self.conn.rollback()
+            raise ConnectException(f"{self.name}: writing a batch of {', '.join(map(str, offsets))} failed at its "
+                                   f"commit: {message or 'the transaction did not commit'}")
+
+    def _db(self) -> psycopg.Connection[Any]:
+        """The connection, for a statement that must run after the put's last merge so far."""
+        if self.last_merge is not None:
+            statement, self.last_merge = self.last_merge, None
+            self.conn.execute(statement)
+        return self.conn
 
     # -- one record ------------------------------------------------------------------------------------
 
@@ -500,7 +543,7 @@ class PostgresSinkTask(SinkTask):
         """The table's columns (name -> type), creating the table or adding columns as configured."""
         known = self.columns.get(table)
         if known is None:
-            rows = self.conn.execute(
+            rows = self._db().execute(
                 "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a JOIN pg_class c ON "
                 "c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
                 "c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped", table).fetchall()
@@ -525,7 +568,7 @@ class PostgresSinkTask(SinkTask):
             cols = [sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t)) for n, t in wanted.items()]
             if key_names:
                 cols.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, key_names))))
-            self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident, sql.SQL(", ").join(cols)))
+            self._db().execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident, sql.SQL(", ").join(cols)))
             known.update(wanted)
             log.info("created table %s.%s (%s)", *table, ", ".join(wanted))
         elif wanted:
@@ -533,7 +576,7 @@ class PostgresSinkTask(SinkTask):
                 raise ConnectException(f"Table {table[0]}.{table[1]} lacks columns {', '.join(wanted)} and "
                                        f"schema.evolution=none (auto.evolve=false): add them")
             for name, type_ in wanted.items():
-                self.conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+                self._db().execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
                     ident, sql.Identifier(name), sql.SQL(type_)))
             known.update(wanted)
             log.info("added columns to %s.%s: %s", *table, ", ".join(wanted))
@@ -541,10 +584,10 @@ class PostgresSinkTask(SinkTask):
 
     def _truncate(self, table: tuple[str, str]) -> None:
         if self.columns.get(table) or self._exists(table):
-            self.conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(*table)))
+            self._db().execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(*table)))
 
     def _exists(self, table: tuple[str, str]) -> bool:
-        return self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{table[0]}"."{table[1]}"',)
+        return self._db().execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{table[0]}"."{table[1]}"',)
                                  ).fetchone() == (True,)
 
     def _write(self, table: tuple[str, str], changes: list[_Change]) -> None:
@@ -557,7 +600,7 @@ class PostgresSinkTask(SinkTask):
         if deletes:
             names = [n for n, _ in deletes[0]]
             condition = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(n)) for n in names)
-            with self.conn.cursor() as cur:
+            with self._db().cursor() as cur:
                 cur.executemany(sql.SQL("DELETE FROM {} WHERE {}").format(ident, condition),
                                 [tuple(v for _, v in key) for key in deletes])
 
@@ -589,12 +632,12 @@ class PostgresSinkTask(SinkTask):
         # updates stage the rows in a temporary table and merge them with one statement.
         temp = ident if mode == "insert" else sql.Identifier(f"_hw_stage_{table[1]}"[:60])
         if mode != "insert":  # (one round trip: no parameters, so both statements go as one query)
-            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}; CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) "
+            self._db().execute(sql.SQL("DROP TABLE IF EXISTS {}; CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) "
                                       "ON COMMIT DROP").format(temp, temp, ident))
         columns = [(n, convert[n]) for n in names]
         as_is = all(c is _as_is for _, c in columns)
         kafka = self.config.primary_key_mode == "kafka"
-        with self.conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(temp, cols)) as copy:
+        with self._db().cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(temp, cols)) as copy:
             write = copy.write_row
             for ch in rows:
                 row = ch.row or {}
@@ -611,7 +654,7 @@ class PostgresSinkTask(SinkTask):
         if mode == "update":
             others = [n for n in names if n not in key_names]
             if not others:  # nothing but the key (and columns left as they are): nothing to set
-                self.conn.execute(sql.SQL("DROP TABLE {}").format(temp))
+                self._db().execute(sql.SQL("DROP TABLE {}").format(temp))
                 return
             statement = sql.SQL("UPDATE {} t SET {} FROM {} s WHERE {}").format(
                 ident, sql.SQL(", ").join(sql.SQL("{} = s.{}").format(sql.Identifier(n), sql.Identifier(n))
@@ -628,7 +671,11 @@ class PostgresSinkTask(SinkTask):
             if missing:  # which rows were new: their missing columns stay NULL (xmax is 0 for an insert)
                 statement += sql.SQL(" RETURNING {}, xmax = 0").format(
                     sql.SQL(", ").join(map(sql.Identifier, key_names)))
-        with self.conn.cursor() as cur:
+        if not (missing and mode == "upsert"):
+            self._db()
+            self.last_merge = statement  # run by the next statement, or sent with the commit
+            return
+        with self._db().cursor() as cur:
             cur.execute(statement)
             if missing and mode == "upsert":
                 new = [r[:-1] for r in cur.fetchall() if r[-1]]
@@ -642,8 +689,17 @@ class PostgresSinkTask(SinkTask):
                     list(missing), keys[0])
 
     def pre_commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        self._committed()
         return offsets  # every put committed its rows and offsets together
+
+    def close(self, partitions: list[TopicPartition]) -> None:
+        self._committed()
 
     def stop(self) -> None:
         if getattr(self, "conn", None) is not None:
-            self.conn.close()
+            try:
+                self._committed()
+            except ConnectException as exc:
+                log.warning("%s", exc)
+            finally:
+                self.conn.close()

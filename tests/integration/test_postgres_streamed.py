@@ -12,7 +12,6 @@ from typing import Any
 import psycopg
 import pytest
 from support.connectproc import ConnectProcess, TopicReader, module_connect, unique
-
 from test_postgres_cdc import TYPES_DDL, TYPES_ROW, source
 
 pytestmark = pytest.mark.timeout(180)
@@ -93,7 +92,7 @@ def test_streamed_changes_match_the_record_path(connect: ConnectProcess, postgre
     for table, (fast_events, slow_events) in got.items():
         assert len(fast_events) == counts[table] + (1 if table == "docs" else 0), (table, fast_events)
         assert fast_events == slow_events, table
-    values = [v.get("payload", v) if v else None for _, v in got["docs"][0]]
+    values: list[Any] = [v.get("payload", v) if v else None for _, v in got["docs"][0]]
     ops = [v["op"] if v else None for v in values]
     assert ops == ["c", "c", "c", "c", "u", "d", None, "c", "d", None, "t", "c"], ops
     assert values[4]["after"]["body"] == "__debezium_unavailable_value"  # the unchanged TOAST value
