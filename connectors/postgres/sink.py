@@ -316,6 +316,7 @@ class PostgresSinkTask(SinkTask):
         self.columns: dict[tuple[str, str], dict[str, str]] = {}  # (schema, table) -> column -> type
         self.key_fields = [f.strip() for f in c.primary_key_fields.split(",") if f.strip()]
         self.unavailable = Unavailable(c.unavailable_value_placeholder)
+        self.by_source = "${source." in c.table_name_format  # the table is named from each event's source
 
     def open(self, partitions: list[TopicPartition]) -> None:
         """Seek each partition to the offset stored with the data (not the consumer group's)."""
@@ -349,7 +350,7 @@ class PostgresSinkTask(SinkTask):
             log.debug("%s: a record of %s-%d does not convert here (%s): the worker converts the batch", self.name,
                       topic, partition, exc)
             return False
-        self.put(records)  # type: ignore[arg-type]  # (what put reads of a SinkRecord)
+        self._put(records)  # type: ignore[arg-type]  # (what put reads of a SinkRecord; the floor applied)
         return True
 
     def put(self, records: list[SinkRecord]) -> None:
@@ -362,6 +363,10 @@ class PostgresSinkTask(SinkTask):
                 floor = floors[where] = self.stored.get(TopicPartition(*where), 0)
             if r.kafka_offset >= floor:
                 fresh.append(r)
+        self._put(fresh)
+
+    def _put(self, fresh: list[SinkRecord]) -> None:
+        """Write records the offsets table does not cover yet, with their offsets, in one transaction."""
         if not fresh:
             return
         pending: dict[tuple[str, str], dict[Any, _Change]] = {}
@@ -502,7 +507,7 @@ class PostgresSinkTask(SinkTask):
 
     def _table(self, record: SinkRecord, envelope: bool) -> tuple[str, str]:
         value = record.value
-        by_source = "${source." in self.config.table_name_format
+        by_source = self.by_source
         if by_source and envelope:  # the same source block names the same table: look it up
             source = _get(value, "source")
             seen = (record.topic, _get(source, "schema"), _get(source, "table"), _get(source, "db"))
