@@ -704,7 +704,7 @@ class PostgresSinkTask(SinkTask):
         if getattr(self, "conn", None) is not None:
             try:
                 self._committed()
-            except ConnectException as exc:
-                log.warning("%s", exc)
+            except Exception as exc:  # noqa: BLE001 - stopping: said, and the connection closed anyway
+                log.warning("%s: the last batch's commit: %s", self.name, exc)
             finally:
                 self.conn.close()

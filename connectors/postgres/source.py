@@ -543,8 +543,8 @@ class PostgresSourceTask(SourceTask):
             return False
         try:
             after, key, _ = table.streamed_row(data, 31)
-        except DataException:
-            return False
+        except (DataException, struct.error, IndexError):
+            return False  # the general path refuses it, naming what is wrong
         out.append(table.streamed(op, None, after, key, lsn, tx))
         self.tx_events += 1
         self.tx_last_lsn = lsn
