@@ -2,7 +2,9 @@
 
 1. Streaming: N changes in 1,000-row transactions; events/s from the first commit until the topic
    holds them all, side by side with ``pg_recvlogical`` (pgoutput) reading the same changes from its
-   own slot in the same run.
+   own slot in the same run. ``--phases single``: the same with N single-row transactions (a
+   procedure commits after each row). ``--backlog``: the connector is paused while the changes are
+   written and timed from its resume, so it reads a backlog as pg_recvlogical does.
 2. Snapshot: rows/s of the initial snapshot of an N-row table.
 3. Latency: commit -> topic at a steady rate (default 5,000 changes/s), p50 and p99.
 4. Sink: rows/s from the topic into another database.
@@ -12,7 +14,7 @@
    changes each; the rate counts events a read_committed reader sees (the last stable offset).
 
     .venv/bin/python bench/cdc_throughput.py [--changes 1000000] [--rate 5000] [--seconds 20] [--split]
-                                             [--phases streaming,snapshot,latency,sink,eos]
+                                             [--phases streaming,single,snapshot,latency,sink,eos] [--backlog]
                                              [--eos-changes 300000] [--eos-rounds 3]
 
 ``--split`` runs the broker and a distributed worker as two processes instead of ``headwater up``.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -51,6 +54,61 @@ def source(server, db: str, prefix: str, **extra: str) -> dict[str, str]:
             "max.batch.size": "8192", **JSON, **extra}
 
 
+class Cpu:
+    """CPU seconds used between two readings by the Headwater process, by the Postgres server's processes
+    (the postmaster's children alive at the end), and by the whole machine (/proc/stat), so a figure comes with
+    what it cost and with how busy the others kept the machine."""
+
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, headwater_pid: int, db: psycopg.Connection) -> None:
+        self.pid = headwater_pid
+        backend = fetch_one(db, "SELECT pg_backend_pid()")[0]
+        self.postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        self.start = self._read()
+
+    @classmethod
+    def _ticks(cls, pid: int) -> float:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / cls.TICK  # utime, stime
+
+    def _read(self) -> tuple[float, dict[int, float], float, float]:
+        children: dict[int, float] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[1]) == self.postmaster:
+                    children[int(entry.name)] = (int(fields[11]) + int(fields[12])) / self.TICK
+        cpu = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        busy = sum(int(v) for v in cpu[:3]) + sum(int(v) for v in cpu[5:8])  # user nice system irq softirq steal
+        return self._ticks(self.pid), children, busy / self.TICK, time.monotonic()
+
+    def report(self, count: int, what: str) -> str:
+        hw0, pg0, busy0, t0 = self.start
+        hw1, pg1, busy1, t1 = self._read()
+        ours = hw1 - hw0
+        pg = sum(v - pg0.get(pid, 0.0) for pid, v in pg1.items())
+        machine = busy1 - busy0
+        cores = os.cpu_count() or 1
+        others = max(0.0, machine - ours - pg)
+        return (f"  CPU per {what}: headwater {ours / count * 1e6:.1f} us, postgres {pg / count * 1e6:.1f} us; "
+                f"the machine {machine / (t1 - t0) / cores:.0%} busy over {t1 - t0:.1f}s, other processes "
+                f"{others / (t1 - t0) / cores:.0%} of its {cores} cores")
+
+
+def headwater_pid(up: ConnectProcess | SplitWorker) -> int:
+    """The process whose CPU counts: ``headwater up``'s, or the split mode's worker."""
+    proc = up.worker.proc if isinstance(up, SplitWorker) else up.proc
+    assert proc is not None
+    return proc.pid
+
+
 def wait_offset(bootstrap: str, topic: str, count: int, timeout: float) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -60,23 +118,43 @@ def wait_offset(bootstrap: str, topic: str, count: int, timeout: float) -> float
     raise SystemExit(f"{topic} did not reach {count} records within {timeout}s")
 
 
-def streaming(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, dbname: str, changes: int) -> None:
-    db.execute("CREATE TABLE stream_t (id bigint PRIMARY KEY, v text, n int)")
-    db.execute("CREATE PUBLICATION bench_pub FOR ALL TABLES")
+def streaming(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, dbname: str, changes: int,
+              per_tx: int = 1000, backlog: bool = False) -> None:
+    """``changes`` changes in transactions of ``per_tx`` rows, through the connector and pg_recvlogical."""
+    table = "stream_t" if per_tx > 1 else "single_t"
+    db.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, v text, n int)")
+    if not fetch_one(db, "SELECT count(*) FROM pg_publication WHERE pubname = 'bench_pub'")[0]:
+        db.execute("CREATE PUBLICATION bench_pub FOR ALL TABLES")
+    # one transaction per row, made by the server (a client's round trip per transaction would be the limit)
+    db.execute(f"CREATE OR REPLACE PROCEDURE bench_rows_{table}(first bigint, last bigint) LANGUAGE plpgsql AS $$ "
+               f"BEGIN FOR i IN first..last LOOP INSERT INTO {table} VALUES (i, 'value ' || i, i % 100); "
+               f"IF (i - first + 1) % {per_tx} = 0 THEN COMMIT; END IF; END LOOP; COMMIT; END $$")
     db.execute("SELECT pg_create_logical_replication_slot('recvlogical', 'pgoutput')")
     prefix = unique("cdc")
     up.create(prefix, source(server, dbname, prefix, **{"snapshot.mode": "no_data"}))
     up.wait_state(prefix, "RUNNING", tasks=1, timeout=60)
     time.sleep(2)  # streaming
-    topic = f"{prefix}.public.stream_t"
-    started = time.monotonic()
-    for start in range(0, changes, 1000):
-        db.execute("INSERT INTO stream_t SELECT g, 'value ' || g, g %% 100 FROM generate_series(%s::bigint, "
-                   "%s::bigint) g", (start, start + 999))
+    topic = f"{prefix}.public.{table}"
+    if backlog:
+        up.ok("PUT", f"/connectors/{prefix}/pause", expect=202)
+        time.sleep(2)  # the task has stopped polling
+    cpu = Cpu(headwater_pid(up), db)
+    started = written = time.monotonic()
+    if per_tx == 1000:
+        for start in range(0, changes, 1000):
+            db.execute("INSERT INTO stream_t SELECT g, 'value ' || g, g %% 100 FROM generate_series(%s::bigint, "
+                       "%s::bigint) g", (start, start + 999))
+    else:
+        db.execute(f"CALL bench_rows_{table}(0, %s)", (changes - 1,))
     committed = time.monotonic()
+    if backlog:
+        cpu = Cpu(headwater_pid(up), db)  # the reading only
+        up.ok("PUT", f"/connectors/{prefix}/resume", expect=202)
+        started = time.monotonic()
     end_lsn = fetch_one(db, "SELECT pg_current_wal_lsn()::text")[0]
     done = wait_offset(up.bootstrap, topic, changes, 600)
     ours = changes / (done - started)
+    used = cpu.report(changes, "event")
 
     bindir = find_bindir()
     recv = shutil.which("pg_recvlogical") or (str(bindir / "pg_recvlogical") if bindir else None)
@@ -88,8 +166,12 @@ def streaming(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, 
                         "publication_names=bench_pub", "--endpos", end_lsn, "-f", "/dev/null", "--no-loop"],
                        check=True, capture_output=True)
         theirs = changes / (time.monotonic() - t0)
-    print(f"streaming: {changes:,} changes in 1,000-row transactions written in {committed - started:.1f}s; "
-          f"in the topic after {done - started:.1f}s: {ours:,.0f} events/s")
+    shape = "1,000-row transactions" if per_tx == 1000 else f"{per_tx}-row transactions"
+    timed = "from the connector's resume (a backlog)" if backlog else "from the first commit"
+    print(f"streaming: {changes:,} changes in {shape} written in {committed - written:.1f}s"
+          f"{' (connector paused)' if backlog else ''}; in the topic {done - started:.1f}s {timed}: "
+          f"{ours:,.0f} events/s")
+    print(used)
     if theirs:
         print(f"  pg_recvlogical (pgoutput, same changes, its own slot, read after the fact): {theirs:,.0f} events/s;"
               f" headwater/pg_recvlogical = {ours / theirs:.2f}")
@@ -172,6 +254,8 @@ def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> No
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
         admin.execute("CREATE DATABASE bench_b")
     name = unique("sink")
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        cpu = Cpu(headwater_pid(up), admin)
     started = time.monotonic()
     up.create(name, {"connector.class": "JdbcSinkConnector",
                      "connection.url": f"jdbc:postgresql://{server.host}:{server.port}/bench_b?user={server.user}",
@@ -202,6 +286,7 @@ def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> No
         steady = f"; after its first put: {(count - first[1]) / (now - first[0]):,.0f} rows/s"
     print(f"sink: {count:,} rows into another database in {took:.1f}s from the connector's creation: "
           f"{count / took:,.0f} rows/s{steady}")
+    print(cpu.report(count, "row"))
 
 
 def exactly_once(server, up: SplitWorker, db: psycopg.Connection, dbname: str, changes: int, rounds: int) -> None:
@@ -294,6 +379,9 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--split", action="store_true", help="broker and worker as two processes")
+    parser.add_argument("--backlog", action="store_true",
+                        help="streaming phases: the connector paused while the changes are written, timed from its "
+                             "resume")
     parser.add_argument("--eos-changes", type=int, default=300_000, help="changes per round of the eos phase")
     parser.add_argument("--eos-rounds", type=int, default=3)
     parser.add_argument("--phases", default="streaming,snapshot,latency,sink",
@@ -310,7 +398,9 @@ def main() -> None:
         print("mode:", "split (broker and worker processes)" if split else "headwater up (one process)")
         with runtime as up, psycopg.connect(server.dsn("bench"), autocommit=True) as db:
             if "streaming" in phases:
-                streaming(server, up, db, "bench", args.changes)
+                streaming(server, up, db, "bench", args.changes, 1000, args.backlog)
+            if "single" in phases:
+                streaming(server, up, db, "bench", args.changes, 1, args.backlog)
             if "snapshot" in phases:
                 snapshot(server, up, db, "bench", args.snapshot_rows)
             if "latency" in phases or "sink" in phases:

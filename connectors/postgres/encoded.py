@@ -14,6 +14,9 @@ event, tombstone), so which events a change makes is decided in one place for bo
 
 from __future__ import annotations
 
+import re
+import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,12 +25,20 @@ from headwater.connect.api.data import Schema, SchemaType
 from headwater.connect.converters.json import JsonConverter
 
 from .events import SOURCE_SCHEMA, TRANSACTION_SCHEMA, ChangeSource, TableColumn, TableSchema, column_value, now_us
+from .pgoutput import UNCHANGED_TOAST, Begin
 
-__all__ = ["EncodedRecord", "EncodedTable", "Encoders", "encodes"]
+__all__ = ["EncodedRecord", "EncodedTable", "Encoders", "StreamedTx", "encodes"]
 
 EncodedRecord = tuple[str, bytes | None, bytes | None, int | None]  # topic, key, value, timestamp ms
 _INTS = (SchemaType.INT16, SchemaType.INT32, SchemaType.INT64)
 _MAX_INT64 = (1 << 63) - 1
+_I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+# A column's text that is its own JSON string once quoted: ASCII, no quote, backslash or control character
+# (anything else goes through the converter's writer; non-ASCII too, which also checks it is UTF-8).
+_ESCAPED = re.compile(rb'["\\\x00-\x1f\x7f-\xff]')
+_RAW, _QUOTED, _CONVERTED = 0, 1, 2  # how a column's pgoutput text becomes its JSON (see EncodedTable.raw_row)
+# The source block's fields that change per transaction or per event; the others are the table's constants.
+_VARYING = ("ts_ms", "sequence", "ts_us", "ts_ns", "txId", "lsn")
 
 
 def encodes(key_converter: Any, value_converter: Any) -> bool:
@@ -73,6 +84,19 @@ def _cell(converter: JsonConverter, column: TableColumn, schema: Schema) -> Call
     return other
 
 
+class StreamedTx:
+    """A streamed transaction's text in every event's ``source`` block, made once at its BEGIN."""
+
+    __slots__ = ("final", "ts_ms", "ts_us", "tx_id", "timestamp")
+
+    def __init__(self, begin: Begin) -> None:
+        us = begin.commit_ts_us
+        self.final, self.tx_id = b"%d" % begin.final_lsn, b"%d" % begin.xid
+        self.ts_us = b"%d" % us
+        self.ts_ms = self.ts_us[:-3]  # (commit times are past 1970-01-01 00:00:01)
+        self.timestamp = us // 1000
+
+
 class EncodedRow:
     """A row's JSON, and its key's JSON (None for a table without key columns)."""
 
@@ -116,6 +140,141 @@ class EncodedTable:
         self.end = "000," + n[7] + encoders.no_transaction + "}" + suffix  # ts_ns is ts_us followed by 000
         self.template_of: dict[str, Any] | None = None
         self.template: tuple[str, str, str] = ("", "", "")
+        self._streamed_pieces(table, encoders)
+
+    def _streamed_pieces(self, table: TableSchema, encoders: Encoders) -> None:
+        """The bytes ``streamed`` joins: the same pieces as ``event``'s, with the source block split at its
+        per-transaction and per-event fields instead of rebuilt for each transaction."""
+        self.raw_cells: list[tuple[int, bytes, int, Callable[[Any], str]]] = []
+        fields = {f.name: f.schema for f in table.row_schema.fields or ()}
+        for (position, name, cell), column in zip(self.cells, table.columns, strict=True):
+            schema = fields[column.name]
+            convert = column.type.convert
+            kind = (_RAW if convert is int and schema.name is None and schema.type in _INTS else
+                    _QUOTED if convert is str and schema.name is None and schema.type == SchemaType.STRING
+                    else _CONVERTED)
+            self.raw_cells.append((position, name.encode(), kind, cell))
+        key_prefix, key_suffix = self.key_envelope
+        self.key_head, self.key_tail = (key_prefix + "{").encode(), ("}" + key_suffix).encode()
+        base = table.source_base(ChangeSource(0, "false", 0, 0))
+        consts, current = [], "{"
+        for name, write, field in encoders.source_fields:
+            current += name if current == "{" else "," + name
+            if field in _VARYING:
+                consts.append(current)
+                current = ""
+            else:
+                current += write(base[field])
+        consts.append(current + "}")
+        assert len(consts) == len(_VARYING) + 1
+        p0, p1, p2 = self.pieces
+        quote = encoders.sequence('["')
+        c = [p2 + consts[0], *consts[1:-1]]
+        # between the transaction's and the event's fields: ts_ms, final, lsn, ts_us, ts_ns (ts_us + 000), tx_id, lsn
+        self.source_consts = [part.encode() for part in (
+            c[0], c[1] + quote[:-1], encoders.sequence('","')[1:-1], encoders.sequence('"]')[1:] + c[2], c[3],
+            "000" + c[4], c[5])]
+        self.before_b, self.after_b, self.null_b = p0.encode(), p1.encode(), self.null_row.encode()
+        self.op_b = {op: (consts[-1] + text).encode() for op, text in self.after_op.items()}
+        self.after_ms_b, self.after_us_b, self.end_b = self.after_ms.encode(), self.after_us.encode(), \
+            self.end.encode()
+        self.streamed_row = self._compiled_row()
+
+    def _compiled_row(self) -> Callable[[Any, int], tuple[bytes, bytes | None, int]]:
+        """``raw_row`` unrolled for this table's columns (made once per table: a loop over the columns costs
+        more than reading them). It takes tuples that hold a text value for every column; any other (a NULL,
+        an unchanged TOAST value, a value that does not convert) goes to ``raw_row``."""
+        positions = [position for position, _, _, _ in self.raw_cells]
+        if positions != list(range(len(positions))) or not positions or (self.key_cells and
+                                                                         self.key_from_row is None):
+            return self.raw_row  # columns left out or keyed by the key converter's own settings: the loop
+        env: dict[str, Any] = {"unpack": _I32.unpack_from, "unpack_h": _I16.unpack_from, "escaped": _ESCAPED.search,
+                               "loop": self.raw_row, "str": str}
+        lines = ["def row(data, start):", f"    if unpack_h(data, start)[0] != {len(positions)}:",
+                 "        return loop(data, start)", "    pos = start + 2", "    try:"]
+        row_parts: list[tuple[bytes, str, bytes]] = []
+        for i, (_, name, kind, cell) in enumerate(self.raw_cells):
+            env[f"cell{i}"] = cell
+            lines += ["        if data[pos] != 116:", "            return loop(data, start)",  # not 't' (text)
+                      "        (n,) = unpack(data, pos + 1)", "        pos += 5 + n",
+                      f"        v{i} = data[pos - n:pos]"]
+            if kind == _QUOTED:
+                lines += [f"        if escaped(v{i}) is not None:",
+                          f"            v{i} = cell{i}(str(v{i}, 'utf-8')).encode()[1:-1]"]
+            elif kind == _CONVERTED:
+                lines += [f"        v{i} = cell{i}(str(v{i}, 'utf-8')).encode()"]
+            opening = ("{" if i == 0 else ",").encode() + name + (b'"' if kind == _QUOTED else b"")
+            row_parts.append((opening, f"v{i}", b'"' if kind == _QUOTED else b""))
+        lines += ["    except Exception:", "        return loop(data, start)  # which raises naming the column"]
+
+        def joined(parts: list[tuple[bytes, str, bytes]], close: bytes) -> str:
+            pieces: list[str] = []
+            pending = b""
+            for opening, value, closing in parts:
+                pieces += [repr(pending + opening), value]
+                pending = closing
+            return "b''.join((" + ", ".join(pieces + [repr(pending + close)]) + "))"
+
+        key = "None"
+        if self.key_from_row is not None:
+            key_parts = [(("{" if j == 0 else ",").encode() + row_parts[i][0][1:], row_parts[i][1], row_parts[i][2])
+                         for j, i in enumerate(self.key_from_row)]
+            key = joined([(self.key_head[:-1] + key_parts[0][0], *key_parts[0][1:]), *key_parts[1:]], self.key_tail)
+        lines.append(f"    return {joined(row_parts, b'}')}, {key}, pos")
+        exec("\n".join(lines), env)  # noqa: S102 - code made from this table's column kinds, no outside text
+        return env["row"]
+
+    def raw_row(self, data: Any, pos: int) -> tuple[bytes, bytes | None, int]:
+        """A pgoutput tuple at ``pos`` of ``data`` (TupleData) straight to the row's and the key's JSON, and
+        the position after it. An integer's text is its JSON and a plain ASCII string's is once quoted, so
+        neither is decoded; other values go through the same cells as ``row``."""
+        (count,) = _I16.unpack_from(data, pos)
+        pos += 2
+        values: list[Any] = []
+        for _ in range(count):
+            kind = data[pos]
+            if kind == 0x74:  # 't': text
+                (length,) = _I32.unpack_from(data, pos + 1)
+                pos += 5 + length
+                values.append(data[pos - length:pos])
+            else:
+                values.append(None if kind == 0x6E else UNCHANGED_TOAST if kind == 0x75 else _bad_kind(kind, pos))
+                pos += 1
+        parts: list[bytes] = []
+        try:
+            for position, name, kind, cell in self.raw_cells:
+                raw = values[position] if position < count else None
+                if raw is None or raw is UNCHANGED_TOAST:  # NULL, unchanged TOAST, a column the tuple lacks
+                    parts.append(name + cell(raw).encode())
+                elif kind == _RAW:
+                    parts.append(name + raw)
+                elif kind == _QUOTED and _ESCAPED.search(raw) is None:
+                    parts.append(name + b'"' + raw + b'"')
+                else:
+                    parts.append(name + cell(str(raw, "utf-8")).encode())
+        except Exception as exc:  # the same error, naming the column, as ``row`` raises
+            text = [v if v is None or v is UNCHANGED_TOAST else str(v, "utf-8", "replace") for v in values]
+            raise self.base.conversion_error(text, exc) from exc
+        key = None
+        if self.key_from_row is not None:
+            key = self.key_head + b",".join([parts[i] for i in self.key_from_row]) + self.key_tail
+        elif self.key_cells:  # the key converter writes the key columns otherwise (its own settings)
+            text = [v if v is None or v is UNCHANGED_TOAST else str(v, "utf-8") for v in values]
+            key = _utf8(self.key_envelope[0] + self.row(text).key + self.key_envelope[1])  # type: ignore[operator]
+        return b"{" + b",".join(parts) + b"}", key, pos
+
+    def streamed(self, op: str, before: bytes | None, after: bytes | None, key: bytes | None, lsn: int,
+                 tx: StreamedTx) -> EncodedRecord:
+        """A streamed change's record from ``raw_row``'s bytes: what ``event`` writes for it."""
+        c0, c1, c2, c3, c4, c5, c6 = self.source_consts
+        at = b"%d" % lsn
+        us = b"%d" % (time.time_ns() // 1000)
+        null = self.null_b
+        value = b"".join([self.before_b, before if before is not None else null, self.after_b,
+                          after if after is not None else null, c0, tx.ts_ms, c1, tx.final, c2, at, c3, tx.ts_us,
+                          c4, tx.ts_us, c5, tx.tx_id, c6, at, self.op_b[op], us[:-3], self.after_ms_b, us,
+                          self.after_us_b, us, self.end_b])
+        return self.topic, key, value, tx.timestamp
 
     def row(self, values: tuple[Any, ...] | list[Any]) -> EncodedRow:
         count = len(values)
@@ -178,6 +337,12 @@ class EncodedTable:
     def tombstone(self, key_row: EncodedRow | None, partition: dict[str, Any], offset: dict[str, Any],
                   ts_ms: int) -> EncodedRecord:
         return self.topic, self._key_bytes(key_row.key if key_row is not None else None), None, ts_ms
+
+
+def _bad_kind(kind: int, pos: int) -> Any:
+    from .pgoutput import DecodeError
+
+    raise DecodeError(f"unknown column kind {chr(kind)!r} at byte {pos}")
 
 
 def _utf8(text: str) -> bytes:

@@ -14,7 +14,7 @@ from psycopg import pq
 
 from .pgoutput import lsn_text
 
-__all__ = ["Keepalive", "ReplicationStream", "WalData"]
+__all__ = ["Keepalive", "ReplicationStream", "WalData", "parse_copy_data"]
 
 _PG_EPOCH_US = 946_684_800_000_000
 _XLOG = struct.Struct(">QQq")
@@ -31,6 +31,18 @@ class WalData(NamedTuple):  # a tuple: the hot path makes one per message
 class Keepalive(NamedTuple):  # a tuple: the hot path makes one per message
     wal_end: int
     reply: bool
+
+
+def parse_copy_data(data: Any) -> WalData | Keepalive | None:
+    """One CopyData message of the stream; None for a kind this reader does not use."""
+    kind = data[0]
+    if kind == 0x77:  # 'w'
+        start, end, _sent = _XLOG.unpack_from(data, 1)
+        return WalData(start, end, bytes(data[25:]))
+    if kind == 0x6B:  # 'k'
+        end, _sent, reply = _KEEPALIVE.unpack_from(data, 1)
+        return Keepalive(end, bool(reply))
+    return None
 
 
 def _quote(name: str) -> str:
@@ -81,25 +93,27 @@ class ReplicationStream:
     def read_buffered(self) -> WalData | Keepalive | None:
         """The next message libpq already holds, or None when the next one must be waited for (a
         plain call: most messages of a busy stream are in the buffer, and need no coroutine)."""
-        pgconn = self.pgconn
         while True:
-            size, data = pgconn.get_copy_data(1)
-            if size > 0:
-                kind = data[0]
-                if kind == 0x77:  # 'w'
-                    start, end, _sent = _XLOG.unpack_from(data, 1)
-                    return WalData(start, end, bytes(data[25:]))
-                if kind == 0x6B:  # 'k'
-                    end, _sent, reply = _KEEPALIVE.unpack_from(data, 1)
-                    return Keepalive(end, bool(reply))
-                continue
-            if size == -1:
-                res = pgconn.get_result()
-                message = (res.error_message if res is not None else b"").decode(errors="replace").strip()
-                raise psycopg.OperationalError(f"the replication stream ended: {message or 'server closed it'}")
-            if size == -2:
-                raise psycopg.OperationalError(pgconn.error_message.decode(errors="replace").strip())
-            return None
+            data = self.next_buffered()
+            if data is None:
+                return None
+            msg = parse_copy_data(data)
+            if msg is not None:
+                return msg
+
+    def next_buffered(self) -> Any:
+        """The next CopyData libpq already holds, as it is (a memoryview: 'w' + its header + one pgoutput
+        message, or a 'k' keepalive; ``parse_copy_data`` reads it), or None when it must be waited for."""
+        size, data = self.pgconn.get_copy_data(1)
+        if size > 0:
+            return data
+        if size == -1:
+            res = self.pgconn.get_result()
+            message = (res.error_message if res is not None else b"").decode(errors="replace").strip()
+            raise psycopg.OperationalError(f"the replication stream ended: {message or 'server closed it'}")
+        if size == -2:
+            raise psycopg.OperationalError(self.pgconn.error_message.decode(errors="replace").strip())
+        return None
 
     async def read(self, timeout: float) -> WalData | Keepalive | None:
         """The next message, or None after ``timeout`` s without one."""

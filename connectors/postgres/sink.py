@@ -22,11 +22,12 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import parse_qsl, unquote
 
 import psycopg
-from psycopg import sql
+from psycopg import generators, pq, sql
 from pydantic import Field, SecretStr, model_validator
 
 from headwater.connect.api import (
     ConnectException,
+    EncodedSinkBatch,
     SinkConnector,
     SinkConnectorConfig,
     SinkRecord,
@@ -37,7 +38,7 @@ from headwater.connect.api.data import Schema, SchemaType, Struct
 from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
 from headwater.connect.api.secrets import hide_url_secrets
 from headwater.connectors.envelope import UNAVAILABLE, PlaceholderSetting, Unavailable
-from headwater.connectors.envelope import get as _get
+from headwater.connectors.envelope import get as _get_field
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
 from .libpq import KeyNames, explain_failure, passthrough, tls_params
@@ -254,6 +255,17 @@ def _fields(value: Any) -> tuple[dict[str, Any], Schema | None]:
                            f"is needed (use JsonConverter with schemas, or ExtractNewRecordState)")
 
 
+def _get(value: Any, name: str) -> Any:
+    """A field of a map or a Struct (None when absent); a map, the usual case, without a call."""
+    return value.get(name) if type(value) is dict else _get_field(value, name)
+
+
+def _key_row(record: SinkRecord) -> dict[str, Any]:
+    """The record key's fields ({} for a key that is not a struct or map)."""
+    key = record.key
+    return _fields(key)[0] if isinstance(key, Struct | dict) else {}
+
+
 class _Change:
     """One row-level change: a row to write (``row``) or a key to delete (``row`` None); ``missing`` names
     the row's columns whose value the source did not have (unchanged TOAST values), left as they are."""
@@ -265,10 +277,29 @@ class _Change:
         self.key, self.row, self.schema, self.missing = key, row, schema, missing
 
 
+class _Consumed:
+    """A consumed record as ``put`` reads it, for ``put_encoded``: the value converted, the key only when asked
+    for (an upsert by the value's key columns never reads it)."""
+
+    __slots__ = ("topic", "kafka_partition", "kafka_offset", "value", "_key", "_convert")
+
+    def __init__(self, topic: str, partition: int, offset: int, key: bytes | None, value: Any,
+                 convert: Callable[[str, bytes | None], Any]) -> None:
+        self.topic, self.kafka_partition, self.kafka_offset, self.value = topic, partition, offset, value
+        self._key, self._convert = key, convert
+
+    @property
+    def key(self) -> Any:
+        return self._convert(self.topic, self._key).value if self._key is not None else None
+
+
 class PostgresSinkTask(SinkTask):
     def start(self, config: dict[str, str]) -> None:
         self.config = c = PostgresSinkConfig.model_validate(config)
         self.name = config.get("name", "")
+        # The last statement of a put's writes, kept to go with its offsets and COMMIT (see _send_commit)
+        self.last_merge: sql.Composed | None = None
+        self.committing: dict[TopicPartition, int] | None = None  # a put's commit on its way: its offsets
         try:
             self.conn = psycopg.connect(**c.params(), autocommit=False)
         except psycopg.Error as exc:
@@ -285,9 +316,11 @@ class PostgresSinkTask(SinkTask):
         self.columns: dict[tuple[str, str], dict[str, str]] = {}  # (schema, table) -> column -> type
         self.key_fields = [f.strip() for f in c.primary_key_fields.split(",") if f.strip()]
         self.unavailable = Unavailable(c.unavailable_value_placeholder)
+        self.by_source = "${source." in c.table_name_format  # the table is named from each event's source
 
     def open(self, partitions: list[TopicPartition]) -> None:
         """Seek each partition to the offset stored with the data (not the consumer group's)."""
+        self._committed()
         rows = self.conn.execute(f"SELECT topic, partition, next_offset FROM {OFFSETS_TABLE} WHERE connector = %s",
                                  (self.name,)).fetchall()
         self.conn.commit()
@@ -296,6 +329,29 @@ class PostgresSinkTask(SinkTask):
         self.stored.update(seek)
         if seek:
             self.context.offset(seek)
+
+    def decode_with(self, key_converter: Any, value_converter: Any) -> bool:
+        """Records come as the consumer read them (``put_encoded``): the converters are called here, without a
+        SinkRecord per record or the worker's per-record conversion pass."""
+        self.key_converter, self.value_converter = key_converter, value_converter
+        return True
+
+    def put_encoded(self, batch: EncodedSinkBatch) -> bool:
+        """``put`` of one partition's records still in wire form. A value that does not convert hands the batch
+        back (before anything is written), so the worker's path applies errors.tolerance to it as before."""
+        topic, partition = batch.topic, batch.kafka_partition
+        floor = self.stored.get(TopicPartition(topic, partition), 0)
+        value_of, key_of = self.value_converter.to_connect_data, self.key_converter.to_connect_data
+        try:
+            records = [_Consumed(topic, partition, offset, key, value_of(topic, value).value, key_of)
+                       for offset, key, value in zip(batch.offsets, batch.keys, batch.values, strict=True)
+                       if offset >= floor]
+        except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
+            log.debug("%s: a record of %s-%d does not convert here (%s): the worker converts the batch", self.name,
+                      topic, partition, exc)
+            return False
+        self._put(records)  # type: ignore[arg-type]  # (what put reads of a SinkRecord; the floor applied)
+        return True
 
     def put(self, records: list[SinkRecord]) -> None:
         floors: dict[tuple[str, int], int] = {}  # what the offsets table already covers, per partition
@@ -307,6 +363,10 @@ class PostgresSinkTask(SinkTask):
                 floor = floors[where] = self.stored.get(TopicPartition(*where), 0)
             if r.kafka_offset >= floor:
                 fresh.append(r)
+        self._put(fresh)
+
+    def _put(self, fresh: list[SinkRecord]) -> None:
+        """Write records the offsets table does not cover yet, with their offsets, in one transaction."""
         if not fresh:
             return
         pending: dict[tuple[str, str], dict[Any, _Change]] = {}
@@ -339,6 +399,7 @@ class PostgresSinkTask(SinkTask):
             if end > ends.get(where, 0):
                 ends[where] = end
         next_offsets = {TopicPartition(*where): end for where, end in ends.items()}
+        self._committed()  # the previous put's commit (its rows were sent while these were read)
         try:
             cut = 0
             for index, (table, changes) in enumerate(writes):
@@ -348,31 +409,70 @@ class PostgresSinkTask(SinkTask):
                 self._write(table, list(changes.values()))
             for _, table in truncates[cut:]:
                 self._truncate(table)
-            with self.conn.cursor() as cur:
-                cur.executemany(
-                    f"INSERT INTO {OFFSETS_TABLE} VALUES (%s, %s, %s, %s) ON CONFLICT (connector, topic, partition) "
-                    f"DO UPDATE SET next_offset = excluded.next_offset",
-                    [(self.name, tp.topic, tp.partition, o) for tp, o in next_offsets.items()])
-            self.conn.commit()
+            self._send_commit(next_offsets)
         except Exception:
+            self.last_merge = None
             self.conn.rollback()
             raise
         self.stored.update(next_offsets)
+
+    def _send_commit(self, next_offsets: dict[TopicPartition, int]) -> None:
+        """Send the put's last merge, its offsets and COMMIT as one query, without waiting: the server runs them
+        while the task reads the next records. ``_committed`` waits for the answer before the connection is used
+        again (the next put, ``pre_commit``, a rebalance, ``stop``). Rows and offsets still commit together, or
+        not at all."""
+        offsets = sql.SQL(", ").join(sql.SQL("({}, {}, {}, {})").format(
+            sql.Literal(self.name), sql.Literal(tp.topic), sql.Literal(tp.partition), sql.Literal(o))
+            for tp, o in next_offsets.items())
+        parts: list[sql.Composable] = [self.last_merge] if self.last_merge is not None else []
+        parts += [sql.SQL(f"INSERT INTO {OFFSETS_TABLE} VALUES {{}} ON CONFLICT (connector, topic, partition) DO "
+                          f"UPDATE SET next_offset = excluded.next_offset").format(offsets), sql.SQL("COMMIT")]
+        self.last_merge = None
+        text = sql.SQL("; ").join(parts).as_bytes(self.conn)
+        pgconn = self.conn.pgconn
+        pgconn.send_query(text)
+        self.committing = next_offsets
+        self.conn.wait(generators.send(pgconn))
+
+    def _committed(self) -> None:
+        """Wait for the commit ``_send_commit`` sent; a failed one fails the task (its records were handed over:
+        a restart resumes from the offsets the database holds, so nothing is lost or written twice)."""
+        if self.committing is None:
+            return
+        offsets, self.committing = self.committing, None
+        results = self.conn.wait(generators.fetch_many(self.conn.pgconn))
+        failed = [r for r in results if r.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)]
+        if failed or self.conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+            message = (failed[0].error_message if failed else b"").decode(errors="replace").strip()
+            for tp in offsets:
+                self.stored.pop(tp, None)  # known again only from the table (open)
+            if self.conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+                self.conn.rollback()
+            raise ConnectException(f"{self.name}: writing a batch of {', '.join(map(str, offsets))} failed at its "
+                                   f"commit: {message or 'the transaction did not commit'}")
+
+    def _db(self) -> psycopg.Connection[Any]:
+        """The connection, for a statement that must run after the put's last merge so far."""
+        if self.last_merge is not None:
+            statement, self.last_merge = self.last_merge, None
+            self.conn.execute(statement)
+        return self.conn
 
     # -- one record ------------------------------------------------------------------------------------
 
     def _change(self, record: SinkRecord, envelope: bool) -> _Change | None:
         value = record.value
-        key_row, _ = _fields(record.key) if isinstance(record.key, Struct | dict) else ({}, None)
         before = None
         if value is None:  # a tombstone
-            return _Change(self._key(record, key_row, None), None, None) if self.config.delete_enabled else None
+            return _Change(self._key(record, _key_row(record), None), None, None) if self.config.delete_enabled \
+                else None
         if envelope:
             op = _get(value, "op")
             if op == "d":
                 if not self.config.delete_enabled:
                     return None
                 before = _get(value, "before")
+                key_row = _key_row(record)
                 row, _ = _fields(before) if before is not None else (key_row, None)
                 return _Change(self._key(record, key_row, row), None, None)
             if op == "t" or op == "m":
@@ -385,11 +485,16 @@ class PostgresSinkTask(SinkTask):
         missing = self.unavailable.columns(row)
         if missing:  # from the before image when it has them (REPLICA IDENTITY FULL)
             row, missing = self.unavailable.fill(row, missing, before)
-        return _Change(self._key(record, key_row, row), row, schema, missing)
+        return _Change(self._key(record, None, row), row, schema, missing)
 
-    def _key(self, record: SinkRecord, key_row: dict[str, Any], row: dict[str, Any] | None) -> tuple[Any, ...]:
+    def _key(self, record: SinkRecord, key_row: dict[str, Any] | None, row: dict[str, Any] | None
+             ) -> tuple[Any, ...]:
+        """The row's key; ``key_row``: the record key's fields, None for 'read them when needed'."""
         mode = self.config.primary_key_mode
+        if mode == "record_key" and key_row is None:
+            key_row = _key_row(record)
         if mode == "record_key":
+            assert key_row is not None
             names = self.key_fields or list(key_row)
             return tuple((n, key_row.get(n) if n in key_row else (row or {}).get(n)) for n in names)
         if mode == "record_value":
@@ -402,7 +507,7 @@ class PostgresSinkTask(SinkTask):
 
     def _table(self, record: SinkRecord, envelope: bool) -> tuple[str, str]:
         value = record.value
-        by_source = "${source." in self.config.table_name_format
+        by_source = self.by_source
         if by_source and envelope:  # the same source block names the same table: look it up
             source = _get(value, "source")
             seen = (record.topic, _get(source, "schema"), _get(source, "table"), _get(source, "db"))
@@ -443,7 +548,7 @@ class PostgresSinkTask(SinkTask):
         """The table's columns (name -> type), creating the table or adding columns as configured."""
         known = self.columns.get(table)
         if known is None:
-            rows = self.conn.execute(
+            rows = self._db().execute(
                 "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a JOIN pg_class c ON "
                 "c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
                 "c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped", table).fetchall()
@@ -468,7 +573,7 @@ class PostgresSinkTask(SinkTask):
             cols = [sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t)) for n, t in wanted.items()]
             if key_names:
                 cols.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, key_names))))
-            self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident, sql.SQL(", ").join(cols)))
+            self._db().execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident, sql.SQL(", ").join(cols)))
             known.update(wanted)
             log.info("created table %s.%s (%s)", *table, ", ".join(wanted))
         elif wanted:
@@ -476,7 +581,7 @@ class PostgresSinkTask(SinkTask):
                 raise ConnectException(f"Table {table[0]}.{table[1]} lacks columns {', '.join(wanted)} and "
                                        f"schema.evolution=none (auto.evolve=false): add them")
             for name, type_ in wanted.items():
-                self.conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+                self._db().execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
                     ident, sql.Identifier(name), sql.SQL(type_)))
             known.update(wanted)
             log.info("added columns to %s.%s: %s", *table, ", ".join(wanted))
@@ -484,10 +589,10 @@ class PostgresSinkTask(SinkTask):
 
     def _truncate(self, table: tuple[str, str]) -> None:
         if self.columns.get(table) or self._exists(table):
-            self.conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(*table)))
+            self._db().execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(*table)))
 
     def _exists(self, table: tuple[str, str]) -> bool:
-        return self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{table[0]}"."{table[1]}"',)
+        return self._db().execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{table[0]}"."{table[1]}"',)
                                  ).fetchone() == (True,)
 
     def _write(self, table: tuple[str, str], changes: list[_Change]) -> None:
@@ -500,7 +605,7 @@ class PostgresSinkTask(SinkTask):
         if deletes:
             names = [n for n, _ in deletes[0]]
             condition = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(n)) for n in names)
-            with self.conn.cursor() as cur:
+            with self._db().cursor() as cur:
                 cur.executemany(sql.SQL("DELETE FROM {} WHERE {}").format(ident, condition),
                                 [tuple(v for _, v in key) for key in deletes])
 
@@ -531,14 +636,13 @@ class PostgresSinkTask(SinkTask):
         # Plain inserts go straight into the table (a duplicate key fails the put either way); upserts and
         # updates stage the rows in a temporary table and merge them with one statement.
         temp = ident if mode == "insert" else sql.Identifier(f"_hw_stage_{table[1]}"[:60])
-        if mode != "insert":
-            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(temp))
-            self.conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
-                temp, ident))
+        if mode != "insert":  # (one round trip: no parameters, so both statements go as one query)
+            self._db().execute(sql.SQL("DROP TABLE IF EXISTS {}; CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) "
+                                      "ON COMMIT DROP").format(temp, temp, ident))
         columns = [(n, convert[n]) for n in names]
         as_is = all(c is _as_is for _, c in columns)
         kafka = self.config.primary_key_mode == "kafka"
-        with self.conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(temp, cols)) as copy:
+        with self._db().cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(temp, cols)) as copy:
             write = copy.write_row
             for ch in rows:
                 row = ch.row or {}
@@ -555,7 +659,7 @@ class PostgresSinkTask(SinkTask):
         if mode == "update":
             others = [n for n in names if n not in key_names]
             if not others:  # nothing but the key (and columns left as they are): nothing to set
-                self.conn.execute(sql.SQL("DROP TABLE {}").format(temp))
+                self._db().execute(sql.SQL("DROP TABLE {}").format(temp))
                 return
             statement = sql.SQL("UPDATE {} t SET {} FROM {} s WHERE {}").format(
                 ident, sql.SQL(", ").join(sql.SQL("{} = s.{}").format(sql.Identifier(n), sql.Identifier(n))
@@ -572,13 +676,17 @@ class PostgresSinkTask(SinkTask):
             if missing:  # which rows were new: their missing columns stay NULL (xmax is 0 for an insert)
                 statement += sql.SQL(" RETURNING {}, xmax = 0").format(
                     sql.SQL(", ").join(map(sql.Identifier, key_names)))
-        with self.conn.cursor() as cur:
+        if not (missing and mode == "upsert"):
+            self._db()
+            self.last_merge = statement  # run by the next statement, or sent with the commit
+            return
+        with self._db().cursor() as cur:
             cur.execute(statement)
             if missing and mode == "upsert":
                 new = [r[:-1] for r in cur.fetchall() if r[-1]]
                 if new:
                     self._lacking(table, missing, new)
-        self.conn.execute(sql.SQL("DROP TABLE {}").format(temp))
+        # (the staging table goes at commit: ON COMMIT DROP)
 
     def _lacking(self, table: tuple[str, str], missing: tuple[str, ...], keys: list[Any]) -> None:
         log.warning("%s: %d rows inserted into %s.%s carry unavailable values (unchanged TOAST) and the table had "
@@ -586,8 +694,17 @@ class PostgresSinkTask(SinkTask):
                     list(missing), keys[0])
 
     def pre_commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        self._committed()
         return offsets  # every put committed its rows and offsets together
+
+    def close(self, partitions: list[TopicPartition]) -> None:
+        self._committed()
 
     def stop(self) -> None:
         if getattr(self, "conn", None) is not None:
-            self.conn.close()
+            try:
+                self._committed()
+            except Exception as exc:  # noqa: BLE001 - stopping: said, and the connection closed anyway
+                log.warning("%s: the last batch's commit: %s", self.name, exc)
+            finally:
+                self.conn.close()

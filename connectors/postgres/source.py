@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
+from collections import deque
 from typing import Any, ClassVar
 
 import psycopg
@@ -44,7 +46,7 @@ from headwater.connect.api.data import Schema, SchemaBuilder, SchemaType, Struct
 
 from .catalog import Catalog
 from .config import PostgresSourceConfig
-from .encoded import EncodedTable, Encoders, encodes
+from .encoded import EncodedTable, Encoders, StreamedTx, encodes
 from .events import TRANSACTION_SCHEMA, ChangeSource, TableEvents, TableSchema
 from .pgoutput import (
     UNCHANGED_TOAST,
@@ -59,7 +61,7 @@ from .pgoutput import (
     lsn_text,
     parse_lsn,
 )
-from .replication import Keepalive, ReplicationStream, WalData
+from .replication import Keepalive, ReplicationStream, WalData, parse_copy_data
 
 __all__ = ["PostgresConnector", "PostgresSourceTask"]
 
@@ -67,6 +69,8 @@ log = logging.getLogger(__name__)
 
 Table = TableEvents  # a table's events as Connect records (TableSchema), or as the converters' bytes
 
+# a 'w' CopyData from its second byte: the change's lsn, (WAL end, send time,) message kind, relation oid, tuple kind
+_STREAMED = struct.Struct(">Q16xBIB")
 LAG_CHECK_SECONDS = 10.0
 SLOT_RELEASE_SECONDS = 5.0  # how long a start waits for a killed worker's replication connection to go
 # the offset keys of Debezium's TransactionContext (provide.transaction.metadata): the transaction's id, and per
@@ -170,7 +174,11 @@ class PostgresSourceTask(SourceTask):
         self.first_snapshot_record = True
         self.tx: Begin | None = None
         self.tx_counts: dict[str, int] = {}  # provide.transaction.metadata: the transaction's events per table
-        self.tx_last: dict[int, tuple[int, int]] = {}  # commit lsn -> (last event lsn, end lsn)
+        # (commit lsn, last event lsn, end lsn) of each transaction with events, in commit order
+        self.tx_last: deque[tuple[int, int, int]] = deque()
+        self.streamed_tx: StreamedTx | None = None  # the transaction's text, when its changes take the fast path
+        # the last fast-path change whose offset is not made yet, and its transaction (see _settle)
+        self.streamed_last: tuple[int, Begin] | None = None
         self.confirmed = 0
         self.emitted: dict[str, Any] | None = None  # the offset of the last record handed over
         self.streaming_done = False
@@ -483,25 +491,76 @@ class PostgresSourceTask(SourceTask):
             self.next_heartbeat = now + interval
             heartbeat = self._heartbeat()
             out.append(self.encoders.record(heartbeat) if self.encoders is not None else heartbeat)
-        read_buffered = self.stream.read_buffered
+        next_buffered = self.stream.next_buffered
+        streamed = self._streamed if self.encoders is not None else None
         # connector-drawn boundaries: a poll that reaches max.batch.size inside a transaction reads on to its
         # commit (up to 4 times the size), so most polls end between transactions and can commit
         within = limit * 4 if self.transactions is not None else limit
         while len(out) < limit or (self.tx is not None and len(out) < within):
-            msg = read_buffered()
-            if msg is None:
+            data = next_buffered()
+            if data is not None:
+                if streamed is not None and streamed(data, out):
+                    continue  # an insert or update written straight from the message's bytes
+                msg = parse_copy_data(data)
+                if msg is None:
+                    continue
+            else:
                 # A transaction comes whole, right after its commit: a poll inside one waits for the rest, so
                 # polls end between transactions (fewer and whole transactions when the worker commits per poll)
                 msg = await self.stream.read(wait if not out or self.tx is not None else 0)
                 if msg is None:
                     break
+            self._settle()
             if isinstance(msg, Keepalive):
                 self._idle_confirm(msg.wal_end, bool(out))
                 if msg.reply:
                     self.stream.confirm(self.confirmed)
                 continue
             self._on_message(msg, out)
+        self._settle()
         return out or None
+
+    def _streamed(self, data: Any, out: list[Any]) -> bool:
+        """An insert, or an update without its old row, of a captured table in a transaction that is not
+        replayed: its record written from the CopyData's bytes (no message objects, no text decoded). False
+        for anything else, which the general path (``_on_message``) takes; a value that does not convert
+        also goes there, to be refused or reported as before."""
+        if data[0] != 0x77 or len(data) < 26:
+            return False
+        kind = data[25]
+        if kind == 0x42 or kind == 0x43:  # 'B'egin, 'C'ommit: decoded in place (no copy, no WalData)
+            self._on_decoded(decode(data[25:]), 0, out)  # (a commit settles the offset only when it reads it)
+            return True
+        tx = self.streamed_tx
+        if tx is None or len(data) < 32:
+            return False
+        lsn, kind, oid, tuple_kind = _STREAMED.unpack_from(data, 1)
+        if tuple_kind != 0x4E or not (kind == 0x49 or kind == 0x55):  # 'N': a new row only; 'I'nsert, 'U'pdate
+            return False
+        op = "c" if kind == 0x49 else "u"
+        table = self.tables.get(oid)
+        if type(table) is not EncodedTable or op in self.skipped:
+            return False
+        try:
+            after, key, _ = table.streamed_row(data, 31)
+        except (DataException, struct.error, IndexError):
+            return False  # the general path refuses it, naming what is wrong
+        out.append(table.streamed(op, None, after, key, lsn, tx))
+        self.tx_events += 1
+        self.tx_last_lsn = lsn
+        self.streamed_last = (lsn, self.tx)  # type: ignore[assignment]  # (streamed_tx: within a transaction)
+        self.events += 1
+        return True
+
+    def _settle(self) -> None:
+        """The offset of the last fast-path change, made once for a run of them (before anything reads it)."""
+        last = self.streamed_last
+        if last is not None:
+            lsn, tx = last
+            self.emitted = {"lsn_proc": lsn, "lsn_commit": tx.final_lsn, "lsn": lsn, "txId": tx.xid,
+                            "ts_usec": tx.commit_ts_us}
+            self.behind_ms = max(0, time.time_ns() // 1_000_000 - tx.commit_ts_us // 1000)
+            self.streamed_last = None
 
     def _heartbeat(self) -> SourceRecord:
         """Debezium's heartbeat: ``__debezium-heartbeat.<prefix>``, key {serverName}, value {ts_ms}, with the
@@ -536,25 +595,34 @@ class PostgresSourceTask(SourceTask):
                         "up", self.config.slot_name, self.retained_wal >> 20, limit >> 20)
 
     def _on_message(self, wal: WalData, out: list[Any]) -> None:
-        msg = decode(wal.payload)
+        self._on_decoded(decode(wal.payload), wal.start, out)
+
+    def _on_decoded(self, msg: Any, lsn: int, out: list[Any]) -> None:
+        """One pgoutput message; ``lsn``: where it is in the WAL (its WalData's start)."""
         kind = type(msg)
         if kind is Insert or kind is Update or kind is Delete:  # most messages: straight to the change
-            self._on_change(msg, wal.start, out)  # type: ignore[arg-type]  # (type() is not narrowed)
+            self._on_change(msg, lsn, out)
             return
         if isinstance(msg, Begin):
             self.tx, self.tx_events = msg, 0
             self.tx_last_lsn = 0
             if self.config.provide_transaction_metadata:
                 self.tx_counts = self._resumed_counts(msg)
+            # the fast path (_streamed) takes the changes of a transaction none of which can be a replay
+            stored = self.stored
+            fresh = not stored or stored.get("snapshot") or msg.final_lsn > int(stored.get("lsn_commit") or 0)
+            self.streamed_tx = StreamedTx(msg) if self.encoders is not None and fresh else None
             return
         if isinstance(msg, Commit):
             if self.tx is not None and self.tx_counts and not (self.stored and self._replayed(msg.end_lsn)):
                 self._transaction_end(msg, out)  # (tx_counts: provide.transaction.metadata, events of ours)
             if self.tx is not None and self.tx_events:
-                self.tx_last[msg.commit_lsn] = (self.tx_last_lsn, msg.end_lsn)
-            elif self._all_stored():
-                self._confirm(msg.end_lsn)  # nothing of ours in it, nothing pending: the slot may move on
-            self.tx = None
+                self.tx_last.append((msg.commit_lsn, self.tx_last_lsn, msg.end_lsn))
+            else:
+                self._settle()
+                if self._all_stored():
+                    self._confirm(msg.end_lsn)  # nothing of ours in it, nothing pending: the slot may move on
+            self.tx = self.streamed_tx = None
             return
         if isinstance(msg, Relation):
             if self.catalog.filter.table(msg.namespace, msg.name):
@@ -565,7 +633,7 @@ class PostgresSourceTask(SourceTask):
                 self.tables.pop(msg.oid, None)
             return
         if isinstance(msg, Truncate):
-            self._on_change(msg, wal.start, out)
+            self._on_change(msg, lsn, out)
 
     def _on_change(self, msg: Insert | Update | Delete | Truncate, lsn: int, out: list[Any]) -> None:
         tx = self.tx
@@ -793,11 +861,12 @@ class PostgresSourceTask(SourceTask):
         commit = int(stored.get("lsn_commit") or 0)
         proc = int(stored.get("lsn_proc") or 0)
         safe = 0
-        for commit_lsn in sorted(self.tx_last):
-            last_event, end = self.tx_last[commit_lsn]
+        pending = self.tx_last  # in commit order: the covered ones come first
+        while pending:
+            commit_lsn, last_event, end = pending[0]
             if commit_lsn < commit or (commit_lsn == commit and proc >= last_event):
                 safe = max(safe, end)
-                del self.tx_last[commit_lsn]
+                pending.popleft()
             else:
                 break
         if safe:

@@ -250,3 +250,76 @@ def test_a_bad_hex_placeholder_fails_validation_naming_the_key() -> None:
     for bad in ("hex:zz", "hex:abc", "hex:"):
         with pytest.raises(ValidationError, match="unavailable.value.placeholder"):
             PostgresSourceConfig.model_validate({**base, "unavailable.value.placeholder": bad})
+
+
+def _tuple_data(values: list[Any]) -> bytes:
+    """A pgoutput TupleData of text values (None: 'n', UNCHANGED_TOAST: 'u'), as the server sends it."""
+    import struct
+
+    out = struct.pack(">h", len(values))
+    for v in values:
+        if v is None:
+            out += b"n"
+        elif v is UNCHANGED_TOAST:
+            out += b"u"
+        else:
+            text = v.encode()
+            out += b"t" + struct.pack(">i", len(text)) + text
+    return out
+
+
+STRINGS = ["plain", "", 'q"uote', "back\\slash", "tab\there", "\x01ctl", "caf\u00e9", "\U0001f600", "\x7f"]
+
+
+@pytest.mark.parametrize("settings", CONVERTER_SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+@pytest.mark.parametrize("decimal_mode", ["precise", "string"])
+def test_streamed_changes_from_pgoutput_bytes_write_what_event_writes(settings: dict[str, str], decimal_mode: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The streaming fast path (``raw_row`` + ``streamed``, from the message's bytes) against ``row`` +
+    ``event`` (from decoded text), byte for byte: every mapped type, NULLs, unchanged TOAST values, strings
+    that need escaping, a tuple shorter than the table, inserts and updates, two transactions."""
+    from headwater.connectors.postgres.encoded import StreamedTx
+    from headwater.connectors.postgres.pgoutput import Begin
+
+    monkeypatch.setattr(time, "time_ns", lambda: 1_732_000_000_123_456_789)
+    key, value = _converters(settings)
+    table = _table(COLUMNS, decimal_mode=decimal_mode)
+    encoded = EncodedTable(table, Encoders(key, value))
+    rows = _rows(COLUMNS)
+    names = [c[0] for c in COLUMNS]
+    for text in STRINGS:  # every string column: text that is its own JSON once quoted, and text that is not
+        rows.append([text if n in ("name", "code", "doc", "uid", "mood") else r for n, r in zip(names, rows[0],
+                                                                                               strict=True)])
+    rows.append(rows[0][:5])  # a row from before columns were added: the rest are null
+    compared = 0
+    for begin in (Begin(8000, 1_700_000_000_000_002, 77), Begin(9000, 1_700_000_000_100_003, 78)):
+        tx = StreamedTx(begin)
+        for lsn, row in enumerate(rows, start=begin.final_lsn - 500):
+            data = b"junk" + _tuple_data(row)
+            after, key_json, end = encoded.raw_row(data, 4)
+            assert end == len(data)
+            assert encoded.streamed_row(data, 4) == (after, key_json, end)  # unrolled for the table
+            src = ChangeSource(begin.commit_ts_us, "false", begin.xid, lsn, begin.final_lsn,
+                               f'["{begin.final_lsn}","{lsn}"]')
+            for op in ("c", "u"):
+                got = encoded.streamed(op, None, after, key_json, lsn, tx)
+                want = encoded.event(op, None, encoded.row(row), src, {}, {})
+                assert got == want, (op, row)
+                _both(table, encoded, key, value, lambda t, op=op, row=row, src=src: t.event(op, None, t.row(row),
+                                                                                             src, {}, {}))
+                compared += 1
+    assert compared == 2 * 2 * len(rows)
+
+
+def test_a_streamed_row_that_does_not_convert_names_the_column_as_row_does() -> None:
+    key, value = _converters({"schemas.enable": "false"})
+    table = _table([("id", 20, -1, None, True, True, []), ("day", 1082, -1, None, False, False, []),
+                    ("i", 23, -1, None, True, False, [])])
+    encoded = EncodedTable(table, Encoders(key, value))
+    for row in (["1", "10000-01-01", "3"], ["1", None, UNCHANGED_TOAST]):
+        with pytest.raises(DataException) as slow:
+            encoded.row(row)
+        for fast_path in (encoded.raw_row, encoded.streamed_row):
+            with pytest.raises(DataException) as fast:
+                fast_path(_tuple_data(row), 0)
+            assert str(fast.value) == str(slow.value)
