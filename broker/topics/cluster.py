@@ -245,11 +245,18 @@ class Cluster:
                 fut.set_result(None)
 
     async def wait_for_data(self, timeout: float) -> None:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Until the next append (notify_data) or ``timeout`` seconds: one future and one timer, no Task."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
         self._data_waiters.add(fut)
+        timer = loop.call_later(timeout, _wake, fut)
         try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
+            await fut
         finally:
+            timer.cancel()
             self._data_waiters.discard(fut)
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -1,0 +1,188 @@
+"""One connection's answers, written in request order without a writer task.
+
+A request whose handler finishes without waiting (almost every Produce, a Fetch that finds data) is answered
+in the reader's own step: no Task, no queue hand-off. A handler that waits (a long-polling Fetch, a flush)
+carries on in a Task, and its answer is written from the Task's done callback once every earlier answer is.
+Answers that become ready in the same turn of the event loop go out in one ``writelines`` (one send), so
+a client that pipelines small requests gets its answers in as few system calls as they arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Coroutine, Generator
+from typing import Any
+
+__all__ = ["Answers", "Ready", "start_eagerly"]
+
+log = logging.getLogger(__name__)
+
+Answer = bytes | bytearray | None
+
+
+class Ready:
+    """A request answered at once: its answer (None: no answer, e.g. acks=0), or the error its handler raised."""
+
+    __slots__ = ("answer", "error")
+
+    def __init__(self, answer: Answer, error: BaseException | None = None) -> None:
+        self.answer, self.error = answer, error
+
+    def done(self) -> bool:
+        return True
+
+
+Pending = Ready | asyncio.Task[Answer]
+
+
+class _Resume:
+    """Carries on a coroutine that has already run up to its first wait (``yielded``) inside a Task: hands that
+    future to the Task, then passes every result and exception through, as ``await`` would have."""
+
+    __slots__ = ("coro", "yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, Answer], yielded: Any) -> None:
+        self.coro, self.yielded = coro, yielded
+
+    def __await__(self) -> Generator[Any, Any, Answer]:
+        coro, value = self.coro, self.yielded
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - the Task's cancellation, passed on to the handler
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                continue
+            try:
+                value = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+
+async def _resumed(coro: Coroutine[Any, Any, Answer], yielded: Any) -> Answer:
+    return await _Resume(coro, yielded)
+
+
+def start_eagerly(coro: Coroutine[Any, Any, Answer]) -> Pending:
+    """Run ``coro`` until it finishes or first waits: Ready in the first case, a Task carrying it on in the
+    second (Python 3.12's eager tasks, by hand)."""
+    try:
+        yielded = coro.send(None)
+    except StopIteration as stop:
+        return Ready(stop.value)
+    except Exception as exc:  # the handler failed: the answers' writer logs it and closes the connection
+        return Ready(None, exc)
+    return asyncio.ensure_future(_resumed(coro, yielded))
+
+
+class Answers:
+    """The answers of one connection's requests, in request order; each is written once it and every earlier
+    one are ready. A handler's error is logged and closes the connection (its later answers are dropped)."""
+
+    __slots__ = ("_empty", "_loop", "_queue", "_scheduled", "_space", "failed", "limit", "peer", "writer")
+
+    def __init__(self, writer: asyncio.StreamWriter, peer: str, limit: int) -> None:
+        self.writer, self.peer, self.limit = writer, peer, limit
+        self._queue: deque[Pending] = deque()
+        self._loop = asyncio.get_running_loop()
+        self._scheduled = False
+        self._empty: asyncio.Future[None] | None = None  # set once every queued answer is written
+        self._space: asyncio.Future[None] | None = None  # set once fewer than ``limit`` are queued
+        self.failed = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def add(self, pending: Pending) -> None:
+        """Queue the answer of the request just read (after those of the requests read before it)."""
+        self._queue.append(pending)
+        if isinstance(pending, Ready):
+            if len(self._queue) == 1:
+                self._schedule()
+        else:
+            pending.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Answer]) -> None:
+        if self._queue and self._queue[0] is task:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        """Write at the end of this turn of the loop, with whatever else becomes ready in it."""
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._write_ready)
+
+    def _write_ready(self) -> None:
+        self._scheduled = False
+        queue = self._queue
+        out: list[bytes | bytearray] = []
+        while queue and queue[0].done() and not self.failed:
+            pending = queue.popleft()
+            if isinstance(pending, Ready):
+                answer, error = pending.answer, pending.error
+            elif pending.cancelled():
+                answer, error = None, None
+            else:
+                answer, error = None, pending.exception()
+                if error is None:
+                    answer = pending.result()
+            if error is not None:
+                log.error("request from %s failed; closing the connection", self.peer, exc_info=error)
+                self.failed = True
+                self.writer.close()
+                break
+            if answer is not None:
+                out.append(answer)
+        if out and not self.failed:
+            if len(out) == 1:
+                self.writer.write(out[0])
+            else:
+                self.writer.writelines(out)
+        if self.failed:
+            self._drop()
+        self._wake()
+
+    def _drop(self) -> None:
+        """After a failure: the answers still queued are never written."""
+        while self._queue:
+            pending = self._queue.popleft()
+            if not isinstance(pending, Ready):
+                pending.remove_done_callback(self._task_done)
+                pending.cancel()
+
+    def _wake(self) -> None:
+        if self._space is not None and len(self._queue) < self.limit:
+            if not self._space.done():
+                self._space.set_result(None)
+            self._space = None
+        if self._empty is not None and not self._queue:
+            if not self._empty.done():
+                self._empty.set_result(None)
+            self._empty = None
+
+    async def room(self) -> None:
+        """Until fewer than ``limit`` answers are queued (reading pauses beyond that)."""
+        while len(self._queue) >= self.limit and not self.failed:
+            if self._space is None:
+                self._space = self._loop.create_future()
+            await self._space
+
+    async def written(self) -> None:
+        """Until every answer queued so far has been handed to the transport (or the connection failed)."""
+        while self._queue and not self.failed:
+            if self._empty is None:
+                self._empty = self._loop.create_future()
+            await self._empty
+
+    def cancel(self) -> None:
+        """Shutting down: handlers still waiting are cancelled; their answers are not written."""
+        for pending in self._queue:
+            if not isinstance(pending, Ready):
+                pending.cancel()
