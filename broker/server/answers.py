@@ -3,7 +3,7 @@
 A request whose handler finishes without waiting (almost every Produce, a Fetch that finds data) is answered
 in the reader's own step: no Task, no queue hand-off. A handler that waits (a long-polling Fetch, a flush)
 carries on in a Task, and its answer is written from the Task's done callback once every earlier answer is.
-Answers that become ready in the same turn of the event loop go out in one ``writelines`` (one send), so
+The reader writes the answers of all the requests it found in one read together (``flush``: one send), so
 a client that pipelines small requests gets its answers in as few system calls as they arrived.
 """
 
@@ -86,13 +86,12 @@ class Answers:
     """The answers of one connection's requests, in request order; each is written once it and every earlier
     one are ready. A handler's error is logged and closes the connection (its later answers are dropped)."""
 
-    __slots__ = ("_empty", "_loop", "_queue", "_scheduled", "_space", "failed", "limit", "peer", "writer")
+    __slots__ = ("_empty", "_loop", "_queue", "_space", "failed", "limit", "peer", "writer")
 
     def __init__(self, writer: asyncio.StreamWriter, peer: str, limit: int) -> None:
         self.writer, self.peer, self.limit = writer, peer, limit
         self._queue: deque[Pending] = deque()
         self._loop = asyncio.get_running_loop()
-        self._scheduled = False
         self._empty: asyncio.Future[None] | None = None  # set once every queued answer is written
         self._space: asyncio.Future[None] | None = None  # set once fewer than ``limit`` are queued
         self.failed = False
@@ -101,26 +100,18 @@ class Answers:
         return len(self._queue)
 
     def add(self, pending: Pending) -> None:
-        """Queue the answer of the request just read (after those of the requests read before it)."""
+        """Queue the answer of the request just read (after those of the requests read before it); it is
+        written by the next ``flush``, or when its Task ends if it is still under way then."""
         self._queue.append(pending)
-        if isinstance(pending, Ready):
-            if len(self._queue) == 1:
-                self._schedule()
-        else:
+        if not isinstance(pending, Ready):
             pending.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[Answer]) -> None:
         if self._queue and self._queue[0] is task:
-            self._schedule()
+            self.flush()
 
-    def _schedule(self) -> None:
-        """Write at the end of this turn of the loop, with whatever else becomes ready in it."""
-        if not self._scheduled:
-            self._scheduled = True
-            self._loop.call_soon(self._write_ready)
-
-    def _write_ready(self) -> None:
-        self._scheduled = False
+    def flush(self) -> None:
+        """Write every answer that is ready and has no unanswered request before it, in one send."""
         queue = self._queue
         out: list[bytes | bytearray] = []
         while queue and queue[0].done() and not self.failed:
@@ -169,6 +160,7 @@ class Answers:
 
     async def room(self) -> None:
         """Until fewer than ``limit`` answers are queued (reading pauses beyond that)."""
+        self.flush()
         while len(self._queue) >= self.limit and not self.failed:
             if self._space is None:
                 self._space = self._loop.create_future()
@@ -176,6 +168,7 @@ class Answers:
 
     async def written(self) -> None:
         """Until every answer queued so far has been handed to the transport (or the connection failed)."""
+        self.flush()
         while self._queue and not self.failed:
             if self._empty is None:
                 self._empty = self._loop.create_future()

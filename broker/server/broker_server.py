@@ -66,6 +66,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 _BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 MAX_IN_FLIGHT = 64  # per connection; reading pauses beyond this
 _WRITE_BUFFERED = 1 << 16  # answers the transport holds unsent beyond which reading waits for the client
+_READ_SIZE = 1 << 18  # the most one read takes from the connection's buffer
 _FETCH_KEY = b"\x00\x01"  # a request frame's first bytes: its API key, int16
 
 
@@ -339,33 +340,58 @@ class BrokerServer:
 
     async def _read_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answers: Answers,
                              conn: _Connection) -> None:
+        """Serve the connection's requests: each read takes whatever has arrived, the requests whole in it are
+        started in order, and the answers ready by then leave together (a frame cut by the read is completed
+        with one exact read of what it misses)."""
         max_size = self.config.socket_request_max_bytes
-        mute = conn.mute
-        transport = writer.transport
+        rest = b""
         while not answers.failed:
-            if mute.until:  # a throttled client's next requests wait in its socket (Kafka mutes the channel)
-                await mute.wait()
-            if len(answers) >= MAX_IN_FLIGHT:
-                await answers.room()
-            if transport.get_write_buffer_size() > _WRITE_BUFFERED:
-                await writer.drain()  # the client reads its answers slower than it sends requests
-            head = await reader.readexactly(4)
-            (size,) = _SIZE.unpack(head)
-            if size < 10 or size > max_size:
-                log.warning("closing connection from %s: request size %d outside 10..%d (socket.request.max.bytes)",
-                            conn.peer, size, max_size)
-                raise _Close
-            frame = memoryview(await reader.readexactly(size))
-            if frame[:2] == _FETCH_KEY and len(answers):  # one fetch answer held per connection, not 64
-                await answers.written()
-                await writer.drain()
-            pending, serial = self._start_request(frame, conn)
-            self.limits.started(conn.slot, pending)
-            answers.add(pending)
-            if serial and not isinstance(pending, Ready):
-                # its throttle mutes the connection before the next request is read, as in Kafka
+            data = await reader.read(_READ_SIZE)
+            if not data:
+                raise asyncio.IncompleteReadError(rest, None)
+            if rest:
+                data = rest + data
+            view = memoryview(data)
+            pos, end = 0, len(data)
+            while end - pos >= 4:
+                (size,) = _SIZE.unpack_from(data, pos)
+                if size < 10 or size > max_size:
+                    log.warning("closing connection from %s: request size %d outside 10..%d "
+                                "(socket.request.max.bytes)", conn.peer, size, max_size)
+                    raise _Close
+                pos += 4
+                if pos + size > end:  # the rest of this request has not arrived yet
+                    answers.flush()
+                    frame = memoryview(data[pos:] + await reader.readexactly(pos + size - end))
+                    pos = end
+                else:
+                    frame = view[pos : pos + size]
+                    pos += size
+                await self._serve_request(frame, writer, answers, conn)
+                if answers.failed:
+                    return
+            rest = data[pos:]
+            answers.flush()
+
+    async def _serve_request(self, frame: memoryview, writer: asyncio.StreamWriter, answers: Answers,
+                             conn: _Connection) -> None:
+        if conn.mute.until:  # a throttled client's next requests wait (Kafka mutes the channel)
+            answers.flush()
+            await conn.mute.wait()
+        if len(answers) >= MAX_IN_FLIGHT:
+            await answers.room()
+        if frame[:2] == _FETCH_KEY and len(answers):  # one fetch answer held per connection, not 64
+            await answers.written()
+        if writer.transport.get_write_buffer_size() > _WRITE_BUFFERED:
+            await writer.drain()  # the client reads its answers slower than it sends requests
+        pending, serial = self._start_request(frame, conn)
+        self.limits.started(conn.slot, pending)
+        answers.add(pending)
+        if serial:  # its throttle mutes the connection before the next request is read, as in Kafka
+            answers.flush()
+            if not isinstance(pending, Ready):
                 await asyncio.wait((pending,))
-            if serial and conn.sasl is not None and conn.sasl.failed is not None:  # a re-authentication failed
+            if conn.sasl is not None and conn.sasl.failed is not None:  # a re-authentication failed
                 raise _Close
 
     def _start_request(self, frame: memoryview, conn: _Connection) -> tuple[Pending, bool]:
