@@ -127,16 +127,16 @@ class Answers:
             if error is not None:
                 log.error("request from %s failed; closing the connection", self.peer, exc_info=error)
                 self.failed = True
-                self.writer.close()
                 break
             if answer is not None:
                 out.append(answer)
-        if out and not self.failed:
+        if out:  # the answers before a failed request are still sent
             if len(out) == 1:
                 self.writer.write(out[0])
             else:
                 self.writer.writelines(out)
         if self.failed:
+            self.writer.close()
             self._drop()
         self._wake()
 

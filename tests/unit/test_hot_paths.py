@@ -74,8 +74,8 @@ def test_fetch_request_decodes_as_the_general_decoder(version: int) -> None:
             [(t.topic, list(t.partitions)) for t in general.forgotten_topics_data]
     if version >= 11:
         assert fast.rack_id == general.rack_id
-    part_fields = ["partition", "fetch_offset", "partition_max_bytes"] + (["log_start_offset"] if version >= 5 else []) \
-        + (["current_leader_epoch"] if version >= 9 else [])
+    part_fields = ["partition", "fetch_offset", "partition_max_bytes"]
+    part_fields += (["log_start_offset"] if version >= 5 else []) + (["current_leader_epoch"] if version >= 9 else [])
     assert [(t.topic, [[getattr(p, f) for f in part_fields] for p in t.partitions]) for t in fast.topics] == \
         [(t.topic, [[getattr(p, f) for f in part_fields] for p in t.partitions]) for t in general.topics]
 

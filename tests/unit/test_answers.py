@@ -1,0 +1,135 @@
+"""A connection's answers (broker/server/answers.py) over a real socket pair: handlers that finish at once and
+handlers that wait are answered in request order, ready answers leave in one write, and a failed handler
+closes the connection without writing anything after it."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+
+from headwater.broker.server.answers import Answers, Ready, start_eagerly
+
+
+async def _pair() -> tuple[asyncio.StreamWriter, socket.socket]:
+    ours, theirs = socket.socketpair()
+    _reader, writer = await asyncio.open_connection(sock=ours)
+    theirs.setblocking(False)
+    return writer, theirs
+
+
+async def _received(sock: socket.socket, size: int, timeout: float = 5.0) -> bytes:
+    loop = asyncio.get_running_loop()
+    data = b""
+    async with asyncio.timeout(timeout):
+        while len(data) < size:
+            chunk = await loop.sock_recv(sock, size - len(data))
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+async def _answer(value: bytes) -> bytes:
+    return value
+
+
+async def _answer_after(gate: asyncio.Future[None], value: bytes, waits: list[str]) -> bytes:
+    waits.append("waiting")
+    await gate
+    waits.append("woken")
+    await asyncio.sleep(0)  # a second wait: the handler is carried on, not restarted
+    return value
+
+
+def test_answers_in_request_order_whoever_finishes_first() -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer", limit=64)
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waits: list[str] = []
+        first = start_eagerly(_answer(b"1"))
+        slow = start_eagerly(_answer_after(gate, b"2", waits))
+        third = start_eagerly(_answer(b"3"))
+        assert isinstance(first, Ready) and isinstance(third, Ready)  # answered in the reader's own step
+        assert not isinstance(slow, Ready) and waits == ["waiting"]  # ran up to its wait, then a Task
+        for pending in (first, slow, third):
+            answers.add(pending)
+        answers.flush()
+        assert await _received(peer, 1) == b"1"
+        assert len(answers) == 2  # "3" waits for "2"
+        gate.set_result(None)
+        await answers.written()
+        assert await _received(peer, 2) == b"23"
+        assert waits == ["waiting", "woken"]
+        writer.close()
+        peer.close()
+
+    asyncio.run(scenario())
+
+
+def test_ready_answers_leave_in_one_write() -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        writes: list[Any] = []  # each call the answers made: one send each on the transport
+        original_write, original_writelines = writer.write, writer.writelines
+        writer.write = lambda data: (writes.append([data]), original_write(data))  # type: ignore[method-assign]
+        writer.writelines = lambda parts: (writes.append(list(parts)),  # type: ignore[method-assign]
+                                           original_writelines(parts))
+        answers = Answers(writer, "peer", limit=64)
+        for i in range(5):
+            answers.add(start_eagerly(_answer(b"%d" % i)))
+        answers.flush()
+        assert await _received(peer, 5) == b"01234"
+        assert writes == [[b"0", b"1", b"2", b"3", b"4"]]
+        writer.close()
+        peer.close()
+
+    asyncio.run(scenario())
+
+
+async def _fails() -> bytes:
+    raise RuntimeError("handler bug")
+
+
+def test_a_failed_handler_closes_the_connection_and_nothing_after_it_is_written(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer-1", limit=64)
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting = start_eagerly(_answer_after(gate, b"never", []))
+        for pending in (start_eagerly(_answer(b"ok")), start_eagerly(_fails()), waiting):
+            answers.add(pending)
+        answers.flush()
+        assert answers.failed
+        assert await _received(peer, 10) == b"ok"  # then the end of the stream
+        await asyncio.sleep(0)
+        assert waiting.cancelled()
+        await answers.written()  # returns: nothing more will be written
+        peer.close()
+
+    asyncio.run(scenario())
+    assert "request from peer-1 failed; closing the connection" in caplog.text
+    assert "RuntimeError: handler bug" in caplog.text
+
+
+def test_reading_pauses_at_the_limit_until_answers_are_written() -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer", limit=2)
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        answers.add(start_eagerly(_answer_after(gate, b"a", [])))
+        answers.add(start_eagerly(_answer(b"b")))
+        room = asyncio.ensure_future(answers.room())
+        await asyncio.sleep(0.05)
+        assert not room.done()  # two queued, the first still waiting
+        gate.set_result(None)
+        await asyncio.wait_for(room, 5)
+        assert len(answers) == 0 and await _received(peer, 2) == b"ab"
+        writer.close()
+        peer.close()
+
+    asyncio.run(scenario())
