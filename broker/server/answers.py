@@ -58,12 +58,12 @@ class _Resume:
                 try:
                     value = coro.throw(exc)
                 except StopIteration as stop:
-                    return stop.value  # type: ignore[no-any-return]
+                    return stop.value
                 continue
             try:
                 value = coro.send(sent)
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                return stop.value
 
 
 async def _resumed(coro: Coroutine[Any, Any, Answer], yielded: Any) -> Answer:

@@ -443,7 +443,7 @@ class BrokerServer:
                                   authorizing=conn.authorizing, throttler=throttler, endpoint=conn.endpoint,
                                   sasl=conn.sasl)
         body = await spec.handler(ctx, request)
-        answer = None
+        answer: bytes | bytearray | None = None
         if body is not None:
             answer = encode_fast(header.api_key, header.api_version, header.correlation_id, body)
             if answer is None:

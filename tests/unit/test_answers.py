@@ -73,11 +73,19 @@ def test_answers_in_request_order_whoever_finishes_first() -> None:
 def test_ready_answers_leave_in_one_write() -> None:
     async def scenario() -> None:
         writer, peer = await _pair()
-        writes: list[Any] = []  # each call the answers made: one send each on the transport
+        writes: list[list[Any]] = []  # each call the answers made: one send each on the transport
         original_write, original_writelines = writer.write, writer.writelines
-        writer.write = lambda data: (writes.append([data]), original_write(data))  # type: ignore[method-assign]
-        writer.writelines = lambda parts: (writes.append(list(parts)),  # type: ignore[method-assign]
-                                           original_writelines(parts))
+
+        def write(data: Any) -> None:
+            writes.append([data])
+            original_write(data)
+
+        def writelines(parts: Any) -> None:
+            writes.append(list(parts))
+            original_writelines(parts)
+
+        writer.write = write  # type: ignore[method-assign]
+        writer.writelines = writelines  # type: ignore[method-assign,assignment]
         answers = Answers(writer, "peer", limit=64)
         for i in range(5):
             answers.add(start_eagerly(_answer(b"%d" % i)))
@@ -107,7 +115,7 @@ def test_a_failed_handler_closes_the_connection_and_nothing_after_it_is_written(
         assert answers.failed
         assert await _received(peer, 10) == b"ok"  # then the end of the stream
         await asyncio.sleep(0)
-        assert waiting.cancelled()
+        assert isinstance(waiting, asyncio.Task) and waiting.cancelled()
         await answers.written()  # returns: nothing more will be written
         peer.close()
 
