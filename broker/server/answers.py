@@ -20,6 +20,7 @@ __all__ = ["Answers", "Ready", "start_eagerly"]
 log = logging.getLogger(__name__)
 
 Answer = bytes | bytearray | None
+_FAILED = "request from %s failed; closing the connection"
 
 
 class Ready:
@@ -37,49 +38,56 @@ class Ready:
 Pending = Ready | asyncio.Task[Answer]
 
 
-class _Resume:
-    """Carries on a coroutine that has already run up to its first wait (``yielded``) inside a Task: hands that
-    future to the Task, then passes every result and exception through, as ``await`` would have."""
+class _Resumed(Coroutine[Any, Any, Answer]):
+    """A handler's coroutine that has already run up to its first wait, as the Task carrying it on sees it: the
+    Task's first step gets the future the handler waits on; every later step, and any exception the Task throws
+    (its cancellation, even before its first step), goes to the handler as if the Task had started it."""
 
-    __slots__ = ("coro", "yielded")
+    __slots__ = ("_coro", "_first")
 
     def __init__(self, coro: Coroutine[Any, Any, Answer], yielded: Any) -> None:
-        self.coro, self.yielded = coro, yielded
+        self._coro: Coroutine[Any, Any, Answer] | None = coro
+        self._first = yielded
 
-    def __await__(self) -> Generator[Any, Any, Answer]:
-        coro, value = self.coro, self.yielded
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001 - the Task's cancellation, passed on to the handler
-                try:
-                    value = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-                continue
-            try:
-                value = coro.send(sent)
-            except StopIteration as stop:
-                return stop.value
+    def send(self, value: Any) -> Any:
+        if self._coro is not None and self._first is not _STARTED:
+            first, self._first = self._first, _STARTED
+            return first
+        return self._handler().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        self._first = _STARTED
+        if val is None and tb is None:
+            return self._handler().throw(typ)
+        return self._handler().throw(typ, val, tb)
+
+    def close(self) -> None:
+        if self._coro is not None:
+            self._coro.close()
+
+    def __await__(self) -> Generator[Any, None, Answer]:
+        raise TypeError("a resumed handler is run by its Task only")
+
+    def _handler(self) -> Coroutine[Any, Any, Answer]:
+        assert self._coro is not None
+        return self._coro
 
 
-async def _resumed(coro: Coroutine[Any, Any, Answer], yielded: Any) -> Answer:
-    return await _Resume(coro, yielded)
+_STARTED = object()  # a _Resumed whose Task has taken its first step
 
 
-def start_eagerly(coro: Coroutine[Any, Any, Answer]) -> Pending:
+def start_eagerly(coro: Coroutine[Any, Any, Answer], peer: str) -> Pending:
     """Run ``coro`` until it finishes or first waits: Ready in the first case, a Task carrying it on in the
-    second (Python 3.12's eager tasks, by hand)."""
+    second (Python 3.12's eager tasks, by hand). A handler that fails is logged here; its Ready carries the
+    error, and the connection closes once the answers before it are written."""
     try:
         yielded = coro.send(None)
     except StopIteration as stop:
         return Ready(stop.value)
-    except Exception as exc:  # the handler failed: the answers' writer logs it and closes the connection
+    except Exception as exc:
+        log.error(_FAILED, peer, exc_info=exc)
         return Ready(None, exc)
-    return asyncio.ensure_future(_resumed(coro, yielded))
+    return asyncio.get_running_loop().create_task(_Resumed(coro, yielded))
 
 
 class Answers:
@@ -125,7 +133,8 @@ class Answers:
                 if error is None:
                     answer = pending.result()
             if error is not None:
-                log.error("request from %s failed; closing the connection", self.peer, exc_info=error)
+                if not isinstance(pending, Ready):  # a Ready's error was logged when it was raised
+                    log.error(_FAILED, self.peer, exc_info=error)
                 self.failed = True
                 break
             if answer is not None:

@@ -433,7 +433,7 @@ class BrokerServer:
             elif conn.sasl.expired:  # KIP-368: past its session's lifetime only a re-authentication is served
                 log.info("closing connection from %s: its SASL session expired (connections.max.reauth.ms)", peer)
                 raise _Close
-        pending = start_eagerly(self._handle(spec, header, request, conn, received, len(frame) + 4, throttler))
+        pending = start_eagerly(self._handle(spec, header, request, conn, received, len(frame) + 4, throttler), peer)
         return pending, serial
 
     async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, conn: _Connection,

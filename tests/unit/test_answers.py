@@ -50,9 +50,9 @@ def test_answers_in_request_order_whoever_finishes_first() -> None:
         answers = Answers(writer, "peer", limit=64)
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waits: list[str] = []
-        first = start_eagerly(_answer(b"1"))
-        slow = start_eagerly(_answer_after(gate, b"2", waits))
-        third = start_eagerly(_answer(b"3"))
+        first = start_eagerly(_answer(b"1"), "peer-1")
+        slow = start_eagerly(_answer_after(gate, b"2", waits), "peer-1")
+        third = start_eagerly(_answer(b"3"), "peer-1")
         assert isinstance(first, Ready) and isinstance(third, Ready)  # answered in the reader's own step
         assert not isinstance(slow, Ready) and waits == ["waiting"]  # ran up to its wait, then a Task
         for pending in (first, slow, third):
@@ -88,7 +88,7 @@ def test_ready_answers_leave_in_one_write() -> None:
         writer.writelines = writelines  # type: ignore[method-assign,assignment]
         answers = Answers(writer, "peer", limit=64)
         for i in range(5):
-            answers.add(start_eagerly(_answer(b"%d" % i)))
+            answers.add(start_eagerly(_answer(b"%d" % i), "peer-1"))
         answers.flush()
         assert await _received(peer, 5) == b"01234"
         assert writes == [[b"0", b"1", b"2", b"3", b"4"]]
@@ -108,8 +108,8 @@ def test_a_failed_handler_closes_the_connection_and_nothing_after_it_is_written(
         writer, peer = await _pair()
         answers = Answers(writer, "peer-1", limit=64)
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiting = start_eagerly(_answer_after(gate, b"never", []))
-        for pending in (start_eagerly(_answer(b"ok")), start_eagerly(_fails()), waiting):
+        waiting = start_eagerly(_answer_after(gate, b"never", []), "peer-1")
+        for pending in (start_eagerly(_answer(b"ok"), "peer-1"), start_eagerly(_fails(), "peer-1"), waiting):
             answers.add(pending)
         answers.flush()
         assert answers.failed
@@ -129,14 +129,71 @@ def test_reading_pauses_at_the_limit_until_answers_are_written() -> None:
         writer, peer = await _pair()
         answers = Answers(writer, "peer", limit=2)
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        answers.add(start_eagerly(_answer_after(gate, b"a", [])))
-        answers.add(start_eagerly(_answer(b"b")))
+        answers.add(start_eagerly(_answer_after(gate, b"a", []), "peer-1"))
+        answers.add(start_eagerly(_answer(b"b"), "peer-1"))
         room = asyncio.ensure_future(answers.room())
         await asyncio.sleep(0.05)
         assert not room.done()  # two queued, the first still waiting
         gate.set_result(None)
         await asyncio.wait_for(room, 5)
         assert len(answers) == 0 and await _received(peer, 2) == b"ab"
+        writer.close()
+        peer.close()
+
+    asyncio.run(scenario())
+
+
+async def _fails_after(gate: asyncio.Future[None]) -> bytes:
+    await gate
+    raise ValueError("late handler bug")
+
+
+async def _cleans_up(gate: asyncio.Future[None], seen: list[str]) -> bytes:
+    try:
+        await gate
+    except asyncio.CancelledError:
+        seen.append("cancelled inside the handler")
+        raise
+    return b"never"
+
+
+def test_a_handler_failing_after_a_wait_is_logged_once_and_closes_the_connection(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer-2", limit=64)
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        answers.add(start_eagerly(_answer(b"first"), "peer-2"))
+        answers.add(start_eagerly(_fails_after(gate), "peer-2"))
+        answers.add(start_eagerly(_answer(b"after"), "peer-2"))
+        answers.flush()
+        assert await _received(peer, 5) == b"first"
+        gate.set_result(None)
+        await answers.written()
+        assert answers.failed and await _received(peer, 10) == b""  # closed, "after" never sent
+        peer.close()
+
+    asyncio.run(scenario())
+    assert caplog.text.count("request from peer-2 failed; closing the connection") == 1
+    assert "ValueError: late handler bug" in caplog.text
+
+
+@pytest.mark.parametrize("steps_before", [0, 2])  # cancelled before its Task's first step, and after
+def test_cancelling_a_waiting_handler_cancels_it_where_it_waits(steps_before: int) -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer", limit=64)
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        seen: list[str] = []
+        waiting = start_eagerly(_cleans_up(gate, seen), "peer")
+        answers.add(waiting)
+        for _ in range(steps_before):
+            await asyncio.sleep(0)
+        answers.cancel()  # shutting down
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert isinstance(waiting, asyncio.Task) and waiting.cancelled()
+        assert seen == ["cancelled inside the handler"]
         writer.close()
         peer.close()
 
