@@ -2,7 +2,9 @@
 
 A request whose handler finishes without waiting (almost every Produce, a Fetch that finds data) is answered
 in the reader's own step: no Task, no queue hand-off. A handler that waits (a long-polling Fetch, a flush)
-carries on in a Task, and its answer is written from the Task's done callback once every earlier answer is.
+carries on in a Task, and its answer is written from the Task's done callback once every earlier answer is;
+a Fetch parked until the next append (a ``DataWait``) is carried on by a ``Parked`` instead, which the append's
+notify runs to its answer and writes at once, in the producer's own step (Kafka's purgatory ``tryComplete``).
 The reader writes the answers of all the requests it found in one read together (``flush``: one send), so
 a client that pipelines small requests gets its answers in as few system calls as they arrived.
 """
@@ -12,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
-__all__ = ["Answers", "Ready", "start_eagerly"]
+from ..topics.data_waiters import DataWait
+
+__all__ = ["Answers", "Parked", "Ready", "start_eagerly"]
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,93 @@ class Ready:
         return True
 
 
-Pending = Ready | asyncio.Task[Answer]
+class Parked(asyncio.Future[Answer]):
+    """A handler waiting on a ``DataWait`` (a long-polling Fetch), carried on without a Task: the wait's wake
+    (an append's notify, its timer, shutdown) runs the handler on in the waking step, and once it has its
+    answer the connection's answers are told at once (``on_done``), so the answer is written in that same
+    step. Should the handler then wait on anything else, a Task carries it on from there."""
+
+    on_done: Callable[[], None] | None = None  # the connection's answers, told synchronously
+    _coro: Coroutine[Any, Any, Answer] | None = None
+    _wait: DataWait | None = None
+    _task: asyncio.Task[Answer] | None = None
+    _peer = ""
+
+    def park(self, coro: Coroutine[Any, Any, Answer], wait: DataWait, peer: str) -> None:
+        self._coro, self._peer = coro, peer
+        self._hold(wait)
+
+    def _hold(self, wait: DataWait) -> None:
+        self._wait = wait
+        wait.complete = self._step
+
+    def _step(self) -> None:
+        """The wait has ended: run the handler on until it answers or waits again."""
+        coro = self._coro
+        if coro is None or self.done():
+            return
+        self._wait = None
+        try:
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            self._coro = None
+            self.set_result(stop.value)
+        except Exception as exc:
+            self._coro = None
+            log.error(_FAILED, self._peer, exc_info=exc)
+            self.set_exception(exc)
+        else:
+            if isinstance(yielded, DataWait):
+                self._hold(yielded)
+            else:  # any other wait: a Task carries the handler on, this future follows it
+                self._coro = None
+                self._task = task = asyncio.get_running_loop().create_task(_Resumed(coro, yielded))
+                task.add_done_callback(self._follow)
+            return
+        self._tell()
+
+    def _follow(self, task: asyncio.Task[Answer]) -> None:
+        if self.done():
+            return
+        if task.cancelled():
+            super().cancel()
+        elif (error := task.exception()) is not None:
+            log.error(_FAILED, self._peer, exc_info=error)
+            self.set_exception(error)
+        else:
+            self.set_result(task.result())
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.on_done is not None:
+            try:
+                self.on_done()
+            except Exception:  # inside the notifying step (e.g. another connection's Produce): never raise there
+                log.exception("writing the answer to %s failed", self._peer)
+
+    def cancel(self, msg: Any = None) -> bool:
+        """The handler is cancelled where it waits (its ``finally`` blocks run: the wait leaves the waiters)."""
+        if self.done():
+            return False
+        if self._task is not None:
+            return self._task.cancel(msg)
+        coro, self._coro = self._coro, None
+        if self._wait is not None:
+            self._wait.complete = None
+            self._wait = None
+        if coro is not None:  # cancelled where it waits, as a Task's handler would be
+            try:
+                coro.throw(asyncio.CancelledError(msg))
+            except (asyncio.CancelledError, StopIteration):
+                pass
+            except Exception:
+                log.exception("request from %s failed while cancelled", self._peer)
+            else:  # it caught the cancellation and waited again: closed there
+                coro.close()
+        return super().cancel(msg)
+
+
+Pending = Ready | asyncio.Task[Answer] | Parked
 
 
 class _Resumed(Coroutine[Any, Any, Answer]):
@@ -87,6 +177,10 @@ def start_eagerly(coro: Coroutine[Any, Any, Answer], peer: str) -> Pending:
     except Exception as exc:
         log.error(_FAILED, peer, exc_info=exc)
         return Ready(None, exc)
+    if isinstance(yielded, DataWait):
+        parked = Parked()
+        parked.park(coro, yielded, peer)
+        return parked
     return asyncio.get_running_loop().create_task(_Resumed(coro, yielded))
 
 
@@ -111,11 +205,18 @@ class Answers:
         """Queue the answer of the request just read (after those of the requests read before it); it is
         written by the next ``flush``, or when its Task ends if it is still under way then."""
         self._queue.append(pending)
-        if not isinstance(pending, Ready):
+        if isinstance(pending, Parked):
+            pending.on_done = self._parked_done
+        elif not isinstance(pending, Ready):
             pending.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task[Answer]) -> None:
+    def _task_done(self, task: asyncio.Future[Answer]) -> None:
         if self._queue and self._queue[0] is task:
+            self.flush()
+
+    def _parked_done(self) -> None:
+        """A parked fetch has its answer: written now if every earlier answer is (in the notifying step)."""
+        if self._queue and self._queue[0].done() and not self.failed:
             self.flush()
 
     def flush(self) -> None:
@@ -133,7 +234,7 @@ class Answers:
                 if error is None:
                     answer = pending.result()
             if error is not None:
-                if not isinstance(pending, Ready):  # a Ready's error was logged when it was raised
+                if not isinstance(pending, Ready | Parked):  # theirs were logged when raised
                     log.error(_FAILED, self.peer, exc_info=error)
                 self.failed = True
                 break
@@ -153,7 +254,10 @@ class Answers:
         """After a failure: the answers still queued are never written."""
         while self._queue:
             pending = self._queue.popleft()
-            if not isinstance(pending, Ready):
+            if isinstance(pending, Parked):
+                pending.on_done = None
+                pending.cancel()
+            elif not isinstance(pending, Ready):
                 pending.remove_done_callback(self._task_done)
                 pending.cancel()
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from headwater.broker.server.answers import Answers, Ready, start_eagerly
+from headwater.broker.server.answers import Answers, Parked, Ready, start_eagerly
+from headwater.broker.topics.data_waiters import DataWaiters
 
 
 async def _pair() -> tuple[asyncio.StreamWriter, socket.socket]:
@@ -198,3 +199,124 @@ def test_cancelling_a_waiting_handler_cancels_it_where_it_waits(steps_before: in
         peer.close()
 
     asyncio.run(scenario())
+
+
+async def _long_poll(waiters: DataWaiters, value: bytes, timeout: float = 30.0, waits: int = 1) -> bytes:
+    """A Fetch's shape: wait for the next append (up to ``timeout``), ``waits`` times, then answer."""
+    for _ in range(waits):
+        await waiters.wait(timeout)
+    return value
+
+
+def _sent_now(sock: socket.socket) -> bytes:
+    """What the peer has already received, without waiting (nothing: b"")."""
+    try:
+        return sock.recv(1 << 16)
+    except BlockingIOError:
+        return b""
+
+
+def test_a_parked_fetch_woken_by_an_append_is_answered_within_the_notify() -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer", limit=64)
+        waiters = DataWaiters()
+        parked = start_eagerly(_long_poll(waiters, b"fetched"), "peer-1")
+        assert isinstance(parked, Parked) and len(waiters) == 1  # no Task for a fetch waiting for data
+        answers.add(parked)
+        answers.flush()
+        assert _sent_now(peer) == b""
+        waiters.notify()  # the append's notify: no await between it and the answer on the wire
+        assert parked.done() and len(answers) == 0 and len(waiters) == 0
+        assert _sent_now(peer) == b"fetched"
+        writer.close()
+        peer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_parked_fetch_answered_before_an_earlier_request_waits_for_it() -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer", limit=64)
+        waiters = DataWaiters()
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        earlier = start_eagerly(_answer_after(gate, b"earlier,", []), "peer-1")
+        parked = start_eagerly(_long_poll(waiters, b"fetched"), "peer-1")
+        answers.add(earlier)
+        answers.add(parked)
+        waiters.notify()
+        assert parked.done() and _sent_now(peer) == b""  # held behind the earlier request's answer
+        gate.set_result(None)
+        await answers.written()
+        assert await _received(peer, 15) == b"earlier,fetched"
+        writer.close()
+        peer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_parked_fetch_waits_again_after_a_notify_and_ends_on_its_timer() -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer", limit=64)
+        waiters = DataWaiters()
+        parked = start_eagerly(_long_poll(waiters, b"timed out", timeout=0.05, waits=2), "peer-1")
+        answers.add(parked)
+        waiters.notify()  # the first wait ends; the handler parks again on a new wait, for the next notify
+        assert not parked.done() and len(waiters) == 1
+        assert await _received(peer, 9) == b"timed out"  # the second wait's timer answered it
+        assert len(answers) == 0 and len(waiters) == 0
+        writer.close()
+        peer.close()
+
+    asyncio.run(scenario())
+
+
+def test_cancelling_a_parked_fetch_cancels_it_where_it_waits() -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer", limit=64)
+        waiters = DataWaiters()
+        seen: list[str] = []
+
+        async def fetch() -> bytes:
+            try:
+                await waiters.wait(30)
+            except asyncio.CancelledError:
+                seen.append("cancelled inside the handler")
+                raise
+            return b"never"
+
+        parked = start_eagerly(fetch(), "peer")
+        answers.add(parked)
+        answers.cancel()  # shutting down
+        assert parked.cancelled() and seen == ["cancelled inside the handler"] and len(waiters) == 0
+        waiters.notify()
+        assert _sent_now(peer) == b""
+        writer.close()
+        peer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_parked_fetch_failing_when_woken_is_logged_and_closes_the_connection(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        writer, peer = await _pair()
+        answers = Answers(writer, "peer-3", limit=64)
+        waiters = DataWaiters()
+
+        async def fetch() -> bytes:
+            await waiters.wait(30)
+            raise ValueError("fetch bug")
+
+        answers.add(start_eagerly(fetch(), "peer-3"))
+        waiters.notify()  # the notifying step (another connection's Produce) is not disturbed
+        assert answers.failed
+        assert await _received(peer, 10) == b""
+        peer.close()
+
+    asyncio.run(scenario())
+    assert caplog.text.count("request from peer-3 failed; closing the connection") == 1
+    assert "ValueError: fetch bug" in caplog.text
