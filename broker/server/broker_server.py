@@ -105,7 +105,7 @@ class _Connection:
     connects or authenticates) and whether the ACLs apply to it at all, the mute its throttles set, the
     listener's advertised address and, on a SASL listener, the authentication state."""
 
-    __slots__ = ("authorizing", "endpoint", "mute", "peer", "principal", "sasl", "slot")
+    __slots__ = ("authorizing", "endpoint", "extend_mute", "mute", "peer", "principal", "sasl", "slot")
     slot: ConnectionSlot  # its place under max.connections and connections.max.idle.ms
 
     def __init__(self, peer: str, principal: str, authorizing: bool, endpoint: Listener | None = None,
@@ -113,6 +113,7 @@ class _Connection:
         self.peer, self.principal, self.authorizing = peer, principal, authorizing
         self.endpoint, self.sasl = endpoint, sasl
         self.mute = _Mute()
+        self.extend_mute = self.mute.extend  # bound once, not per request
 
 
 class BrokerServer:
@@ -129,6 +130,7 @@ class BrokerServer:
         self._served: dict[str, _Served] = {}
         self._metrics: MetricsEndpoint | None = None
         self.metrics_url: str | None = None  # where Prometheus scrapes, once served
+        self._is_closing = lambda: self._closing  # every request's context asks this; made once
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -438,8 +440,8 @@ class BrokerServer:
 
     async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, conn: _Connection,
                       received: float, size: int, throttler: Throttler | None) -> bytes | bytearray | None:
-        ctx = apis.RequestContext(self.cluster, header, conn.peer, self.services, lambda: self._closing,
-                                  principal=conn.principal, mute=conn.mute.extend, request_size=size,
+        ctx = apis.RequestContext(self.cluster, header, conn.peer, self.services, self._is_closing,
+                                  principal=conn.principal, mute=conn.extend_mute, request_size=size,
                                   authorizing=conn.authorizing, throttler=throttler, endpoint=conn.endpoint,
                                   sasl=conn.sasl)
         body = await spec.handler(ctx, request)
