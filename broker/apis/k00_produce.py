@@ -97,7 +97,7 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
             raise InvalidBatch("a produce request must carry exactly one record batch per partition"
                                if whole else f"record batch length does not match the {size} bytes sent",
                                corrupt=not whole)
-        header = validate_batch(records)
+        header = validate_batch(records, header=first)  # the header parsed above, not parsed again
     except InvalidBatch as exc:
         entry["error_code"] = ErrorCode.CORRUPT_MESSAGE if exc.corrupt else ErrorCode.INVALID_RECORD
         log.warning("rejected produce to %s-%d from %s: %s", topic_name, index, ctx.peer, exc)
