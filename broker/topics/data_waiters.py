@@ -44,6 +44,8 @@ class DataWaiters:
 
     def notify(self) -> None:
         """Wake every waiting fetch. A fetch woken here that waits again joins the next notify, not this one."""
+        if not self._waiting:  # the common case under load: every fetch already has data
+            return
         waiting, self._waiting = self._waiting, set()
         for wait in waiting:
             wake(wait)
