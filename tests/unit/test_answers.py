@@ -291,7 +291,8 @@ def test_cancelling_a_parked_fetch_cancels_it_where_it_waits() -> None:
         parked = start_eagerly(fetch(), "peer")
         answers.add(parked)
         answers.cancel()  # shutting down
-        assert parked.cancelled() and seen == ["cancelled inside the handler"] and len(waiters) == 0
+        assert isinstance(parked, Parked) and parked.cancelled()
+        assert seen == ["cancelled inside the handler"] and len(waiters) == 0
         waiters.notify()
         assert _sent_now(peer) == b""
         writer.close()
