@@ -85,9 +85,10 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         entry["error_code"] = ErrorCode.MESSAGE_TOO_LARGE
         return entry, None
     try:
-        if size >= HEADER_SIZE and parse_header(records).magic in (0, 1):
+        first = parse_header(records) if size >= HEADER_SIZE else None
+        if first is not None and first.magic in (0, 1):
             raise BrokerError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, "message format v0/v1 is not supported")
-        first_len = parse_header(records).size if size >= HEADER_SIZE else size
+        first_len = first.size if first is not None else size
         if HEADER_SIZE <= first_len < size:
             # Bytes after the first batch: a second whole batch is INVALID_RECORD (Kafka wants exactly one);
             # anything else means the first batch's length is wrong, i.e. the data is corrupt.
@@ -96,7 +97,7 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
             raise InvalidBatch("a produce request must carry exactly one record batch per partition"
                                if whole else f"record batch length does not match the {size} bytes sent",
                                corrupt=not whole)
-        header = validate_batch(records)
+        header = validate_batch(records, header=first)  # the header parsed above, not parsed again
     except InvalidBatch as exc:
         entry["error_code"] = ErrorCode.CORRUPT_MESSAGE if exc.corrupt else ErrorCode.INVALID_RECORD
         log.warning("rejected produce to %s-%d from %s: %s", topic_name, index, ctx.peer, exc)

@@ -66,7 +66,7 @@ class Services:
     transactions: TransactionCoordinator  # transactional ids and their transactions
 
 
-@dataclass
+@dataclass(slots=True)  # one per request: no instance dict
 class RequestContext:
     cluster: Cluster
     header: RequestHeader

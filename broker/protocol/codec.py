@@ -77,6 +77,18 @@ def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
         raise MalformedRequest(f"bad unsigned varint in request header: {exc}") from None
 
 
+def _flexible_header(api_key: int, api_version: int) -> bool:
+    cls = _REQUESTS.get(api_key)
+    return bool(cls is not None and 0 <= api_version <= (cls.max_version or 0) and cls.flexible_version_q(api_version))
+
+
+# (api key, version) -> whether its request header has tagged fields, for every version the schemas define
+_FLEXIBLE: dict[tuple[int, int], bool] = {
+    (key, version): _flexible_header(key, version)
+    for key, cls in _REQUESTS.items() for version in range((cls.max_version or 0) + 1)
+}
+
+
 def parse_request_header(frame: memoryview, flexible: bool | None = None) -> RequestHeader:
     """Parse the request header at the start of ``frame`` (size prefix already removed).
 
@@ -92,15 +104,17 @@ def parse_request_header(frame: memoryview, flexible: bool | None = None) -> Req
     if client_len >= 0:
         if pos + client_len > len(frame):
             raise MalformedRequest("client id runs past the end of the request")
-        client_id = bytes(frame[pos : pos + client_len]).decode("utf-8", "replace")
+        client_id = str(frame[pos : pos + client_len], "utf-8", "replace")
         pos += client_len
     elif client_len != -1:
         raise MalformedRequest(f"negative client id length {client_len}")
     if flexible is None:
-        cls = _REQUESTS.get(api_key)
-        flexible = bool(cls is not None and 0 <= api_version <= (cls.max_version or 0)
-                        and cls.flexible_version_q(api_version))
+        flexible = _FLEXIBLE.get((api_key, api_version))
+        if flexible is None:
+            flexible = _flexible_header(api_key, api_version)
     if flexible:
+        if pos < len(frame) and frame[pos] == 0:  # no tagged fields: what clients send
+            return RequestHeader(api_key, api_version, correlation_id, client_id, pos + 1)
         count, pos = _read_uvarint(frame, pos)
         for _ in range(count):
             _tag, pos = _read_uvarint(frame, pos)

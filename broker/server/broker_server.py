@@ -1,8 +1,8 @@
 """The asyncio listener: framing, dispatch through the API registry, ordered answers.
 
-Each connection has a reader (parses frames and starts one handler task per request,
-in arrival order) and a writer (awaits those tasks in the same order and writes their
-answers), so clients can pipeline while answers stay in request order. A frame that
+Each connection has a reader that parses frames and starts each request's handler in arrival order: a
+handler that does not wait is answered in the reader's own step, one that waits carries on in a Task
+(answers.py); answers are written in request order, so clients can pipeline. A frame that
 cannot be parsed, an unknown API or an unsupported version closes that connection
 with a log line (ApiVersions excepted: it answers UNSUPPORTED_VERSION in the v0 layout);
 every other connection carries on.
@@ -39,6 +39,7 @@ from ..protocol.codec import (
     parse_request_header,
     request_class,
 )
+from ..protocol.hot_paths import decode_fast, encode_fast
 from ..security.listeners import ListenerSecurity
 from ..security.principal import NoMatchingRule
 from ..security.session import SaslSession
@@ -48,6 +49,7 @@ from ..topics.cluster import Cluster
 from ..topics.housekeeping import LogHousekeeping
 from ..topics.producer_state import ProducerIdManager
 from ..txn import TransactionCoordinator
+from .answers import Answers, Pending, Ready, start_eagerly
 from .connection_limits import ConnectionLimits, ConnectionSlot
 
 if TYPE_CHECKING:
@@ -63,6 +65,8 @@ API_VERSIONS = 18
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 _BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 MAX_IN_FLIGHT = 64  # per connection; reading pauses beyond this
+_WRITE_BUFFERED = 1 << 16  # answers the transport holds unsent beyond which reading waits for the client
+_READ_SIZE = 1 << 18  # the most one read takes from the connection's buffer
 _FETCH_KEY = b"\x00\x01"  # a request frame's first bytes: its API key, int16
 
 
@@ -101,7 +105,7 @@ class _Connection:
     connects or authenticates) and whether the ACLs apply to it at all, the mute its throttles set, the
     listener's advertised address and, on a SASL listener, the authentication state."""
 
-    __slots__ = ("authorizing", "endpoint", "mute", "peer", "principal", "sasl", "slot")
+    __slots__ = ("authorizing", "endpoint", "extend_mute", "mute", "peer", "principal", "sasl", "slot")
     slot: ConnectionSlot  # its place under max.connections and connections.max.idle.ms
 
     def __init__(self, peer: str, principal: str, authorizing: bool, endpoint: Listener | None = None,
@@ -109,6 +113,7 @@ class _Connection:
         self.peer, self.principal, self.authorizing = peer, principal, authorizing
         self.endpoint, self.sasl = endpoint, sasl
         self.mute = _Mute()
+        self.extend_mute = self.mute.extend  # bound once, not per request
 
 
 class BrokerServer:
@@ -125,6 +130,7 @@ class BrokerServer:
         self._served: dict[str, _Served] = {}
         self._metrics: MetricsEndpoint | None = None
         self.metrics_url: str | None = None  # where Prometheus scrapes, once served
+        self._is_closing = lambda: self._closing  # every request's context asks this; made once
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -259,31 +265,24 @@ class BrokerServer:
             return
         self._connections.add(task)
         peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        pending: asyncio.Queue[asyncio.Task[bytes | bytearray | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
-        writer_task: asyncio.Task[None] | None = None
+        answers = Answers(writer, peer_str, MAX_IN_FLIGHT)
         try:
             conn = self._open(served, writer, peer_str)
             conn.slot = slot
             if conn.sasl is not None:
                 await self._authenticate(reader, writer, conn, served.security)
-            writer_task = asyncio.create_task(self._write_answers(pending, writer, peer_str))
-            await self._read_requests(reader, pending, conn, writer_task)
+            await self._read_requests(reader, writer, answers, conn)
         except (_Close, ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
             pass
         finally:
-            if writer_task is not None and not writer_task.done():
-                with contextlib.suppress(asyncio.QueueFull):
-                    pending.put_nowait(None)
-                # Let answers already under way go out, unless we are shutting down.
-                if self._closing:
-                    writer_task.cancel()
+            # Let answers already under way go out, unless we are shutting down.
+            if self._closing:
+                answers.cancel()
+            else:
                 with contextlib.suppress(asyncio.CancelledError):
-                    try:
-                        await writer_task
-                    except Exception as exc:  # the client went away while answers were written
-                        log.debug("answers to %s ended: %r", peer_str, exc)
+                    await answers.written()
             writer.close()
             try:
                 await writer.wait_closed()
@@ -329,8 +328,10 @@ class BrokerServer:
                 log.warning("closing connection from %s on SASL listener %s: API key %d before authentication",
                             conn.peer, sec.name, api_key)
                 raise _Close
-            task, _ = self._start_request(view, conn)
-            answer = await task
+            pending, _ = self._start_request(view, conn)
+            answer = pending.answer if isinstance(pending, Ready) else await pending
+            if isinstance(pending, Ready) and pending.error is not None:
+                raise pending.error
             if answer is not None:
                 writer.write(answer)
                 await writer.drain()
@@ -339,32 +340,63 @@ class BrokerServer:
         conn.principal = sasl.principal
         conn.authorizing = self.access.acls_apply(sasl.principal)
 
-    async def _read_requests(self, reader: asyncio.StreamReader, pending: asyncio.Queue[Any], conn: _Connection,
-                             writer_task: asyncio.Task[None]) -> None:
+    async def _read_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answers: Answers,
+                             conn: _Connection) -> None:
+        """Serve the connection's requests: each read takes whatever has arrived, the requests whole in it are
+        started in order, and the answers ready by then leave together (a frame cut by the read is completed
+        with one exact read of what it misses)."""
         max_size = self.config.socket_request_max_bytes
-        mute = conn.mute
-        while not writer_task.done():
-            if mute.until:  # a throttled client's next requests wait in its socket (Kafka mutes the channel)
-                await mute.wait()
-            head = await reader.readexactly(4)
-            (size,) = _SIZE.unpack(head)
-            if size < 10 or size > max_size:
-                log.warning("closing connection from %s: request size %d outside 10..%d (socket.request.max.bytes)",
-                            conn.peer, size, max_size)
-                raise _Close
-            frame = memoryview(await reader.readexactly(size))
-            if frame[:2] == _FETCH_KEY:  # one fetch answer held per connection (up to fetch.max.bytes), not 64
-                await _earlier_answers_written(pending, writer_task)
-            task, serial = self._start_request(frame, conn)
-            self.limits.started(conn.slot, task)
-            await pending.put(task)
-            if serial:  # its throttle mutes the connection before the next request is read, as in Kafka
-                await asyncio.wait((task,))
-                if conn.sasl is not None and conn.sasl.failed is not None:  # a re-authentication failed
+        rest = b""
+        while not answers.failed:
+            data = await reader.read(_READ_SIZE)
+            if not data:
+                raise asyncio.IncompleteReadError(rest, None)
+            if rest:
+                data = rest + data
+            view = memoryview(data)
+            pos, end = 0, len(data)
+            while end - pos >= 4:
+                (size,) = _SIZE.unpack_from(data, pos)
+                if size < 10 or size > max_size:
+                    log.warning("closing connection from %s: request size %d outside 10..%d "
+                                "(socket.request.max.bytes)", conn.peer, size, max_size)
                     raise _Close
+                pos += 4
+                if pos + size > end:  # the rest of this request has not arrived yet
+                    answers.flush()
+                    frame = memoryview(data[pos:] + await reader.readexactly(pos + size - end))
+                    pos = end
+                else:
+                    frame = view[pos : pos + size]
+                    pos += size
+                await self._serve_request(frame, writer, answers, conn)
+                if answers.failed:
+                    return
+            rest = data[pos:]
+            answers.flush()
 
-    def _start_request(self, frame: memoryview,
-                       conn: _Connection) -> tuple[asyncio.Task[bytes | bytearray | None], bool]:
+    async def _serve_request(self, frame: memoryview, writer: asyncio.StreamWriter, answers: Answers,
+                             conn: _Connection) -> None:
+        if conn.mute.until:  # a throttled client's next requests wait (Kafka mutes the channel)
+            answers.flush()
+            await conn.mute.wait()
+        if len(answers) >= MAX_IN_FLIGHT:
+            await answers.room()
+        if frame[:2] == _FETCH_KEY and len(answers):  # one fetch answer held per connection, not 64
+            await answers.written()
+        if writer.transport.get_write_buffer_size() > _WRITE_BUFFERED:
+            await writer.drain()  # the client reads its answers slower than it sends requests
+        pending, serial = self._start_request(frame, conn)
+        self.limits.started(conn.slot, pending)
+        answers.add(pending)
+        if serial:  # its throttle mutes the connection before the next request is read, as in Kafka
+            answers.flush()
+            if not isinstance(pending, Ready):
+                await asyncio.wait((pending,))
+            if conn.sasl is not None and conn.sasl.failed is not None:  # a re-authentication failed
+                raise _Close
+
+    def _start_request(self, frame: memoryview, conn: _Connection) -> tuple[Pending, bool]:
         """The request's handling, and whether it must finish before the next request is read: the produce
         and fetch requests of a client with a byte-rate quota. Others are read ahead (pipelined)."""
         received = time.perf_counter()  # Kafka's TotalTimeMs starts once the request is read
@@ -382,14 +414,16 @@ class BrokerServer:
         if not spec.min_version <= header.api_version <= spec.max_version:
             if header.api_key == API_VERSIONS:
                 answer = encode_unsupported_api_versions(header.correlation_id, (spec.min_version, spec.max_version))
-                return asyncio.create_task(_ready(answer)), False
+                return Ready(answer), False
             cls = request_class(header.api_key)
             log.warning("closing connection from %s: %s v%d is not supported (served: %d-%d)", peer,
                         cls.name if cls is not None else f"API {header.api_key}", header.api_version,
                         spec.min_version, spec.max_version)
             raise _Close
+        request = decode_fast(header.api_key, header.api_version, frame, header.body_offset)
         try:
-            request = decode_request(header, frame)
+            if request is None:  # every API and version the hot paths do not take, and anything irregular
+                request = decode_request(header, frame)
         except MalformedRequest as exc:
             log.warning("closing connection from %s: %s", peer, exc)
             raise _Close from None
@@ -401,46 +435,20 @@ class BrokerServer:
             elif conn.sasl.expired:  # KIP-368: past its session's lifetime only a re-authentication is served
                 log.info("closing connection from %s: its SASL session expired (connections.max.reauth.ms)", peer)
                 raise _Close
-        task = asyncio.create_task(self._handle(spec, header, request, conn, received, len(frame) + 4, throttler))
-        return task, serial
+        pending = start_eagerly(self._handle(spec, header, request, conn, received, len(frame) + 4, throttler), peer)
+        return pending, serial
 
     async def _handle(self, spec: apis.ApiSpec, header: RequestHeader, request: Any, conn: _Connection,
                       received: float, size: int, throttler: Throttler | None) -> bytes | bytearray | None:
-        ctx = apis.RequestContext(self.cluster, header, conn.peer, self.services, lambda: self._closing,
-                                  principal=conn.principal, mute=conn.mute.extend, request_size=size,
+        ctx = apis.RequestContext(self.cluster, header, conn.peer, self.services, self._is_closing,
+                                  principal=conn.principal, mute=conn.extend_mute, request_size=size,
                                   authorizing=conn.authorizing, throttler=throttler, endpoint=conn.endpoint,
                                   sasl=conn.sasl)
         body = await spec.handler(ctx, request)
-        answer = None if body is None else encode_response(ctx.response(body), header.correlation_id)
+        answer: bytes | bytearray | None = None
+        if body is not None:
+            answer = encode_fast(header.api_key, header.api_version, header.correlation_id, body)
+            if answer is None:
+                answer = encode_response(ctx.response(body), header.correlation_id)
         self.cluster.stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
         return answer
-
-    async def _write_answers(self, pending: asyncio.Queue[Any], writer: asyncio.StreamWriter, peer: str) -> None:
-        while True:
-            task = await pending.get()
-            if task is None:
-                return
-            try:
-                answer = await task
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("request from %s failed; closing the connection", peer)
-                writer.close()
-                return
-            if answer is not None:
-                writer.write(answer)
-                await writer.drain()
-            pending.task_done()  # written: a fetch waiting for the earlier answers may start
-
-
-async def _ready(value: bytes) -> bytes:
-    return value
-
-
-async def _earlier_answers_written(pending: asyncio.Queue[Any], writer_task: asyncio.Task[None]) -> None:
-    """Until every answer queued so far is written (or the writer has ended): a client that pipelines
-    fetches without reading their answers holds one fetch answer in the broker, not MAX_IN_FLIGHT of them."""
-    written = asyncio.ensure_future(pending.join())
-    await asyncio.wait((written, writer_task), return_when=asyncio.FIRST_COMPLETED)
-    written.cancel()

@@ -95,11 +95,13 @@ class ConnectionLimits:
             self._arm()
         return slot
 
-    def started(self, slot: ConnectionSlot, request: asyncio.Future[Any]) -> None:
-        """A request of ``slot``'s connection is under way: the connection is busy until it is answered."""
-        slot.in_flight += 1
+    def started(self, slot: ConnectionSlot, request: asyncio.Future[Any] | Any) -> None:
+        """A request of ``slot``'s connection is under way (a future): the connection is busy until it is
+        answered; anything else was answered at once."""
         slot.last_active = time.monotonic()
-        request.add_done_callback(slot._done)
+        if isinstance(request, asyncio.Future):
+            slot.in_flight += 1
+            request.add_done_callback(slot._done)
 
     def release(self, slot: ConnectionSlot) -> None:
         if slot not in self._slots:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 
 from ..config.broker_config import BrokerConfig
@@ -17,6 +18,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     """Run a broker until ``stop`` is set, then flush and close every log."""
     server = BrokerServer(config)
     await server.start()
+    # What start-up allocated (kafka-python's message classes, configs, indexes) lives as long as the process:
+    # frozen, later collections do not walk it again (a full collection took ~25 ms in a latency run).
+    gc.collect()
+    gc.freeze()
     log.info("Headwater broker listening on %s (node.id=%d, log.dirs=%s)", ", ".join(server.listener_urls()),
              config.node_id, config.log_dirs)
     if server.metrics_url:

@@ -11,7 +11,6 @@ in the log directory, replaced atomically on every change; so are the dynamic br
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 
@@ -24,6 +23,7 @@ from ..errors import BrokerError, UnknownTopicOrPartition
 from ..log import PartitionLog
 from ..log.flusher import PartitionFlusher
 from ..metrics.stats import BrokerStats, TopicCounters
+from .data_waiters import DataWaiters
 from .producer_state import PartitionProducerState, replay
 from .topic import Partition, Topic, validate_topic_name
 
@@ -48,7 +48,7 @@ class Cluster:
         self.advertised: list[Listener] = config.advertised_listener_list()
         self.node_id = config.node_id
         self.cluster_id = config.cluster_id
-        self._data_waiters: set[asyncio.Future[None]] = set()
+        self.data_waiters = DataWaiters()  # long-polling fetches, woken by every append
         self.stats = BrokerStats()  # all-topics and per-API counters (per-topic ones are on each Topic)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -238,18 +238,10 @@ class Cluster:
     # -- long-poll fetch support ----------------------------------------------------------
 
     def notify_data(self) -> None:
-        """Wake every fetch waiting for data (called after each append)."""
-        waiters, self._data_waiters = self._data_waiters, set()
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+        """Wake every fetch waiting for data (called after each append); a fetch carried on by the server's
+        answers reads and is answered within this call."""
+        self.data_waiters.notify()
 
     async def wait_for_data(self, timeout: float) -> None:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._data_waiters.add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            self._data_waiters.discard(fut)
+        """Until the next append (notify_data) or ``timeout`` seconds."""
+        await self.data_waiters.wait(timeout)

@@ -133,8 +133,10 @@ def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0,
         pos += header.size
 
 
-def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> BatchHeader:
-    """Check one batch that starts at ``pos`` and must end exactly at ``end``.
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None,
+                   header: BatchHeader | None = None) -> BatchHeader:
+    """Check one batch that starts at ``pos`` and must end exactly at ``end`` (``header``: its header, when the
+    caller has parsed it already).
 
     Raises InvalidBatch with Kafka's distinction: damaged bytes (size, magic, CRC) are
     CORRUPT_MESSAGE; a well-formed batch with impossible contents is INVALID_RECORD.
@@ -142,7 +144,8 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int |
     end = len(buf) if end is None else end
     if end - pos < HEADER_SIZE:
         raise InvalidBatch(f"record batch of {end - pos} bytes is shorter than its {HEADER_SIZE}-byte header")
-    header = parse_header(buf, pos)
+    if header is None:
+        header = parse_header(buf, pos)
     if header.magic != 2:
         raise InvalidBatch(f"record batch magic {header.magic} is not supported (only v2)")
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size != end:
