@@ -30,7 +30,7 @@ from headwater.connect.api.data import Schema, SchemaType
 from .encoded import PAYLOAD_MARK, json_type
 from .rows import row_fields
 
-__all__ = ["ChangeDecoder", "Decoded", "Latest", "bucket_of", "latest"]
+__all__ = ["ChangeDecoder", "Decoded", "Latest", "bucket_of", "canonical", "latest"]
 
 # the types the record path infers from schemaless JSON scalars, and so the only ones taken here
 _SCALARS = (pa.int64(), pa.float64(), pa.string(), pa.bool_(), pa.null())
@@ -280,9 +280,31 @@ def latest(parts: list[pa.Table], key_types: dict[str, pa.DataType], schema: pa.
     last = ranked.group_by(names).aggregate([("_n", "max")]).column("_n_max")
     chosen = order.take(last)
     keys = keys.take(chosen)
-    canonical = [json.dumps(k, sort_keys=True, separators=(",", ":")) for k in keys.to_pylist()]
-    return Latest(keys, pa.array([bucket_of(c, partition, buckets) for c in canonical], pa.int32()),
+    return Latest(keys, pa.array([bucket_of(c, partition, buckets) for c in canonical(keys)], pa.int32()),
                   meta.column("_del").take(chosen), rows.take(chosen))
+
+
+_PLAIN_TEXT = r'^[ !#-\[\]-~]*$'  # printable ASCII but '"' and '\': JSON writes it as it is
+
+
+def canonical(keys: pa.Table) -> list[str]:
+    """Each key as the record path's canonical JSON (``json.dumps(key, sort_keys=True, separators=(",", ":"))``),
+    built column-wise when every value is written as it is (integers, booleans, plain ASCII text)."""
+    names = sorted(keys.column_names)
+    pieces: list[Any] = []
+    for i, name in enumerate(names):
+        column = keys.column(name)
+        pieces.append(("{" if i == 0 else ",") + json.dumps(name) + ":")
+        if pa.types.is_integer(column.type):
+            pieces.append(pc.cast(column, pa.string()))
+        elif pa.types.is_boolean(column.type):
+            pieces.append(pc.if_else(column, "true", "false"))
+        elif pa.types.is_string(column.type) and pc.all(pc.match_substring_regex(column, _PLAIN_TEXT)).as_py():
+            pieces += ['"', column, '"']
+        else:
+            return [json.dumps(k, sort_keys=True, separators=(",", ":")) for k in keys.to_pylist()]
+    pieces.append("}")
+    return pc.binary_join_element_wise(*pieces, "").to_pylist()  # type: ignore[no-any-return]
 
 
 def _aligned(rows: pa.StructArray, schema: pa.Schema) -> pa.Table:
