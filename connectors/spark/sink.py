@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -67,6 +68,7 @@ log = logging.getLogger(__name__)
 BUCKET = "_bucket"
 FILE = "_hw_file"  # while staging: which file a row goes to
 KEY_COLUMN = "_key"  # the record key, for tables whose key is not a struct
+_WAKE_S = 0.05  # how often the task looks for a buffer whose scheduled rotation is due
 CHANGELOG_COLUMNS = {"_op": pa.string(), "_lsn": pa.int64(), "_ts_ms": pa.int64(), "_deleted": pa.bool_()}
 
 
@@ -169,6 +171,9 @@ class SparkParquetSinkTask(SinkTask):
         except Exception as exc:
             raise ConnectException(f"lake.path {c.lake_path!r} is not writable: {_java_message(exc)}") from exc
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"spark-flush-{self.name}")
+        self.stopping = threading.Event()
+        if c.rotate_schedule_interval_ms > 0 and getattr(self, "context", None) is not None:
+            threading.Thread(target=self._wake_when_due, name=f"spark-rotate-{self.name}", daemon=True).start()
 
     # -- partitions --------------------------------------------------------------------------------------
 
@@ -479,6 +484,15 @@ class SparkParquetSinkTask(SinkTask):
                 previous.result()  # raises that flush's failure
             self.inflight[tp] = self.pool.submit(self._flush_all, tp, buffers)
 
+    def _wake_when_due(self) -> None:
+        """Scheduled rotation without new records: the worker calls ``put`` only when records come, so when a
+        buffer's rotation is due the task asks for an offset commit, whose ``pre_commit`` rotates it (Kafka
+        Connect's own worker calls ``put`` with no records instead)."""
+        while not self.stopping.wait(_WAKE_S):
+            now = time.time()
+            if any(len(b) and b.deadline is not None and now >= b.deadline for b in list(self.buffers.values())):
+                self.context.request_commit()
+
     def _flush_all(self, tp: TopicPartition, buffers: list[_Buffer]) -> None:
         for buffer in buffers:
             self._flush(tp, buffer)
@@ -731,6 +745,9 @@ class SparkParquetSinkTask(SinkTask):
 
     def stop(self) -> None:
         self.buffers, self.full = {}, {}
+        stopping = getattr(self, "stopping", None)
+        if stopping is not None:
+            stopping.set()
         pool = getattr(self, "pool", None)
         if pool is not None:
             try:
