@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import sys
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import psycopg  # noqa: E402
-from support.connectproc import ConnectProcess  # noqa: E402
+from support.connectproc import ConnectProcess, end_offset  # noqa: E402
 from support.lake import mid_swap  # noqa: E402
 from support.pgserver import start_postgres  # noqa: E402
 
@@ -96,6 +97,19 @@ def wait_equal(reader: Reader, want: dict[int, tuple[Any, ...]], timeout: float)
                      f"e.g. keys {missing}")
 
 
+def topic_complete(bootstrap: str, topic: str, count: int, out: dict[str, float], timeout: float = 300) -> None:
+    """When the topic holds ``count`` records (the CDC source's share of the delay), into ``out["topic"]``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if end_offset(bootstrap, topic) >= count:
+                out["topic"] = time.monotonic()
+                return
+        except Exception:
+            pass  # the broker restarting (--crash)
+        time.sleep(0.02)
+
+
 def burst(dsn: str, transactions: int, first_id: int, seed: int, halfway: threading.Event) -> tuple[float, int]:
     """The burst on its own connection: (monotonic time of the last commit, changes committed)."""
     rnd = random.Random(seed)
@@ -157,6 +171,8 @@ def main() -> None:
                         out: dict[str, Any] = outcome) -> None:
                     out["last"], out["changes"] = burst(server.dsn("fresh"), args.transactions, first, seed, flag)
 
+                topic = f"{source['topic.prefix']}.public.items"
+                before = end_offset(up.bootstrap, topic)
                 busy0, total0 = cpu_seconds()
                 started = time.monotonic()
                 writer = threading.Thread(target=run)
@@ -169,17 +185,24 @@ def main() -> None:
                 writer.join()
                 last = outcome["last"]
                 want = postgres_rows(db)
+                watcher = threading.Thread(target=topic_complete,
+                                           args=(up.bootstrap, topic, before + outcome["changes"], outcome))
+                watcher.start()
                 equal = wait_equal(reader, want, 300)
+                watcher.join()
                 busy1, total1 = cpu_seconds()
                 lag = equal - last
                 figure = {"round": round_ + 1, "transactions": args.transactions, "changes": outcome["changes"],
                           "burst_s": round(last - started, 2), "equal_after_last_commit_s": round(lag, 2),
-                          "crash": args.crash, "machine_busy": round((busy1 - busy0) / (total1 - total0), 2)}
+                          "topic_complete_after_last_commit_s": round(outcome.get("topic", float("nan")) - last, 2),
+                          "crash": args.crash, "machine_busy": round((busy1 - busy0) / (total1 - total0), 2),
+                          "load1": round(os.getloadavg()[0], 2)}
                 results.append(figure)
                 print(f"round {round_ + 1}: {args.transactions:,} transactions ({outcome['changes']:,} changes) "
                       f"committed in {last - started:.1f}s; the lake equal to Postgres {lag:.2f}s after the last "
-                      f"commit{' (across a SIGKILL)' if args.crash else ''}; machine busy "
-                      f"{figure['machine_busy']:.0%}", flush=True)
+                      f"commit{' (across a SIGKILL)' if args.crash else ''} (the topic complete after "
+                      f"{figure['topic_complete_after_last_commit_s']:.2f}s); machine busy "
+                      f"{figure['machine_busy']:.0%}, load {figure['load1']}", flush=True)
                 next_id += args.transactions
     finally:
         spark.stop()
