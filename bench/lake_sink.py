@@ -180,6 +180,8 @@ def main() -> None:
     ap.add_argument("--flush-size", type=int, default=100_000)
     ap.add_argument("--schedule-ms", type=int, default=500,
                     help="rotate.schedule.interval.ms: commits the last partial buffer of each partition")
+    ap.add_argument("--defaults", action="store_true",
+                    help="append with the connector's and the worker's defaults (no flush.size, rotation or poll size)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (logs, lake)")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: append,upsert,source")
     args = ap.parse_args()
@@ -206,7 +208,13 @@ def main() -> None:
                 assert up.proc is not None
                 meter = Meter(up.proc.pid)
                 started, started_wall = time.monotonic(), time.time()
-                up.create(name, sink_config(base / "lake", topic, **{"flush.size": str(args.flush_size)}))
+                if args.defaults:
+                    config = {"connector.class": "SparkParquetSink", "topics": topic, "lake.path": str(base / "lake"),
+                              "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                              "value.converter": "org.apache.kafka.connect.json.JsonConverter"}
+                else:
+                    config = sink_config(base / "lake", topic, **{"flush.size": str(args.flush_size)})
+                up.create(name, config)
                 elapsed = wait_committed(up, name, topic, targets) - started
                 load = meter.read()
                 print(f"append: {timeline(up, name, started_wall)}; {load}", flush=True)

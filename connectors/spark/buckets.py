@@ -1,4 +1,4 @@
-"""Upsert buckets rewritten with pyarrow, for a lake in a local folder.
+"""Upsert buckets rewritten, and append files written, with pyarrow, for a lake in a local folder.
 
 A merge of a few thousand changed keys into a bucket of a few thousand rows is milliseconds of Arrow
 work, and seconds as Spark jobs (a read, an anti join and a partitioned write, each scheduled, planned
@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from .rows import storable
 
-__all__ = ["local_folder", "rewrite_bucket", "storable_schema"]
+__all__ = ["local_folder", "rewrite_bucket", "storable_schema", "write_file"]
 
 
 def local_folder(uri: str) -> str | None:
@@ -70,10 +70,20 @@ def rewrite_bucket(bucket: str, staged: str, schema: pa.Schema, keys: list[str],
         parts = [old.take(kept)] if len(kept) < old.num_rows else [old]
     if fresh.num_rows:
         parts.append(fresh)
-    os.makedirs(staged, exist_ok=True)
     rows = sum(p.num_rows for p in parts)
     if rows:
-        ext = ".parquet" if codec == "none" else f".{codec}.parquet"
-        pq.write_table(pa.concat_tables(parts), os.path.join(staged, f"part-00000-{uuid.uuid4()}.c000{ext}"),
-                       compression=codec)
+        write_file(staged, pa.concat_tables(parts), codec)
+    else:
+        os.makedirs(staged, exist_ok=True)
     return rows
+
+
+def write_file(folder: str, table: pa.Table, codec: str) -> str:
+    """``table`` as one Parquet file in ``folder`` (made if missing), with the types Spark writes; its name."""
+    os.makedirs(folder, exist_ok=True)
+    target = storable_schema(table.schema)
+    if target != table.schema:
+        table = table.cast(target)
+    name = f"part-00000-{uuid.uuid4()}.c000{'' if codec == 'none' else '.' + codec}.parquet"
+    pq.write_table(table, os.path.join(folder, name), compression=codec)
+    return name

@@ -52,7 +52,7 @@ from headwater.connectors.envelope import Unavailable
 from headwater.connectors.envelope import get as _get
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
-from .buckets import local_folder, rewrite_bucket, storable_schema
+from .buckets import local_folder, rewrite_bucket, storable_schema, write_file
 from .changes import ChangeDecoder, bucket_of, latest
 from .config import SparkSinkConfig
 from .encoded import JsonPayloads
@@ -581,7 +581,12 @@ class SparkParquetSinkTask(SinkTask):
         codec = self.config.parquet_codec
         if buffer.tables:  # the encoded path: default partitioner, one folder
             groups = {f"partition={tp.partition}": [0, len(buffer) - 1]}
-        if len(groups) == 1:
+        staging = local_folder(flush_dir)
+        if len(groups) == 1 and staging is not None:
+            # a local lake: one Parquet file written by pyarrow, as Spark would write it (no Spark job)
+            whole = self._aligned(table, buffer.tables) if buffer.tables else self._arrow(table, buffer.rows, {})
+            staged = [f"{flush_dir}/{write_file(staging, whole, codec)}"]
+        elif len(groups) == 1:
             whole = self._aligned(table, buffer.tables) if buffer.tables else self._arrow(table, buffer.rows, {})
             spark_frame(self.spark, whole).coalesce(1).write.mode("overwrite").option(
                 "compression", codec).parquet(flush_dir)
