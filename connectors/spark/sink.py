@@ -2,8 +2,9 @@
 
 Records are buffered per topic-partition and committed together (a "flush") when ``flush.size``
 records are buffered, their times span ``rotate.interval.ms``, or the wall clock passes a
-``rotate.schedule.interval.ms`` boundary. A flush builds Arrow tables, hands them to Spark
-(``createDataFrame`` from Arrow) and commits through the lake's commit log (``lake.py``); the
+``rotate.schedule.interval.ms`` boundary. A flush builds Arrow tables, writes them as Parquet (with
+pyarrow when the lake is a local folder and Spark runs locally, ``buckets.py``; else Spark's
+``createDataFrame`` from Arrow and its writer) and commits through the lake's commit log (``lake.py``); the
 offsets Kafka Connect commits to the group are only ever those the lake has, and a task seeks each
 partition it is given to what the lake says.
 
@@ -171,6 +172,9 @@ class SparkParquetSinkTask(SinkTask):
         except Exception as exc:
             raise ConnectException(f"lake.path {c.lake_path!r} is not writable: {_java_message(exc)}") from exc
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"spark-flush-{self.name}")
+        # a local lake written by a local Spark: the task writes the Parquet files itself (pyarrow), a job's
+        # fixed cost being most of Spark's time for a flush; a cluster's executors do the work otherwise
+        self.direct = local_folder(self.lake.path()) is not None and c.spark_master.startswith("local")
         self.stopping = threading.Event()
         if c.rotate_schedule_interval_ms > 0 and getattr(self, "context", None) is not None:
             threading.Thread(target=self._wake_when_due, name=f"spark-rotate-{self.name}", daemon=True).start()
@@ -581,7 +585,7 @@ class SparkParquetSinkTask(SinkTask):
         codec = self.config.parquet_codec
         if buffer.tables:  # the encoded path: default partitioner, one folder
             groups = {f"partition={tp.partition}": [0, len(buffer) - 1]}
-        staging = local_folder(flush_dir)
+        staging = local_folder(flush_dir) if self.direct else None
         if len(groups) == 1 and staging is not None:
             # a local lake: one Parquet file written by pyarrow, as Spark would write it (no Spark job)
             whole = self._aligned(table, buffer.tables) if buffer.tables else self._arrow(table, buffer.rows, {})
@@ -655,7 +659,7 @@ class SparkParquetSinkTask(SinkTask):
         moves to ``entry``: with pyarrow for a local lake, else with Spark. ``changed_keys``: every key the
         flush changes (upserts and deletes), ``buckets`` theirs; ``fresh`` carries a ``_bucket`` column."""
         local, staging = local_folder(table.path), local_folder(flush_dir)
-        if local is None or staging is None:
+        if not self.direct or local is None or staging is None:
             return self._merge_spark(None, entry, table, keys, changed_keys, buckets, fresh, flush_dir, [])
         schema = storable_schema(table.shape.schema())
         key_schema = pa.schema([schema.field(k) for k in keys])

@@ -97,7 +97,8 @@ def test_append_100k_records_with_schemas_equal_the_parquet(connect: ConnectProc
     create_topic(connect.bootstrap, topic)
     count = 100_000
     produce(connect.bootstrap, topic, [({"id": i}, with_schema(ORDER_SCHEMA, order(i))) for i in range(count)])
-    connect.create(name, sink(lake, topic, **{"flush.size": "25000", "key.converter.schemas.enable": "false"}))
+    connect.create(name, sink(lake, topic, **{"flush.size": "25000", "rotate.schedule.interval.ms": "-1",
+                                              "key.converter.schemas.enable": "false"}))
     connect.wait_state(name, "RUNNING", tasks=1, timeout=60)
     wait_committed(connect, name, topic, 0, count)
 
