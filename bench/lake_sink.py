@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import sys
@@ -81,6 +82,52 @@ def wait_committed(up: ConnectProcess, name: str, topic: str, targets: list[int]
 SCHEDULE_MS = 500
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the machine since boot, summed over its cores."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / 100, sum(fields) / 100
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and its descendants (the worker and its Spark JVM)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / 100
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, p in parents.items():
+            if p == parent and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return sum(times.get(p, 0.0) for p in tree)
+
+
+class Meter:
+    """The machine's load while a phase runs: the worker's CPU seconds, and everything else's."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.busy, self.all = machine_cpu()
+        self.worker = tree_cpu(pid)
+
+    def read(self) -> dict[str, float]:
+        busy, all_ = machine_cpu()
+        worker = tree_cpu(self.pid) - self.worker
+        return {"worker_cpu_s": round(worker, 1), "other_cpu_s": round(busy - self.busy - worker, 1),
+                "machine_busy": round((busy - self.busy) / max(all_ - self.all, 1e-9), 2),
+                "load1": round(os.getloadavg()[0], 2)}
+
+
 def sink_config(lake: Path, topic: str, **extra: str) -> dict[str, str]:
     return {"connector.class": "SparkParquetSink", "topics": topic, "lake.path": str(lake),
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
@@ -100,6 +147,15 @@ def timeline(up: ConnectProcess, name: str, started_wall: float) -> str:
         return "no flush logged"
     first, last = stamps[0] - started_wall, stamps[-1] - started_wall
     return f"first flush {first:.1f}s after creation, last commit at {last:.1f}s"
+
+
+def warm_up(up: ConnectProcess, topic: str, lake: Path, **extra: str) -> None:
+    """A small connector that starts the worker's Spark session before the clock runs."""
+    warm = unique("warm")
+    up.create(warm, sink_config(lake, topic, **{"flush.size": "1000", "consumer.override.max.poll.records": "1000",
+                                                **extra}))
+    wait_committed(up, warm, topic, [1, 1])
+    up.ok("DELETE", f"/connectors/{warm}")
 
 
 def direct_write(spark: Any, records: int, out: Path) -> float:
@@ -124,6 +180,8 @@ def main() -> None:
     ap.add_argument("--flush-size", type=int, default=100_000)
     ap.add_argument("--schedule-ms", type=int, default=500,
                     help="rotate.schedule.interval.ms: commits the last partial buffer of each partition")
+    ap.add_argument("--defaults", action="store_true",
+                    help="append with the connector's and the worker's defaults (no flush.size, rotation or poll size)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (logs, lake)")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: append,upsert,source")
     args = ap.parse_args()
@@ -145,25 +203,28 @@ def main() -> None:
                                                .encode()) for i in range(args.records)))
                 print(f"produced {args.records:,} records in {time.monotonic() - t0:.1f}s", flush=True)
                 targets = end_offsets(up.bootstrap, topic, 2)
-                # a small warm-up connector starts the worker's Spark session before the clock runs
-                warm = unique("warm")
-                up.create(warm, sink_config(base / "warm-lake", topic, **{"flush.size": "1000",
-                                                                          "consumer.override.max.poll.records":
-                                                                          "1000"}))
-                wait_committed(up, warm, topic, [1, 1])
-                up.ok("DELETE", f"/connectors/{warm}")
+                warm_up(up, topic, base / "warm-lake")
                 name = unique("append")
+                assert up.proc is not None
+                meter = Meter(up.proc.pid)
                 started, started_wall = time.monotonic(), time.time()
-                up.create(name, sink_config(base / "lake", topic, **{"flush.size": str(args.flush_size)}))
+                if args.defaults:
+                    config = {"connector.class": "SparkParquetSink", "topics": topic, "lake.path": str(base / "lake"),
+                              "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                              "value.converter": "org.apache.kafka.connect.json.JsonConverter"}
+                else:
+                    config = sink_config(base / "lake", topic, **{"flush.size": str(args.flush_size)})
+                up.create(name, config)
                 elapsed = wait_committed(up, name, topic, targets) - started
-                print(f"append: {timeline(up, name, started_wall)}", flush=True)
+                load = meter.read()
+                print(f"append: {timeline(up, name, started_wall)}; {load}", flush=True)
                 rate = args.records / elapsed
                 direct = direct_write(spark, args.records, base)
                 direct_rate = args.records / direct
                 count = spark.read.parquet(str(base / "lake" / "topics" / topic)).count()
                 results["append"] = {"rows": count, "seconds": round(elapsed, 2), "rows_per_s": round(rate),
                                      "direct_seconds": round(direct, 2), "direct_rows_per_s": round(direct_rate),
-                                     "ratio": round(rate / direct_rate, 2)}
+                                     "ratio": round(rate / direct_rate, 2), **load}
                 print(f"append: {count:,} rows in {elapsed:.1f}s = {rate:,.0f} rows/s; direct Spark write "
                       f"{direct:.1f}s = {direct_rate:,.0f} rows/s; ratio {rate / direct_rate:.2f}", flush=True)
                 up.ok("DELETE", f"/connectors/{name}")
@@ -185,19 +246,26 @@ def main() -> None:
 
                 produce(up.bootstrap, ctopic, changes())
                 targets = end_offsets(up.bootstrap, ctopic, 2)
+                upsert = {"cdc.mode": "upsert", "cdc.buckets": "8",
+                          "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+                          "key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false"}
+                if "append" in skip:
+                    warm_up(up, ctopic, base / "warm-ulake", **upsert)
                 name = unique("upsert")
+                assert up.proc is not None
+                meter = Meter(up.proc.pid)
                 started = time.monotonic()
-                up.create(name, sink_config(base / "ulake", ctopic, **{
-                    "flush.size": str(args.flush_size), "cdc.mode": "upsert", "cdc.buckets": "8",
-                    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
-                    "key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false"}))
+                up.create(name, sink_config(base / "ulake", ctopic, **{"flush.size": str(args.flush_size), **upsert}))
+                print(f"upsert: {name} created (headwater up pid {up.proc.pid})", flush=True)
                 elapsed = wait_committed(up, name, ctopic, targets) - started
+                load = meter.read()
                 table = str(base / "ulake" / "topics" / ctopic)
                 count = spark.read.option("mergeSchema", "true").parquet(table).count()
                 results["upsert"] = {"changes": args.changes, "keys": args.keys, "table_rows": count,
-                                     "seconds": round(elapsed, 2), "changes_per_s": round(args.changes / elapsed)}
+                                     "seconds": round(elapsed, 2), "changes_per_s": round(args.changes / elapsed),
+                                     **load}
                 print(f"upsert: {args.changes:,} changes over {args.keys:,} keys in {elapsed:.1f}s = "
-                      f"{args.changes / elapsed:,.0f} changes/s; table has {count:,} rows", flush=True)
+                      f"{args.changes / elapsed:,.0f} changes/s; table has {count:,} rows; {load}", flush=True)
                 assert count == args.keys, f"the table has {count} rows, expected {args.keys}"
             if "source" not in skip:
                 import spark_source

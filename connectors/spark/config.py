@@ -44,14 +44,18 @@ class SparkSinkConfig(SinkConnectorConfig):
                             description="Folder under lake.path that holds one folder per table.")
     table_name_format: str = Field("${topic}", alias="table.name.format",
                                    description="The table folder of a topic: ${topic} is replaced.")
-    flush_size: int = Field(10000, alias="flush.size", ge=1,
-                            description="Commit a topic-partition's file(s) once this many records are buffered.")
+    flush_size: int = Field(100000, alias="flush.size", ge=1,
+                            description="Commit a topic-partition's file(s) once this many records are buffered "
+                                        "(each flush is a Spark job or a merge: large flushes keep its cost per "
+                                        "record low; rotate.schedule.interval.ms bounds how long records wait).")
     rotate_interval_ms: int = Field(-1, alias="rotate.interval.ms", ge=-1,
                                     description="Commit when the buffered records' timestamps (timestamp.extractor) "
                                                 "span this long; -1 off.")
-    rotate_schedule_interval_ms: int = Field(-1, alias="rotate.schedule.interval.ms", ge=-1,
+    rotate_schedule_interval_ms: int = Field(1000, alias="rotate.schedule.interval.ms", ge=-1,
                                              description="Commit on the wall clock, at multiples of this interval "
-                                                         "in timezone; -1 off.")
+                                                         "in timezone, whether or not more records come; -1 off "
+                                                         "(Confluent's default: records short of flush.size then "
+                                                         "wait for more).")
     partitioner_class: str = Field("DefaultPartitioner", alias="partitioner.class",
                                    description="DefaultPartitioner, FieldPartitioner, TimeBasedPartitioner, "
                                                "DailyPartitioner, HourlyPartitioner (Confluent's Java names too).")

@@ -23,14 +23,14 @@ from headwater.connect.api.data import Schema, SchemaType
 
 from .rows import row_fields
 
-__all__ = ["JsonPayloads"]
+__all__ = ["JsonPayloads", "PAYLOAD_MARK", "json_type"]
 
 log = logging.getLogger(__name__)
 
-_MARK = re.compile(rb',\s*"payload"\s*:\s*')  # JsonConverter writes ',"payload":', others add spaces
+PAYLOAD_MARK = re.compile(rb',\s*"payload"\s*:\s*')  # JsonConverter writes ',"payload":', others add spaces
 
 
-def _json_type(target: pa.DataType) -> pa.DataType | None:
+def json_type(target: pa.DataType) -> pa.DataType | None:
     """The type Arrow's JSON reader reads a column as before it is cast to ``target`` (None: not here)."""
     if pa.types.is_timestamp(target):
         return pa.int64()
@@ -57,7 +57,7 @@ class JsonPayloads:
         self.shapes: dict[bytes, _Shape | None] = {}  # schema prefix -> how it reads (None: not here)
 
     def _shape(self, topic: str, value: bytes) -> tuple[bytes, _Shape | None]:
-        mark = _MARK.search(value)
+        mark = PAYLOAD_MARK.search(value)
         if mark is None or not value.endswith(b"}"):
             return b"", None
         cut = mark.start()
@@ -73,7 +73,7 @@ class JsonPayloads:
             if list(head) == ["schema"] and isinstance(payload, dict) and schema is not None \
                     and schema.type == SchemaType.STRUCT:
                 fields = row_fields(schema)
-                read = {name: _json_type(t) for name, t in fields.items()}
+                read = {name: json_type(t) for name, t in fields.items()}
                 if all(t is not None for t in read.values()):
                     shape = _Shape(schema, fields, pa.schema([pa.field(n, t) for n, t in read.items()]))
         except Exception:

@@ -14,7 +14,7 @@ from headwater.connect.api.data import Schema, SchemaType, Struct
 from headwater.connect.api.errors import DataException
 from headwater.connect.api.logical import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME
 
-__all__ = ["TableShape", "TypeConflict", "arrow_type", "infer_type", "plain", "row_fields", "spark_frame"]
+__all__ = ["TableShape", "TypeConflict", "arrow_type", "infer_type", "plain", "row_fields", "spark_frame", "storable"]
 
 _PRIMITIVE = {
     SchemaType.INT8: pa.int8(), SchemaType.INT16: pa.int16(), SchemaType.INT32: pa.int32(),
@@ -175,7 +175,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _storable(t: pa.DataType) -> pa.DataType:
+def storable(t: pa.DataType) -> pa.DataType:
     """The Arrow type Spark writes for ``t``: a time of day (Connect's Time) as its integer count (Spark's
     TIME type is off by default and unreadable by older readers), nested types likewise."""
     if pa.types.is_time32(t):
@@ -183,21 +183,21 @@ def _storable(t: pa.DataType) -> pa.DataType:
     if pa.types.is_time64(t):
         return pa.int64()
     if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_storable(f.type)) for f in t])
+        return pa.struct([f.with_type(storable(f.type)) for f in t])
     if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_storable(t.value_type)))
+        return pa.list_(t.value_field.with_type(storable(t.value_type)))
     if pa.types.is_map(t):
-        return pa.map_(_storable(t.key_type), t.item_field.with_type(_storable(t.item_type)))
+        return pa.map_(storable(t.key_type), t.item_field.with_type(storable(t.item_type)))
     return t
 
 
 def spark_frame(spark: Any, table: pa.Table) -> Any:
     """A Spark DataFrame of an Arrow table, with the lake's types: a timestamp without a time zone is
     ``timestamp_ntz`` (the wall-clock value, the same in every reader's session time zone), one with a
-    zone ``timestamp`` (an instant); times of day are integers (``_storable``)."""
+    zone ``timestamp`` (an instant); times of day are integers (``storable``)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    target = pa.schema([f.with_type(_storable(f.type)) for f in table.schema])
+    target = pa.schema([f.with_type(storable(f.type)) for f in table.schema])
     if target != table.schema:
         table = table.cast(target)
     return spark.createDataFrame(table, schema=from_arrow_schema(target, prefer_timestamp_ntz=True))

@@ -2,8 +2,9 @@
 
 Records are buffered per topic-partition and committed together (a "flush") when ``flush.size``
 records are buffered, their times span ``rotate.interval.ms``, or the wall clock passes a
-``rotate.schedule.interval.ms`` boundary. A flush builds Arrow tables, hands them to Spark
-(``createDataFrame`` from Arrow) and commits through the lake's commit log (``lake.py``); the
+``rotate.schedule.interval.ms`` boundary. A flush builds Arrow tables, writes them as Parquet (with
+pyarrow when the lake is a local folder and Spark runs locally, ``buckets.py``; else Spark's
+``createDataFrame`` from Arrow and its writer) and commits through the lake's commit log (``lake.py``); the
 offsets Kafka Connect commits to the group are only ever those the lake has, and a task seeks each
 partition it is given to what the lake says.
 
@@ -24,9 +25,9 @@ partition it is given to what the lake says.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from headwater.connect.api import (
     ConnectException,
@@ -51,6 +53,8 @@ from headwater.connectors.envelope import Unavailable
 from headwater.connectors.envelope import get as _get
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
+from .buckets import local_folder, rewrite_bucket, storable_schema, write_file
+from .changes import ChangeDecoder, bucket_of, latest
 from .config import SparkSinkConfig
 from .encoded import JsonPayloads
 from .lake import CommitEntry, Lake
@@ -65,6 +69,7 @@ log = logging.getLogger(__name__)
 BUCKET = "_bucket"
 FILE = "_hw_file"  # while staging: which file a row goes to
 KEY_COLUMN = "_key"  # the record key, for tables whose key is not a struct
+_WAKE_S = 0.05  # how often the task looks for a buffer whose scheduled rotation is due
 CHANGELOG_COLUMNS = {"_op": pa.string(), "_lsn": pa.int64(), "_ts_ms": pa.int64(), "_deleted": pa.bool_()}
 
 
@@ -133,6 +138,7 @@ class _Table:
         self.path = path
         self.shape = shape
         self.key_columns: list[str] | None = None
+        self.key_types: dict[str, pa.DataType] | None = None  # upsert's encoded path: the keys as parsed
         self.checked: dict[int, Schema] = {}  # Connect schemas already merged into the shape (kept alive)
 
 
@@ -150,7 +156,7 @@ class SparkParquetSinkTask(SinkTask):
         self.tables: dict[str, _Table] = {}  # by table name
         self.topic_tables: dict[str, _Table] = {}  # by topic
         self.figures = {"flushes": 0, "files": 0, "rows.written": 0, "records.skipped": 0, "last.flush.ms": 0.0,
-                        "rows.unavailable.values": 0}
+                        "rows.unavailable.values": 0, "records.encoded": 0}
         self.reporter = self.context.errant_record_reporter() if getattr(self, "context", None) else None
         self.unavailable = Unavailable(c.unavailable_value_placeholder)
         try:
@@ -166,6 +172,12 @@ class SparkParquetSinkTask(SinkTask):
         except Exception as exc:
             raise ConnectException(f"lake.path {c.lake_path!r} is not writable: {_java_message(exc)}") from exc
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"spark-flush-{self.name}")
+        # a local lake written by a local Spark: the task writes the Parquet files itself (pyarrow), a job's
+        # fixed cost being most of Spark's time for a flush; a cluster's executors do the work otherwise
+        self.direct = local_folder(self.lake.path()) is not None and c.spark_master.startswith("local")
+        self.stopping = threading.Event()
+        if c.rotate_schedule_interval_ms > 0 and getattr(self, "context", None) is not None:
+            threading.Thread(target=self._wake_when_due, name=f"spark-rotate-{self.name}", daemon=True).start()
 
     # -- partitions --------------------------------------------------------------------------------------
 
@@ -295,8 +307,15 @@ class SparkParquetSinkTask(SinkTask):
     def decode_with(self, key_converter: Any, value_converter: Any) -> bool:
         from headwater.connect.converters.json import JsonConverter
 
-        if (self.mode != "append" or self.partitioner.kind != "default" or self.config.rotate_interval_ms > 0
-                or not isinstance(value_converter, JsonConverter) or not value_converter.schemas_enable):
+        if not isinstance(value_converter, JsonConverter) or self.config.rotate_interval_ms > 0:
+            return False
+        if self.mode == "upsert":
+            # Debezium envelopes keyed by JSON objects: parsed into Arrow, merged without a dict per change
+            if not isinstance(key_converter, JsonConverter):
+                return False
+            self.changes = ChangeDecoder(key_converter, value_converter, self.unavailable.text)
+            return True
+        if self.mode != "append" or self.partitioner.kind != "default" or not value_converter.schemas_enable:
             return False
         self.payloads = JsonPayloads(value_converter)
         return True
@@ -310,6 +329,8 @@ class SparkParquetSinkTask(SinkTask):
             offsets, values = offsets[skip:], values[skip:]
             if not offsets:
                 return True
+        if self.mode == "upsert":
+            return self._put_changes(tp, batch.keys[len(batch.offsets) - len(offsets):], values, offsets)
         decoded = self.payloads.decode(tp.topic, values)
         if decoded is None:
             return False
@@ -328,6 +349,38 @@ class SparkParquetSinkTask(SinkTask):
             done += take
             if len(buffer) >= self.config.flush_size:
                 self.full.setdefault(tp, []).append(self.buffers.pop(tp))
+        self.figures["records.encoded"] += len(offsets)
+        self._rotate()
+        return True
+
+    def _put_changes(self, tp: TopicPartition, keys: list[bytes | None], values: list[bytes | None],
+                     offsets: list[int]) -> bool:
+        """upsert's encoded path: the batch's changes as one Arrow table (False: the record path takes it)."""
+        decoded = self.changes.decode(tp.topic, keys, values, offsets)
+        if decoded is None:
+            return False
+        table = self._table(tp.topic)
+        names = list(decoded.key_types)
+        if table.key_columns is not None and table.key_columns != names:
+            return False  # the record path names the record whose key differs
+        if table.key_types is not None and table.key_types != decoded.key_types:
+            return False
+        try:
+            if decoded.row_schema is not None:
+                self._fields(table, {}, decoded.row_schema)
+            else:
+                table.shape.absorb(decoded.row_types)
+        except TypeConflict:
+            return False  # the record path names the records that conflict
+        if decoded.table.num_rows and not all(k in table.shape.columns for k in names):
+            return False  # rows lacking their key's fields: the record path names them
+        table.key_columns, table.key_types = names, decoded.key_types
+        buffer = self._buffer(tp, tables=True)
+        buffer.tables.append(decoded.table)
+        self.figures["records.encoded"] += len(offsets)
+        buffer.offsets.extend(offsets)
+        if len(buffer) >= self.config.flush_size:
+            self.full.setdefault(tp, []).append(self.buffers.pop(tp))
         self._rotate()
         return True
 
@@ -379,8 +432,7 @@ class SparkParquetSinkTask(SinkTask):
             raise ConnectException(f"the record key has fields {columns}, the table is keyed by {table.key_columns}")
         ident = plain(key)
         canonical = json.dumps(ident, sort_keys=True, default=str, separators=(",", ":"))
-        digest = int.from_bytes(hashlib.blake2b(canonical.encode(), digest_size=8).digest(), "little")
-        bucket = partition * self.config.cdc_buckets + digest % self.config.cdc_buckets
+        bucket = bucket_of(canonical, partition, self.config.cdc_buckets)
         position = -1
         if value is None:
             return _Change(canonical, ident, bucket, position, offset, None)
@@ -435,6 +487,15 @@ class SparkParquetSinkTask(SinkTask):
             if previous is not None:
                 previous.result()  # raises that flush's failure
             self.inflight[tp] = self.pool.submit(self._flush_all, tp, buffers)
+
+    def _wake_when_due(self) -> None:
+        """Scheduled rotation without new records: the worker calls ``put`` only when records come, so when a
+        buffer's rotation is due the task asks for an offset commit, whose ``pre_commit`` rotates it (Kafka
+        Connect's own worker calls ``put`` with no records instead)."""
+        while not self.stopping.wait(_WAKE_S):
+            now = time.time()
+            if any(len(b) and b.deadline is not None and now >= b.deadline for b in list(self.buffers.values())):
+                self.context.request_commit()
 
     def _flush_all(self, tp: TopicPartition, buffers: list[_Buffer]) -> None:
         for buffer in buffers:
@@ -524,7 +585,12 @@ class SparkParquetSinkTask(SinkTask):
         codec = self.config.parquet_codec
         if buffer.tables:  # the encoded path: default partitioner, one folder
             groups = {f"partition={tp.partition}": [0, len(buffer) - 1]}
-        if len(groups) == 1:
+        staging = local_folder(flush_dir) if self.direct else None
+        if len(groups) == 1 and staging is not None:
+            # a local lake: one Parquet file written by pyarrow, as Spark would write it (no Spark job)
+            whole = self._aligned(table, buffer.tables) if buffer.tables else self._arrow(table, buffer.rows, {})
+            staged = [f"{flush_dir}/{write_file(staging, whole, codec)}"]
+        elif len(groups) == 1:
             whole = self._aligned(table, buffer.tables) if buffer.tables else self._arrow(table, buffer.rows, {})
             spark_frame(self.spark, whole).coalesce(1).write.mode("overwrite").option(
                 "compression", codec).parquet(flush_dir)
@@ -552,25 +618,67 @@ class SparkParquetSinkTask(SinkTask):
 
     def _stage_upsert(self, tp: TopicPartition, buffer: _Buffer, table: _Table, flush_dir: str
                       ) -> tuple[CommitEntry | None, int]:
-        """upsert: the new contents of every bucket the flush touches, merged by Spark."""
+        """upsert: the new contents of every bucket the flush touches."""
         entry = CommitEntry(tp.topic, tp.partition, buffer.offsets[0], buffer.offsets[-1] + 1, [], table.path,
                             replace=True)
+        keys = table.key_columns or [KEY_COLUMN]
+        if buffer.tables:  # the encoded path
+            assert table.key_types is not None
+            found = latest(buffer.tables, table.key_types, table.shape.schema(), tp.partition,
+                           self.config.cdc_buckets)
+            if not found.keys.num_rows:
+                return entry, 0
+            upserted = pc.invert(found.deleted)
+            fresh = found.rows.filter(upserted).append_column(BUCKET, found.buckets.filter(upserted))
+            return entry, self._merge(entry, table, keys, found.keys, found.buckets, fresh, flush_dir)
         if not buffer.changes:
             return entry, 0
-        latest: dict[str, _Change] = {}
+        latest_of: dict[str, _Change] = {}
         for change in sorted(buffer.changes, key=lambda c: (c.position, c.offset)):
-            earlier = latest.get(change.key)
+            earlier = latest_of.get(change.key)
             if change.missing and earlier is not None and earlier.row is not None and change.row is not None:
                 # unchanged TOAST values of a row changed earlier in this flush: its values
                 row, missing = self.unavailable.fill(change.row, change.missing, earlier.row, earlier.missing)
                 change = _Change(change.key, change.ident, change.bucket, change.position, change.offset, row,
                                  missing)
-            latest[change.key] = change
-        keys = table.key_columns or [KEY_COLUMN]
-        upserts = [c for c in latest.values() if c.row is not None]
-        touched = sorted({c.bucket for c in latest.values()})
+            latest_of[change.key] = change
+        upserts = [c for c in latest_of.values() if c.row is not None]
         fresh = self._arrow(table, [c.row for c in upserts if c.row is not None],
                             {BUCKET: (pa.int32(), [c.bucket for c in upserts])})
+        changed_keys = pa.Table.from_arrays(
+            [pa.array([_key_value(c, k) for c in latest_of.values()], type=table.shape.columns.get(k)) for k in keys],
+            names=keys)
+        buckets = pa.array([c.bucket for c in latest_of.values()], pa.int32())
+        if any(c.missing for c in upserts):
+            return entry, self._merge_spark(tp, entry, table, keys, changed_keys, buckets, fresh, flush_dir, upserts)
+        return entry, self._merge(entry, table, keys, changed_keys, buckets, fresh, flush_dir)
+
+    def _merge(self, entry: CommitEntry, table: _Table, keys: list[str], changed_keys: pa.Table,
+               buckets: pa.Array, fresh: pa.Table, flush_dir: str) -> int:
+        """Stage the touched buckets' new contents (their rows of unchanged keys, then ``fresh``) and add their
+        moves to ``entry``: with pyarrow for a local lake, else with Spark. ``changed_keys``: every key the
+        flush changes (upserts and deletes), ``buckets`` theirs; ``fresh`` carries a ``_bucket`` column."""
+        local, staging = local_folder(table.path), local_folder(flush_dir)
+        if not self.direct or local is None or staging is None:
+            return self._merge_spark(None, entry, table, keys, changed_keys, buckets, fresh, flush_dir, [])
+        schema = storable_schema(table.shape.schema())
+        key_schema = pa.schema([schema.field(k) for k in keys])
+        changed_keys = changed_keys.cast(key_schema)
+        fresh_buckets = fresh.column(BUCKET)
+        fresh = fresh.drop_columns([BUCKET]).cast(schema)
+        for b in pc.unique(buckets).sort().to_pylist():
+            rewrite_bucket(f"{local}/{BUCKET}={b}", f"{staging}/{BUCKET}={b}", schema, keys,
+                                   changed_keys.filter(pc.equal(buckets, b)),
+                                   fresh.filter(pc.equal(fresh_buckets, b)), self.config.parquet_codec)
+            entry.moves.append((f"{flush_dir}/{BUCKET}={b}", f"{table.path}/{BUCKET}={b}"))
+        return fresh.num_rows
+
+    def _merge_spark(self, tp: TopicPartition | None, entry: CommitEntry, table: _Table, keys: list[str],
+                     changed_keys: pa.Table, buckets: pa.Array, fresh: pa.Table, flush_dir: str,
+                     upserts: list[_Change]) -> int:
+        """``_merge`` by Spark: it reads the touched buckets, anti-joins the changed keys and writes the
+        buckets anew; ``upserts`` carrying unavailable values take them from the rows read."""
+        touched = pc.unique(buckets).sort().to_pylist()
         spark = self.spark
         # buckets with files (a bucket emptied by deletes is an empty folder: nothing to read)
         existing = [b for b in touched if any(n.endswith(".parquet") and not n.startswith(".")
@@ -579,13 +687,10 @@ class SparkParquetSinkTask(SinkTask):
         if existing:
             old = (spark.read.option("basePath", table.path).option("mergeSchema", "true")
                    .parquet(*[f"{table.path}/{BUCKET}={b}" for b in existing]))
-        if any(c.missing for c in upserts):
+        if tp is not None and any(c.missing for c in upserts):
             fresh = self._kept_values(tp, table, keys, upserts, fresh, old)
         merged = spark_frame(spark, fresh)
         if old is not None:
-            changed_keys = pa.Table.from_arrays(
-                [pa.array([_key_value(c, k) for c in latest.values()], type=table.shape.columns.get(k))
-                 for k in keys], names=keys)
             kept = old.join(spark_frame(spark, changed_keys), on=keys, how="left_anti")
             merged = kept.unionByName(merged, allowMissingColumns=True)
         columns = [c for c in table.shape.columns if c in merged.columns] + [BUCKET]
@@ -596,7 +701,7 @@ class SparkParquetSinkTask(SinkTask):
             if not self.lake.exists(staged):
                 self.lake.mkdirs(staged)  # the bucket is now empty: an empty folder replaces it
             entry.moves.append((staged, f"{table.path}/{BUCKET}={b}"))
-        return entry, len(upserts)
+        return fresh.num_rows
 
     def _kept_values(self, tp: TopicPartition, table: _Table, keys: list[str], upserts: list[_Change],
                      fresh: pa.Table, old: Any) -> pa.Table:
@@ -649,6 +754,9 @@ class SparkParquetSinkTask(SinkTask):
 
     def stop(self) -> None:
         self.buffers, self.full = {}, {}
+        stopping = getattr(self, "stopping", None)
+        if stopping is not None:
+            stopping.set()
         pool = getattr(self, "pool", None)
         if pool is not None:
             try:

@@ -97,7 +97,8 @@ def test_append_100k_records_with_schemas_equal_the_parquet(connect: ConnectProc
     create_topic(connect.bootstrap, topic)
     count = 100_000
     produce(connect.bootstrap, topic, [({"id": i}, with_schema(ORDER_SCHEMA, order(i))) for i in range(count)])
-    connect.create(name, sink(lake, topic, **{"flush.size": "25000", "key.converter.schemas.enable": "false"}))
+    connect.create(name, sink(lake, topic, **{"flush.size": "25000", "rotate.schedule.interval.ms": "-1",
+                                              "key.converter.schemas.enable": "false"}))
     connect.wait_state(name, "RUNNING", tasks=1, timeout=60)
     wait_committed(connect, name, topic, 0, count)
 
@@ -172,6 +173,20 @@ def test_scheduled_rotation_commits_a_trickle(connect: ConnectProcess, spark, tm
     wait_committed(connect, name, topic, 0, 5, timeout=60)  # five records never reach flush.size: only the schedule
     assert sorted(r["n"] for r in lake_rows(spark, lake / "topics" / topic)) == list(range(5))
     connect.ok("DELETE", f"/connectors/{name}")
+
+
+def test_scheduled_rotation_commits_without_new_records_or_an_offset_commit(spark, tmp_path: Path) -> None:
+    """The worker calls put only when records come and commits offsets every offset.flush.interval.ms (60 s
+    here, Kafka's default): the rotation that is due must wait for neither."""
+    topic, name, lake = unique("quiet"), unique("lake-quiet"), tmp_path / "lake"
+    with ConnectProcess(tmp_path / "up", settings={"offset.flush.interval.ms": "60000"}) as proc:
+        create_topic(proc.bootstrap, topic)
+        proc.create(name, sink(lake, topic, **JSON_PLAIN, **{"flush.size": "100000",
+                                                            "rotate.schedule.interval.ms": "1000"}))
+        proc.wait_state(name, "RUNNING", tasks=1, timeout=60)
+        produce(proc.bootstrap, topic, [(None, {"n": i}) for i in range(5)])
+        wait_committed(proc, name, topic, 0, 5, timeout=30)
+    assert sorted(r["n"] for r in lake_rows(spark, lake / "topics" / topic)) == list(range(5))
 
 
 # -- upsert: changes merged into the current-state table ---------------------------------------------------
