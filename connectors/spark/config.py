@@ -84,6 +84,12 @@ class SparkSinkConfig(SinkConnectorConfig):
         UNAVAILABLE, alias="unavailable.value.placeholder", min_length=1,
         description="upsert: the source's placeholder for values it did not have (Debezium's unchanged TOAST "
                     "values); a column holding it keeps the value the table had.")
+    lake_writer: Literal["auto", "spark"] = Field(
+        "auto", alias="lake.writer",
+        description="auto: when lake.path is a local folder and spark.master is local[N], the task writes each "
+                    "flush's Parquet files (append files, rewritten upsert buckets) itself with pyarrow, the files "
+                    "Spark writes for the same types, without a Spark job per flush; spark: every flush is a Spark "
+                    "job, whatever the lake and master (what a cluster master or a remote lake always gets).")
     spark_master: str = Field("local[2]", alias="spark.master",
                               description="Spark master of the worker's session (local[N], spark://host:port).")
     spark_app_name: str = Field("headwater-spark", alias="spark.app.name")

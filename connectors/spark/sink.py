@@ -174,7 +174,8 @@ class SparkParquetSinkTask(SinkTask):
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"spark-flush-{self.name}")
         # a local lake written by a local Spark: the task writes the Parquet files itself (pyarrow), a job's
         # fixed cost being most of Spark's time for a flush; a cluster's executors do the work otherwise
-        self.direct = local_folder(self.lake.path()) is not None and c.spark_master.startswith("local")
+        self.direct = (c.lake_writer == "auto" and local_folder(self.lake.path()) is not None
+                       and c.spark_master.startswith("local"))
         self.stopping = threading.Event()
         if c.rotate_schedule_interval_ms > 0 and getattr(self, "context", None) is not None:
             threading.Thread(target=self._wake_when_due, name=f"spark-rotate-{self.name}", daemon=True).start()

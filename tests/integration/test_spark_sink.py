@@ -119,6 +119,35 @@ def test_append_100k_records_with_schemas_equal_the_parquet(connect: ConnectProc
     connect.ok("DELETE", f"/connectors/{name}")
 
 
+def test_append_files_written_by_spark_and_by_the_task_are_the_same(connect: ConnectProcess, spark,
+                                                                    tmp_path: Path) -> None:
+    """``lake.writer=spark`` (a Spark job per flush) and the default (the task writes a local lake's files with
+    pyarrow) give the same file names, rows and column types."""
+    topic, count = unique("orders"), 6_000
+    create_topic(connect.bootstrap, topic)
+    produce(connect.bootstrap, topic, [({"id": i}, with_schema(ORDER_SCHEMA, order(i))) for i in range(count)])
+    names = {"spark": unique("lake-spark"), "auto": unique("lake-auto")}
+    for writer, name in names.items():
+        connect.create(name, sink(tmp_path / writer, topic, **{"flush.size": "2000", "lake.writer": writer,
+                                                               "rotate.schedule.interval.ms": "-1",
+                                                               "key.converter.schemas.enable": "false"}))
+    for name in names.values():
+        wait_committed(connect, name, topic, 0, count)
+    seen = {}
+    for writer in names:
+        folder = tmp_path / writer / "topics" / topic / "partition=0"
+        files = sorted(p.name for p in folder.iterdir() if p.name.endswith(".parquet"))
+        schema = {f.name: f.dataType.simpleString() for f in spark.read.parquet(str(folder)).schema.fields}
+        rows = sorted((r["id"], r["customer"], r["amount"], r["paid"], _utc(r["ts"]))
+                      for r in lake_rows(spark, tmp_path / writer / "topics" / topic))
+        seen[writer] = (files, schema, rows)
+    for name in names.values():
+        connect.ok("DELETE", f"/connectors/{name}")
+    assert seen["spark"][0] == [f"{topic}+0+{a:010d}+{a + 1_999:010d}.snappy.parquet" for a in range(0, count, 2_000)]
+    assert seen["auto"] == seen["spark"]
+    assert len(seen["auto"][2]) == count
+
+
 def test_time_based_partitioner_writes_hourly_folders_by_record_field(connect: ConnectProcess, spark,
                                                                      tmp_path: Path) -> None:
     topic, name, lake = unique("events"), unique("lake-time"), tmp_path / "lake"

@@ -82,11 +82,13 @@ def test_encoded_upsert_makes_the_table_the_record_path_makes(connect: ConnectPr
     settings = JSON_PLAIN if converters == "schemaless" else JSON_SCHEMAS
     topic = unique("items")
     create_topic(connect.bootstrap, topic, 2)
-    names = {"encoded": unique("lake-encoded"), "records": unique("lake-records")}
+    names = {"encoded": unique("lake-encoded"), "records": unique("lake-records"), "spark": unique("lake-spark")}
     upsert = {"cdc.mode": "upsert", "cdc.buckets": "4", "flush.size": "700", "rotate.schedule.interval.ms": "500",
               **settings}
     connect.create(names["encoded"], sink(tmp_path / "encoded", topic, **upsert))
     connect.create(names["records"], sink(tmp_path / "records", topic, **upsert, **RECORD_PATH))
+    # the same encoded path with every bucket merged by Spark jobs instead of the task's pyarrow rewrite
+    connect.create(names["spark"], sink(tmp_path / "spark", topic, **upsert, **{"lake.writer": "spark"}))
     # the stretch with placeholders on its own: the batches before and after it hold none
     stretch = [i for i, (_, v) in enumerate(stream) if v is not None and v["after"]
                and v["after"]["name"] == UNAVAILABLE]
@@ -99,10 +101,11 @@ def test_encoded_upsert_makes_the_table_the_record_path_makes(connect: ConnectPr
                 wait_committed(connect, name, topic, p, end)
     encoded = metric(connect, names["encoded"], "records.encoded")
     recorded = metric(connect, names["records"], "records.encoded")
+    assert metric(connect, names["spark"], "records.encoded") == encoded
     got = {path: table_rows(spark, tmp_path / path / "topics" / topic) for path in names}
     for name in names.values():
         connect.ok("DELETE", f"/connectors/{name}")
     # every batch without a placeholder took the encoded path; those with one went the record path's way
     assert len(parts[0]) + len(parts[2]) <= encoded < len(stream) and recorded == 0, (encoded, recorded)
-    assert got["encoded"] == got["records"]
+    assert got["encoded"] == got["records"] == got["spark"]
     assert got["encoded"] == expected
