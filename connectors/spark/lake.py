@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CommitEntry", "Lake"]
+__all__ = ["CommitEntry", "Lake", "LocalLake"]
 
 log = logging.getLogger(__name__)
 
@@ -175,3 +177,68 @@ class Lake:
                 self.publish(entry)
         self.delete(self.staging(topic, partition))
         return entry
+
+
+class LocalLake(Lake):
+    """A lake in a local folder through the operating system's calls: no JVM needed to commit or recover
+    (a restarted task reaches its partitions without waiting for Spark to start). Paths are the ``file:``
+    URIs Hadoop gives the same folder, so commit entries read the same through either class."""
+
+    def __init__(self, root: str) -> None:  # not Lake's: that one needs Spark's JVM
+        self.spark = None
+        local = root[len("file:"):] if root.startswith("file:") else root
+        self.local_root = os.path.abspath(local)
+        self.root = "file:" + self.local_root
+        self._qualified = self.root
+
+    @staticmethod
+    def _local(path: str) -> str:
+        if not path.startswith("file:"):
+            raise OSError(f"{path} is not in the local lake")
+        local = path[len("file:"):]
+        while local.startswith("//"):
+            local = local[1:]
+        return local
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(self._local(path))
+
+    def mkdirs(self, path: str) -> None:
+        os.makedirs(self._local(path), exist_ok=True)
+
+    def delete(self, path: str) -> None:
+        local = self._local(path)
+        if os.path.isdir(local) and not os.path.islink(local):
+            shutil.rmtree(local, ignore_errors=True)
+        elif os.path.lexists(local):
+            os.unlink(local)
+
+    def rename(self, src: str, dst: str) -> None:
+        target = self._local(dst)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.lexists(target):
+            raise OSError(f"cannot rename {src} to {dst}: it exists")
+        os.rename(self._local(src), target)
+
+    def list(self, path: str) -> list[str]:
+        try:
+            return os.listdir(self._local(path))
+        except FileNotFoundError:
+            return []
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        local = self._local(path)
+        os.makedirs(os.path.dirname(local), exist_ok=True)  # as Hadoop's create does
+        tmp = os.path.join(os.path.dirname(local), "." + os.path.basename(local) + ".tmp")
+        with open(tmp, "wb") as out:
+            out.write(data)
+        os.replace(tmp, local)
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(self._local(path), "rb") as f:
+            return f.read()
+
+    def inside(self, path: str) -> bool:
+        if not path.startswith("file:"):
+            return False
+        return os.path.normpath(self._local(path)).startswith(self.local_root.rstrip("/") + "/")

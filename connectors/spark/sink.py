@@ -49,6 +49,7 @@ from headwater.connect.api import (
     TopicPartition,
 )
 from headwater.connect.api.data import Schema, SchemaType, Struct
+from headwater.connect.api.sandbox import local_path
 from headwater.connectors.envelope import Unavailable
 from headwater.connectors.envelope import get as _get
 from headwater.connectors.envelope import is_envelope as _is_envelope
@@ -57,7 +58,7 @@ from .buckets import local_folder, rewrite_bucket, storable_schema, write_file
 from .changes import ChangeDecoder, bucket_of, latest
 from .config import SparkSinkConfig
 from .encoded import JsonPayloads
-from .lake import CommitEntry, Lake
+from .lake import CommitEntry, Lake, LocalLake
 from .partitioner import Partitioner, floor_in_zone, timestamp_extractor
 from .rows import TableShape, TypeConflict, infer_type, plain, row_fields, spark_frame
 from .session import SparkUnavailable, shared_session
@@ -159,12 +160,18 @@ class SparkParquetSinkTask(SinkTask):
                         "rows.unavailable.values": 0, "records.encoded": 0}
         self.reporter = self.context.errant_record_reporter() if getattr(self, "context", None) else None
         self.unavailable = Unavailable(c.unavailable_value_placeholder)
+        # A local lake written by a local Spark (lake.writer=auto): the task writes the Parquet files itself (pyarrow; a job's
+        # fixed cost is most of Spark's time for a flush) and commits with the operating system's calls, so
+        # Spark starts only when a flush needs it (a restarted task reaches its partitions without waiting
+        # for a JVM). A cluster's executors do the work otherwise, and its session starts here.
+        local = local_path(c.lake_path)
+        self.direct = c.lake_writer == "auto" and bool(local) and c.spark_master.startswith("local")
+        self._spark: Any = None
+        self._spark_lock = threading.Lock()
+        if not self.direct:
+            _ = self.spark  # a Spark master that does not answer fails the task now, naming it
         try:
-            self.spark = shared_session(c.spark_master, c.spark_conf(), c.spark_app_name)
-        except SparkUnavailable as exc:
-            raise ConnectException(f"spark.master {c.spark_master}: {exc}") from exc
-        try:
-            self.lake = Lake(self.spark, c.lake_path)
+            self.lake = LocalLake(local) if local and self.direct else Lake(self.spark, c.lake_path)
             self.lake.mkdirs(self.lake.path("_headwater", "log"))
             probe = self.lake.path("_headwater", f".probe-{uuid.uuid4().hex}")
             self.lake.write_bytes(probe, b"")
@@ -172,13 +179,21 @@ class SparkParquetSinkTask(SinkTask):
         except Exception as exc:
             raise ConnectException(f"lake.path {c.lake_path!r} is not writable: {_java_message(exc)}") from exc
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"spark-flush-{self.name}")
-        # a local lake written by a local Spark: the task writes the Parquet files itself (pyarrow), a job's
-        # fixed cost being most of Spark's time for a flush; a cluster's executors do the work otherwise
-        self.direct = (c.lake_writer == "auto" and local_folder(self.lake.path()) is not None
-                       and c.spark_master.startswith("local"))
         self.stopping = threading.Event()
         if c.rotate_schedule_interval_ms > 0 and getattr(self, "context", None) is not None:
             threading.Thread(target=self._wake_when_due, name=f"spark-rotate-{self.name}", daemon=True).start()
+
+    @property
+    def spark(self) -> Any:
+        """The worker's Spark session, started on first use."""
+        with self._spark_lock:
+            if self._spark is None:
+                c = self.config
+                try:
+                    self._spark = shared_session(c.spark_master, c.spark_conf(), c.spark_app_name)
+                except SparkUnavailable as exc:
+                    raise ConnectException(f"spark.master {c.spark_master}: {exc}") from exc
+            return self._spark
 
     # -- partitions --------------------------------------------------------------------------------------
 
