@@ -161,9 +161,9 @@ class SparkParquetSinkTask(SinkTask):
         self.reporter = self.context.errant_record_reporter() if getattr(self, "context", None) else None
         self.unavailable = Unavailable(c.unavailable_value_placeholder)
         # A local lake written by a local Spark (lake.writer=auto): the task writes the Parquet files itself
-        # (pyarrow; a job's fixed cost is most of Spark's time for a flush) and commits with the operating system's calls, so
-        # Spark starts only when a flush needs it (a restarted task reaches its partitions without waiting
-        # for a JVM). A cluster's executors do the work otherwise, and its session starts here.
+        # (pyarrow; a job's fixed cost is most of Spark's time for a flush) and commits with the operating
+        # system's calls, so Spark starts only when a flush needs it (a restarted task reaches its partitions
+        # without waiting for a JVM). A cluster's executors do the work otherwise, and its session starts here.
         local = local_path(c.lake_path)
         self.direct = c.lake_writer == "auto" and bool(local) and c.spark_master.startswith("local")
         self._spark: Any = None
