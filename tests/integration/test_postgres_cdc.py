@@ -22,10 +22,7 @@ JSON_PLAIN = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "k
 
 @pytest.fixture
 def database(postgres) -> str:
-    name = "cdc_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return name
+    return postgres.new_database("cdc")
 
 
 def source(postgres, database: str, prefix: str, **extra: str) -> dict[str, str]:

@@ -4,7 +4,6 @@ repeats nothing after a restart."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import psycopg
@@ -23,11 +22,7 @@ BIG = "y" * 5000  # stored out of line (STORAGE EXTERNAL): an update that leaves
 
 
 def _databases(postgres, *names: str) -> list[str]:
-    out = [f"{n}_{uuid.uuid4().hex[:8]}" for n in names]
-    with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
-        for name in out:
-            conn.execute(f"CREATE DATABASE {name}")
-    return out
+    return [postgres.new_database(n) for n in names]
 
 
 def _sink(postgres, database: str, prefix: str, **extra: str) -> dict[str, str]:

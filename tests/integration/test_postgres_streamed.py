@@ -27,10 +27,7 @@ BIG = "x" * 20_000  # stored out of line (TOAST): an update that leaves it alone
 
 @pytest.fixture
 def database(postgres) -> str:
-    name = "streamed_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return name
+    return postgres.new_database("streamed")
 
 
 def _normalized(raw: bytes | None, prefix: str) -> Any:

@@ -47,6 +47,17 @@ class PostgresServer:
                  **({"password": self.password} if self.password else {}), **extra}
         return " ".join(f"{k}={v}" for k, v in parts.items())
 
+    def new_database(self, prefix: str) -> str:
+        """A database of the test's own, named ``<prefix>_<8 hex digits>``; its name."""
+        import uuid
+
+        import psycopg
+
+        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return name
+
     def drop_idle_slots(self) -> list[str]:
         """Drop the replication slots no connection uses (each in its own database, as Postgres requires for
         logical slots); returns their names."""
