@@ -70,6 +70,17 @@ _READ_SIZE = 1 << 18  # the most one read takes from the connection's buffer
 _FETCH_KEY = b"\x00\x01"  # a request frame's first bytes: its API key, int16
 
 
+_LEAVE_WAIT_S = 1.0  # how long a refused client is given to read its answer and go
+
+
+async def _until_client_leaves(reader: asyncio.StreamReader) -> None:
+    """Wait (briefly) for a refused client to close its end, as Kafka delays the close of a failed
+    authentication: closing right behind the answer lets the answer and the end of the stream arrive together,
+    and kafka-python then reports the lost connection instead of the refusal."""
+    with contextlib.suppress(TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+        await asyncio.wait_for(reader.read(1 << 16), _LEAVE_WAIT_S)
+
+
 class _Close(Exception):
     """Close this connection (the reason has been logged)."""
 
@@ -336,6 +347,7 @@ class BrokerServer:
                 writer.write(answer)
                 await writer.drain()
             if sasl.failed is not None:
+                await _until_client_leaves(reader)
                 raise _Close
         conn.principal = sasl.principal
         conn.authorizing = self.access.acls_apply(sasl.principal)
