@@ -2,19 +2,25 @@
 
 Each round: work that no longer exists or is held twice is revoked; work lost with a
 departed worker is held for ``scheduled.rebalance.max.delay.ms`` (so a worker that
-comes straight back gets it again), then reassigned; new work goes to the least
-loaded workers; an overloaded worker is asked to revoke its excess, which is
-assigned in the next round (revoke first, assign later: nothing ever runs twice).
+comes straight back gets it again; nothing else moves meanwhile), then reassigned; new
+work goes to the workers below their balanced share; a worker above its share is asked to
+revoke the excess, which is assigned in the next round (revoke first, assign later: nothing
+ever runs twice). Connectors and tasks are balanced separately, each within one per worker.
+
+The balanced shares move as little as possible: of ``total`` items over ``n`` workers, the
+``total % n`` workers holding the most keep one above ``total // n``. A round costs
+O(items log items), whatever the number of workers.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
 from dataclasses import dataclass, field
 
 from .protocol import CONNECTOR_TASK, Assignment, MemberMetadata, Work
 
-__all__ = ["IncrementalAssignor", "Item"]
+__all__ = ["IncrementalAssignor", "Item", "balanced_shares"]
 
 Item = tuple[str, int]  # (connector, task); task -1 is the connector instance
 
@@ -30,6 +36,20 @@ def _work(items: set[Item]) -> Work:
     return out
 
 
+def _is_connector(item: Item) -> bool:
+    return item[1] == CONNECTOR_TASK
+
+
+def balanced_shares(loads: dict[str, int], total: int) -> dict[str, int]:
+    """Each member's share of ``total`` items, within one of each other; the extra ones go to the
+    members holding the most now (ties: the lower name), so the fewest items move."""
+    if not loads:
+        return {}
+    base, extra = divmod(total, len(loads))
+    ranked = sorted(loads, key=lambda m: (-loads[m], m))
+    return {m: base + (1 if rank < extra else 0) for rank, m in enumerate(ranked)}
+
+
 @dataclass
 class IncrementalAssignor:
     max_delay_ms: int
@@ -42,24 +62,25 @@ class IncrementalAssignor:
         """``connectors`` maps each connector to its task count; returns each member's assignment."""
         now = time.monotonic() if now is None else now
         all_work = {(c, CONNECTOR_TASK) for c in connectors} | {(c, t) for c, n in connectors.items() for t in range(n)}
-        current = {m: _items(meta.allocation.assigned if meta.allocation else None) for m, meta in members.items()}
-        revoke: dict[str, set[Item]] = {m: set() for m in members}
-        # 1. Work that is gone, and work held by two members.
-        seen: set[Item] = set()
-        for m in sorted(members):
-            for item in sorted(current[m]):
-                if item not in all_work or item in seen:
-                    revoke[m].add(item)
-                seen.add(item)
-        kept = {m: current[m] - revoke[m] for m in members}
-        held = set().union(*kept.values()) if kept else set()
+        names = sorted(members)
+        revoke: dict[str, set[Item]] = {m: set() for m in names}
+        assigned: dict[str, set[Item]] = {}
+        # 1. Work that is gone, and work held by two members (the first by name keeps it).
+        held: set[Item] = set()
+        for m in names:
+            allocation = members[m].allocation
+            current = _items(allocation.assigned if allocation else None)
+            revoke[m] = {i for i in current if i not in all_work or i in held}
+            assigned[m] = current - revoke[m]
+            held |= assigned[m]
         # 2. Work lost with departed members: hold it for the scheduled delay.
-        departed = {m for m in self.previous if m not in members}
-        newly_lost = set().union(*(self.previous[m] for m in departed)) & all_work - held if departed else set()
-        if newly_lost:
-            self.lost |= newly_lost
-            if self.lost_deadline is None:
-                self.lost_deadline = now + self.max_delay_ms / 1000
+        departed = [m for m in self.previous if m not in members]
+        if departed:
+            newly_lost = set().union(*(self.previous[m] for m in departed)) & all_work - held
+            if newly_lost:
+                self.lost |= newly_lost
+                if self.lost_deadline is None:
+                    self.lost_deadline = now + self.max_delay_ms / 1000
         self.lost = (self.lost & all_work) - held
         delay_ms = 0
         if self.lost:
@@ -69,30 +90,38 @@ class IncrementalAssignor:
                 self.lost, self.lost_deadline = set(), None
         else:
             self.lost_deadline = None
-        # 3. New work to the least loaded, connectors and tasks balanced separately.
-        unassigned = all_work - held - self.lost - set().union(*revoke.values())
-        assigned = {m: set(kept[m]) for m in members}
-        for is_connector in (True, False):
-            kind = {i for i in unassigned if (i[1] == CONNECTOR_TASK) == is_connector}
-            for item in sorted(kind):
-                target = min(sorted(members), key=lambda m: (self._load(assigned[m], is_connector), m))
-                assigned[target].add(item)
-        # 4. Too much on one member: revoke the excess now, reassign it next round.
-        if not any(revoke.values()) and not unassigned and members:
+        # 3. Unheld work to the members below their share, and each member's excess revoked (it is
+        # assigned next round). While lost work is held back, nothing moves: its owner may come back.
+        revoked_now = set().union(*revoke.values())
+        unassigned = all_work - held - self.lost - revoked_now
+        if names:
             for is_connector in (True, False):
-                loads = {m: self._load(assigned[m], is_connector) for m in members}
-                while max(loads.values()) - min(loads.values()) > 1:
-                    donor = max(sorted(loads), key=lambda m: loads[m])
-                    receiver = min(sorted(loads), key=lambda m: loads[m])
-                    item = max(i for i in assigned[donor] if (i[1] == CONNECTOR_TASK) == is_connector)
-                    assigned[donor].discard(item)
-                    revoke[donor].add(item)
-                    loads[donor] -= 1
-                    loads[receiver] += 1  # it gets the item in the next round
+                kind = sorted(i for i in unassigned if _is_connector(i) == is_connector)
+                self._balance(names, assigned, revoke, kind, is_connector, rebalance=not self.lost)
         self.previous = {m: set(a) for m, a in assigned.items()}
         return {m: Assignment(leader, leader_url, config_offset, _work(assigned[m]), _work(revoke[m]), delay_ms)
-                for m in members}
+                for m in names}
 
     @staticmethod
-    def _load(items: set[Item], connectors: bool) -> int:
-        return sum(1 for i in items if (i[1] == CONNECTOR_TASK) == connectors)
+    def _balance(names: list[str], assigned: dict[str, set[Item]], revoke: dict[str, set[Item]],
+                 new: list[Item], is_connector: bool, rebalance: bool) -> None:
+        """Hand ``new`` items (of one kind) out, the least loaded first; with ``rebalance``, toward the
+        balanced shares: no member past its share gets any, and each member's excess is revoked."""
+        loads = {m: sum(1 for i in assigned[m] if _is_connector(i) == is_connector) for m in names}
+        shares = balanced_shares(loads, sum(loads.values()) + len(new)) if rebalance else None
+        heap = [(loads[m], m) for m in names if shares is None or loads[m] < shares[m]]
+        heapq.heapify(heap)
+        for item in new:
+            load, m = heapq.heappop(heap)
+            assigned[m].add(item)
+            if shares is None or load + 1 < shares[m]:
+                heapq.heappush(heap, (load + 1, m))
+        if shares is None:
+            return
+        for m in names:
+            excess = loads[m] - shares[m]
+            if excess > 0:  # the highest-numbered first, so a connector's low tasks stay put
+                mine = sorted((i for i in assigned[m] if _is_connector(i) == is_connector), reverse=True)
+                gone = set(mine[:excess])
+                assigned[m] -= gone
+                revoke[m] |= gone
