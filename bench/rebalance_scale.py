@@ -29,65 +29,31 @@ one ``GET /connectors?expand=status``, ``ulimit -n`` and the load (``uptime``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from headwater.connect.herder.assignor import balanced_shares  # noqa: E402
 from support.brokerproc import BrokerProcess  # noqa: E402
 from support.connectproc import unique, wait_for  # noqa: E402
-from support.workerproc import BROKER_OVERRIDES, Cluster, WorkerProcess, fast_settings, read_topic  # noqa: E402
+from support.rebalancekit import (  # noqa: E402
+    expand_status,
+    restarted_on_keepers,
+    running_writes,
+    settled,
+    status_marks,
+    task_loads,
+)
+from support.workerproc import BROKER_OVERRIDES, Cluster, WorkerProcess, fast_settings  # noqa: E402
+
+from headwater.connect.herder.assignor import balanced_shares  # noqa: E402
 
 POLL_S = 0.2
-Placement = dict[tuple[str, int], tuple[str, str]]  # (connector, task) -> (state, worker id); task -1: connector
-
-
-def expand_status(worker: WorkerProcess) -> dict[str, Any] | None:
-    try:
-        resp = worker.call("GET", "/connectors?expand=status", timeout=30)
-    except OSError:
-        return None
-    return resp.json if resp.status == 200 else None
-
-
-def placement(answer: dict[str, Any]) -> Placement:
-    out: Placement = {}
-    for name, entry in answer.items():
-        st = entry["status"]
-        out[(name, -1)] = (st["connector"]["state"], st["connector"]["worker_id"])
-        for t in st["tasks"]:
-            out[(name, t["id"])] = (t["state"], t["worker_id"])
-    return out
-
-
-def settled(cluster: Cluster, expected: int, allowed: set[str], balanced: bool = False) -> Placement | None:
-    """The placement when every live worker reports ``expected`` items all RUNNING on ``allowed`` workers,
-    the same on every worker (and, with ``balanced``, tasks spread within one)."""
-    seen = []
-    for w in cluster.live:
-        answer = expand_status(w)
-        if answer is None:
-            return None
-        seen.append(placement(answer))
-    first = seen[0]
-    if len(first) != expected or any(s != first for s in seen[1:]):
-        return None
-    if any(state != "RUNNING" or wid not in allowed for state, wid in first.values()):
-        return None
-    if balanced:
-        loads = Counter(wid for (_, t), (_, wid) in first.items() if t >= 0)
-        if set(loads) != allowed or max(loads.values()) - min(loads.values()) > 1:
-            return None
-    return first
 
 
 def proc_figures(worker: WorkerProcess) -> str:
@@ -99,41 +65,12 @@ def proc_figures(worker: WorkerProcess) -> str:
     return f"{worker.name}: RSS {int(fields['VmRSS'].split()[0]) / 1024:.0f} MB, {fields['Threads']} threads"
 
 
-def status_marks(bootstrap: str, topic: str) -> dict[int, int]:
-    """Each status partition's end now (records after it belong to the next phase)."""
-    ends: dict[int, int] = {}
-    for partition, offset, _, _ in read_topic(bootstrap, topic):
-        ends[partition] = max(ends.get(partition, 0), offset + 1)
-    return ends
-
-
-def running_writes(bootstrap: str, topic: str, since: dict[int, int]) -> list[tuple[tuple[str, int], str]]:
-    """(task, worker id) of each RUNNING task status written after ``since``."""
-    out = []
-    for partition, offset, key, value in sorted(read_topic(bootstrap, topic)):
-        if offset < since.get(partition, 0) or key is None or value is None:
-            continue
-        k = key.decode()
-        if not k.startswith("status-task-"):
-            continue
-        name, _, num = k[len("status-task-"):].rpartition("-")
-        v = json.loads(value)
-        if v.get("state") == "RUNNING":
-            out.append(((name, int(num)), v["worker_id"]))
-    return out
-
-
 def generations(workers: list[WorkerProcess], after: int) -> int:
     return len({j.generation for w in workers for j in w.joins() if j.generation > after})
 
 
 def last_generation(workers: list[WorkerProcess]) -> int:
     return max((j.generation for w in workers for j in w.joins()), default=-1)
-
-
-def restarted_on_keepers(before: Placement, after: Placement, writes: list[tuple[tuple[str, int], str]]) -> int:
-    """Tasks the same worker ran before and after, for which it wrote RUNNING again (it stopped and started them)."""
-    return len({item for item, wid in writes if before.get(item, ("", ""))[1] == wid == after.get(item, ("", ""))[1]})
 
 
 def main() -> None:
@@ -173,7 +110,7 @@ def main() -> None:
             expand_ms = (time.monotonic() - t) * 1000
             print(f"create: {args.connectors} POSTs in {posted:.1f} s; all {expected} connectors+tasks RUNNING after "
                   f"{created:.1f} s; GET /connectors?expand=status {expand_ms:.0f} ms")
-            loads = Counter(wid for (_, t), (_, wid) in before.items() if t >= 0)
+            loads = task_loads(before)
             print(f"  tasks per worker {sorted(loads.values())}; {generations(workers, -1)} generations so far")
             for w in workers:
                 print("  " + proc_figures(w))
@@ -190,13 +127,13 @@ def main() -> None:
             after = wait_for(lambda: settled(cluster, expected, alive), 300, POLL_S, "RUNNING on survivors",
                              cluster.logs)
             elapsed = time.monotonic() - killed
-            restarted = restarted_on_keepers(before, after, running_writes(broker.bootstrap, status_topic, mark))
+            restarted = len(restarted_on_keepers(before, after, running_writes(broker.bootstrap, status_topic, mark)))
             moved = sum(1 for i, (_, wid) in after.items() if i[1] >= 0 and before[i][1] != wid)
             print(f"kill {args.victim} ({lost} tasks): all RUNNING on survivors after {elapsed:.1f} s (goal: session "
                   f"{session_s:.0f} s + delay {delay_s:.0f} s + 10 s = {session_s + delay_s + 10:.0f} s; "
                   f"{elapsed - session_s - delay_s:+.1f} s over session + delay); {generations(survivors, gen)} "
                   f"generations; tasks moved {moved}; restarted on survivors that kept them {restarted}")
-            loads = Counter(wid for (_, t), (_, wid) in after.items() if t >= 0)
+            loads = task_loads(after)
             print(f"  tasks per worker {sorted(loads.values())}")
 
             # 3. join
@@ -208,7 +145,7 @@ def main() -> None:
             final = wait_for(lambda: settled(cluster, expected, live, balanced=True), 300, POLL_S, "balanced",
                              cluster.logs)
             elapsed = time.monotonic() - joined
-            restarted = restarted_on_keepers(after, final, running_writes(broker.bootstrap, status_topic, mark))
+            restarted = len(restarted_on_keepers(after, final, running_writes(broker.bootstrap, status_topic, mark)))
             to_new = sum(1 for i, (_, wid) in final.items() if i[1] >= 0 and wid == new.worker_id)
             moved = sum(1 for i, (_, wid) in final.items() if i[1] >= 0 and after[i][1] != wid)
             shares = balanced_shares({**loads, new.worker_id: 0}, args.connectors * args.tasks)
@@ -216,7 +153,7 @@ def main() -> None:
             print(f"join: balanced after {elapsed:.1f} s (worker ready after {ready:.1f} s); "
                   f"{generations(cluster.live, gen)} generations; tasks moved {moved} (to the newcomer {to_new}, "
                   f"ideal {ideal}); restarted on workers that kept them {restarted}")
-            loads = Counter(wid for (_, t), (_, wid) in final.items() if t >= 0)
+            loads = task_loads(final)
             print(f"  tasks per worker {sorted(loads.values())}")
             for w in cluster.live:
                 print("  " + proc_figures(w))
