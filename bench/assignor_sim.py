@@ -72,7 +72,7 @@ def load_assignor(rev: str | None) -> type:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module.IncrementalAssignor  # type: ignore[no-any-return]
+    return module.IncrementalAssignor
 
 
 @dataclass
