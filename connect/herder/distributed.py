@@ -166,9 +166,7 @@ class DistributedHerder(BaseHerder):
             if not event.reply.done():
                 event.reply.set_result(assignments)
         elif isinstance(event, Rebalanced):
-            await self._apply_assignment(event.assignment, event.generation)
-            if not event.applied.done():
-                event.applied.set_result(None)
+            await self._apply_assignment(event.assignment, event.generation, event.applied)
             await self._check_session_key()  # a new leader distributes a key if there is none or it expired
         elif isinstance(event, SessionKeyDue):
             await self._check_session_key()
@@ -228,7 +226,12 @@ class DistributedHerder(BaseHerder):
         counts = {name: len(snap.tasks.get(name, [])) for name in snap.connectors}
         return self.assignor.assign(join.member_id, self.rest_url, snap.offset, join.members, counts)
 
-    async def _apply_assignment(self, assignment: Assignment, generation: int) -> None:
+    async def _apply_assignment(self, assignment: Assignment, generation: int,
+                                applied: asyncio.Future[None]) -> None:
+        """Stop what this worker no longer owns, then release the membership (``applied``: revoked work has
+        stopped), then start what is new here. The membership heartbeats while hundreds of tasks start:
+        starting them is not part of the rebalance, and the loop yields between them (a session that
+        lapsed while a worker started its share would rebalance the whole group again)."""
         self.generation = generation
         self.leader_url = assignment.leader_url
         if self.config_store.snapshot.offset < assignment.config_offset:
@@ -244,13 +247,17 @@ class DistributedHerder(BaseHerder):
                 await self.worker.stop_connector(name)
                 self._running_configs.pop(name, None)
         self.assignment = assignment
+        if not applied.done():
+            applied.set_result(None)
         for name in sorted(wanted_connectors - set(self.worker.connectors)):
             await self._start_connector(name)
+            await asyncio.sleep(0)
         starting = sorted(wanted_tasks - set(self.worker.tasks))
         if starting:
             await self._read_offsets_to_end()
         for tid in starting:
             await self._start_task(tid)
+            await asyncio.sleep(0)
 
     async def _read_offsets_to_end(self) -> None:
         """A task given to this worker starts from the offsets its previous owner stored last (it committed

@@ -59,7 +59,8 @@ class AssignmentNeeded:
 @dataclass(frozen=True)
 class Rebalanced:
     """A rebalance gave this worker ``assignment`` (what it runs and what it must let go of); the
-    membership waits on ``applied`` before it rejoins, so revoked work has stopped by then."""
+    membership waits on ``applied`` before it rejoins, so revoked work has stopped by then (new work
+    starts after ``applied``, while the membership heartbeats)."""
 
     assignment: Assignment
     generation: int

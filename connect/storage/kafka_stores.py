@@ -237,8 +237,13 @@ class KafkaConfigStore:
         await self.log.send(f"target-state-{name}".encode(), _json({"state": legacy, "state.v2": target.value}))
 
     async def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
-        for i, props in enumerate(configs):
-            await self.log.send(f"task-{name}-{i}".encode(), _json({"properties": props}))
+        # The task records go out together and are acked together (a connector may have thousands: one
+        # round trip each took minutes); the commit record follows once every one of them landed.
+        acks = [await self.log.write(f"task-{name}-{i}".encode(), _json({"properties": props}))
+                for i, props in enumerate(configs)]
+        failures = [r for r in await asyncio.gather(*acks, return_exceptions=True) if isinstance(r, BaseException)]
+        if failures:
+            raise failures[0]
         await self.log.send(f"commit-{name}".encode(), _json({"tasks": len(configs)}))
 
     async def put_task_count_record(self, name: str, count: int) -> None:
