@@ -119,9 +119,9 @@ class BaseHerder(ABC):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if reply is None:
+            if reply is None or reply.done():  # nobody waits for it (a rebalance's new work starts after)
                 log.exception("worker %s: handling %s failed", self.worker_id, event)
-            elif not reply.done():
+            else:
                 reply.set_exception(exc)
 
     async def _handle(self, event: HerderEvent) -> None:
