@@ -34,6 +34,11 @@ the share of the machine's cores that processes outside this benchmark used mean
 may be shared: compare runs with low other load); and each process's peak RSS (VmHWM, reset through
 /proc/PID/clear_refs before the phase).
 
+``--converters string,json`` runs each pipeline once per converter set, the order alternating per
+repeat (``json``: JsonConverter with ``schemas.enable=true`` for keys and values of both connectors;
+``string``: the worker's StringConverter), and prints each set's rate and CPU per record against the
+first's (the anchor, measured in the same minutes).
+
 ``--source-set``/``--sink-set KEY=VALUE`` add connector settings (e.g.
 ``producer.override.linger.ms=0``). With ``--profile DIR`` extra, untimed runs are recorded with
 py-spy (``--format raw --function --threads``, attached to every process of the mode for the
@@ -43,6 +48,7 @@ share of each thread) are printed.
     .venv/bin/python bench/connect_file_pipeline.py                        # 1M lines, up and split
     .venv/bin/python bench/connect_file_pipeline.py --mode up --lines 200000 --phases pipeline
     .venv/bin/python bench/connect_file_pipeline.py --mode split3 --repeat 3
+    .venv/bin/python bench/connect_file_pipeline.py --mode up --phases pipeline --converters string,json --repeat 4
     .venv/bin/python bench/connect_file_pipeline.py --profile /tmp/hw-pipeline-profile
 """
 
@@ -198,16 +204,24 @@ def delete_connector(rest_url: str, name: str) -> None:
 
 SOURCE_EXTRA: dict[str, str] = {}  # --source-set
 SINK_EXTRA: dict[str, str] = {}  # --sink-set
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+# --converters: the key and value converters of both connectors, by name (string: the worker's defaults)
+CONVERTER_SETS: dict[str, dict[str, str]] = {
+    "string": {},
+    "json": {"key.converter": JSON_CONVERTER, "key.converter.schemas.enable": "true",
+             "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "true"},
+}
+CONVERTERS: dict[str, str] = {}  # the set of the run under way
 
 
 def source_config(path: Path, topic: str) -> dict[str, str]:
     return {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector", "tasks.max": "1",
-            "file": str(path), "topic": topic, **SOURCE_EXTRA}
+            "file": str(path), "topic": topic, **CONVERTERS, **SOURCE_EXTRA}
 
 
 def sink_config(path: Path, topic: str) -> dict[str, str]:
     return {"connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "tasks.max": "1",
-            "file": str(path), "topics": topic, **SINK_EXTRA}
+            "file": str(path), "topics": topic, **CONVERTERS, **SINK_EXTRA}
 
 
 class EndOffsets:
@@ -633,6 +647,11 @@ def main() -> int:
                         help="extra source connector config, e.g. batch.size=10000 or producer.override.linger.ms=0")
     parser.add_argument("--sink-set", action="append", default=[], metavar="KEY=VALUE",
                         help="extra sink connector config, e.g. consumer.override.max.poll.records=20000")
+    parser.add_argument("--converters", default="",
+                        help="comma list of string and json (JsonConverter with schemas.enable=true for keys and "
+                             "values on both connectors): each pipeline run is made once per set, the order "
+                             "alternating per repeat, and the ratio of each to the first is printed (default: the "
+                             "worker's converters only)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     args = parser.parse_args()
     if args.line_bytes < 1:
@@ -646,6 +665,9 @@ def main() -> int:
             if not sep:
                 parser.error(f"expected KEY=VALUE, got {pair!r}")
             extra[key.strip()] = value.strip()
+    converter_sets = [c.strip() for c in args.converters.split(",") if c.strip()]
+    if not set(converter_sets) <= set(CONVERTER_SETS):
+        parser.error(f"--converters takes {', '.join(CONVERTER_SETS)}")
     phases_wanted = {p.strip() for p in args.phases.split(",") if p.strip()}
     if not phases_wanted <= {"pipeline", "sides"}:
         parser.error("--phases takes pipeline and/or sides")
@@ -660,11 +682,25 @@ def main() -> int:
     try:
         for mode in modes:
             for i in range(args.repeat if "pipeline" in phases_wanted else 0):
-                phase, _ = run_pipeline(mode, work, infile, args, tag=f"pipeline{i}")
-                phases.append(phase)
-                print(f"  {mode} pipeline: {phase.rate:,.0f} rec/s ({phase.seconds:.2f}s, steady "
-                      f"{phase.steady_rate:,.0f} rec/s, longest stall {phase.longest_stall or 0:.2f}s, "
-                      f"other load {100 * phase.other_load:.0f}%)", flush=True)
+                sets = converter_sets or [""]
+                by_set: dict[str, Phase] = {}
+                for name in sets if i % 2 == 0 else sets[::-1]:
+                    CONVERTERS.clear()
+                    CONVERTERS.update(CONVERTER_SETS.get(name, {}))
+                    phase, _ = run_pipeline(mode, work, infile, args, tag=f"pipeline{i}{name}")
+                    phase.name = f"pipeline {name}" if name else "pipeline"
+                    by_set[name] = phase
+                    phases.append(phase)
+                    print(f"  {mode} {phase.name}: {phase.rate:,.0f} rec/s ({phase.seconds:.2f}s, steady "
+                          f"{phase.steady_rate:,.0f} rec/s, longest stall {phase.longest_stall or 0:.2f}s, "
+                          f"CPU {phase.cpu_us_per_record:.2f} us/rec, other load {100 * phase.other_load:.0f}%, "
+                          f"{phase.verified})", flush=True)
+                anchor = by_set[sets[0]]
+                for name in sets[1:]:
+                    p = by_set[name]
+                    print(f"  {mode} round {i}: {name} / {sets[0]}: rate {p.rate / anchor.rate:.2f}, "
+                          f"CPU per record {p.cpu_us_per_record / anchor.cpu_us_per_record:.2f}", flush=True)
+            CONVERTERS.clear()
             for i in range(args.repeat if "sides" in phases_wanted else 0):
                 sides, _ = run_sides(mode, work, infile, args, tag=f"sides{i}")
                 phases += sides

@@ -12,7 +12,8 @@ path does:
 Then lists of 1,000 as the worker's batch path converts them (from_connect_values /
 to_connect_values), schemas.enable=true: the same structs, and 100-character strings with a string
 schema (what the file connectors carry); and the file sink's wire-form path (``LineWire.lines``,
-what ``put_encoded`` does) on the same string envelopes.
+what ``put_encoded`` does) on the same string envelopes; and the file source's two ways from a chunk
+of lines read to the records' values (str lines and ``from_connect_values``, or ``LineWire.values``).
 
     python bench/json_converter.py [--records N] [--repeat R]
 """
@@ -128,6 +129,28 @@ def main() -> None:
     assert wire.lines(data) == ("\n".join(texts) + "\n").encode()
     lines = _rate_lists(wire.lines, data, repeat)
     print(f"{'file sink lines from envelopes, lists':<38} {lines:>24,.0f}")
+    # the file source: a chunk of lines read (1 MiB, as READ_CHUNK) to the records' values, through the
+    # str lines and from_connect_values in batch.size lists (the batch path) or LineWire.values (the lane)
+    chunk_lines = (1 << 20) // 101
+    chunks = ["".join(t + "\n" for t in texts[i:i + chunk_lines]).encode() for i in range(0, n, chunk_lines)]
+
+    def through_str(chunk: bytes) -> None:
+        split = chunk.decode("ascii").split("\n")
+        split.pop()
+        for at in range(0, len(split), 2000):
+            conv.from_connect_values("t", STRING_SCHEMA, split[at:at + 2000])
+
+    if not hasattr(wire, "values"):
+        return
+    assert wire.values(chunks[0]) == conv.from_connect_values("t", STRING_SCHEMA, texts[:chunk_lines])
+    for label, fn in (("str lines + from_connect_values", through_str), ("LineWire.values", wire.values)):
+        rates = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for chunk in chunks:
+                fn(chunk)
+            rates.append(n / (time.perf_counter() - start))
+        print(f"{'file source, ' + label:<38} {statistics.median(rates):>24,.0f}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ A source connector in about 30 lines::
         return [TickConnector]
 """
 
-from .batch import EncodedBatch, EncodedSinkBatch, RecordBatches, SinkBatch, SourceBatch
+from .batch import EncodedBatch, EncodedSinkBatch, EncodedValues, RecordBatches, SinkBatch, SourceBatch
 from .config import ConnectorConfig, SinkConnectorConfig, SourceConnectorConfig
 from .connector import Connector, ConnectorContext, SinkConnector, SourceConnector
 from .converters import Converter, HeaderConverter, SchemaAndValue
@@ -43,7 +43,8 @@ from .transforms import Predicate, Transformation, TransformConfig
 __all__ = [
     "ConfigException", "ConnectException", "ConnectRecord", "Connector", "ConnectorConfig", "ConnectorContext",
     "ConnectorTransactionBoundaries", "ExactlyOnceSupport",
-    "Converter", "DataException", "EncodedBatch", "EncodedSinkBatch", "Field", "Header", "HeaderConverter",
+    "Converter", "DataException", "EncodedBatch", "EncodedSinkBatch", "EncodedValues", "Field", "Header",
+    "HeaderConverter",
     "MetricSample", "OffsetStorageReader", "PathRefused",
     "Predicate", "RecordBatches", "RecordMetadata", "RetriableException", "Schema", "SchemaAndValue", "SchemaBuilder",
     "SchemaType",

@@ -16,7 +16,7 @@ from typing import Any
 from .data import Schema
 from .records import SourceRecord
 
-__all__ = ["EncodedBatch", "EncodedSinkBatch", "RecordBatches", "SinkBatch", "SourceBatch"]
+__all__ = ["EncodedBatch", "EncodedSinkBatch", "EncodedValues", "RecordBatches", "SinkBatch", "SourceBatch"]
 
 
 @dataclass(slots=True)
@@ -64,6 +64,26 @@ class EncodedBatch:
 
     def __len__(self) -> int:
         return len(self.records)
+
+
+@dataclass(slots=True)
+class EncodedValues:
+    """Values a source task wrote in the worker's value converter's wire form itself
+    (``SourceTask.encode_with`` / ``poll_encoded``), all for one topic with one key (the key
+    converter's bytes, usually of a null key), no headers, stamped with the time they are sent:
+    a ``SourceBatch`` already converted, appended as one run. ``source_offset`` is the offset after
+    the last value; it is committed once Kafka acknowledged every value of the batch (and of every
+    earlier one). ``kafka_partition`` sends them all to that partition (else the key picks it)."""
+
+    topic: str
+    values: list[bytes | None]
+    key: bytes | None
+    source_partition: dict[str, Any]
+    source_offset: dict[str, Any]
+    kafka_partition: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
 
 
 @dataclass(slots=True)

@@ -6,12 +6,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .batch import EncodedBatch, RecordBatches, SourceBatch
+from .batch import EncodedBatch, EncodedValues, RecordBatches, SourceBatch
 from .converters import Converter
 from .metrics import MetricSample
 from .records import SourceRecord
 
-Encoded = EncodedBatch | RecordBatches
+Encoded = EncodedBatch | EncodedValues | RecordBatches
 
 __all__ = ["Encoded", "OffsetStorageReader", "RecordMetadata", "SourceTask", "SourceTaskContext", "TransactionContext"]
 
@@ -113,7 +113,8 @@ class SourceTask(ABC):
 
     def poll_encoded(self) -> Encoded | list[Encoded] | None | Awaitable[Encoded | list[Encoded] | None]:
         """What ``poll`` would return, already in the converters' wire form (see ``encode_with``): one
-        batch, or several (e.g. one per source partition); ``RecordBatches`` carry whole Kafka batches."""
+        batch, or several (e.g. one per source partition); ``EncodedValues`` carry one topic's values with one
+        key, ``RecordBatches`` whole Kafka batches."""
         raise NotImplementedError
 
     def commit_encoded(self, batch: Encoded,  # noqa: B027 - optional hook

@@ -4,7 +4,8 @@
 - ``BatchPath``: ``poll_batch`` -> one SourceBatch, its values converted as one list (no transforms,
   no ``commit_record``);
 - ``EncodedPath``: ``poll_encoded`` -> bytes the task wrote in the converters' wire form itself
-  (``encode_with`` said yes; no transforms, errors.tolerance=none), appended as they are.
+  (``encode_with`` said yes; no transforms, errors.tolerance=none), appended as they are (one topic's
+  ``EncodedValues`` as one run through ``append_run``, as the batch path appends its converted values).
 
 Each path polls and appends into the producer's batch builders through its ``WorkerSourceTask``,
 which sends the builders and keeps the poll's offsets until they are acknowledged.
@@ -22,7 +23,15 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 from headwater.kafka.records import RecordTooLarge, parse_header, split_batch
 
 from .. import kafka as clients
-from ..api import ConnectException, RecordBatches, RetriableException, SourceBatch, SourceRecord, SourceTask
+from ..api import (
+    ConnectException,
+    EncodedValues,
+    RecordBatches,
+    RetriableException,
+    SourceBatch,
+    SourceRecord,
+    SourceTask,
+)
 from ..api.source import Encoded
 from ..kafka.batch_producer import Acked, BatchBuilderLike
 from ..storage.offsets import offset_key
@@ -197,21 +206,36 @@ class BatchPath(_Polling[SourceBatch]):
         partition = polled.kafka_partition
         if partition is None:
             partition = await owner.partition_for(topic, key, {})
-        tp = (topic, partition)
+        builders: dict[TP, BatchBuilderLike] = {}
         futures: list[asyncio.Future[Acked]] = []
-        timestamp = int(time.time() * 1000)  # what the builder would stamp on each record, once
-        builder = owner.started_producer.create_batch()
-        done = clients.fill_batch(builder, key, values, 0, timestamp)
-        while done < len(values):
-            await owner.send_builder(builder, topic, partition, futures)
-            builder = owner.started_producer.create_batch()
-            filled = clients.fill_batch(builder, key, values, done, timestamp)
-            if filled == done:
-                raise ConnectException(f"record of {len(values[done] or b'')} bytes does not fit in a batch")
-            done = filled
+        await append_run(owner, builders, (topic, partition), key, values, futures)
         offsets = ({offset_key(owner.id.connector, polled.source_partition): polled.source_offset}
                    if polled.source_partition else {})
-        await owner.submit({tp: builder}, futures, offsets, len(values))
+        await owner.submit(builders, futures, offsets, len(values))
+
+
+async def append_run(owner: WorkerSourceTask, builders: dict[TP, BatchBuilderLike], tp: TP, key: bytes | None,
+                     values: list[bytes | None], futures: list[asyncio.Future[Acked]],
+                     starts: Starts | None = None) -> None:
+    """Append ``values`` (one key, no headers, stamped now) to ``tp``'s open builder through the C record
+    builder (``fill_batch``), sending each builder that fills; the last stays open in ``builders``.
+    ``starts`` gets (index of its first value, its position in the builder, the builder) per builder."""
+    if not values:
+        return
+    topic, partition = tp
+    timestamp = int(time.time() * 1000)  # what the builder would stamp on each record, once
+    builder = owner.builder(builders, tp)
+    if starts is not None:
+        starts.append((0, builder.record_count(), builder))
+    done = clients.fill_batch(builder, key, values, 0, timestamp)
+    while done < len(values):
+        if not builder.record_count():
+            raise ConnectException(f"record of {len(values[done] or b'')} bytes does not fit in a batch")
+        await owner.send_rolled(builder, topic, partition, futures)
+        builder = builders[tp] = owner.started_producer.create_batch()
+        if starts is not None:
+            starts.append((done, 0, builder))
+        done = clients.fill_batch(builder, key, values, done, timestamp)
 
 
 class EncodedPath(_Polling[Encoded | list[Encoded]]):
@@ -234,6 +258,7 @@ class EncodedPath(_Polling[Encoded | list[Encoded]]):
         counts = owner.partition_counts
         offsets: dict[str, dict[str, object]] = {}
         placed: list[tuple[Encoded, Starts]] = []
+        starts: Starts
         count = 0
         for batch in batches:
             if isinstance(batch, RecordBatches):
@@ -244,11 +269,23 @@ class EncodedPath(_Polling[Encoded | list[Encoded]]):
                 count += len(batch)
                 owner.topics.add(batch.topic)
                 continue
+            if isinstance(batch, EncodedValues):
+                topic, key = batch.topic, batch.key
+                partition = batch.kafka_partition
+                if partition is None:
+                    partition = 0 if counts.get(topic) == 1 else await owner.partition_for(topic, key, sticky)
+                starts = []
+                await append_run(owner, builders, (topic, partition), key, batch.values, futures, starts)
+                if batch.source_partition:
+                    offsets[offset_key(owner.id.connector, batch.source_partition)] = batch.source_offset
+                placed.append((batch, starts))
+                count += len(batch.values)
+                continue
             last_tp: TP | None = None
             builder: BatchBuilderLike  # set at the first record (its tp is never last_tp)
             fixed = batch.kafka_partition
             headers = batch.headers
-            starts: Starts = []
+            starts = []
             for i, (topic, key, value, timestamp) in enumerate(batch.records):
                 partition = fixed if fixed is not None else (
                     0 if counts.get(topic) == 1 else await owner.partition_for(topic, key, sticky))

@@ -1,4 +1,5 @@
-"""Lines in the value converter's wire form, a whole batch at a time: the file sink's fast path.
+"""Lines in the value converter's wire form, a whole batch at a time: the file connectors' fast path
+(the sink reads lines out of records, the source writes records from the lines it read).
 
 A file connector's record is a line with a string schema. Under StringConverter (UTF-8) its bytes are
 the line's UTF-8; under JsonConverter they are the converter's envelope for a string schema (nothing
@@ -21,6 +22,7 @@ from headwater.connect.converters.json.common import ESCAPED_BUT_NEWLINE
 __all__ = ["LineWire", "keys_never_fail"]
 
 CHUNK = 256
+PIECE = 1 << 15  # bytes of lines the file source wraps at a time
 
 
 def keys_never_fail(key_converter: Any) -> bool:
@@ -35,6 +37,7 @@ class LineWire:
 
     def __init__(self, head: bytes, tail: bytes, json: bool) -> None:
         self.head, self.tail, self.json = head, tail, json
+        self.overhead = len(head) + len(tail)  # a record's bytes beyond its line's
         self._sep = tail + b"\n" + head  # a line's end, the newline and the next line's start
         self._escaped = ESCAPED_BUT_NEWLINE + b"\n"
 
@@ -46,9 +49,32 @@ class LineWire:
         if type(converter) is JsonConverter:
             prefix, suffix = converter.envelope(STRING_SCHEMA)
             head, tail = (prefix + '"').encode(), ('"' + suffix).encode()
-            if b"\n" not in head:  # a schema's JSON has its newlines escaped; checked, not assumed
+            if b"\n" not in head + tail:  # a schema's JSON has its newlines escaped; checked, not assumed
                 return cls(head, tail, json=True)
         return None
+
+    def values(self, complete: bytes) -> list[bytes] | None:
+        """The records of ``complete``, ASCII lines each ending in \n (the file source's common case), in
+        this wire form: the lines themselves, or each between ``head`` and ``tail`` when none holds a byte
+        JSON escapes (None when one does: the converter writes those)."""
+        body = complete[:-1]
+        if not self.json:
+            return body.split(b"\n")
+        # pieces of whole lines of about PIECE bytes: each pass then runs over data still in the CPU's cache,
+        # and no buffer is big enough to be mapped afresh (a 1 MB chunk at once costs several times more)
+        head, sep, tail = self.head, self._sep, self.tail
+        out: list[bytes] = []
+        at, size = 0, len(body)
+        while at <= size:
+            end = body.find(b"\n", at + PIECE)
+            if end < 0:
+                end = size
+            piece = body[at:end]
+            if len(piece.translate(None, ESCAPED_BUT_NEWLINE)) != len(piece):
+                return None
+            out += (head + piece.replace(b"\n", sep) + tail).split(b"\n")
+            at = end + 1
+        return out
 
     def lines(self, values: list[bytes | None]) -> bytes | None:
         """What the file sink writes for these values (each line followed by \\n), or None when some

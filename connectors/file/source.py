@@ -19,7 +19,7 @@ import os
 import sys
 from itertools import accumulate
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -31,9 +31,10 @@ from headwater.connect.api import (
     SourceTask,
     check_path,
 )
-from headwater.connect.api.batch import SourceBatch
+from headwater.connect.api.batch import EncodedValues, SourceBatch
 from headwater.connect.api.data import STRING_SCHEMA
 
+from .encoded import LineWire
 from .errors import file_error
 from .watch import FolderWatch
 
@@ -87,6 +88,12 @@ class FileStreamSourceTask(SourceTask):
     watch: FolderWatch | None = None
     fd: int | None = None
     stopped = False
+    filename = ""
+    # The encoded lane (``encode_with``): lines read become the value converter's bytes at once.
+    wire: LineWire | None = None
+    value_converter: Any = None
+    key: bytes | None = None
+    extra = 0  # with sizes None: each line's size is len(its entry in lines) + 1 - extra
 
     async def start(self, config: dict[str, str]) -> None:
         self.filename = config.get("file", "")
@@ -106,8 +113,9 @@ class FileStreamSourceTask(SourceTask):
         self.pending = b""
         # Complete lines read but not yet polled: lines[next_line:], with each line's size in
         # bytes including its terminator in sizes (None: every line is ASCII and ends in \n,
-        # so its size is len(line) + 1).
-        self.lines: list[str] = []
+        # so its size is len(line) + 1 - extra). On the encoded lane the entries are the lines'
+        # values in the converter's wire form (bytes), else the lines (str).
+        self.lines: list[Any] = []
         self.sizes: list[int] | None = None
         self.next_line = 0
         self.stopped = False
@@ -181,8 +189,14 @@ class FileStreamSourceTask(SourceTask):
                 self.pending = data
                 return
         complete, self.pending = data[: cut + 1], data[cut + 1 :]
+        self.next_line, self.extra = 0, 0
         if complete.isascii() and b"\r" not in complete:
-            # The common case, at C speed: one decode and one split per chunk.
+            # The common case, at C speed: one decode and one split per chunk; on the encoded lane the
+            # records' bytes straight from the chunk's when no line needs a JSON escape.
+            values = self.wire.values(complete) if self.wire is not None else None
+            if values is not None:
+                self.lines, self.sizes, self.extra = values, None, self.wire.overhead  # type: ignore[union-attr]
+                return
             self.lines = complete.decode("ascii").split("\n")
             self.lines.pop()  # the empty string after the last \n
             self.sizes = None
@@ -190,7 +204,10 @@ class FileStreamSourceTask(SourceTask):
             raw = complete.splitlines(keepends=True)
             self.lines = [line.rstrip(b"\r\n").decode("utf-8", "replace") for line in raw]
             self.sizes = [len(line) for line in raw]
-        self.next_line = 0
+        if self.wire is not None:  # any other lines: the converter writes them, as the batch path would
+            if self.sizes is None:
+                self.sizes = [len(line) + 1 for line in self.lines]
+            self.lines = self.value_converter.from_connect_values(self.topic, STRING_SCHEMA, self.lines)
 
     async def _fill(self) -> bool:
         """Make sure unpolled lines are ready; False when there are none yet (after waiting a little)."""
@@ -229,14 +246,15 @@ class FileStreamSourceTask(SourceTask):
         self.position = ends[-1]
         return lines, ends
 
-    def _take_lines(self) -> list[str]:
-        """The next batch of lines only (the batch path): ``position`` moves by their total size."""
+    def _take_lines(self) -> list[Any]:
+        """The next batch of lines only (the batch and encoded paths: str lines, or their values on the encoded
+        lane): ``position`` moves by their total size."""
         start, end = self._next_range()
         lines = self.lines[start:end]
         if self.sizes is not None:
             self.position += sum(self.sizes[start:end])
         else:
-            self.position += sum(map(len, lines)) + len(lines)
+            self.position += sum(map(len, lines)) + len(lines) * (1 - self.extra)
         return lines
 
     async def poll(self) -> list[SourceRecord] | None:
@@ -257,6 +275,30 @@ class FileStreamSourceTask(SourceTask):
             return None
         lines = self._take_lines()
         return SourceBatch(self.topic, lines, STRING_SCHEMA, self.partition, {"position": self.position})
+
+    def encode_with(self, key_converter: Any, value_converter: Any) -> bool:
+        """Yes for a file (not standard input) under a value converter ``LineWire`` knows (StringConverter
+        in UTF-8, JsonConverter): the lines become its bytes without a Connect value each, by joins and
+        replaces over the chunk read when it is ASCII without a line JSON escapes, by the converter's
+        ``from_connect_values`` otherwise (tests/unit/test_file_source_encoded.py compares the two). The key
+        is the key converter's bytes for a null key."""
+        wire = LineWire.of(value_converter) if self.filename else None
+        if wire is None or self.lines:
+            return False
+        try:
+            self.key = key_converter.from_connect_data(self.topic, None, None)
+        except Exception:  # the record path says what is wrong with it, under errors.tolerance
+            log.debug("FileStreamSource: the key converter does not write a null key; records take the batch path",
+                      exc_info=True)
+            return False
+        self.wire, self.value_converter = wire, value_converter
+        return True
+
+    async def poll_encoded(self) -> EncodedValues | None:
+        if not await self._fill():
+            return None
+        values = self._take_lines()
+        return EncodedValues(self.topic, values, self.key, self.partition, {"position": self.position})
 
     async def _poll_stdin(self) -> list[SourceRecord] | None:
         line = await asyncio.to_thread(sys.stdin.readline)

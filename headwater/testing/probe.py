@@ -21,6 +21,7 @@ from typing import Any
 from headwater.connect.api import (
     Connector,
     EncodedBatch,
+    EncodedValues,
     OffsetStorageReader,
     SinkTask,
     SourceBatch,
@@ -238,6 +239,11 @@ def _polled(result: Any) -> list[Polled]:
             n = len(item.values)
             out += [Polled(item.topic, None, None, v, item.value_schema, json_key(item.source_partition),
                            json_key(item.source_offset) if i == n - 1 else None) for i, v in enumerate(item.values)]
+        elif isinstance(item, EncodedValues):
+            n = len(item.values)
+            out += [Polled(item.topic, item.key, None, v, None, json_key(item.source_partition),
+                           json_key(item.source_offset) if i == n - 1 else None, encoded=True)
+                    for i, v in enumerate(item.values)]
         elif isinstance(item, EncodedBatch):
             n = len(item.records)
             out += [Polled(topic, key, None, value, None, json_key(item.source_partition),
