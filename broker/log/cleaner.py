@@ -300,7 +300,13 @@ def _records_payload(header: BatchHeader, batch: bytes, max_decompressed: int) -
 
 
 def _iter_batches(seg: LogSegment, abort: Callable[[], bool]) -> Iterator[tuple[BatchHeader, bytes]]:
-    """Every batch of a closed segment with its bytes, read in large chunks."""
+    """Every batch of a closed segment with its bytes, read in large chunks (on the cleaner's thread: the
+    segment is pinned open meanwhile, see fd_cache.py)."""
+    with seg.pinned():
+        yield from _read_batches(seg, abort)
+
+
+def _read_batches(seg: LogSegment, abort: Callable[[], bool]) -> Iterator[tuple[BatchHeader, bytes]]:
     pos, size = 0, seg.size
     while pos < size:
         buf = seg.read(pos, _READ_CHUNK)

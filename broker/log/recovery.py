@@ -18,6 +18,7 @@ import logging
 import os
 from pathlib import Path
 
+from .fd_cache import DescriptorCache
 from .segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -131,8 +132,9 @@ def _segment_bases(directory: Path) -> list[int]:
     return sorted(bases)
 
 
-def recover_segments(directory: Path, index_interval_bytes: int) -> tuple[list[LogSegment], int, int]:
-    """Open every segment in ``directory``, repairing as needed.
+def recover_segments(directory: Path, index_interval_bytes: int,
+                     fd_cache: DescriptorCache | None = None) -> tuple[list[LogSegment], int, int]:
+    """Open every segment in ``directory``, repairing as needed (through ``fd_cache``, when given).
 
     Returns ``(segments, log_start_offset, log_end_offset)``; there is always at least one
     segment (the active one, last).
@@ -142,7 +144,7 @@ def recover_segments(directory: Path, index_interval_bytes: int) -> tuple[list[L
     recovery_point = read_offset_file(directory / RECOVERY_POINT_FILE)
     segments: list[LogSegment] = []
     for i, base in enumerate(bases):
-        seg = LogSegment.open(directory, base, index_interval_bytes)
+        seg = LogSegment.open(directory, base, index_interval_bytes, cache=fd_cache)
         segments.append(seg)
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         if next_base is None or recovery_point is None or next_base > recovery_point:
@@ -159,14 +161,14 @@ def recover_segments(directory: Path, index_interval_bytes: int) -> tuple[list[L
             seg.rebuild_indexes()
 
     if not segments:
-        segments.append(LogSegment.create(directory, start, index_interval_bytes))
+        segments.append(LogSegment.create(directory, start, index_interval_bytes, cache=fd_cache))
     log_end = segments[-1].next_offset
     assert log_end is not None  # the last segment was scanned (or is new)
     if start > log_end:
         # The persisted start lies beyond what survived a crash: start over, empty, at it.
         for seg in segments:
             seg.delete()
-        segments = [LogSegment.create(directory, start, index_interval_bytes)]
+        segments = [LogSegment.create(directory, start, index_interval_bytes, cache=fd_cache)]
         log_end = start
     if recovery_point is not None and recovery_point > log_end:
         # Data past the old recovery point was lost; segments written from here on must not
