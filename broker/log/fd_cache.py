@@ -10,8 +10,9 @@ Recency is tracked the CLOCK way (a ``used`` flag the segment sets at each acces
 one attribute store on the append and fetch paths, no lock and no syscall there.
 
 Threads: opening, closing and eviction run under the cache's lock. Only the owner thread (the event loop's,
-which created the cache) evicts, because it uses descriptors without the lock; another thread (a flush, the
-cleaner) pins a segment for as long as it uses it, so the owner never closes it under that thread.
+which created the cache) opens and evicts, because it uses descriptors without the lock; another thread (a flush,
+the cleaner) pins a segment that is open for as long as it uses it, so the owner never closes it under that
+thread, and uses descriptors of its own for one that is not (segment.py), so the bound holds.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class DescriptorCache:
                 self._fds -= n
 
     def pin(self, handle: FileHandle) -> None:
-        """Keep ``handle`` open (opening it) until ``unpin``: for use from any thread."""
+        """Keep ``handle`` open (opening it) until ``unpin``: the owner thread's."""
         with self._lock:
             handle.pins += 1
         try:
@@ -112,6 +113,14 @@ class DescriptorCache:
         except BaseException:
             self.unpin(handle)
             raise
+
+    def pin_if_open(self, handle: FileHandle) -> bool:
+        """Pin ``handle`` if its files are open (any thread); whether it did (then ``unpin`` after use)."""
+        with self._lock:
+            if handle in self._handles:
+                handle.pins += 1
+                return True
+            return False
 
     def unpin(self, handle: FileHandle) -> None:
         with self._lock:

@@ -6,8 +6,9 @@ and its already-parsed header, the segment writes the bytes with one ``os.write`
 updates the sparse indexes from header fields. Reads are ``os.pread`` on the same fd.
 
 Given the broker's DescriptorCache (fd_cache.py), a segment's three descriptors may be closed while it is
-idle: every method that needs them reopens them first (an already-open segment pays one comparison), and a
-thread other than the event loop's holds the segment with ``pinned()`` while it uses them.
+idle: every method that needs them reopens them first (an already-open segment pays one comparison). A thread
+other than the event loop's (a flush, the cleaner) never opens them in the cache: it pins them if they are open,
+else uses descriptors of its own for the moment (``flush``, ``reading``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -168,22 +169,35 @@ class LogSegment:
         return (self._fd >= 0) + (self.offset_index._fd >= 0) + (self.time_index._fd >= 0)
 
     def hold(self) -> None:
-        """Keep the files open until ``close`` (a removed segment a flush or the cleaner may still read)."""
+        """Keep the files open until ``close`` (a removed segment a flush or the cleaner may still read; the
+        event loop's thread, before the files may be unlinked)."""
         if self._cache is not None and not self._retired:
             self._cache.pin(self)
 
     @contextmanager
-    def pinned(self) -> Iterator[None]:
-        """The files open, and kept open, for the block: what a thread other than the event loop's uses."""
+    def reading(self) -> Iterator[Callable[[int, int], bytes]]:
+        """``read`` for a thread other than the event loop's, for the block: on the segment's descriptor, pinned
+        open, or on one of its own when the cache had closed it (so the cache stays within its bound)."""
         cache = self._cache
         if cache is None or self._retired:
-            yield
+            yield self.read
             return
-        cache.pin(self)
+        if cache.pin_if_open(self):
+            try:
+                yield self.read
+            finally:
+                cache.unpin(self)
+            return
+        fd = os.open(self.log_path, os.O_RDONLY)
+
+        def read(position: int, max_bytes: int) -> bytes:
+            n = min(max_bytes, self._size - position)
+            return os.pread(fd, n, position) if n > 0 else b""
+
         try:
-            yield
+            yield read
         finally:
-            cache.unpin(self)
+            os.close(fd)
 
     # ------------------------------------------------------------------ append path
     def append(self, batch: bytearray | bytes, header: BatchHeader, base_offset: int | None = None) -> int:
@@ -423,18 +437,26 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the log and both indexes (reopening them if the descriptor cache closed them: an fsync of any
         descriptor of a file writes back its dirty pages). Any thread."""
-        if self.closed:
-            self.txn_index.flush()
-            return
-        try:
-            with self.pinned():
-                os.fsync(self._fd)
-                self.offset_index.flush()
-                self.time_index.flush()
-        except FileNotFoundError:
-            if self.log_path.exists():
-                raise
-            # removed meanwhile (retention, DeleteRecords): nothing left to make durable
+        if not self.closed:
+            cache = self._cache
+            if cache is None or cache.pin_if_open(self):
+                try:
+                    os.fsync(self._fd)
+                    self.offset_index.flush()
+                    self.time_index.flush()
+                finally:
+                    if cache is not None:
+                        cache.unpin(self)
+            else:  # closed by the cache: descriptors of its own, so the cache stays within its bound
+                for path in (self.log_path, self.index_path, self.timeindex_path):
+                    try:
+                        fd = os.open(path, os.O_RDONLY)
+                    except FileNotFoundError:
+                        continue  # removed meanwhile (retention, DeleteRecords): nothing to make durable
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
         self.txn_index.flush()
 
     def close(self) -> None:

@@ -30,7 +30,8 @@ class LoggedProcess:
     _log_start: int = 0  # the log's size when this run started
     _terminated: bool = False
     exit_stop_timeout: float = 15  # how long ``with`` waits for a clean stop before SIGKILL
-    open_files: int | None = None  # RLIMIT_NOFILE (soft and hard, as `ulimit -n N` sets) of the process
+    # RLIMIT_NOFILE of the process: N for soft and hard (as `ulimit -n N` sets), or (soft, hard)
+    open_files: int | tuple[int, int] | None = None
 
     def _spawn(self, args: list[str], cwd: Path | None = None) -> None:
         """Start ``args`` with stdout and stderr appended to the log (no waiting)."""
@@ -39,7 +40,8 @@ class LoggedProcess:
         self._terminated = False
         out = open(self.log_file, "ab")
         limit = self.open_files
-        preexec = None if limit is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+        pair = (limit, limit) if isinstance(limit, int) else limit
+        preexec = None if pair is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, pair)
         self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=preexec)
         out.close()
@@ -125,7 +127,7 @@ class BrokerProcess(LoggedProcess):
     exit_stop_timeout = 10
 
     def __init__(self, log_dir: Path, *overrides: str, port: int = 0, log_file: Path | None = None,
-                 open_files: int | None = None) -> None:
+                 open_files: int | tuple[int, int] | None = None) -> None:
         self.log_dir = Path(log_dir)
         self.open_files = open_files
         self.overrides = list(overrides)
