@@ -538,12 +538,20 @@ class PartitionLog:
         with self._clean_lock:
             pass
 
-    def close(self) -> None:
-        """Flush and close every file. Further use raises LogClosed."""
+    def close(self, *, sync: bool = True) -> None:
+        """Flush and close every file. Further use raises LogClosed. Without ``sync`` nothing is fsynced: the
+        caller syncs the filesystem, then calls ``write_recovery_point`` (a whole broker's logs closing at once)."""
         if self._closed:
             return
         self._stop_cleaner()
         self._active.seal()
+        if not sync:
+            with self._flush_lock, self._lock:
+                self._closed = True
+                for seg in self._segments:
+                    seg.close()
+            self.delete_due(float("inf"))
+            return
         self.flush()
         with self._flush_lock, self._lock:
             self._closed = True
@@ -551,6 +559,13 @@ class PartitionLog:
             for seg in self._segments:
                 seg.close()
         self.delete_due(float("inf"))  # nothing reads a closed log: no need to wait out the delay
+
+    def write_recovery_point(self) -> None:
+        """After ``close(sync=False)`` and a sync of the filesystem: everything is durable up to the log end (the
+        file itself made durable by the caller's next sync)."""
+        if self._log_end_offset != self._flushed_end:
+            write_offset_file(self.directory / RECOVERY_POINT_FILE, self._log_end_offset, durable=False)
+            self._flushed_end = self._log_end_offset
 
     def delete(self) -> None:
         """Close and remove the partition directory."""

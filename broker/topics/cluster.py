@@ -32,6 +32,7 @@ from ..errors import BrokerError, UnknownTopicOrPartition
 from ..log import PartitionLog
 from ..log.fd_cache import DescriptorCache, default_capacity
 from ..log.flusher import PartitionFlusher
+from ..log.recovery import sync_filesystem
 from ..metrics.stats import BrokerStats, TopicCounters
 from .data_waiters import DataWaiters
 from .producer_state import PartitionProducerState, replay
@@ -110,11 +111,18 @@ class Cluster:
         (self.log_dir / PENDING_FILE).unlink(missing_ok=True)
 
     def close(self) -> None:
-        for topic in self.topics.values():
-            for p in topic.partitions:
-                p.log.close()
-                if p.producers.producers:
-                    p.producers.snapshot(p.log.log_end_offset)
+        """Close every log: sealed and closed without an fsync each, then one sync of the filesystem, the recovery
+        points, and another sync (80,000 fsyncs took minutes for 20,000 partitions)."""
+        partitions = [p for topic in self.topics.values() for p in topic.partitions]
+        for p in partitions:
+            p.log.close(sync=False)
+        sync_filesystem(self.log_dir)
+        for p in partitions:
+            p.log.write_recovery_point()
+        sync_filesystem(self.log_dir)
+        for p in partitions:
+            if p.producers.producers:
+                p.producers.snapshot(p.log.log_end_offset)
 
     def _open_partition(self, topic: Topic, index: int) -> None:
         directory = self.log_dir / f"{topic.name}-{index}"
