@@ -128,7 +128,7 @@ def read(bootstrap: str, topics: list[tuple[str, int]], timeout: float) -> int:
     # offset 0, the log start of a new topic: OFFSET_BEGINNING would cost a ListOffsets per partition first
     consumer.assign([TopicPartition(n, p, 0) for n, parts in topics for p in range(parts)])
     want = sum(parts for _, parts in topics)
-    seen: set[tuple[str, int]] = set()
+    seen: set[tuple[str | None, int | None]] = set()
     deadline = time.monotonic() + timeout
     try:
         while len(seen) < want and time.monotonic() < deadline:

@@ -68,6 +68,11 @@ class DescriptorCache:
         self.opens = 0  # segments opened through the cache (first opens and reopens)
         self.evictions = 0
 
+    def own_from_this_thread(self) -> None:
+        """Make the calling thread the owner (the event loop's, when the broker starts serving)."""
+        with self._lock:
+            self._owner = threading.get_ident()
+
     @property
     def open_files(self) -> int:
         return self._fds

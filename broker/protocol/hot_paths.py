@@ -370,7 +370,7 @@ def _int32s(out: bytearray, values: list[int]) -> None:
         out += _I32.pack(v)
 
 
-class EncodedOnce(list):  # type: ignore[type-arg]
+class EncodedOnce(list[dict[str, Any]]):
     """Answer entries that never change once built (a topic's Metadata partitions), whose bytes the fast encoder
     keeps by layout: an answer for all topics lists every partition, 20,000 on a large broker."""
 

@@ -81,6 +81,7 @@ class Cluster:
         except BrokerError as exc:  # e.g. a properties file changed since: the broker starts on the file's values
             log.error("dynamic broker configs in %s ignored: %s", self.dynamic.path, exc.message)
         self.fd_cache.capacity = self._fd_capacity()  # the open-files limit may have been raised since __init__
+        self.fd_cache.own_from_this_thread()  # the event loop's: the thread that uses descriptors without a lock
         saved = read_json(self.log_dir / TOPICS_FILE)
         self._remove_unfinished(saved)
         if saved is None:

@@ -38,10 +38,10 @@ def _partition_dirs(data: Path, topic: str) -> list[str]:
     return sorted(p.name for p in data.iterdir() if p.name.startswith(f"{topic}-"))
 
 
-def _read_all(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], list[bytes]]:
+def _read_all(bootstrap: str, topics: list[str]) -> dict[tuple[str | None, int | None], list[bytes | None]]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "enable.auto.commit": False})
     consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in range(PER_TOPIC)])
-    got: dict[tuple[str, int], list[bytes]] = {}
+    got: dict[tuple[str | None, int | None], list[bytes | None]] = {}
     want = len(topics) * PER_TOPIC * ROUNDS
     try:
         for _ in range(60):
@@ -78,9 +78,10 @@ def test_more_segment_files_than_the_open_files_limit_are_served(tmp_path: Path)
         _produce(broker.bootstrap, topics, range(ROUNDS // 2, ROUNDS))
         files = sum(1 for t in topics for p in range(PER_TOPIC) for _ in (data / f"{t}-{p}").glob("*.log"))
         assert files == ROUNDS * TOPICS * PER_TOPIC and 3 * files > 20 * HARD
-        assert len(os.listdir(f"/proc/{broker.proc.pid}/fd")) < HARD
-        expected = {(t, p): [f"{t}/{p}/{r}".encode() + b"x" * 200 for r in range(ROUNDS)]
-                    for t in topics for p in range(PER_TOPIC)}
+        assert broker.proc is not None and len(os.listdir(f"/proc/{broker.proc.pid}/fd")) < HARD
+        expected: dict[tuple[str | None, int | None], list[bytes | None]] = {
+            (t, p): [f"{t}/{p}/{r}".encode() + b"x" * 200 for r in range(ROUNDS)]
+            for t in topics for p in range(PER_TOPIC)}
         assert _read_all(broker.bootstrap, topics) == expected
         broker.restart()
         assert _read_all(broker.bootstrap, topics) == expected
