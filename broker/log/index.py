@@ -84,12 +84,17 @@ class _IndexFile:
         return self.entry.unpack(os.pread(self._fileno(), self.entry.size, (n - 1) * self.entry.size))
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
-        """Replace the whole index (rebuild after recovery or truncation)."""
+        """Replace the whole index (rebuild after recovery or truncation); a file already holding exactly these
+        entries is left alone (every start rebuilds each active segment's indexes: an ftruncate each was most
+        of the start-up time with 20,000 partitions)."""
         fd = self._fileno()
-        os.ftruncate(fd, 0)
-        if entries:
-            pack = self.entry.pack
-            os.write(fd, b"".join(pack(a, b) for a, b in entries))
+        pack = self.entry.pack
+        data = b"".join(pack(a, b) for a, b in entries)
+        size = os.fstat(fd).st_size
+        if size != len(data) or (size and os.pread(fd, size, 0) != data):
+            os.ftruncate(fd, 0)
+            if data:
+                os.write(fd, data)
         self._set(entries)
         self._loaded = True
 

@@ -36,6 +36,7 @@ from .recovery import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     fsync_dir,
+    read_offset_file,
     recover_segments,
     write_offset_file,
 )
@@ -104,6 +105,8 @@ class PartitionLog:
         clock = clock or _now_ms
         segments, start, log_end = recover_segments(directory, config.index_interval_bytes, fd_cache)
         log = cls(directory, config, segments, start, log_end, clock, fd_cache)
+        if read_offset_file(directory / RECOVERY_POINT_FILE) == log_end:
+            log._flushed_end = log_end  # all durable already: flushes and the close skip it until it grows
         active = segments[-1]
         now = clock()
         if active.size and (active.rolling_base_ms is None or active.rolling_base_ms > now):

@@ -54,19 +54,25 @@ def read_offset_file(path: Path) -> int | None:
 
 
 def write_offset_file(path: Path, value: int, *, durable: bool = True) -> None:
-    """Atomically replace ``path`` with ``value`` (tmp + fsync + rename + fsync dir; without ``durable``, the
-    caller syncs the filesystem afterwards)."""
+    """Atomically replace ``path`` with ``value`` (tmp + fsync + rename + fsync dir). Without ``durable`` the file
+    is rewritten in place and the caller syncs the filesystem afterwards: a crash meanwhile leaves it empty or a
+    prefix of the number, read as no or a smaller recovery point (more of the log validated, never less)."""
+    if not durable:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, f"{value}\n".encode())
+        finally:
+            os.close(fd)
+        return
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, f"{value}\n".encode())
-        if durable:
-            os.fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    if durable:
-        fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _syncfs() -> Callable[[int], int] | None:
