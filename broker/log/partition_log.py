@@ -36,7 +36,6 @@ from .recovery import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     fsync_dir,
-    read_offset_file,
     recover_segments,
     write_offset_file,
 )
@@ -103,9 +102,10 @@ class PartitionLog:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         clock = clock or _now_ms
-        segments, start, log_end = recover_segments(directory, config.index_interval_bytes, fd_cache)
+        segments, start, log_end, recovery_point = recover_segments(directory, config.index_interval_bytes,
+                                                                    fd_cache)
         log = cls(directory, config, segments, start, log_end, clock, fd_cache)
-        if read_offset_file(directory / RECOVERY_POINT_FILE) == log_end:
+        if recovery_point == log_end:
             log._flushed_end = log_end  # all durable already: flushes and the close skip it until it grows
         active = segments[-1]
         now = clock()

@@ -47,9 +47,19 @@ _SEGMENT_EXTS = ("log", "index", "timeindex", "txnindex", "log.deleted", "index.
 
 
 def read_offset_file(path: Path) -> int | None:
+    try:  # os-level: read for every partition at start
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
     try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
+        data = os.read(fd, 64)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return int(data.strip())
+    except ValueError:
         return None
 
 
@@ -153,28 +163,29 @@ def _segment_bases(directory: Path) -> list[int]:
     finish_swaps(directory)
     bases: list[int] = []
     stems: set[str] = set()
-    for path in list(directory.iterdir()):
-        name = path.name
+    indexes: list[tuple[str, str]] = []
+    for name in os.listdir(directory):  # one scan: this runs for every partition at start
         if name.endswith(_LEFTOVER_SUFFIXES):
-            path.unlink(missing_ok=True)  # an uncommitted cleaner pass, or an interrupted flush/delete
+            (directory / name).unlink(missing_ok=True)  # an uncommitted cleaner pass, or an interrupted flush/delete
             continue
         stem, _, ext = name.partition(".")
         if ext == "log" and len(stem) == 20 and stem.isdigit():
             bases.append(int(stem))
             stems.add(stem)
-    for path in list(directory.glob("*index")):  # orphan indexes of a segment that is gone
-        stem, _, ext = path.name.partition(".")
-        if ext in ("index", "timeindex", "txnindex") and stem not in stems:
-            path.unlink(missing_ok=True)
+        elif ext in ("index", "timeindex", "txnindex"):
+            indexes.append((stem, name))
+    for stem, name in indexes:  # orphan indexes of a segment that is gone
+        if stem not in stems:
+            (directory / name).unlink(missing_ok=True)
     return sorted(bases)
 
 
 def recover_segments(directory: Path, index_interval_bytes: int,
-                     fd_cache: DescriptorCache | None = None) -> tuple[list[LogSegment], int, int]:
+                     fd_cache: DescriptorCache | None = None) -> tuple[list[LogSegment], int, int, int | None]:
     """Open every segment in ``directory``, repairing as needed (through ``fd_cache``, when given).
 
-    Returns ``(segments, log_start_offset, log_end_offset)``; there is always at least one
-    segment (the active one, last).
+    Returns ``(segments, log_start_offset, log_end_offset, recovery_point)``; there is always at least one
+    segment (the active one, last); the recovery point is the file's, once repaired (None: none yet).
     """
     bases = _segment_bases(directory)
     start = read_offset_file(directory / LOG_START_OFFSET_FILE) or 0
@@ -211,4 +222,5 @@ def recover_segments(directory: Path, index_interval_bytes: int,
         # Data past the old recovery point was lost; segments written from here on must not
         # be mistaken for flushed ones at the next open.
         write_offset_file(directory / RECOVERY_POINT_FILE, log_end)
-    return segments, max(start, segments[0].base_offset), log_end
+        recovery_point = log_end
+    return segments, max(start, segments[0].base_offset), log_end, recovery_point
