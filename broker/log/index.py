@@ -32,9 +32,17 @@ class _IndexFile:
 
     def __init__(self, path: Path, *, truncate: bool = False) -> None:
         self.path = path
-        self.existed = path.exists()
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
-        self._fd = os.open(path, flags, 0o644)
+        flags = os.O_RDWR | os.O_APPEND
+        if truncate:
+            self.existed = os.path.exists(path)
+            self._fd = os.open(path, flags | os.O_CREAT | os.O_TRUNC, 0o644)
+        else:  # one open when the file is there (every partition at start)
+            try:
+                self._fd = os.open(path, flags)
+                self.existed = True
+            except FileNotFoundError:
+                self._fd = os.open(path, flags | os.O_CREAT, 0o644)
+                self.existed = False
         self._loaded = truncate  # a fresh index is empty: nothing to load
         self.reopen: Callable[[], object] | None = None  # the segment's, which reopens its files
         self._clear()
