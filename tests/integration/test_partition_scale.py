@@ -4,7 +4,8 @@
   oldest segments, written again and read after a restart; it raised its soft limit to the hard one and said so;
 - a CreateTopics or CreatePartitions the broker cannot serve (``max.broker.partitions``; a partition directory
   it cannot make) is answered with an error code and message on a connection that stays usable, and leaves no
-  partition on disk or in metadata, also after a restart.
+  partition on disk or in metadata, also after a restart;
+- a creation cut short by a crash is all or nothing after the restart.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from support.brokerproc import BrokerProcess
 
 from headwater.testing import unique
+from headwater.testing.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -126,3 +128,20 @@ def test_a_creation_failing_midway_is_answered_and_rolled_back(tmp_path: Path) -
             assert _partition_dirs(data, grown) == [f"{grown}-0", f"{grown}-1", f"{grown}-4"]
             broker.restart()
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def test_a_creation_cut_by_a_crash_is_all_or_nothing_after_restart(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with BrokerProcess(data) as broker:
+        topic, count = unique("crash"), 3000
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, count, 1)], request_timeout=60)  # not waited for: the broker dies
+        wait_until(lambda: any(data.glob(f"{topic}-*")), "the first partition directories")
+        broker.restart(kill=True)
+        topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30).topics
+        dirs = _partition_dirs(data, topic)
+        if topic in topics:  # the creation won the race with the kill: whole
+            assert len(topics[topic].partitions) == len(dirs) == count
+        else:
+            assert dirs == [], f"{len(dirs)} partitions of a topic that does not exist were left behind"
+        assert "whose creation was interrupted" in broker.log_text(since_start=True) or topic in topics
