@@ -20,6 +20,7 @@ from ..access.acls import CLUSTER_NAME, ResourceType
 from ..access.acls import AclOperation as Op
 from ..config.broker_config import Listener
 from ..errors import BrokerError
+from ..protocol.hot_paths import EncodedOnce
 from ..protocol.requests import MetadataRequest
 from ..topics.cluster import Cluster, Topic
 from .registry import RequestContext, api
@@ -33,14 +34,11 @@ def brokers(cluster: Cluster, endpoint: Listener) -> list[dict[str, Any]]:
     return [{"node_id": cluster.node_id, "host": endpoint.host or "localhost", "port": endpoint.port, "rack": None}]
 
 
-def topic_entry(cluster: Cluster, topic: Topic, authorized_operations: set[int] | None = None) -> dict[str, Any]:
-    node = cluster.node_id
-    return {
-        "error_code": 0,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": topic.internal,
-        "partitions": [
+def _partitions(node: int, topic: Topic) -> EncodedOnce:
+    """The topic's partition entries, built (and encoded, hot_paths.py) once per partition count."""
+    cached = topic.metadata_partitions
+    if not isinstance(cached, EncodedOnce) or len(cached) != len(topic.partitions):
+        cached = topic.metadata_partitions = EncodedOnce([
             {
                 "error_code": 0,
                 "partition_index": p,
@@ -51,7 +49,17 @@ def topic_entry(cluster: Cluster, topic: Topic, authorized_operations: set[int] 
                 "offline_replicas": [],
             }
             for p in range(len(topic.partitions))
-        ],
+        ])
+    return cached
+
+
+def topic_entry(cluster: Cluster, topic: Topic, authorized_operations: set[int] | None = None) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
+        "partitions": _partitions(cluster.node_id, topic),
         "authorized_operations": authorized_operations,
     }
 

@@ -9,10 +9,14 @@ configs are checked as Kafka checks them, in its words (config/topic_configs.py)
 refused as KRaft refuses it.
 A request asking for more than MAX_PARTITIONS_PER_REQUEST (10000) partitions in all is refused whole with
 POLICY_VIOLATION "Excessively large number of partitions per request.", as Kafka's controller refuses it.
+A topic that would take the broker past ``max.broker.partitions`` gets POLICY_VIOLATION, one the disk or the
+open-files limit cannot serve KAFKA_STORAGE_ERROR, each with a message naming the limit or the error, and nothing
+of it stays on disk or in metadata (topics/cluster.py).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
@@ -22,6 +26,9 @@ from ..errors import BrokerError, InvalidConfig, InvalidRequest
 from ..protocol.requests import CreatableTopic, CreateTopicsRequest
 from ..topics.topic import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
 from .registry import RequestContext, api
+
+log = logging.getLogger(__name__)
+API = "CreateTopics"
 
 
 def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> None:
@@ -71,5 +78,8 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> dict[str, Any
             _create(ctx, t, validate_only)
         except BrokerError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
+        except Exception as exc:  # answered, never a closed connection (the cluster left nothing half made)
+            log.exception("%s failed on %s", API, t.name)
+            result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=f"{type(exc).__name__}: {exc}")
         results.append(result)
     return {"throttle_time_ms": 0, "topics": results}

@@ -5,11 +5,14 @@ checks without changing anything. Manual assignments must name only this node.
 An internal topic (``__consumer_offsets``) keeps its partition count (INVALID_REQUEST, the words of
 Kafka's ``kafka-topics.sh``): a group's partition is its id's hash modulo that count.
 A request adding more than MAX_PARTITIONS_PER_REQUEST (10000) partitions in all is refused whole with
-POLICY_VIOLATION, as Kafka's controller bounds the partitions one request creates.
+POLICY_VIOLATION, as Kafka's controller bounds the partitions one request creates; one that would take the broker
+past ``max.broker.partitions`` gets POLICY_VIOLATION, and one the disk or the open-files limit cannot serve
+KAFKA_STORAGE_ERROR, each with a message; nothing of a refused topic's new partitions stays behind.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
@@ -19,6 +22,9 @@ from ..errors import BrokerError
 from ..protocol.requests import CreatePartitionsRequest
 from ..topics.topic import INTERNAL_TOPICS, MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
 from .registry import RequestContext, api
+
+log = logging.getLogger(__name__)
+API = "CreatePartitions"
 
 
 @api(key=37, min=0, max=1)
@@ -46,9 +52,14 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> dict[str,
             for a in t.assignments or []:
                 if list(a.broker_ids) != [ctx.cluster.node_id]:
                     raise BrokerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {list(a.broker_ids)}")
-            if not req.validate_only:
+            if req.validate_only:
+                ctx.cluster.check_partition_limit(t.count - len(topic.partitions))
+            else:
                 ctx.cluster.add_partitions(t.name, t.count)
         except BrokerError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
+        except Exception as exc:  # answered, never a closed connection (the cluster left nothing half made)
+            log.exception("%s failed on %s", API, t.name)
+            result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=f"{type(exc).__name__}: {exc}")
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}

@@ -295,6 +295,17 @@ class BrokerConfig(_KafkaModel):
     max_connections_per_ip: int = Field(2**31 - 1, alias="max.connections.per.ip", ge=0)
     max_connections_per_ip_overrides: str = Field("", alias="max.connections.per.ip.overrides")
     connections_max_idle_ms: int = Field(600000, alias="connections.max.idle.ms", ge=1)
+    # Scale on one machine (log/fd_cache.py, topics/cluster.py): segment files open at once (-1: derived from the
+    # open-files limit, leaving room for sockets) and partitions this broker holds in all (KIP-578's name)
+    log_open_files_max: int = Field(-1, alias="log.open.files.max", ge=-1)
+    max_broker_partitions: int = Field(2**31 - 1, alias="max.broker.partitions", ge=1)
+
+    @field_validator("log_open_files_max")
+    @classmethod
+    def _open_files_max(cls, v: int) -> int:
+        if 0 <= v < 3:
+            raise ValueError("must be -1 (derived from the open-files limit) or at least 3 (one segment's files)")
+        return v
 
     @field_validator("max_connections_per_ip_overrides")
     @classmethod

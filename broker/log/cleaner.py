@@ -300,10 +300,17 @@ def _records_payload(header: BatchHeader, batch: bytes, max_decompressed: int) -
 
 
 def _iter_batches(seg: LogSegment, abort: Callable[[], bool]) -> Iterator[tuple[BatchHeader, bytes]]:
-    """Every batch of a closed segment with its bytes, read in large chunks."""
+    """Every batch of a closed segment with its bytes, read in large chunks (on the cleaner's thread, through
+    ``seg.reading``: the descriptor cache may close the segment's files meanwhile, see fd_cache.py)."""
+    with seg.reading() as read:
+        yield from _read_batches(seg, read, abort)
+
+
+def _read_batches(seg: LogSegment, read: Callable[[int, int], bytes],
+                  abort: Callable[[], bool]) -> Iterator[tuple[BatchHeader, bytes]]:
     pos, size = 0, seg.size
     while pos < size:
-        buf = seg.read(pos, _READ_CHUNK)
+        buf = read(pos, _READ_CHUNK)
         used = 0
         while used + HEADER_SIZE <= len(buf):
             if abort():  # close()/delete() wait for this: check often
@@ -319,7 +326,7 @@ def _iter_batches(seg: LogSegment, abort: Callable[[], bool]) -> Iterator[tuple[
             if len(buf) < HEADER_SIZE:
                 raise InvalidBatch(f"{seg.log_path}: truncated batch at position {pos}")
             header = parse_header(buf)
-            batch = seg.read(pos, header.size)
+            batch = read(pos, header.size)
             if len(batch) < header.size:
                 raise InvalidBatch(f"{seg.log_path}: truncated batch at position {pos}")
             yield header, batch

@@ -11,6 +11,9 @@ Compaction (cleaner.py) reads closed segments inside a ``cleaning()`` session, p
 worker thread: segments removed meanwhile (retention, DeleteRecords) also keep their
 descriptors until the session ends, and ``close``/``delete`` ask the session to stop and wait
 for it. The cleaned segments are swapped in by ``replace_segments`` on the event-loop thread.
+
+Segment files open on demand through the broker's DescriptorCache (fd_cache.py) when one is given: the
+flush and the cleaner pin the segments they use; removed segments they may still read are held open.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from headwater.kafka.records import HEADER_SIZE, BatchHeader, decode_batch_recor
 
 from ..config.broker_config import TopicConfig
 from .errors import LogClosed, OffsetOutOfRange
+from .fd_cache import DescriptorCache
 from .recovery import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
@@ -58,8 +62,10 @@ class PartitionLog:
         log_start_offset: int,
         log_end_offset: int,
         clock: Callable[[], int],
+        fd_cache: DescriptorCache | None = None,
     ) -> None:
         self.directory = directory
+        self._fd_cache = fd_cache
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._active = segments[-1]
@@ -88,14 +94,19 @@ class PartitionLog:
     # ------------------------------------------------------------------ open / recovery
     @classmethod
     def open(
-        cls, directory: Path, config: TopicConfig, *, clock: Callable[[], int] | None = None
+        cls, directory: Path, config: TopicConfig, *, clock: Callable[[], int] | None = None,
+        fd_cache: DescriptorCache | None = None,
     ) -> PartitionLog:
-        """Open (creating if missing) and recover the log in ``directory`` (see recovery.py)."""
+        """Open (creating if missing) and recover the log in ``directory`` (see recovery.py); with
+        ``fd_cache`` its segment files open on demand within the cache's bound."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         clock = clock or _now_ms
-        segments, start, log_end = recover_segments(directory, config.index_interval_bytes)
-        log = cls(directory, config, segments, start, log_end, clock)
+        segments, start, log_end, recovery_point = recover_segments(directory, config.index_interval_bytes,
+                                                                    fd_cache)
+        log = cls(directory, config, segments, start, log_end, clock, fd_cache)
+        if recovery_point == log_end:
+            log._flushed_end = log_end  # all durable already: flushes and the close skip it until it grows
         active = segments[-1]
         now = clock()
         if active.size and (active.rolling_base_ms is None or active.rolling_base_ms > now):
@@ -187,7 +198,8 @@ class PartitionLog:
     def _roll(self, now: int) -> LogSegment:
         old = self._active
         old.seal()
-        new = LogSegment.create(self.directory, self._log_end_offset, self.config.index_interval_bytes)
+        new = LogSegment.create(self.directory, self._log_end_offset, self.config.index_interval_bytes,
+                                cache=self._fd_cache)
         new.rolling_base_ms = now
         self._roll_jitter_ms = self._random_jitter()
         with self._lock:
@@ -431,6 +443,8 @@ class PartitionLog:
         that still holds them finishes. A restart removes leftover ``.deleted`` files (recovery.py)."""
         delay = self.config.file_delete_delay_ms
         for seg in segments:
+            if defer_close:
+                seg.hold()  # open (before any unlink) until the flush or cleaner reading it is done
             if delay > 0:
                 if not seg.log_path.name.endswith(".deleted"):  # the cleaner's swap renamed them already
                     seg.change_suffix(".deleted")
@@ -508,6 +522,7 @@ class PartitionLog:
         for seg in old:
             seg.change_suffix(".deleted")
         new.change_suffix("")
+        new.attach(self._fd_cache)
         fsync_dir(self.directory)
         with self._lock:
             self._segments[i : i + k] = [new]
@@ -526,12 +541,20 @@ class PartitionLog:
         with self._clean_lock:
             pass
 
-    def close(self) -> None:
-        """Flush and close every file. Further use raises LogClosed."""
+    def close(self, *, sync: bool = True) -> None:
+        """Flush and close every file. Further use raises LogClosed. Without ``sync`` nothing is fsynced: the
+        caller syncs the filesystem, then calls ``write_recovery_point`` (a whole broker's logs closing at once)."""
         if self._closed:
             return
         self._stop_cleaner()
         self._active.seal()
+        if not sync:
+            with self._flush_lock, self._lock:
+                self._closed = True
+                for seg in self._segments:
+                    seg.close()
+            self.delete_due(float("inf"))
+            return
         self.flush()
         with self._flush_lock, self._lock:
             self._closed = True
@@ -539,6 +562,13 @@ class PartitionLog:
             for seg in self._segments:
                 seg.close()
         self.delete_due(float("inf"))  # nothing reads a closed log: no need to wait out the delay
+
+    def write_recovery_point(self) -> None:
+        """After ``close(sync=False)`` and a sync of the filesystem: everything is durable up to the log end (the
+        file itself made durable by the caller's next sync)."""
+        if self._log_end_offset != self._flushed_end:
+            write_offset_file(self.directory / RECOVERY_POINT_FILE, self._log_end_offset, durable=False)
+            self._flushed_end = self._log_end_offset
 
     def delete(self) -> None:
         """Close and remove the partition directory."""

@@ -13,11 +13,14 @@ discarded and the original segments, never touched before the marker, stay.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+from .fd_cache import DescriptorCache
 from .segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,7 @@ __all__ = [
     "read_offset_file",
     "read_swap_marker",
     "recover_segments",
+    "sync_filesystem",
     "write_offset_file",
 ]
 
@@ -43,14 +47,33 @@ _SEGMENT_EXTS = ("log", "index", "timeindex", "txnindex", "log.deleted", "index.
 
 
 def read_offset_file(path: Path) -> int | None:
+    try:  # os-level: read for every partition at start
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
     try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
+        data = os.read(fd, 64)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return int(data.strip())
+    except ValueError:
         return None
 
 
-def write_offset_file(path: Path, value: int) -> None:
-    """Atomically replace ``path`` with ``value`` (tmp + fsync + rename + fsync dir)."""
+def write_offset_file(path: Path, value: int, *, durable: bool = True) -> None:
+    """Atomically replace ``path`` with ``value`` (tmp + fsync + rename + fsync dir). Without ``durable`` the file
+    is rewritten in place and the caller syncs the filesystem afterwards: a crash meanwhile leaves it empty or a
+    prefix of the number, read as no or a smaller recovery point (more of the log validated, never less)."""
+    if not durable:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, f"{value}\n".encode())
+        finally:
+            os.close(fd)
+        return
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -60,6 +83,31 @@ def write_offset_file(path: Path, value: int) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def _syncfs() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+_SYNCFS = _syncfs()
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Write back everything written to the filesystem holding ``directory`` (syncfs(2), else sync(2)): one call
+    instead of an fsync per file when every partition closes at shutdown."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _SYNCFS is not None and _SYNCFS(fd) == 0:
+            return
+        if _SYNCFS is not None:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs of {directory}: {os.strerror(err)}")
+        os.sync()
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -115,34 +163,36 @@ def _segment_bases(directory: Path) -> list[int]:
     finish_swaps(directory)
     bases: list[int] = []
     stems: set[str] = set()
-    for path in list(directory.iterdir()):
-        name = path.name
+    indexes: list[tuple[str, str]] = []
+    for name in os.listdir(directory):  # one scan: this runs for every partition at start
         if name.endswith(_LEFTOVER_SUFFIXES):
-            path.unlink(missing_ok=True)  # an uncommitted cleaner pass, or an interrupted flush/delete
+            (directory / name).unlink(missing_ok=True)  # an uncommitted cleaner pass, or an interrupted flush/delete
             continue
         stem, _, ext = name.partition(".")
         if ext == "log" and len(stem) == 20 and stem.isdigit():
             bases.append(int(stem))
             stems.add(stem)
-    for path in list(directory.glob("*index")):  # orphan indexes of a segment that is gone
-        stem, _, ext = path.name.partition(".")
-        if ext in ("index", "timeindex", "txnindex") and stem not in stems:
-            path.unlink(missing_ok=True)
+        elif ext in ("index", "timeindex", "txnindex"):
+            indexes.append((stem, name))
+    for stem, name in indexes:  # orphan indexes of a segment that is gone
+        if stem not in stems:
+            (directory / name).unlink(missing_ok=True)
     return sorted(bases)
 
 
-def recover_segments(directory: Path, index_interval_bytes: int) -> tuple[list[LogSegment], int, int]:
-    """Open every segment in ``directory``, repairing as needed.
+def recover_segments(directory: Path, index_interval_bytes: int,
+                     fd_cache: DescriptorCache | None = None) -> tuple[list[LogSegment], int, int, int | None]:
+    """Open every segment in ``directory``, repairing as needed (through ``fd_cache``, when given).
 
-    Returns ``(segments, log_start_offset, log_end_offset)``; there is always at least one
-    segment (the active one, last).
+    Returns ``(segments, log_start_offset, log_end_offset, recovery_point)``; there is always at least one
+    segment (the active one, last); the recovery point is the file's, once repaired (None: none yet).
     """
     bases = _segment_bases(directory)
     start = read_offset_file(directory / LOG_START_OFFSET_FILE) or 0
     recovery_point = read_offset_file(directory / RECOVERY_POINT_FILE)
     segments: list[LogSegment] = []
     for i, base in enumerate(bases):
-        seg = LogSegment.open(directory, base, index_interval_bytes)
+        seg = LogSegment.open(directory, base, index_interval_bytes, cache=fd_cache)
         segments.append(seg)
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         if next_base is None or recovery_point is None or next_base > recovery_point:
@@ -159,17 +209,18 @@ def recover_segments(directory: Path, index_interval_bytes: int) -> tuple[list[L
             seg.rebuild_indexes()
 
     if not segments:
-        segments.append(LogSegment.create(directory, start, index_interval_bytes))
+        segments.append(LogSegment.create(directory, start, index_interval_bytes, cache=fd_cache))
     log_end = segments[-1].next_offset
     assert log_end is not None  # the last segment was scanned (or is new)
     if start > log_end:
         # The persisted start lies beyond what survived a crash: start over, empty, at it.
         for seg in segments:
             seg.delete()
-        segments = [LogSegment.create(directory, start, index_interval_bytes)]
+        segments = [LogSegment.create(directory, start, index_interval_bytes, cache=fd_cache)]
         log_end = start
     if recovery_point is not None and recovery_point > log_end:
         # Data past the old recovery point was lost; segments written from here on must not
         # be mistaken for flushed ones at the next open.
         write_offset_file(directory / RECOVERY_POINT_FILE, log_end)
-    return segments, max(start, segments[0].base_offset), log_end
+        recovery_point = log_end
+    return segments, max(start, segments[0].base_offset), log_end, recovery_point

@@ -4,19 +4,27 @@ transaction index (``<base>.txnindex``, txn_index.py).
 The segment never parses records on the append path: the caller hands over the batch
 and its already-parsed header, the segment writes the bytes with one ``os.write`` and
 updates the sparse indexes from header fields. Reads are ``os.pread`` on the same fd.
+
+Given the broker's DescriptorCache (fd_cache.py), a segment's three descriptors may be closed while it is
+idle: every method that needs them reopens them first (an already-open segment pays one comparison). A thread
+other than the event loop's (a flush, the cleaner) never opens them in the cache: it pins them if they are open,
+else uses descriptors of its own for the moment (``flush``, ``reading``).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from crc32c import crc32c
 
 from headwater.kafka.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 
+from .fd_cache import DescriptorCache
 from .index import OffsetIndex, TimeIndex
 from .txn_index import TransactionIndex
 
@@ -40,7 +48,7 @@ class LogSegment:
 
     def __init__(
         self, directory: Path, base_offset: int, index_interval_bytes: int = 4096, *, create: bool,
-        suffix: str = "",
+        suffix: str = "", cache: DescriptorCache | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
@@ -52,8 +60,20 @@ class LogSegment:
         # O_APPEND: every write lands at the end, and stays correct after ftruncate.
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if create else 0)
         self._fd = os.open(self.log_path, flags, 0o644)
-        self.offset_index = OffsetIndex(self.index_path, truncate=create)
-        self.time_index = TimeIndex(self.timeindex_path, truncate=create)
+        try:
+            self.offset_index = OffsetIndex(self.index_path, truncate=create)
+            self.time_index = TimeIndex(self.timeindex_path, truncate=create)
+        except BaseException:
+            os.close(self._fd)
+            if hasattr(self, "offset_index"):
+                self.offset_index.close()
+            raise
+        # Descriptor cache bookkeeping (fd_cache.py); without a cache the files stay open until close().
+        self._cache = cache
+        self._retired = False  # closed for good: no reopening
+        self.used = True
+        self.pins = 0
+        self.offset_index.reopen = self.time_index.reopen = self._reopen
         # aborted transactions whose markers are in this segment (read_committed Fetch)
         self.txn_index = TransactionIndex(self.directory / (segment_name(base_offset, ".txnindex") + suffix),
                                           truncate=create)
@@ -74,18 +94,22 @@ class LogSegment:
             first = parse_header(os.pread(self._fd, HEADER_SIZE, 0)) if self._size >= HEADER_SIZE else None
             if first is not None and first.max_timestamp >= 0:
                 self.rolling_base_ms = first.max_timestamp
+        if cache is not None:
+            cache.open(self, opened=3)
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096, suffix: str = ""
+        cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096, suffix: str = "",
+        cache: DescriptorCache | None = None,
     ) -> LogSegment:
         """A new, empty segment (existing files of that name are truncated)."""
-        return cls(directory, base_offset, index_interval_bytes, create=True, suffix=suffix)
+        return cls(directory, base_offset, index_interval_bytes, create=True, suffix=suffix, cache=cache)
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096) -> LogSegment:
+    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096,
+             cache: DescriptorCache | None = None) -> LogSegment:
         """An existing segment; indexes are loaded lazily -- call ``recover`` or check ``indexes_ok``."""
-        return cls(directory, base_offset, index_interval_bytes, create=False)
+        return cls(directory, base_offset, index_interval_bytes, create=False, cache=cache)
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self._size})"
@@ -96,7 +120,84 @@ class LogSegment:
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        """Closed for good (``close``); a segment the descriptor cache closed reopens on use."""
+        return self._retired or (self._fd < 0 and self._cache is None)
+
+    @property
+    def files_open(self) -> bool:
+        return self._fd >= 0
+
+    # ------------------------------------------------------------------ descriptors (fd_cache.py)
+    def _reopen(self) -> int:
+        """Reopen the files the descriptor cache closed; the log's descriptor."""
+        if self._cache is None or self._retired:
+            raise OSError(errno.EBADF, f"{self.log_path} is closed")
+        self._cache.open(self)
+        return self._fd
+
+    def _open_files(self) -> int:
+        fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
+        try:
+            self.offset_index.open_fd()
+            self.time_index.open_fd()
+        except BaseException:
+            os.close(fd)
+            self.offset_index.close()
+            raise
+        self._fd = fd
+        return 3
+
+    def _close_files(self) -> int:
+        n = 0
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            n += 1
+        for index in (self.offset_index, self.time_index):
+            if index._fd >= 0:
+                index.close()
+                n += 1
+        return n
+
+    def attach(self, cache: DescriptorCache | None) -> None:
+        """Hand an open segment made without a cache (the cleaner's output) to ``cache``."""
+        if cache is not None and self._cache is None and self._fd >= 0:
+            self._cache = cache
+            cache.open(self, opened=self._open_count())
+
+    def _open_count(self) -> int:
+        return (self._fd >= 0) + (self.offset_index._fd >= 0) + (self.time_index._fd >= 0)
+
+    def hold(self) -> None:
+        """Keep the files open until ``close`` (a removed segment a flush or the cleaner may still read; the
+        event loop's thread, before the files may be unlinked)."""
+        if self._cache is not None and not self._retired:
+            self._cache.pin(self)
+
+    @contextmanager
+    def reading(self) -> Iterator[Callable[[int, int], bytes]]:
+        """``read`` for a thread other than the event loop's, for the block: on the segment's descriptor, pinned
+        open, or on one of its own when the cache had closed it (so the cache stays within its bound)."""
+        cache = self._cache
+        if cache is None or self._retired:
+            yield self.read
+            return
+        if cache.pin_if_open(self):
+            try:
+                yield self.read
+            finally:
+                cache.unpin(self)
+            return
+        fd = os.open(self.log_path, os.O_RDONLY)
+
+        def read(position: int, max_bytes: int) -> bytes:
+            n = min(max_bytes, self._size - position)
+            return os.pread(fd, n, position) if n > 0 else b""
+
+        try:
+            yield read
+        finally:
+            os.close(fd)
 
     # ------------------------------------------------------------------ append path
     def append(self, batch: bytearray | bytes, header: BatchHeader, base_offset: int | None = None) -> int:
@@ -107,14 +208,18 @@ class LogSegment:
         """
         if base_offset is None:
             base_offset = header.base_offset
+        fd = self._fd
+        if fd < 0:
+            fd = self._reopen()
+        self.used = True
         pos = self._size
         n = len(batch)
         try:
-            written = os.write(self._fd, batch)
+            written = os.write(fd, batch)
             while written < n:  # short writes are rare (signals, quotas) but must not tear the batch
-                written += os.write(self._fd, memoryview(batch)[written:])
+                written += os.write(fd, memoryview(batch)[written:])
         except BaseException:
-            os.ftruncate(self._fd, pos)  # leave no partial batch behind
+            os.ftruncate(fd, pos)  # leave no partial batch behind
             raise
         self._size = pos + n
         last_offset = base_offset + header.last_offset_delta
@@ -136,7 +241,9 @@ class LogSegment:
 
     def seal(self) -> None:
         """Record the final largest timestamp in the time index (on roll and close)."""
-        if self._fd >= 0 and self.largest_timestamp > self.time_index.last_timestamp:
+        if not self.closed and self.largest_timestamp > self.time_index.last_timestamp:
+            if self._fd < 0:
+                self._reopen()
             self.time_index.append(
                 self.largest_timestamp, self.offset_of_largest_timestamp - self.base_offset
             )
@@ -144,20 +251,32 @@ class LogSegment:
     # ------------------------------------------------------------------ reads and lookups
     def read(self, position: int, max_bytes: int) -> bytes:
         n = min(max_bytes, self._size - position)
-        return os.pread(self._fd, n, position) if n > 0 else b""
+        if n <= 0:
+            return b""
+        fd = self._fd
+        if fd < 0:
+            fd = self._reopen()
+        self.used = True
+        return os.pread(fd, n, position)
+
+    def _pread(self, n: int, position: int) -> bytes:
+        fd = self._fd
+        if fd < 0:
+            fd = self._reopen()
+        return os.pread(fd, n, position)
 
     def batches(self, position: int = 0, end: int | None = None,
                 chunk: int = _SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of each complete batch from ``position`` (headers only, no CRC),
         reading ``chunk`` bytes at a time."""
         end = self._size if end is None else end
-        fd = self._fd
         buf = b""
         buf_pos = position
         while position + HEADER_SIZE <= end:
             off = position - buf_pos
             if off + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, min(chunk, end - position), position)
+                # reopened if need be at each chunk: the caller may use other segments between batches
+                buf = self._pread(min(chunk, end - position), position)
                 buf_pos, off = position, 0
                 if len(buf) < HEADER_SIZE:
                     return
@@ -171,8 +290,9 @@ class LogSegment:
         """The end of the last whole batch ending at or before ``limit``, walking batch lengths from
         ``start`` (a batch start); ``start`` itself when the batch there ends after ``limit``."""
         pos = start
+        fd = self._fd if self._fd >= 0 else self._reopen()
         while pos + LOG_OVERHEAD <= limit:
-            length = int.from_bytes(os.pread(self._fd, 4, pos + 8), "big", signed=True)
+            length = int.from_bytes(os.pread(fd, 4, pos + 8), "big", signed=True)
             end = pos + LOG_OVERHEAD + length
             if length < _MIN_BATCH_LENGTH or end > limit:
                 break
@@ -209,7 +329,7 @@ class LogSegment:
             rel, pos = last
             if rel <= 0 or pos <= 0 or pos + HEADER_SIZE > self._size:
                 return False
-            header = parse_header(os.pread(self._fd, HEADER_SIZE, pos))
+            header = parse_header(self._pread(HEADER_SIZE, pos))
             if header.base_offset != self.base_offset + rel or header.magic != 2:
                 return False
         if self._size and self.time_index.last_entry() is None and self.rolling_base_ms is not None:
@@ -229,14 +349,14 @@ class LogSegment:
     def truncate_to(self, position: int) -> None:
         """Drop everything from ``position`` (a batch boundary) on, and rebuild the indexes."""
         if position < self._size:
-            os.ftruncate(self._fd, position)
+            os.ftruncate(self._fd if self._fd >= 0 else self._reopen(), position)
             self._size = position
         self._scan(validate=False)
 
     def _scan(self, validate: bool) -> int:
         # Runs over every batch of the active segment at each open: kept to a few field reads
         # per batch (one small struct, no BatchHeader objects) so recovery stays I/O- and CRC-bound.
-        fd = self._fd
+        fd = self._fd if self._fd >= 0 else self._reopen()
         size = os.fstat(fd).st_size
         base = self.base_offset
         interval = self.index_interval_bytes
@@ -306,7 +426,7 @@ class LogSegment:
         """CRC of a batch that is not in the scan buffer, read in chunks (a corrupt length can be huge)."""
         crc, p, end = 0, pos + _CRC_START, pos + batch_size
         while p < end:
-            chunk = os.pread(self._fd, min(_SCAN_CHUNK, end - p), p)
+            chunk = self._pread(min(_SCAN_CHUNK, end - p), p)
             if not chunk:
                 return False
             crc = crc32c(chunk, crc)
@@ -315,19 +435,37 @@ class LogSegment:
 
     # ------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
-        """fsync the log and both indexes."""
-        if self._fd >= 0:
-            os.fsync(self._fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        """fsync the log and both indexes (reopening them if the descriptor cache closed them: an fsync of any
+        descriptor of a file writes back its dirty pages). Any thread."""
+        if not self.closed:
+            cache = self._cache
+            if cache is None or cache.pin_if_open(self):
+                try:
+                    os.fsync(self._fd)
+                    self.offset_index.flush()
+                    self.time_index.flush()
+                finally:
+                    if cache is not None:
+                        cache.unpin(self)
+            else:  # closed by the cache: descriptors of its own, so the cache stays within its bound
+                for path in (self.log_path, self.index_path, self.timeindex_path):
+                    try:
+                        fd = os.open(path, os.O_RDONLY)
+                    except FileNotFoundError:
+                        continue  # removed meanwhile (retention, DeleteRecords): nothing to make durable
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
         self.txn_index.flush()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        self.offset_index.close()
-        self.time_index.close()
+        """Close the files for good (any thread)."""
+        self._retired = True
+        if self._cache is not None:
+            self._cache.closed(self)
+        else:
+            self._close_files()
 
     def change_suffix(self, suffix: str) -> None:
         """Rename the three files to ``<base>.log<suffix>`` etc. (indexes first, the log last, so a
@@ -343,10 +481,10 @@ class LogSegment:
 
     def last_modified_ms(self) -> int:
         """The log file's mtime (the cleaner sets it to the time its tombstones' countdown began)."""
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
 
     def set_last_modified(self, ms: int) -> None:
-        os.utime(self._fd, ns=(ms * 1_000_000, ms * 1_000_000))
+        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def unlink(self) -> None:
         """Remove the files (open descriptors keep working until close, as POSIX allows)."""

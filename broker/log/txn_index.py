@@ -37,8 +37,16 @@ class TransactionIndex:
         self._dirty = False
         if truncate:
             path.unlink(missing_ok=True)
-        elif path.exists():
-            data = path.read_bytes()
+            return
+        try:
+            fd = os.open(path, os.O_RDONLY)  # os-level, no exists() first: every partition opens one at start
+        except FileNotFoundError:
+            return
+        try:
+            data = b"".join(iter(lambda: os.read(fd, 1 << 16), b""))
+        finally:
+            os.close(fd)
+        if data:
             usable = len(data) - len(data) % _ENTRY.size  # a torn last entry is dropped
             for pos in range(0, usable, _ENTRY.size):
                 version, *fields = _ENTRY.unpack_from(data, pos)

@@ -51,6 +51,7 @@ from ..topics.producer_state import ProducerIdManager
 from ..txn import TransactionCoordinator
 from .answers import Answers, Pending, Ready, start_eagerly
 from .connection_limits import ConnectionLimits, ConnectionSlot
+from .open_files import raise_open_files_limit
 
 if TYPE_CHECKING:
     from ..access.quotas import Throttler
@@ -146,6 +147,7 @@ class BrokerServer:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
+        raise_open_files_limit()  # before the logs open: their descriptor budget follows the limit
         self.cluster.load()
         self.access = Access(self.config, self.cluster.log_dir)
         self.groups = GroupCoordinator(self.cluster, self.config)
@@ -228,8 +230,7 @@ class BrokerServer:
                 await server.wait_closed()
             except Exception:  # stopping goes on: the logs must still be flushed
                 log.warning("a listener did not close cleanly", exc_info=True)
-        await self.housekeeping.flush_all()
-        self.cluster.close()
+        self.cluster.close()  # flushes every log, with one sync of the filesystem
         log.info("broker stopped; all logs flushed")
 
     def _endpoint(self, name: str) -> Listener:

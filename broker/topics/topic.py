@@ -86,6 +86,8 @@ class Topic:
     config: TopicConfig
     partitions: list[Partition] = field(default_factory=list)  # by index
     stats: TopicCounters = field(default_factory=TopicCounters)  # BrokerTopicMetrics, bumped by Produce/Fetch
+    # Metadata's partition entries, kept while the partition count stays (apis/k03_metadata.py)
+    metadata_partitions: Any = field(default=None, repr=False, compare=False)
 
     @property
     def internal(self) -> bool:

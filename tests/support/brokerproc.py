@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -29,6 +30,8 @@ class LoggedProcess:
     _log_start: int = 0  # the log's size when this run started
     _terminated: bool = False
     exit_stop_timeout: float = 15  # how long ``with`` waits for a clean stop before SIGKILL
+    # RLIMIT_NOFILE of the process: N for soft and hard (as `ulimit -n N` sets), or (soft, hard)
+    open_files: int | tuple[int, int] | None = None
 
     def _spawn(self, args: list[str], cwd: Path | None = None) -> None:
         """Start ``args`` with stdout and stderr appended to the log (no waiting)."""
@@ -36,8 +39,11 @@ class LoggedProcess:
         self._log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
         self._terminated = False
         out = open(self.log_file, "ab")
+        limit = self.open_files
+        pair = (limit, limit) if isinstance(limit, int) else limit
+        preexec = None if pair is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, pair)
         self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=preexec)
         out.close()
 
     def _wait_ready(self, ready: re.Pattern[str], timeout: float) -> re.Match[str]:
@@ -120,8 +126,10 @@ class BrokerProcess(LoggedProcess):
     name = "broker"
     exit_stop_timeout = 10
 
-    def __init__(self, log_dir: Path, *overrides: str, port: int = 0, log_file: Path | None = None) -> None:
+    def __init__(self, log_dir: Path, *overrides: str, port: int = 0, log_file: Path | None = None,
+                 open_files: int | tuple[int, int] | None = None) -> None:
         self.log_dir = Path(log_dir)
+        self.open_files = open_files
         self.overrides = list(overrides)
         self.port = port
         self.ports: dict[str, int] = {}  # every listener's bound port by name, once started

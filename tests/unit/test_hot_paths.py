@@ -149,8 +149,27 @@ _FETCH_BODIES: list[dict[str, Any]] = [
 ]
 
 
+def _metadata_partition(index: int, error: int = 0) -> dict[str, Any]:
+    return {"error_code": error, "partition_index": index, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1],
+            "isr_nodes": [1, 2], "offline_replicas": [] if error == 0 else [2]}
+
+
+_METADATA_BODIES: list[dict[str, Any]] = [
+    {"throttle_time_ms": 0, "brokers": [{"node_id": 1, "host": "localhost", "port": 9092, "rack": None}],
+     "cluster_id": "headwater-cluster", "controller_id": 1, "authorized_operations": None, "topics": [
+         {"error_code": 0, "name": "t", "topic_id": None, "is_internal": False, "authorized_operations": None,
+          "partitions": [_metadata_partition(i) for i in range(3)]},
+         {"error_code": 0, "name": "__consumer_offsets", "is_internal": True, "authorized_operations": {3, 8},
+          "partitions": [_metadata_partition(0, error=5)]},
+         {"error_code": 3, "name": "gône", "is_internal": False, "partitions": [], "authorized_operations": None}]},
+    {"throttle_time_ms": 9, "brokers": [{"node_id": 7, "host": "h", "port": 1, "rack": "r1"}], "cluster_id": None,
+     "controller_id": 7, "topics": [], "authorized_operations": {2, 3, 4}},
+]
+
+
 _ANSWERS = ([(0, v, b) for v in range(3, 12) for b in _PRODUCE_BODIES]  # Produce v3-v11
-            + [(1, v, b) for v in range(4, 12) for b in _FETCH_BODIES])  # Fetch v4-v11
+            + [(1, v, b) for v in range(4, 12) for b in _FETCH_BODIES]  # Fetch v4-v11
+            + [(3, v, b) for v in range(9) for b in _METADATA_BODIES])  # Metadata v0-v8
 
 
 @pytest.mark.parametrize(("api", "version", "body"), _ANSWERS)
@@ -164,4 +183,5 @@ def test_other_apis_and_versions_are_left_to_the_general_encoder() -> None:
     assert encode_fast(0, 2, 1, _PRODUCE_BODIES[0]) is None
     assert encode_fast(1, 3, 1, _FETCH_BODIES[0]) is None
     assert encode_fast(1, 12, 1, _FETCH_BODIES[0]) is None
-    assert encode_fast(3, 1, 1, {}) is None
+    assert encode_fast(3, 9, 1, _METADATA_BODIES[0]) is None
+    assert encode_fast(18, 1, 1, {}) is None
