@@ -114,7 +114,9 @@ class FileStreamSourceTask(SourceTask):
         self.missing = False
         self.watch: FolderWatch | None = None
         if self.filename:
-            self.watch = FolderWatch(Path(self.filename).resolve().parent)
+            # The file's folder, woken for events naming the file (it may not exist yet, or be rotated).
+            path = Path(self.filename).resolve()
+            self.watch = FolderWatch(path.parent, path.name)
             self.watch.start()
 
     # -- reading ---------------------------------------------------------------------------------------
