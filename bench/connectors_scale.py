@@ -2,15 +2,15 @@
 
 ``--sources`` FileStreamSource connectors (default 500), each reading its own file of ``--lines`` lines in its own
 folder (``--shared-folder``: all in one folder) into its own topic, and ``--sinks`` FileStreamSink connectors
-(default 500), sink i reading source i's topic into its own file (a sink beyond the sources reads topic 0). All
-are created through the REST API (POST /connectors, ``--posters`` at a time). The clock runs from the first POST
-until every connector and task reports RUNNING (GET /connectors?expand=status, every 0.5 s); then until every sink
-file holds its source's lines. Printed: time to all RUNNING (and FAILED tasks with the first trace line of each
-kind), the process's threads (/proc/PID/status Threads; the peak while starting and the figure once idle), RSS
-(VmRSS idle, VmHWM peak), records moved, and the limits the run had: ``ulimit -n`` of the child (its soft limit is
-raised to the hard one before ``headwater up`` starts unless ``--keep-nofile``: the broker keeps a few descriptors
-per partition open, and the sink files and sockets need their own), and fs.inotify.max_user_instances /
-max_user_watches.
+(default 500), sink i reading source i's topic into its own file (a sink beyond the sources reads topic 0). All are
+created through the REST API (POST /connectors, ``--posters`` at a time). The clock runs from the first POST until
+every connector and task reports RUNNING (GET /connectors?expand=status, every 0.5 s); then until every sink file
+holds its source's lines. Printed: time to all RUNNING (and FAILED tasks with the first trace line of each kind),
+the process's threads (/proc/PID/status Threads; the peak while starting and the figure once idle), RSS (VmRSS idle,
+VmHWM peak), the CPU the process spends once idle (share of one core), records moved, and the limits the run had:
+``ulimit -n`` of the child (its soft limit is raised to the hard one before ``headwater up`` starts unless
+``--keep-nofile``: the broker keeps a few descriptors per partition open, and the sink files and sockets need
+their own), and fs.inotify.max_user_instances / max_user_watches.
 
     .venv/bin/python bench/connectors_scale.py                          # 500 sources + 500 sinks
     .venv/bin/python bench/connectors_scale.py --sources 200 --sinks 0  # the 200 sources
@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 _UP_READY = re.compile(r"Headwater is up: Kafka bootstrap (\S+), Connect REST API (http://\S+/)")
 
 
@@ -48,6 +49,11 @@ def status_kb(pid: int, key: str) -> int:
 
 def threads(pid: int) -> int:
     return status_kb(pid, "Threads")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime, all threads
 
 
 def inotify_limit(name: str) -> str:
@@ -215,6 +221,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
             break  # settled with failures
         time.sleep(0.5)
 
+    waited = time.monotonic() - started
     expected = {j: args.lines for j in range(args.sinks)}
     moved_at: float | None = None
     while args.sinks and time.monotonic() < deadline + args.move_timeout:
@@ -225,7 +232,9 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
         time.sleep(0.5)
     moved = sum(min(line_count(outputs[j]), n) for j, n in expected.items())
     complete = sum(1 for j, n in expected.items() if line_count(outputs[j]) >= n)
-    time.sleep(args.settle)  # idle: what the tasks hold while waiting for more
+    cpu_before = cpu_seconds(pid)
+    time.sleep(args.settle)  # idle: what the tasks hold and spend while waiting for more
+    idle_cpu = (cpu_seconds(pid) - cpu_before) / args.settle
     end_threads, rss, hwm = threads(pid), status_kb(pid, "VmRSS"), status_kb(pid, "VmHWM")
     peak_threads = max(peak_threads, end_threads)
     nofile = child_nofile(pid)
@@ -243,7 +252,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
     if running_at is not None:
         print(f"all RUNNING after {running_at:.1f} s")
     else:
-        print(f"NOT all RUNNING after {time.monotonic() - started:.1f} s: "
+        print(f"NOT all RUNNING after {waited:.1f} s: "
               + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
     for trace, n in traces.most_common(5):
         print(f"  {n} FAILED: {trace}")
@@ -251,6 +260,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
         print(f"records moved: {moved:,} of {sum(expected.values()):,} ({complete} of {args.sinks} sink files complete"
               + (f", all after {moved_at:.1f} s)" if moved_at is not None else ")"))
     print(f"threads: {end_threads} idle, {peak_threads} peak (before connectors: {idle_threads})")
+    print(f"idle CPU: {idle_cpu:.0%} of a core over {args.settle:.0f} s once the records had moved")
     print(f"RSS: {rss / 1024:.0f} MB idle, {hwm / 1024:.0f} MB peak (before connectors: {idle_rss / 1024:.0f} MB)")
     if not ok:
         print(up.log_tail()[-1500:])
@@ -267,7 +277,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180, help="seconds to wait for all RUNNING (default 180)")
     parser.add_argument("--move-timeout", type=float, default=120,
                         help="further seconds to wait for the records to reach the sink files (default 120)")
-    parser.add_argument("--settle", type=float, default=3, help="idle seconds before the idle figures (default 3)")
+    parser.add_argument("--settle", type=float, default=5,
+                        help="idle seconds measured for the idle figures (default 5)")
     parser.add_argument("--keep-nofile", action="store_true", help="do not raise the child's soft RLIMIT_NOFILE")
     parser.add_argument("--set", action="append", default=[], help="worker property for `headwater up --set`")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

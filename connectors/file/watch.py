@@ -173,6 +173,9 @@ class WatchService:
                           "watch starts it again")
             with self._lock:
                 if self._fd == fd:
+                    for wd, waiters in self._watches.items():
+                        for waiter in waiters:
+                            waiter.lost(wd)  # they poll, and watch again (on a new instance) at their next wait
                     self._watches.clear()
                     self._fd = self._thread = None
                     if self._wake_w is not None:
@@ -191,8 +194,8 @@ class WatchService:
                 name = data[offset + _EVENT.size: offset + _EVENT.size + size].rstrip(b"\0")
                 offset += _EVENT.size + size
                 if mask & IN_Q_OVERFLOW:  # events were lost: everyone looks
-                    for waiters in self._watches.values():
-                        wake |= waiters
+                    for every in self._watches.values():
+                        wake |= every
                     continue
                 waiters = self._watches.get(wd)
                 if not waiters:
