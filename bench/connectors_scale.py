@@ -169,7 +169,8 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
     if args.create_topics and args.sources:
         create_topics(up.bootstrap, [f"scale-{i:04d}" for i in range(args.sources)])
     idle_threads, idle_rss = threads(pid), status_kb(pid, "VmRSS")
-    print(f"headwater up pid {pid}: {idle_threads} threads, RSS {idle_rss / 1024:.0f} MB before any connector")
+    print(f"headwater up pid {pid}: {idle_threads} threads, RSS {idle_rss / 1024:.0f} MB before any connector",
+          flush=True)
     configs: list[dict[str, object]] = []
     for i, path in enumerate(inputs):
         configs.append({"name": f"source-{i:04d}", "config": {
@@ -190,7 +191,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
         except OSError as exc:
             return f"{body['name']}: {exc}"
 
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), cpu_seconds(pid)
     with ThreadPoolExecutor(args.posters) as pool:
         futures = [pool.submit(post, c) for c in configs]
         while not all(f.done() for f in futures):
@@ -202,6 +203,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
         print("POST failed:", e)
 
     running_at: float | None = None
+    running_cpu = 0.0
     states: Counter[str] = Counter()
     traces: Counter[str] = Counter()
     deadline = started + args.timeout
@@ -228,6 +230,8 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
         if (len(expanded) == total and states["connector RUNNING"] == total and states["task RUNNING"] == total
                 and not states["no tasks yet"]):
             running_at = time.monotonic() - started
+            running_cpu = cpu_seconds(pid) - cpu_started
+            print(f"[progress] all RUNNING after {running_at:.1f} s", flush=True)
             break
         if states["task FAILED"] and len(expanded) == total and \
                 states["task FAILED"] + states["task RUNNING"] == total and not states["no tasks yet"]:
@@ -241,6 +245,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
         peak_threads = max(peak_threads, threads(pid))
         if all(line_count(outputs[j]) >= n for j, n in expected.items()):
             moved_at = time.monotonic() - started
+            print(f"[progress] records moved after {moved_at:.1f} s; idle for {args.settle:.0f} s", flush=True)
             break
         time.sleep(0.5)
     moved = sum(min(line_count(outputs[j]), n) for j, n in expected.items())
@@ -263,7 +268,8 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
           f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"POSTs: {total} in {posted:.1f} s ({len(post_errors)} failed)")
     if running_at is not None:
-        print(f"all RUNNING after {running_at:.1f} s")
+        print(f"all RUNNING after {running_at:.1f} s, the process using {running_cpu:.1f} CPU s meanwhile "
+              f"({running_cpu / running_at:.0%} of a core: the rest of the time it waited for the CPU or the POSTs)")
     else:
         print(f"NOT all RUNNING after {waited:.1f} s: "
               + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
