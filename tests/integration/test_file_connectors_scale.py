@@ -11,6 +11,7 @@ import errno
 import logging
 import os
 import resource
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,24 @@ def threads_of(pid: int) -> int:
         if line.startswith("Threads:"):
             return int(line.split()[1])
     raise AssertionError(f"no Threads line for {pid}")
+
+
+def open_files(pid: int) -> dict[int, str]:
+    """The process's descriptors and what each names (one closed while listing is left out)."""
+    found = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            found[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def settled_files(pid: int) -> dict[int, str] | None:
+    """``open_files`` when the same twice, half a second apart (the test's own connections closed)."""
+    first = open_files(pid)
+    time.sleep(0.5)
+    return first if open_files(pid) == first else None
 
 
 def task_states(connect: ConnectProcess) -> dict[str, str]:
@@ -76,18 +95,23 @@ def test_300_file_sources_run_in_one_worker_with_bounded_threads(connect: Connec
 
 
 def test_running_out_of_open_files_fails_the_task_naming_the_limit(connect: ConnectProcess, tmp_path: Path) -> None:
-    src, topic, name = tmp_path / "late.txt", unique("nofile"), unique("nofile")
+    src, topic, name = tmp_path / "rotated.txt", unique("nofile"), unique("nofile")
+    src.write_text("n-0\n")
     connect.create(name, source_config(src, topic, **STRING))
-    connect.wait_state(name, "RUNNING", tasks=1)  # waiting for its file to appear
+    # Delivered: the task's clients are connected, so the next descriptor it needs is the rotated file's
+    assert values(consume(connect.bootstrap, topic, 1, timeout=30)) == ["n-0"]
     assert connect.proc is not None
     pid = connect.proc.pid
+    fds = wait_for(lambda: settled_files(pid), 30, 0, "the worker's descriptors to settle")  # consumer's closed
+    lowest_free = next(n for n in range(len(fds) + 1) if n not in fds)
+    held = next(fd for fd, target in fds.items() if target == str(src))
+    # A limit no descriptor can be opened under, even the one the task frees when it closes the rotated file
+    limit = min(lowest_free, held)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    # The lowest free descriptor number as the limit: the worker cannot open one more file.
-    open_fds = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
-    lowest_free = next(n for n in range(len(open_fds) + 1) if n not in open_fds)
-    resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free, hard))
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (limit, hard))
     try:
-        src.write_text("n-0\nn-1\n")
+        src.rename(src.with_name("rotated.txt.1"))
+        src.write_text("n-1\n")
         wait_for(lambda: "RLIMIT_NOFILE" in connect.log_text(), 30, 0.1, "the task's failure in the log",
                  connect.log_text)
     finally:
@@ -96,9 +120,9 @@ def test_running_out_of_open_files_fails_the_task_naming_the_limit(connect: Conn
                     f"{name}'s task FAILED", connect.log_text)
     trace = task["trace"]
     assert "Too many open files" in trace and "ulimit -n" in trace and "RLIMIT_NOFILE" in trace, trace
-    assert str(src) in trace and f"now {lowest_free} (hard " in trace, trace
+    assert str(src) in trace and f"now {limit} (hard " in trace, trace
     assert connect.call("POST", f"/connectors/{name}/tasks/0/restart").status == 204
-    assert values(consume(connect.bootstrap, topic, 2, timeout=30)) == ["n-0", "n-1"]
+    connect.wait_state(name, "RUNNING", tasks=1)  # the limit back where it was, the task runs again
 
 
 def test_a_source_polls_and_delivers_when_the_kernel_refuses_watches(

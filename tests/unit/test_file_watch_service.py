@@ -20,10 +20,6 @@ from headwater.connectors.file.watch import FolderWatch, WatchService
 pytestmark = pytest.mark.skipif(watch._LIBC is None, reason="inotify is Linux only")
 
 
-def reader_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name == "headwater-file-watch" and t.is_alive())
-
-
 @pytest.fixture
 def service(monkeypatch: pytest.MonkeyPatch) -> WatchService:
     """A service of the test's own (the process-wide one may serve other tests' tasks)."""
@@ -46,7 +42,7 @@ def test_waiters_share_a_folder_watch_and_are_woken_for_their_own_file(service: 
         for w in (a, b, folder_wide, other):
             w.start()
         assert service.watch_count == 2 and service.running  # one watch per folder, one reader for all
-        assert reader_threads() >= 1
+        assert service._thread is not None and service._thread.name == "headwater-file-watch"
         loop = asyncio.get_running_loop()
         loop.call_later(0.2, (tmp_path / "a.txt").write_text, "line\n")
         assert await woken_within(a, 10) < 5
@@ -66,22 +62,24 @@ def test_waiters_share_a_folder_watch_and_are_woken_for_their_own_file(service: 
 
 
 def test_the_reader_thread_ends_with_the_last_watch(service: WatchService, tmp_path: Path) -> None:
-    before = reader_threads()
+    before = threading.active_count()
+    readers: list[threading.Thread] = []
 
     async def main() -> None:
         watches = [FolderWatch(tmp_path / f"d{i}", "f") for i in range(50)]
         for w in watches:
             w.start()
         assert service.watch_count == 50
-        assert reader_threads() <= before + 1  # one thread for fifty folders
+        assert threading.active_count() <= before + 1  # one thread for fifty folders
+        assert service._thread is not None
+        readers.append(service._thread)
         for w in watches:
             w.stop()
+        assert not service.running
 
     asyncio.run(main())
-    deadline = time.monotonic() + 10
-    while reader_threads() > before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert reader_threads() == before
+    readers[0].join(10)
+    assert not readers[0].is_alive()
 
 
 @pytest.mark.parametrize(("refused", "limit"), [("inotify_add_watch", "fs.inotify.max_user_watches"),
