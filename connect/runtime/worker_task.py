@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from headwater.kernel_limits import limit_error, limit_fix
 from headwater.logs import enter_context
 
-from ..api import Converter, HeaderConverter, MetricSample, SinkTask, SourceTask
+from ..api import ConnectException, Converter, HeaderConverter, MetricSample, SinkTask, SourceTask
 from ..status import State, TargetState, TaskId, format_trace
 from .errors import ErrorHandler, TaskStopping
 from .timings import Durations
@@ -69,6 +70,7 @@ class WorkerTask:
         except (asyncio.CancelledError, TaskStopping):
             pass  # stopped mid-operation: what was not delivered is not committed either
         except Exception as exc:
+            exc = self.explained(exc)
             self.failure = exc
             log.error("%s task %s failed; it will not run again until restarted", type(self).__name__, self.id,
                       exc_info=exc)
@@ -80,6 +82,21 @@ class WorkerTask:
                 log.exception("closing task %s failed", self.id)
         if self.state != State.FAILED:
             self.report(State.UNASSIGNED)
+
+    def explained(self, exc: Exception) -> Exception:
+        """``exc``, or when a kernel limit is behind it (too many open files) and the plugin did not already
+        explain it, a ConnectException naming the limit and what to raise, caused by ``exc`` (so the trace
+        keeps both)."""
+        limit = limit_error(exc)
+        fix = limit_fix(limit) if limit is not None else None
+        if fix is None or isinstance(exc, ConnectException):
+            return exc
+        assert limit is not None
+        explained = ConnectException(
+            f"Task {self.id.connector}-{self.id.task} ran out of a kernel resource: {limit.strerror or limit}. To fix: "
+            f"{fix}, then restart the task (POST /connectors/{self.id.connector}/tasks/{self.id.task}/restart).")
+        explained.__cause__ = exc
+        return explained
 
     async def initialize(self) -> None:
         """Create clients and start the plugin task."""

@@ -6,6 +6,7 @@ import errno
 import os
 
 from headwater.connect.api import ConnectException
+from headwater.kernel_limits import limit_fix
 
 __all__ = ["file_error"]
 
@@ -28,7 +29,8 @@ def file_error(connector: str, action: str, path: str, exc: OSError) -> ConnectE
     and the fix; the task fails with it and is restarted once the fix is made."""
     user = _user()
     access = "read" if action.startswith("read") else "write"
-    fix = _FIXES.get(exc.errno or 0, "fix the problem with {path}").format(user=user, access=access, path=path)
+    fix = limit_fix(exc) or _FIXES.get(exc.errno or 0, "fix the problem with {path}").format(
+        user=user, access=access, path=path)
     return ConnectException(f"{connector} cannot {action} {path}: {exc.strerror or exc}. To fix: {fix}, then "
                             f"restart the task (POST /connectors/<name>/tasks/<id>/restart).")
 

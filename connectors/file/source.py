@@ -3,7 +3,8 @@
 Kafka's keys: ``file`` (unset: standard input), ``topic``, ``batch.size`` (2000). The
 source partition is ``{"filename": file}`` and the offset ``{"position": n}``, the byte
 position after the line (Kafka counts characters; bytes are exact for any encoding).
-New data is noticed through file-system events rather than one-second polling. A
+New data is noticed through file-system events (the worker's one file-watching service,
+``watch.py``) and a re-check every second (all there is when the kernel refuses more inotify watches). A
 truncated file (shorter than the position) is read again from the start; a rotated
 one (the path now names another file) is read to its end first, then the new file
 from the start. A file that does not exist (yet, or any more) is waited for, as Kafka's
@@ -122,7 +123,9 @@ class FileStreamSourceTask(SourceTask):
         self.missing = False
         self.watch: FolderWatch | None = None
         if self.filename:
-            self.watch = FolderWatch(Path(self.filename).resolve().parent)
+            # The file's folder, woken for events naming the file (it may not exist yet, or be rotated).
+            path = Path(self.filename).resolve()
+            self.watch = FolderWatch(path.parent, path.name)
             self.watch.start()
 
     # -- reading ---------------------------------------------------------------------------------------

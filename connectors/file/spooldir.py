@@ -19,7 +19,8 @@ at-least-once with periodic offset commits, and exactly once (``exactly.once.sup
 KIP-618) when the worker writes each offset in the transaction of its records. A file
 that fails to parse is moved to ``error.path``; with ``halt.on.error`` (default) the task
 then fails. New files are noticed through
-file-system events (watchdog) as well as by rescanning every ``empty.poll.wait.ms``.
+file-system events (the worker's one file-watching service, ``watch.py``) as well as by rescanning every
+``empty.poll.wait.ms`` (the only way when the kernel refuses more inotify watches).
 
 One task owns an ``input.path``: on start it removes markers left by a previous run.
 """
