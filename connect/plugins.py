@@ -28,6 +28,8 @@ from typing import Any
 
 import pluggy
 
+from headwater.kernel_limits import inotify_setting, nofile_limit
+
 from .api import Connector, Converter, HeaderConverter, Predicate, SinkConnector, Transformation
 from .api.config_provider import ConfigProvider
 from .api.errors import ConnectException
@@ -45,6 +47,7 @@ DISTRIBUTION = "headwater"
 HOOKS = tuple(name for name in vars(HeadwaterSpec) if name.startswith("headwater_"))
 #: How long ``plugin.path`` must be quiet after a change before it is scanned (a plugin being copied in)
 WATCH_QUIET_SECONDS = 0.5
+WATCH_POLL_SECONDS = 5.0  # plugin.path looked at this often when the kernel gives no inotify watch
 CLASS_HOOKS = tuple(hook for hook in HOOKS if hook != "headwater_worker_stopped")  # the hooks that return classes
 
 
@@ -108,6 +111,7 @@ class PluginRegistry:
         self._observer: Any = None
         self._timer_lock = threading.Lock()
         self._pending_scan: threading.Timer | None = None
+        self._poll_stopped: threading.Event | None = None
         self.listeners: list[Callable[[], None]] = []
         self._load_entry_points()
         self.scan_plugin_path()
@@ -274,8 +278,47 @@ class PluginRegistry:
             folder.mkdir(parents=True, exist_ok=True)
             observer.schedule(_Handler(), str(folder), recursive=True)
         observer.daemon = True
-        observer.start()
+        try:
+            observer.start()
+        except OSError as exc:  # the kernel's inotify instances or watches are used up: poll instead
+            observer.stop()
+            log.warning("cannot watch plugin.path for new plugins (%s: fs.inotify.max_user_instances = %s, "
+                        "fs.inotify.max_user_watches = %s, ulimit -n %s); checking it every %.0f s instead. "
+                        "To be told at once, raise the limit named (sysctl -w fs.inotify.max_user_instances=<more>)",
+                        exc.strerror or exc, inotify_setting("max_user_instances"),
+                        inotify_setting("max_user_watches"), nofile_limit(), WATCH_POLL_SECONDS)
+            self._poll_plugin_path()
+            return
         self._observer = observer
+
+    def _plugin_path_listing(self) -> set[tuple[str, float]]:
+        """What a poll compares: every entry under plugin.path's folders with its modification time."""
+        seen: set[tuple[str, float]] = set()
+        for folder in self.plugin_path:
+            for entry in folder.rglob("*") if folder.is_dir() else ():
+                try:
+                    seen.add((str(entry), entry.stat().st_mtime))
+                except OSError:  # removed while listed
+                    continue
+        return seen
+
+    def _poll_plugin_path(self) -> None:
+        """Look at plugin.path every ``WATCH_POLL_SECONDS`` and scan when it changed (no inotify needed)."""
+        stopped = threading.Event()
+        self._poll_stopped = stopped
+
+        def poll() -> None:
+            listing = self._plugin_path_listing()
+            while not stopped.wait(WATCH_POLL_SECONDS):
+                try:
+                    now = self._plugin_path_listing()
+                    if now != listing:
+                        listing = now
+                        self._scan_when_quiet()
+                except Exception:
+                    log.exception("polling plugin.path failed")
+
+        threading.Thread(target=poll, name="plugin-path-poll", daemon=True).start()
 
     def _scan_when_quiet(self) -> None:
         """Scan once plugin.path has been quiet for a moment: a plugin being copied in raises an event per
@@ -294,6 +337,8 @@ class PluginRegistry:
             self._pending_scan.start()
 
     def close(self) -> None:
+        if self._poll_stopped is not None:
+            self._poll_stopped.set()
         with self._timer_lock:
             if self._pending_scan is not None:
                 self._pending_scan.cancel()

@@ -5,7 +5,9 @@ start validates its config once and builds its transform chain once."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib.metadata
+import logging
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -14,7 +16,9 @@ from typing import Any, ClassVar, cast
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import model_validator
+from watchdog.observers import Observer
 
+from headwater.connect import plugins
 from headwater.connect.api import (
     SourceConnector,
     SourceConnectorConfig,
@@ -30,6 +34,7 @@ from headwater.connect.rest.app import build_app
 from headwater.connect.runtime.worker import Worker
 from headwater.connect.status import TargetState, TaskId
 from headwater.connect.storage.offsets import MemoryOffsetStore
+from headwater.testing.waiting import wait_until
 
 
 def test_builtins_are_entry_points_of_the_distribution() -> None:
@@ -189,6 +194,35 @@ def test_a_plugin_scanned_while_half_copied_loads_once_complete(tmp_path: Path,
     (package / "tick.py").write_text(TICK_PLUGIN.replace("TickConnector", "HalfCopiedTickConnector"))
     assert registry.scan_plugin_path() == ["half_copied_plugin"]
     assert registry.connector("HalfCopiedTick").__name__ == "HalfCopiedTickConnector"
+
+
+def test_plugin_path_polled_when_the_kernel_refuses_a_watcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """With the user's inotify instances used up the worker still starts: plugin.path is polled, a WARNING
+    names the limit, and a plugin dropped in is loaded by the next poll."""
+    def refuse(self: object) -> None:  # the only stand-in: the inotify limits are machine-wide
+        raise OSError(errno.EMFILE, "inotify instance limit reached")
+
+    monkeypatch.setattr(Observer, "start", refuse)
+    monkeypatch.setattr(plugins, "WATCH_POLL_SECONDS", 0.1)
+    monkeypatch.setattr(plugins, "WATCH_QUIET_SECONDS", 0.05)
+    caplog.set_level(logging.WARNING, logger=plugins.__name__)
+    registry = PluginRegistry([str(tmp_path)])
+    try:
+        registry.watch()
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "fs.inotify.max_user_instances" in warnings[0], warnings
+        (tmp_path / "polled_tick_plugin_for_test.py").write_text(
+            TICK_PLUGIN.replace("TickConnector", "PolledTickConnector"))
+
+        def loaded() -> bool:
+            try:
+                return registry.connector("PolledTick").__name__ == "PolledTickConnector"
+            except UnknownPlugin:
+                return False
+        wait_until(loaded, "the dropped plugin loaded by polling", timeout=10)
+    finally:
+        registry.close()
 
 
 TICK_PLUGIN = """
