@@ -152,7 +152,7 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> dict[str, Any] | N
     acks = req.acks
     responses = []
     to_flush = []
-    appended = False
+    appended: list[tuple[str, int]] = []
     for topic in req.topic_data:
         counted = ctx.cluster.counters(topic.name)
         partitions = []
@@ -170,7 +170,7 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> dict[str, Any] | N
             entry, appended_to = _append(ctx, topic.name, pdata.index, pdata.records, counted)
             partitions.append(entry)
             if appended_to is not None:
-                appended = True
+                appended.append((topic.name, pdata.index))
                 plog = appended_to.log
                 if plog.unflushed_messages >= plog.config.flush_messages:
                     to_flush.append((appended_to.flusher, plog.log_end_offset))
@@ -180,7 +180,7 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> dict[str, Any] | N
             counters.failed_produce += failed
         responses.append({"name": topic.name, "partition_responses": partitions})
     if appended:
-        ctx.cluster.notify_data()
+        ctx.cluster.notify_data(appended)
     for flusher, end in to_flush:
         await flusher.flush_to(end)
     throttle = 0

@@ -1,8 +1,8 @@
 """Fetch (key 1), v0-v11.
 
 Behavior: long poll: answers once ``min_bytes`` are available or ``max_wait_ms`` has
-passed, waking on every append and every transaction marker. Returns whole batches as stored (bytes, never
-re-encoded), at most ``partition_max_bytes`` per partition and ``max_bytes`` overall,
+passed, waking on an append or transaction marker in one of its partitions (no other). Returns whole batches
+as stored (bytes, never re-encoded), at most ``partition_max_bytes`` per partition and ``max_bytes`` overall,
 except that the first batch found is returned whole even when larger (as Kafka does,
 so a consumer can always progress). read_uncommitted (isolation_level 0) reads up to the high watermark;
 read_committed (1, v4+) only below the last stable offset (the first offset of the earliest open
@@ -103,7 +103,7 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or ctx.closing():
             break
-        await ctx.cluster.wait_for_data(remaining)
+        await ctx.cluster.wait_for_data(remaining, [(t.topic, p.partition) for t in req.topics for p in t.partitions])
     throttle = 0
     if ctx.throttler is not None and total:  # consumer_byte_rate
         throttle = ctx.throttle(ctx.throttler.record(ctx.user, ctx.header.client_id or "", total,

@@ -16,6 +16,7 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
+from ..group.store import OFFSETS_TOPIC
 from ..protocol.requests import OffsetCommitRequest
 from .offset_entries import check_entries
 from .registry import RequestContext, api
@@ -32,5 +33,5 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> dict[str, Any
     accepted, topics = check_entries(ctx, req.topics, group_error, ctx.version >= 6)
     if accepted:
         offsets.commit(req.group_id, accepted)
-        ctx.cluster.notify_data()
+        ctx.cluster.notify_data(((OFFSETS_TOPIC, offsets.store.partition_for(req.group_id)),))
     return {"throttle_time_ms": 0, "topics": topics}

@@ -18,10 +18,12 @@ bounded descriptor cache (log/fd_cache.py, ``log.open.files.max``).
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import resource
 import shutil
 import uuid
+from collections.abc import Iterable
 
 from headwater.kafka.errors import ErrorCode
 
@@ -140,7 +142,8 @@ class Cluster:
             raise
         if replayed:
             log.info("%s-%d: replayed %d idempotent batches into producer state", topic.name, index, replayed)
-        topic.partitions.append(Partition(index, plog, PartitionFlusher(plog), state, self.notify_data))
+        topic.partitions.append(Partition(index, plog, PartitionFlusher(plog), state,
+                                          functools.partial(self.notify_data, ((topic.name, index),))))
         self.partition_count += 1
 
     def check_partition_limit(self, adding: int) -> None:
@@ -347,11 +350,11 @@ class Cluster:
 
     # -- long-poll fetch support ----------------------------------------------------------
 
-    def notify_data(self) -> None:
-        """Wake every fetch waiting for data (called after each append); a fetch carried on by the server's
-        answers reads and is answered within this call."""
-        self.data_waiters.notify()
+    def notify_data(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
+        """Wake the fetches waiting on ``partitions`` (topic, index) — every fetch when None — after an append;
+        a fetch carried on by the server's answers reads and is answered within this call."""
+        self.data_waiters.notify(partitions)
 
-    async def wait_for_data(self, timeout: float) -> None:
-        """Until the next append (notify_data) or ``timeout`` seconds."""
-        await self.data_waiters.wait(timeout)
+    async def wait_for_data(self, timeout: float, partitions: Iterable[tuple[str, int]]) -> None:
+        """Until the next append to one of ``partitions`` (notify_data) or ``timeout`` seconds."""
+        await self.data_waiters.wait(timeout, partitions)

@@ -1,7 +1,8 @@
 """Fetches parked until the next append (Kafka's fetch purgatory).
 
-A parked fetch waits on a ``DataWait``: a future, woken by the next ``notify`` (an append, a transaction
-marker, shutdown) or by its own timer. When the server's answers carry the fetch themselves (answers.py's
+A parked fetch waits on a ``DataWait``: a future, filed under each partition it reads and woken by the next
+``notify`` naming one of them (an append, a transaction marker, an offset commit; shutdown names all) or by
+its own timer. When the server's answers carry the fetch themselves (answers.py's
 ``Parked``) they set ``complete``: the wake then runs the fetch to its answer at once, inside the step that
 notified (Kafka's ``tryComplete`` from the append), instead of scheduling a Task step and a done callback.
 A ``DataWait`` awaited by an ordinary Task (``complete`` unset) is woken like any future.
@@ -10,9 +11,9 @@ A ``DataWait`` awaited by an ordinary Task (``complete`` unset) is woken like an
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-__all__ = ["DataWait", "DataWaiters"]
+__all__ = ["DataWait", "DataWaiters", "Key"]
 
 
 class DataWait(asyncio.Future[None]):
@@ -31,33 +32,59 @@ def wake(wait: DataWait) -> None:
         wait.complete()
 
 
-class DataWaiters:
-    """The fetches waiting for data, woken together by ``notify``."""
+Key = tuple[str, int]  # (topic, partition)
 
-    __slots__ = ("_waiting",)
+
+class DataWaiters:
+    """The fetches waiting for data, each under the partitions it reads (Kafka's purgatory watch keys): an
+    append wakes only the fetches reading its partitions, so a produce costs the same with one parked consumer
+    as with a thousand parked on other topics."""
+
+    __slots__ = ("_by_key",)
 
     def __init__(self) -> None:
-        self._waiting: set[DataWait] = set()
+        self._by_key: dict[Key, set[DataWait]] = {}
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        return len(set().union(*self._by_key.values())) if self._by_key else 0
 
-    def notify(self) -> None:
-        """Wake every waiting fetch. A fetch woken here that waits again joins the next notify, not this one."""
-        if not self._waiting:  # the common case under load: every fetch already has data
+    def notify(self, keys: Iterable[Key] | None = None) -> None:
+        """Wake the fetches waiting on any of ``keys`` (every fetch when None: shutdown). A fetch woken here
+        that waits again joins the next notify, not this one."""
+        by_key = self._by_key
+        if not by_key:  # the common case under load: every fetch already has data
             return
-        waiting, self._waiting = self._waiting, set()
-        for wait in waiting:
-            wake(wait)
+        if keys is None:
+            woken = set().union(*by_key.values())
+        else:
+            woken = set()
+            for key in keys:
+                waiting = by_key.get(key)
+                if waiting:
+                    woken |= waiting
+        for wait in woken:
+            wake(wait)  # its wait() removes it from every key once it resumes
 
-    async def wait(self, timeout: float) -> None:
-        """Until the next ``notify`` or ``timeout`` seconds: one future and one timer, no Task."""
+    async def wait(self, timeout: float, keys: Iterable[Key]) -> None:
+        """Until ``notify`` names one of ``keys`` (or all) or ``timeout`` seconds: one future and one timer, no Task."""
         loop = asyncio.get_running_loop()
         wait = DataWait(loop=loop)
-        self._waiting.add(wait)
+        watched = list(keys)
+        by_key = self._by_key
+        for key in watched:
+            waiting = by_key.get(key)
+            if waiting is None:
+                by_key[key] = {wait}
+            else:
+                waiting.add(wait)
         wait.timer = loop.call_later(timeout, wake, wait)
         try:
             await wait
         finally:
             wait.timer.cancel()
-            self._waiting.discard(wait)
+            for key in watched:
+                waiting = by_key.get(key)
+                if waiting is not None:
+                    waiting.discard(wait)
+                    if not waiting:
+                        del by_key[key]

@@ -36,4 +36,4 @@ def write_markers(cluster: Cluster, offsets: CommittedOffsets, txn: TxnMetadata,
         if topic == OFFSETS_TOPIC:
             offsets.end_transaction(index, txn.producer_id, commit)
     if txn.partitions:
-        cluster.notify_data()
+        cluster.notify_data(txn.partitions)

@@ -201,10 +201,13 @@ def test_cancelling_a_waiting_handler_cancels_it_where_it_waits(steps_before: in
     asyncio.run(scenario())
 
 
+READ = ("t", 0)  # the partition the fetches below read
+
+
 async def _long_poll(waiters: DataWaiters, value: bytes, timeout: float = 30.0, waits: int = 1) -> bytes:
-    """A Fetch's shape: wait for the next append (up to ``timeout``), ``waits`` times, then answer."""
+    """A Fetch's shape: wait for the next append to its partition (up to ``timeout``), ``waits`` times, then answer."""
     for _ in range(waits):
-        await waiters.wait(timeout)
+        await waiters.wait(timeout, [READ])
     return value
 
 
@@ -226,7 +229,9 @@ def test_a_parked_fetch_woken_by_an_append_is_answered_within_the_notify() -> No
         answers.add(parked)
         answers.flush()
         assert _sent_now(peer) == b""
-        waiters.notify()  # the append's notify: no await between it and the answer on the wire
+        waiters.notify([("t", 1), ("other", 0)])  # appends to partitions it does not read leave it parked
+        assert not parked.done() and len(waiters) == 1 and _sent_now(peer) == b""
+        waiters.notify([("other", 0), READ])  # the append's notify: no await between it and the answer on the wire
         assert parked.done() and len(answers) == 0 and len(waiters) == 0
         assert _sent_now(peer) == b"fetched"
         writer.close()
@@ -282,7 +287,7 @@ def test_cancelling_a_parked_fetch_cancels_it_where_it_waits() -> None:
 
         async def fetch() -> bytes:
             try:
-                await waiters.wait(30)
+                await waiters.wait(30, [READ])
             except asyncio.CancelledError:
                 seen.append("cancelled inside the handler")
                 raise
@@ -309,7 +314,7 @@ def test_a_parked_fetch_failing_when_woken_is_logged_and_closes_the_connection(
         waiters = DataWaiters()
 
         async def fetch() -> bytes:
-            await waiters.wait(30)
+            await waiters.wait(30, [READ])
             raise ValueError("fetch bug")
 
         answers.add(start_eagerly(fetch(), "peer-3"))
