@@ -277,6 +277,21 @@ class _Change:
         self.key, self.row, self.schema, self.missing = key, row, schema, missing
 
 
+_ROW_OPS = frozenset(("c", "r", "u"))  # the ops whose ``after`` row is written
+
+
+class _Taken:
+    """A put's changes so far: per table, the last change of each key (in first-seen order), the writes a
+    truncate cut off before it, and the truncates with their position among the writes."""
+
+    __slots__ = ("pending", "writes", "truncates")
+
+    def __init__(self) -> None:
+        self.pending: dict[tuple[str, str], dict[Any, _Change]] = {}
+        self.writes: list[tuple[tuple[str, str], dict[Any, _Change]]] = []
+        self.truncates: list[tuple[int, tuple[str, str]]] = []
+
+
 class _Consumed:
     """A consumed record as ``put`` reads it, for ``put_encoded``: the value converted, the key only when asked
     for (an upsert by the value's key columns never reads it)."""
@@ -338,67 +353,132 @@ class PostgresSinkTask(SinkTask):
 
     def put_encoded(self, batch: EncodedSinkBatch) -> bool:
         """``put`` of one partition's records still in wire form. A value that does not convert hands the batch
-        back (before anything is written), so the worker's path applies errors.tolerance to it as before."""
+        back (before anything is written), so the worker's path applies errors.tolerance to it as before.
+
+        Each value is converted and taken at once (the envelope is not kept, only its row). Inserts, reads and
+        updates in a map or Struct envelope whose row has all its values are taken here, without a record
+        object or the per-field helpers; anything else (tombstones, deletes, truncates, unchanged TOAST values,
+        plain rows, primary.key.mode=kafka) goes through ``_take`` as ``put``'s records do."""
         topic, partition = batch.topic, batch.kafka_partition
         floor = self.stored.get(TopicPartition(topic, partition), 0)
         value_of, key_of = self.value_converter.to_connect_data, self.key_converter.to_connect_data
-        try:
-            records = [_Consumed(topic, partition, offset, key, value_of(topic, value).value, key_of)
-                       for offset, key, value in zip(batch.offsets, batch.keys, batch.values, strict=True)
-                       if offset >= floor]
-        except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
-            log.debug("%s: a record of %s-%d does not convert here (%s): the worker converts the batch", self.name,
-                      topic, partition, exc)
-            return False
-        self._put(records)  # type: ignore[arg-type]  # (what put reads of a SinkRecord; the floor applied)
+        taken = _Taken()
+        pending, topic_tables = taken.pending, self.topic_tables
+        mode, key_fields, by_source = self.config.primary_key_mode, self.key_fields, self.by_source
+        placeholders = self.unavailable.columns
+        tables: dict[tuple[Any, ...], tuple[str, str]] = {}  # this batch's (schema, table, db) -> table
+        last = -1
+        for offset, key, data in zip(batch.offsets, batch.keys, batch.values, strict=True):
+            if offset < floor:
+                continue
+            last = offset
+            try:
+                value = value_of(topic, data).value
+            except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
+                return self._hand_back(topic, partition, exc)
+            # the fast lane: a c/r/u envelope (map or Struct) whose after row has all its values
+            if type(value) is dict:
+                fields = value if "op" in value and "source" in value and "after" in value else None
+            elif type(value) is Struct and _is_envelope(value):
+                fields = value.values
+            else:
+                fields = None
+            if fields is not None and mode != "kafka" and fields.get("op") in _ROW_OPS:
+                after = fields.get("after")
+                if type(after) is dict:
+                    row, schema = after, None
+                elif type(after) is Struct:
+                    row, schema = after.values, after.schema
+                else:
+                    row = None
+                if row is not None and not placeholders(row):
+                    if mode == "record_value":
+                        change_key = tuple([(n, row.get(n)) for n in key_fields])
+                    elif mode == "none":
+                        change_key = ()
+                    else:  # record_key: the key's fields, else the row's
+                        try:
+                            key_value = key_of(topic, key).value if key is not None else None
+                        except Exception as exc:  # noqa: BLE001 - as for a value
+                            return self._hand_back(topic, partition, exc)
+                        key_row = key_value if isinstance(key_value, dict) else _fields(key_value)[0] \
+                            if isinstance(key_value, Struct) else {}
+                        names = key_fields or list(key_row)
+                        change_key = tuple([(n, key_row[n] if n in key_row else row.get(n)) for n in names])
+                    table = None
+                    if by_source:  # as _table: the same source block names the same table
+                        source = fields.get("source")
+                        source = source.values if type(source) is Struct else source
+                        where = (source.get("schema"), source.get("table"), source.get("db")) \
+                            if type(source) is dict else None
+                        table = tables.get(where)
+                        if table is not None:
+                            topic_tables[topic] = table
+                    else:
+                        table = topic_tables.get(topic)
+                    if table is None:
+                        table = self._table(_Consumed(topic, partition, offset, key, value, key_of),  # type: ignore[arg-type]
+                                            True)
+                        if by_source and where is not None:
+                            tables[where] = table
+                    changes = pending.get(table)
+                    if changes is None:
+                        changes = pending[table] = {}
+                    changes[change_key if change_key else len(changes)] = _Change(change_key, row, schema)
+                    continue
+            self._take(_Consumed(topic, partition, offset, key, value, key_of), taken)  # type: ignore[arg-type]
+        if last >= 0:
+            self._flush(taken, {TopicPartition(topic, partition): last + 1})
         return True
+
+    def _hand_back(self, topic: str, partition: int, exc: Exception) -> bool:
+        log.debug("%s: a record of %s-%d does not convert here (%s): the worker converts the batch", self.name,
+                  topic, partition, exc)
+        return False
 
     def put(self, records: list[SinkRecord]) -> None:
         floors: dict[tuple[str, int], int] = {}  # what the offsets table already covers, per partition
-        fresh = []
+        taken = _Taken()
+        ends: dict[tuple[str, int], int] = {}
         for r in records:
             where = (r.topic, r.kafka_partition or 0)
             floor = floors.get(where)
             if floor is None:
                 floor = floors[where] = self.stored.get(TopicPartition(*where), 0)
             if r.kafka_offset >= floor:
-                fresh.append(r)
-        self._put(fresh)
+                self._take(r, taken)
+                if r.kafka_offset + 1 > ends.get(where, 0):
+                    ends[where] = r.kafka_offset + 1
+        if ends:
+            self._flush(taken, {TopicPartition(*where): end for where, end in ends.items()})
 
-    def _put(self, fresh: list[SinkRecord]) -> None:
-        """Write records the offsets table does not cover yet, with their offsets, in one transaction."""
-        if not fresh:
+    def _take(self, record: SinkRecord, taken: _Taken) -> None:
+        """One record the offsets table does not cover yet, into the put's pending changes."""
+        pending = taken.pending
+        envelope = _is_envelope(record.value)
+        table = self._table(record, envelope)
+        if envelope and _get(record.value, "op") == "t":
+            if table in pending:  # what came before the truncate is written before it
+                taken.writes.append((table, pending.pop(table)))
+            taken.truncates.append((len(taken.writes), table))
             return
-        pending: dict[tuple[str, str], dict[Any, _Change]] = {}
-        truncates: list[tuple[int, tuple[str, str]]] = []  # (position among the writes, table)
-        writes: list[tuple[tuple[str, str], dict[Any, _Change]]] = []
-        for record in fresh:
-            envelope = _is_envelope(record.value)
-            table = self._table(record, envelope)
-            if envelope and _get(record.value, "op") == "t":
-                if table in pending:  # what came before the truncate is written before it
-                    writes.append((table, pending.pop(table)))
-                truncates.append((len(writes), table))
-                continue
-            change = self._change(record, envelope)
-            if change is None:
-                continue
-            changes = pending.setdefault(table, {})
-            # The batch's last change of a key wins; rows without a key all append.
-            slot = change.key if change.key else len(changes)
-            earlier = changes.get(slot)
-            if change.missing and earlier is not None and earlier.row is not None and change.row is not None:
-                # unchanged TOAST values of a row written earlier in the batch: its values
-                row, missing = self.unavailable.fill(change.row, change.missing, earlier.row, earlier.missing)
-                change = _Change(change.key, row, change.schema, missing)
-            changes[slot] = change
-        writes.extend(pending.items())
-        ends: dict[tuple[str, int], int] = {}
-        for r in fresh:
-            where, end = (r.topic, r.kafka_partition or 0), r.kafka_offset + 1
-            if end > ends.get(where, 0):
-                ends[where] = end
-        next_offsets = {TopicPartition(*where): end for where, end in ends.items()}
+        change = self._change(record, envelope)
+        if change is None:
+            return
+        changes = pending.setdefault(table, {})
+        # The batch's last change of a key wins; rows without a key all append.
+        slot = change.key if change.key else len(changes)
+        earlier = changes.get(slot)
+        if change.missing and earlier is not None and earlier.row is not None and change.row is not None:
+            # unchanged TOAST values of a row written earlier in the batch: its values
+            row, missing = self.unavailable.fill(change.row, change.missing, earlier.row, earlier.missing)
+            change = _Change(change.key, row, change.schema, missing)
+        changes[slot] = change
+
+    def _flush(self, taken: _Taken, next_offsets: dict[TopicPartition, int]) -> None:
+        """Write the put's changes with its offsets, in one transaction."""
+        writes, truncates = taken.writes, taken.truncates
+        writes.extend(taken.pending.items())
         self._committed()  # the previous put's commit (its rows were sent while these were read)
         try:
             cut = 0
