@@ -192,7 +192,8 @@ def main() -> None:
             own = sorted(o for _, o, _ in got)
             pg = sorted(p for _, _, p in got)
             print(f"{what:10s}: median {rates[len(rates) // 2]:,.0f} rows/s ({', '.join(f'{r:,.0f}' for r in rates)}); "
-                  f"CPU/row python {own[len(own) // 2]:.1f} us, postgres {pg[len(pg) // 2]:.1f} us")
+                  f"CPU/row python {own[len(own) // 2]:.1f} us (least {own[0]:.1f}), postgres {pg[len(pg) // 2]:.1f} us "
+                  f"(least {pg[0]:.1f})")
     finally:
         server.stop()
 

@@ -18,7 +18,8 @@ import logging
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, ClassVar, Literal
+from operator import itemgetter
+from typing import Any, ClassVar, Literal, NamedTuple
 from urllib.parse import parse_qsl, unquote
 
 import psycopg
@@ -266,15 +267,16 @@ def _key_row(record: SinkRecord) -> dict[str, Any]:
     return _fields(key)[0] if isinstance(key, Struct | dict) else {}
 
 
-class _Change:
+class _Change(NamedTuple):
     """One row-level change: a row to write (``row``) or a key to delete (``row`` None); ``missing`` names
-    the row's columns whose value the source did not have (unchanged TOAST values), left as they are."""
+    the row's columns whose value the source did not have (unchanged TOAST values), left as they are.
+    A tuple, not an object: holding only plain values, the garbage collector stops tracking it, so a put's
+    thousands of changes do not make the process's full collections more frequent."""
 
-    __slots__ = ("key", "row", "schema", "missing")
-
-    def __init__(self, key: tuple[Any, ...], row: dict[str, Any] | None, schema: Schema | None,
-                 missing: tuple[str, ...] = ()) -> None:
-        self.key, self.row, self.schema, self.missing = key, row, schema, missing
+    key: tuple[Any, ...]
+    row: dict[str, Any] | None
+    schema: Schema | None
+    missing: tuple[str, ...] = ()
 
 
 _ROW_OPS = frozenset(("c", "r", "u"))  # the ops whose ``after`` row is written
@@ -634,7 +636,11 @@ class PostgresSinkTask(SinkTask):
                 "c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped", table).fetchall()
             known = self.columns[table] = dict(rows) if rows else {}
         wanted: dict[str, str] = {}
+        columns: dict[str, Any] = {}  # every row's columns (dict.update: no Python step per column and row)
         for ch in changes:
+            if ch.row is not None:
+                columns.update(ch.row)
+        for ch in changes if any(name not in known for name in columns) else ():
             if ch.row is None:
                 continue
             for name in ch.row:
@@ -701,11 +707,11 @@ class PostgresSinkTask(SinkTask):
     def _write_group(self, table: tuple[str, str], ident: sql.Identifier, rows: list[_Change],
                      missing: tuple[str, ...]) -> None:
         schema = rows[-1].schema
-        names: list[str] = []
+        seen: dict[str, Any] = {}  # the rows' columns in order of first appearance
         for ch in rows:
-            for n in ch.row or {}:
-                if n not in names and n not in missing:
-                    names.append(n)
+            if ch.row:
+                seen.update(ch.row)
+        names = [n for n in seen if n not in missing]
         key_names = [n for n, _ in rows[0].key] if rows[0].key and self.config.primary_key_mode != "none" else []
         if self.config.primary_key_mode == "kafka":
             names = [n for n in names if n not in key_names] + key_names
@@ -724,14 +730,24 @@ class PostgresSinkTask(SinkTask):
         kafka = self.config.primary_key_mode == "kafka"
         with self._db().cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(temp, cols)) as copy:
             write = copy.write_row
-            for ch in rows:
-                row = ch.row or {}
-                if kafka:
-                    row = {**row, **dict(ch.key)}
-                if as_is:
-                    write([row.get(n) for n in names])
-                else:
-                    write([None if (v := row.get(n)) is None else c(v) for n, c in columns])
+            if as_is and not kafka and len(names) > 1:  # the usual case: values as they are, in C
+                pick = itemgetter(*names)
+                for ch in rows:
+                    row = ch.row or {}
+                    try:
+                        values = pick(row)
+                    except KeyError:  # a row without some of the columns: NULL there
+                        values = [row.get(n) for n in names]
+                    write(values)
+            else:
+                for ch in rows:
+                    row = ch.row or {}
+                    if kafka:
+                        row = {**row, **dict(ch.key)}
+                    if as_is:
+                        write([row.get(n) for n in names])
+                    else:
+                        write([None if (v := row.get(n)) is None else c(v) for n, c in columns])
         if mode == "insert":
             if missing:
                 self._lacking(table, missing, [ch.key for ch in rows])
