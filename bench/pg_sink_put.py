@@ -65,7 +65,7 @@ def events(n: int) -> list[Message]:
 
 
 class Context(SinkTaskContext):
-    def offset(self, offsets: dict[TopicPartition, int]) -> None:  # type: ignore[override]
+    def offset(self, offsets: dict[TopicPartition, int]) -> None:
         pass
 
     def timeout(self, ms: int) -> None:
@@ -191,8 +191,9 @@ def main() -> None:
             rates = sorted(r for r, _, _ in got)
             own = sorted(o for _, o, _ in got)
             pg = sorted(p for _, _, p in got)
-            print(f"{what:10s}: median {rates[len(rates) // 2]:,.0f} rows/s ({', '.join(f'{r:,.0f}' for r in rates)}); "
-                  f"CPU/row python {own[len(own) // 2]:.1f} us (least {own[0]:.1f}), postgres {pg[len(pg) // 2]:.1f} us "
+            listed = ", ".join(f"{r:,.0f}" for r in rates)
+            print(f"{what:10s}: median {rates[len(rates) // 2]:,.0f} rows/s ({listed}); CPU/row python "
+                  f"{own[len(own) // 2]:.1f} us (least {own[0]:.1f}), postgres {pg[len(pg) // 2]:.1f} us "
                   f"(least {pg[0]:.1f})")
     finally:
         server.stop()

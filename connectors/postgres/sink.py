@@ -407,13 +407,13 @@ class PostgresSinkTask(SinkTask):
                             if isinstance(key_value, Struct) else {}
                         names = key_fields or list(key_row)
                         change_key = tuple([(n, key_row[n] if n in key_row else row.get(n)) for n in names])
-                    table = None
+                    table, where = None, None
                     if by_source:  # as _table: the same source block names the same table
                         source = fields.get("source")
                         source = source.values if type(source) is Struct else source
-                        where = (source.get("schema"), source.get("table"), source.get("db")) \
-                            if type(source) is dict else None
-                        table = tables.get(where)
+                        if type(source) is dict:
+                            where = (source.get("schema"), source.get("table"), source.get("db"))
+                            table = tables.get(where)
                         if table is not None:
                             topic_tables[topic] = table
                     else:
@@ -421,7 +421,7 @@ class PostgresSinkTask(SinkTask):
                     if table is None:
                         table = self._table(_Consumed(topic, partition, offset, key, value, key_of),  # type: ignore[arg-type]
                                             True)
-                        if by_source and where is not None:
+                        if where is not None:
                             tables[where] = table
                     changes = pending.get(table)
                     if changes is None:

@@ -23,7 +23,7 @@ TOPIC = "lanes.public.items"
 
 
 class _Context(SinkTaskContext):
-    def offset(self, offsets: dict[TopicPartition, int]) -> None:  # type: ignore[override]
+    def offset(self, offsets: dict[TopicPartition, int]) -> None:
         pass
 
     def timeout(self, ms: int) -> None:
@@ -142,7 +142,8 @@ def test_a_batch_in_wire_form_writes_what_put_writes(postgres: Any, mode: str, s
         for start in range(0, len(messages), 25):
             records = []
             for m in messages[start:start + 25]:
-                key, value = key_converter.to_connect_data(TOPIC, m.key), value_converter.to_connect_data(TOPIC, m.value)
+                key = key_converter.to_connect_data(TOPIC, m.key)
+                value = value_converter.to_connect_data(TOPIC, m.value)
                 records.append(SinkRecord(TOPIC, value.value, key.value, 0, key.schema, value.schema, 0, [], m.offset))
             task.put(records)
     finally:
