@@ -127,26 +127,31 @@ def run_sink(server: Any, dbname: str, messages: list[Message], batch: int, mode
 
 def run_anchor(server: Any, dbname: str, messages: list[Message], batch: int, merge: bool) -> None:
     with psycopg.connect(server.dsn(dbname)) as conn:
-        conn.execute("CREATE TABLE lat_t (id text PRIMARY KEY, v text)")
-        conn.execute("CREATE TABLE offsets (topic text, partition int, next_offset bigint, "
-                     "PRIMARY KEY (topic, partition))")
+        write_plainly(conn, messages, batch, merge)
+
+
+def write_plainly(conn: psycopg.Connection[Any], messages: list[Message], batch: int, merge: bool) -> None:
+    """The anchor: what an upsert sink must do at the least, with nothing but json.loads and psycopg."""
+    conn.execute("CREATE TABLE lat_t (id text PRIMARY KEY, v text)")
+    conn.execute("CREATE TABLE offsets (topic text, partition int, next_offset bigint, "
+                 "PRIMARY KEY (topic, partition))")
+    conn.commit()
+    loads = json.loads
+    for start in range(0, len(messages), batch):
+        chunk = messages[start:start + batch]
+        target = "lat_t"
+        if merge:
+            conn.execute("CREATE TEMP TABLE stage (LIKE lat_t) ON COMMIT DROP")
+            target = "stage"
+        with conn.cursor().copy(f"COPY {target} (id, v) FROM STDIN") as copy:
+            for m in chunk:
+                after = loads(m.value)["after"]
+                copy.write_row((after["id"], after["v"]))
+        if merge:
+            conn.execute("INSERT INTO lat_t SELECT * FROM stage ON CONFLICT (id) DO UPDATE SET v = excluded.v")
+        conn.execute("INSERT INTO offsets VALUES (%s, 0, %s) ON CONFLICT (topic, partition) DO UPDATE SET "
+                     "next_offset = excluded.next_offset", (TOPIC, chunk[-1].offset + 1))
         conn.commit()
-        loads = json.loads
-        for start in range(0, len(messages), batch):
-            chunk = messages[start:start + batch]
-            target = "lat_t"
-            if merge:
-                conn.execute("CREATE TEMP TABLE stage (LIKE lat_t) ON COMMIT DROP")
-                target = "stage"
-            with conn.cursor().copy(f"COPY {target} (id, v) FROM STDIN") as copy:
-                for m in chunk:
-                    after = loads(m.value)["after"]
-                    copy.write_row((after["id"], after["v"]))
-            if merge:
-                conn.execute("INSERT INTO lat_t SELECT * FROM stage ON CONFLICT (id) DO UPDATE SET v = excluded.v")
-            conn.execute("INSERT INTO offsets VALUES (%s, 0, %s) ON CONFLICT (topic, partition) DO UPDATE SET "
-                         "next_offset = excluded.next_offset", (TOPIC, chunk[-1].offset + 1))
-            conn.commit()
 
 
 def main() -> None:
