@@ -304,8 +304,9 @@ def sink_anchor(server, bootstrap: str, topic: str, count: int) -> float:
     deadline = time.monotonic() + 120
     while len(messages) < count and time.monotonic() < deadline:
         for m in consumer.consume(10000, 0.5):
-            if m.error() is None and m.value():
-                messages.append(Message(m.offset(), m.key() or b"", m.value()))
+            value, offset = m.value(), m.offset()
+            if m.error() is None and value and offset is not None:
+                messages.append(Message(offset, m.key() or b"", value))
     consumer.close()
     if len(messages) < count:
         raise SystemExit(f"the anchor read {len(messages)} of {count} records of {topic}")

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal
 from operator import itemgetter
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Final, Literal
 from urllib.parse import parse_qsl, unquote
 
 import psycopg
@@ -267,16 +267,14 @@ def _key_row(record: SinkRecord) -> dict[str, Any]:
     return _fields(key)[0] if isinstance(key, Struct | dict) else {}
 
 
-class _Change(NamedTuple):
-    """One row-level change: a row to write (``row``) or a key to delete (``row`` None); ``missing`` names
-    the row's columns whose value the source did not have (unchanged TOAST values), left as they are.
-    A tuple, not an object: holding only plain values, the garbage collector stops tracking it, so a put's
-    thousands of changes do not make the process's full collections more frequent."""
-
-    key: tuple[Any, ...]
-    row: dict[str, Any] | None
-    schema: Schema | None
-    missing: tuple[str, ...] = ()
+#: One row-level change: (key, row, schema, missing): a row to write (``row``) or a key to delete (``row`` None);
+#: ``missing`` names the row's columns whose value the source did not have (unchanged TOAST values), left as they
+#: are. A plain tuple, not an object: made and read without a Python-level call (a put makes thousands).
+_Change = tuple[tuple[Any, ...], dict[str, Any] | None, Schema | None, tuple[str, ...]]
+_KEY: Final = 0
+_ROW: Final = 1
+_SCHEMA: Final = 2
+_MISSING: Final = 3
 
 
 _ROW_OPS = frozenset(("c", "r", "u"))  # the ops whose ``after`` row is written
@@ -426,7 +424,7 @@ class PostgresSinkTask(SinkTask):
                     changes = pending.get(table)
                     if changes is None:
                         changes = pending[table] = {}
-                    changes[change_key if change_key else len(changes)] = _Change(change_key, row, schema)
+                    changes[change_key if change_key else len(changes)] = (change_key, row, schema, ())
                     continue
             self._take(_Consumed(topic, partition, offset, key, value, key_of), taken)  # type: ignore[arg-type]
         if last >= 0:
@@ -469,12 +467,12 @@ class PostgresSinkTask(SinkTask):
             return
         changes = pending.setdefault(table, {})
         # The batch's last change of a key wins; rows without a key all append.
-        slot = change.key if change.key else len(changes)
+        slot = change[_KEY] if change[_KEY] else len(changes)
         earlier = changes.get(slot)
-        if change.missing and earlier is not None and earlier.row is not None and change.row is not None:
+        if change[_MISSING] and earlier is not None and earlier[_ROW] is not None and change[_ROW] is not None:
             # unchanged TOAST values of a row written earlier in the batch: its values
-            row, missing = self.unavailable.fill(change.row, change.missing, earlier.row, earlier.missing)
-            change = _Change(change.key, row, change.schema, missing)
+            row, missing = self.unavailable.fill(change[_ROW], change[_MISSING], earlier[_ROW], earlier[_MISSING])
+            change = (change[_KEY], row, change[_SCHEMA], missing)
         changes[slot] = change
 
     def _flush(self, taken: _Taken, next_offsets: dict[TopicPartition, int]) -> None:
@@ -546,7 +544,7 @@ class PostgresSinkTask(SinkTask):
         value = record.value
         before = None
         if value is None:  # a tombstone
-            return _Change(self._key(record, _key_row(record), None), None, None) if self.config.delete_enabled \
+            return (self._key(record, _key_row(record), None), None, None, ()) if self.config.delete_enabled \
                 else None
         if envelope:
             op = _get(value, "op")
@@ -556,7 +554,7 @@ class PostgresSinkTask(SinkTask):
                 before = _get(value, "before")
                 key_row = _key_row(record)
                 row, _ = _fields(before) if before is not None else (key_row, None)
-                return _Change(self._key(record, key_row, row), None, None)
+                return (self._key(record, key_row, row), None, None, ())
             if op == "t" or op == "m":
                 return None
             before = _get(value, "before")
@@ -567,7 +565,7 @@ class PostgresSinkTask(SinkTask):
         missing = self.unavailable.columns(row)
         if missing:  # from the before image when it has them (REPLICA IDENTITY FULL)
             row, missing = self.unavailable.fill(row, missing, before)
-        return _Change(self._key(record, None, row), row, schema, missing)
+        return self._key(record, None, row), row, schema, missing
 
     def _key(self, record: SinkRecord, key_row: dict[str, Any] | None, row: dict[str, Any] | None
              ) -> tuple[Any, ...]:
@@ -638,16 +636,16 @@ class PostgresSinkTask(SinkTask):
         wanted: dict[str, str] = {}
         columns: dict[str, Any] = {}  # every row's columns (dict.update: no Python step per column and row)
         for ch in changes:
-            if ch.row is not None:
-                columns.update(ch.row)
+            if ch[_ROW] is not None:
+                columns.update(ch[_ROW])
         for ch in changes if any(name not in known for name in columns) else ():
-            if ch.row is None:
+            if ch[_ROW] is None:
                 continue
-            for name in ch.row:
+            for name in ch[_ROW]:
                 if name not in known and name not in wanted:
-                    f = ch.schema.field(name) if ch.schema is not None else None
+                    f = ch[_SCHEMA].field(name) if ch[_SCHEMA] is not None else None
                     wanted[name] = _pg_type(f.schema) if f is not None else "text"
-        key_names = [n for n, _ in changes[0].key] if changes and changes[0].key else []
+        key_names = [n for n, _ in changes[0][_KEY]] if changes and changes[0][_KEY] else []
         ident = sql.Identifier(*table)
         if not known:
             if not self.config.creates():
@@ -684,8 +682,8 @@ class PostgresSinkTask(SinkTask):
     def _write(self, table: tuple[str, str], changes: list[_Change]) -> None:
         self._ensure(table, changes)
         ident = sql.Identifier(*table)
-        deletes = [ch.key for ch in changes if ch.row is None and ch.key]
-        rows = [ch for ch in changes if ch.row is not None]
+        deletes = [ch[_KEY] for ch in changes if ch[_ROW] is None and ch[_KEY]]
+        rows = [ch for ch in changes if ch[_ROW] is not None]
         if rows:
             self._write_rows(table, ident, rows)
         if deletes:
@@ -700,19 +698,19 @@ class PostgresSinkTask(SinkTask):
         in one statement per set of lacking columns, which leaves those columns out."""
         groups: dict[tuple[str, ...], list[_Change]] = {}
         for ch in rows:
-            groups.setdefault(ch.missing, []).append(ch)
+            groups.setdefault(ch[_MISSING], []).append(ch)
         for missing, group in groups.items():
             self._write_group(table, ident, group, missing)
 
     def _write_group(self, table: tuple[str, str], ident: sql.Identifier, rows: list[_Change],
                      missing: tuple[str, ...]) -> None:
-        schema = rows[-1].schema
+        schema = rows[-1][_SCHEMA]
         seen: dict[str, Any] = {}  # the rows' columns in order of first appearance
         for ch in rows:
-            if ch.row:
-                seen.update(ch.row)
+            if ch[_ROW]:
+                seen.update(ch[_ROW])
         names = [n for n in seen if n not in missing]
-        key_names = [n for n, _ in rows[0].key] if rows[0].key and self.config.primary_key_mode != "none" else []
+        key_names = [n for n, _ in rows[0][_KEY]] if rows[0][_KEY] and self.config.primary_key_mode != "none" else []
         if self.config.primary_key_mode == "kafka":
             names = [n for n in names if n not in key_names] + key_names
         convert = {n: _to_pg(f.schema if schema is not None and (f := schema.field(n)) is not None else None)
@@ -733,7 +731,7 @@ class PostgresSinkTask(SinkTask):
             if as_is and not kafka and len(names) > 1:  # the usual case: values as they are, in C
                 pick = itemgetter(*names)
                 for ch in rows:
-                    row = ch.row or {}
+                    row = ch[_ROW] or {}
                     try:
                         values = pick(row)
                     except KeyError:  # a row without some of the columns: NULL there
@@ -741,16 +739,16 @@ class PostgresSinkTask(SinkTask):
                     write(values)
             else:
                 for ch in rows:
-                    row = ch.row or {}
+                    row = ch[_ROW] or {}
                     if kafka:
-                        row = {**row, **dict(ch.key)}
+                        row = {**row, **dict(ch[_KEY])}
                     if as_is:
                         write([row.get(n) for n in names])
                     else:
                         write([None if (v := row.get(n)) is None else c(v) for n, c in columns])
         if mode == "insert":
             if missing:
-                self._lacking(table, missing, [ch.key for ch in rows])
+                self._lacking(table, missing, [ch[_KEY] for ch in rows])
             return
         if mode == "update":
             others = [n for n in names if n not in key_names]
