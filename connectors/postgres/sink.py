@@ -366,6 +366,7 @@ class PostgresSinkTask(SinkTask):
         pending, topic_tables = taken.pending, self.topic_tables
         mode, key_fields, by_source = self.config.primary_key_mode, self.key_fields, self.by_source
         placeholders = self.unavailable.columns
+        only = key_fields[0] if len(key_fields) == 1 else None  # the usual key: one column
         tables: dict[tuple[Any, ...], tuple[str, str]] = {}  # this batch's (schema, table, db) -> table
         last = -1
         for offset, key, data in zip(batch.offsets, batch.keys, batch.values, strict=True):
@@ -393,7 +394,8 @@ class PostgresSinkTask(SinkTask):
                     row = None
                 if row is not None and not placeholders(row):
                     if mode == "record_value":
-                        change_key = tuple([(n, row.get(n)) for n in key_fields])
+                        change_key = ((only, row.get(only)),) if only is not None else \
+                            tuple([(n, row.get(n)) for n in key_fields])
                     elif mode == "none":
                         change_key = ()
                     else:  # record_key: the key's fields, else the row's
