@@ -7,7 +7,8 @@
    written and timed from its resume, so it reads a backlog as pg_recvlogical does.
 2. Snapshot: rows/s of the initial snapshot of an N-row table.
 3. Latency: commit -> topic at a steady rate (default 5,000 changes/s), p50 and p99.
-4. Sink: rows/s from the topic into another database.
+4. Sink: rows/s from the topic into another database, and the same rows written with nothing but json.loads
+   and psycopg (COPY, INSERT ... ON CONFLICT) in the same run: the anchor.
 5. Exactly once (``--phases eos``; always split): streaming events/s of the same connector on a worker with
    ``exactly.once.source.support=enabled`` (``exactly.once.support=required``; transaction.boundary poll, and
    connector) against a worker without it, on the same broker, in alternating rounds of ``--eos-changes``
@@ -250,7 +251,7 @@ def latency(server, up: ConnectProcess | SplitWorker, db: psycopg.Connection, db
     return topic
 
 
-def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> None:
+def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> float:
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
         admin.execute("CREATE DATABASE bench_b")
     name = unique("sink")
@@ -287,6 +288,40 @@ def sink(server, up: ConnectProcess | SplitWorker, topic: str, count: int) -> No
     print(f"sink: {count:,} rows into another database in {took:.1f}s from the connector's creation: "
           f"{count / took:,.0f} rows/s{steady}")
     print(cpu.report(count, "row"))
+    return (count - first[1]) / (now - first[0]) if steady and first is not None else count / took
+
+
+def sink_anchor(server, bootstrap: str, topic: str, count: int) -> float:
+    """The same rows written with nothing but psycopg (bench/pg_sink_put.py's anchor: json.loads of each value,
+    COPY into a temporary table, INSERT ... ON CONFLICT, the offsets row and COMMIT per 10,000 rows), after
+    reading the values from the topic (not timed): what this machine allows a Python sink. Returns rows/s."""
+    from confluent_kafka import Consumer, TopicPartition
+    from pg_sink_put import Message, write_plainly
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("anchor"), "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    messages: list[Message] = []
+    deadline = time.monotonic() + 120
+    while len(messages) < count and time.monotonic() < deadline:
+        for m in consumer.consume(10000, 0.5):
+            value, offset = m.value(), m.offset()
+            if m.error() is None and value and offset is not None:
+                messages.append(Message(offset, m.key() or b"", value))
+    consumer.close()
+    if len(messages) < count:
+        raise SystemExit(f"the anchor read {len(messages)} of {count} records of {topic}")
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        admin.execute("CREATE DATABASE bench_anchor")
+    with psycopg.connect(server.dsn("bench_anchor")) as conn:
+        cpu = Cpu(os.getpid(), conn)  # (read before the connection closes: its backend's CPU is counted)
+        started = time.monotonic()
+        write_plainly(conn, messages[:count], 10_000, merge=True)
+        took = time.monotonic() - started
+        report = cpu.report(count, "row").replace("headwater", "python")
+    print(f"anchor: the same rows with json.loads and psycopg's COPY + INSERT ... ON CONFLICT per 10,000: "
+          f"{count / took:,.0f} rows/s")
+    print(report)
+    return count / took
 
 
 def exactly_once(server, up: SplitWorker, db: psycopg.Connection, dbname: str, changes: int, rounds: int) -> None:
@@ -406,7 +441,9 @@ def main() -> None:
             if "latency" in phases or "sink" in phases:
                 topic = latency(server, up, db, "bench", args.rate, args.seconds)
                 if "sink" in phases:
-                    sink(server, up, topic, args.rate * args.seconds)
+                    rate = sink(server, up, topic, args.rate * args.seconds)
+                    ceiling = sink_anchor(server, up.bootstrap, topic, args.rate * args.seconds)
+                    print(f"sink after its first put / anchor: {rate / ceiling:.2f}")
             if "eos" in phases:
                 assert isinstance(up, SplitWorker)
                 exactly_once(server, up, db, "bench", args.eos_changes, args.eos_rounds)

@@ -69,10 +69,17 @@ class Unavailable:
         self.text = p.text
         self.shapes = (p.text, p.binary, [p.text], [p.binary], p.ints, [p.uuid], {p.text: p.text},
                        json.dumps({p.text: p.text}, separators=(",", ":")))
+        #: the shapes a hashable value can equal (a list or map shape only equals a list or map, unhashable)
+        self.hashable = frozenset(shape for shape in self.shapes if isinstance(shape, str | bytes))
 
     def columns(self, row: dict[str, Any]) -> tuple[str, ...]:
-        """The row's columns holding the placeholder (the usual answer, none, costs a few C-level scans)."""
+        """The row's columns holding the placeholder (the usual answer, none, costs one C-level pass)."""
         values = tuple(row.values())  # a tuple's scan is faster than dict_values'
+        try:
+            if self.hashable.isdisjoint(values):
+                return ()
+        except TypeError:  # a list or map among the values: compared with every shape below
+            pass
         for shape in self.shapes:
             if shape in values:
                 break

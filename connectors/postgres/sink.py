@@ -18,7 +18,8 @@ import logging
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, ClassVar, Literal
+from operator import itemgetter
+from typing import Any, ClassVar, Final, Literal
 from urllib.parse import parse_qsl, unquote
 
 import psycopg
@@ -266,15 +267,29 @@ def _key_row(record: SinkRecord) -> dict[str, Any]:
     return _fields(key)[0] if isinstance(key, Struct | dict) else {}
 
 
-class _Change:
-    """One row-level change: a row to write (``row``) or a key to delete (``row`` None); ``missing`` names
-    the row's columns whose value the source did not have (unchanged TOAST values), left as they are."""
+#: One row-level change: (key, row, schema, missing): a row to write (``row``) or a key to delete (``row`` None);
+#: ``missing`` names the row's columns whose value the source did not have (unchanged TOAST values), left as they
+#: are. A plain tuple, not an object: made and read without a Python-level call (a put makes thousands).
+_Change = tuple[tuple[Any, ...], dict[str, Any] | None, Schema | None, tuple[str, ...]]
+_KEY: Final = 0
+_ROW: Final = 1
+_SCHEMA: Final = 2
+_MISSING: Final = 3
 
-    __slots__ = ("key", "row", "schema", "missing")
 
-    def __init__(self, key: tuple[Any, ...], row: dict[str, Any] | None, schema: Schema | None,
-                 missing: tuple[str, ...] = ()) -> None:
-        self.key, self.row, self.schema, self.missing = key, row, schema, missing
+_ROW_OPS = frozenset(("c", "r", "u"))  # the ops whose ``after`` row is written
+
+
+class _Taken:
+    """A put's changes so far: per table, the last change of each key (in first-seen order), the writes a
+    truncate cut off before it, and the truncates with their position among the writes."""
+
+    __slots__ = ("pending", "writes", "truncates")
+
+    def __init__(self) -> None:
+        self.pending: dict[tuple[str, str], dict[Any, _Change]] = {}
+        self.writes: list[tuple[tuple[str, str], dict[Any, _Change]]] = []
+        self.truncates: list[tuple[int, tuple[str, str]]] = []
 
 
 class _Consumed:
@@ -338,67 +353,134 @@ class PostgresSinkTask(SinkTask):
 
     def put_encoded(self, batch: EncodedSinkBatch) -> bool:
         """``put`` of one partition's records still in wire form. A value that does not convert hands the batch
-        back (before anything is written), so the worker's path applies errors.tolerance to it as before."""
+        back (before anything is written), so the worker's path applies errors.tolerance to it as before.
+
+        Each value is converted and taken at once (the envelope is not kept, only its row). Inserts, reads and
+        updates in a map or Struct envelope whose row has all its values are taken here, without a record
+        object or the per-field helpers; anything else (tombstones, deletes, truncates, unchanged TOAST values,
+        plain rows, primary.key.mode=kafka) goes through ``_take`` as ``put``'s records do."""
         topic, partition = batch.topic, batch.kafka_partition
         floor = self.stored.get(TopicPartition(topic, partition), 0)
         value_of, key_of = self.value_converter.to_connect_data, self.key_converter.to_connect_data
-        try:
-            records = [_Consumed(topic, partition, offset, key, value_of(topic, value).value, key_of)
-                       for offset, key, value in zip(batch.offsets, batch.keys, batch.values, strict=True)
-                       if offset >= floor]
-        except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
-            log.debug("%s: a record of %s-%d does not convert here (%s): the worker converts the batch", self.name,
-                      topic, partition, exc)
-            return False
-        self._put(records)  # type: ignore[arg-type]  # (what put reads of a SinkRecord; the floor applied)
+        taken = _Taken()
+        pending, topic_tables = taken.pending, self.topic_tables
+        mode, key_fields, by_source = self.config.primary_key_mode, self.key_fields, self.by_source
+        placeholders = self.unavailable.columns
+        only = key_fields[0] if len(key_fields) == 1 else None  # the usual key: one column
+        tables: dict[tuple[Any, ...], tuple[str, str]] = {}  # this batch's (schema, table, db) -> table
+        last = -1
+        for offset, key, data in zip(batch.offsets, batch.keys, batch.values, strict=True):
+            if offset < floor:
+                continue
+            last = offset
+            try:
+                value = value_of(topic, data).value
+            except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
+                return self._hand_back(topic, partition, exc)
+            # the fast lane: a c/r/u envelope (map or Struct) whose after row has all its values
+            if type(value) is dict:
+                fields = value if "op" in value and "source" in value and "after" in value else None
+            elif type(value) is Struct and _is_envelope(value):
+                fields = value.values
+            else:
+                fields = None
+            if fields is not None and mode != "kafka" and fields.get("op") in _ROW_OPS:
+                after = fields.get("after")
+                if type(after) is dict:
+                    row, schema = after, None
+                elif type(after) is Struct:
+                    row, schema = after.values, after.schema
+                else:
+                    row = None
+                if row is not None and not placeholders(row):
+                    if mode == "record_value":
+                        change_key = ((only, row.get(only)),) if only is not None else \
+                            tuple([(n, row.get(n)) for n in key_fields])
+                    elif mode == "none":
+                        change_key = ()
+                    else:  # record_key: the key's fields, else the row's
+                        try:
+                            key_value = key_of(topic, key).value if key is not None else None
+                        except Exception as exc:  # noqa: BLE001 - as for a value
+                            return self._hand_back(topic, partition, exc)
+                        key_row = key_value if isinstance(key_value, dict) else _fields(key_value)[0] \
+                            if isinstance(key_value, Struct) else {}
+                        names = key_fields or list(key_row)
+                        change_key = tuple([(n, key_row[n] if n in key_row else row.get(n)) for n in names])
+                    table, where = None, None
+                    if by_source:  # as _table: the same source block names the same table
+                        source = fields.get("source")
+                        source = source.values if type(source) is Struct else source
+                        if type(source) is dict:
+                            where = (source.get("schema"), source.get("table"), source.get("db"))
+                            table = tables.get(where)
+                        if table is not None:
+                            topic_tables[topic] = table
+                    else:
+                        table = topic_tables.get(topic)
+                    if table is None:
+                        table = self._table(_Consumed(topic, partition, offset, key, value, key_of),  # type: ignore[arg-type]
+                                            True)
+                        if where is not None:
+                            tables[where] = table
+                    changes = pending.get(table)
+                    if changes is None:
+                        changes = pending[table] = {}
+                    changes[change_key if change_key else len(changes)] = (change_key, row, schema, ())
+                    continue
+            self._take(_Consumed(topic, partition, offset, key, value, key_of), taken)  # type: ignore[arg-type]
+        if last >= 0:
+            self._flush(taken, {TopicPartition(topic, partition): last + 1})
         return True
+
+    def _hand_back(self, topic: str, partition: int, exc: Exception) -> bool:
+        log.debug("%s: a record of %s-%d does not convert here (%s): the worker converts the batch", self.name,
+                  topic, partition, exc)
+        return False
 
     def put(self, records: list[SinkRecord]) -> None:
         floors: dict[tuple[str, int], int] = {}  # what the offsets table already covers, per partition
-        fresh = []
+        taken = _Taken()
+        ends: dict[tuple[str, int], int] = {}
         for r in records:
             where = (r.topic, r.kafka_partition or 0)
             floor = floors.get(where)
             if floor is None:
                 floor = floors[where] = self.stored.get(TopicPartition(*where), 0)
             if r.kafka_offset >= floor:
-                fresh.append(r)
-        self._put(fresh)
+                self._take(r, taken)
+                if r.kafka_offset + 1 > ends.get(where, 0):
+                    ends[where] = r.kafka_offset + 1
+        if ends:
+            self._flush(taken, {TopicPartition(*where): end for where, end in ends.items()})
 
-    def _put(self, fresh: list[SinkRecord]) -> None:
-        """Write records the offsets table does not cover yet, with their offsets, in one transaction."""
-        if not fresh:
+    def _take(self, record: SinkRecord, taken: _Taken) -> None:
+        """One record the offsets table does not cover yet, into the put's pending changes."""
+        pending = taken.pending
+        envelope = _is_envelope(record.value)
+        table = self._table(record, envelope)
+        if envelope and _get(record.value, "op") == "t":
+            if table in pending:  # what came before the truncate is written before it
+                taken.writes.append((table, pending.pop(table)))
+            taken.truncates.append((len(taken.writes), table))
             return
-        pending: dict[tuple[str, str], dict[Any, _Change]] = {}
-        truncates: list[tuple[int, tuple[str, str]]] = []  # (position among the writes, table)
-        writes: list[tuple[tuple[str, str], dict[Any, _Change]]] = []
-        for record in fresh:
-            envelope = _is_envelope(record.value)
-            table = self._table(record, envelope)
-            if envelope and _get(record.value, "op") == "t":
-                if table in pending:  # what came before the truncate is written before it
-                    writes.append((table, pending.pop(table)))
-                truncates.append((len(writes), table))
-                continue
-            change = self._change(record, envelope)
-            if change is None:
-                continue
-            changes = pending.setdefault(table, {})
-            # The batch's last change of a key wins; rows without a key all append.
-            slot = change.key if change.key else len(changes)
-            earlier = changes.get(slot)
-            if change.missing and earlier is not None and earlier.row is not None and change.row is not None:
-                # unchanged TOAST values of a row written earlier in the batch: its values
-                row, missing = self.unavailable.fill(change.row, change.missing, earlier.row, earlier.missing)
-                change = _Change(change.key, row, change.schema, missing)
-            changes[slot] = change
-        writes.extend(pending.items())
-        ends: dict[tuple[str, int], int] = {}
-        for r in fresh:
-            where, end = (r.topic, r.kafka_partition or 0), r.kafka_offset + 1
-            if end > ends.get(where, 0):
-                ends[where] = end
-        next_offsets = {TopicPartition(*where): end for where, end in ends.items()}
+        change = self._change(record, envelope)
+        if change is None:
+            return
+        changes = pending.setdefault(table, {})
+        # The batch's last change of a key wins; rows without a key all append.
+        slot = change[_KEY] if change[_KEY] else len(changes)
+        earlier = changes.get(slot)
+        if change[_MISSING] and earlier is not None and earlier[_ROW] is not None and change[_ROW] is not None:
+            # unchanged TOAST values of a row written earlier in the batch: its values
+            row, missing = self.unavailable.fill(change[_ROW], change[_MISSING], earlier[_ROW], earlier[_MISSING])
+            change = (change[_KEY], row, change[_SCHEMA], missing)
+        changes[slot] = change
+
+    def _flush(self, taken: _Taken, next_offsets: dict[TopicPartition, int]) -> None:
+        """Write the put's changes with its offsets, in one transaction."""
+        writes, truncates = taken.writes, taken.truncates
+        writes.extend(taken.pending.items())
         self._committed()  # the previous put's commit (its rows were sent while these were read)
         try:
             cut = 0
@@ -464,7 +546,7 @@ class PostgresSinkTask(SinkTask):
         value = record.value
         before = None
         if value is None:  # a tombstone
-            return _Change(self._key(record, _key_row(record), None), None, None) if self.config.delete_enabled \
+            return (self._key(record, _key_row(record), None), None, None, ()) if self.config.delete_enabled \
                 else None
         if envelope:
             op = _get(value, "op")
@@ -474,7 +556,7 @@ class PostgresSinkTask(SinkTask):
                 before = _get(value, "before")
                 key_row = _key_row(record)
                 row, _ = _fields(before) if before is not None else (key_row, None)
-                return _Change(self._key(record, key_row, row), None, None)
+                return (self._key(record, key_row, row), None, None, ())
             if op == "t" or op == "m":
                 return None
             before = _get(value, "before")
@@ -485,7 +567,7 @@ class PostgresSinkTask(SinkTask):
         missing = self.unavailable.columns(row)
         if missing:  # from the before image when it has them (REPLICA IDENTITY FULL)
             row, missing = self.unavailable.fill(row, missing, before)
-        return _Change(self._key(record, None, row), row, schema, missing)
+        return self._key(record, None, row), row, schema, missing
 
     def _key(self, record: SinkRecord, key_row: dict[str, Any] | None, row: dict[str, Any] | None
              ) -> tuple[Any, ...]:
@@ -554,14 +636,18 @@ class PostgresSinkTask(SinkTask):
                 "c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped", table).fetchall()
             known = self.columns[table] = dict(rows) if rows else {}
         wanted: dict[str, str] = {}
+        columns: dict[str, Any] = {}  # every row's columns (dict.update: no Python step per column and row)
         for ch in changes:
-            if ch.row is None:
+            if ch[_ROW] is not None:
+                columns.update(ch[_ROW])
+        for ch in changes if any(name not in known for name in columns) else ():
+            if ch[_ROW] is None:
                 continue
-            for name in ch.row:
+            for name in ch[_ROW]:
                 if name not in known and name not in wanted:
-                    f = ch.schema.field(name) if ch.schema is not None else None
+                    f = ch[_SCHEMA].field(name) if ch[_SCHEMA] is not None else None
                     wanted[name] = _pg_type(f.schema) if f is not None else "text"
-        key_names = [n for n, _ in changes[0].key] if changes and changes[0].key else []
+        key_names = [n for n, _ in changes[0][_KEY]] if changes and changes[0][_KEY] else []
         ident = sql.Identifier(*table)
         if not known:
             if not self.config.creates():
@@ -598,8 +684,8 @@ class PostgresSinkTask(SinkTask):
     def _write(self, table: tuple[str, str], changes: list[_Change]) -> None:
         self._ensure(table, changes)
         ident = sql.Identifier(*table)
-        deletes = [ch.key for ch in changes if ch.row is None and ch.key]
-        rows = [ch for ch in changes if ch.row is not None]
+        deletes = [ch[_KEY] for ch in changes if ch[_ROW] is None and ch[_KEY]]
+        rows = [ch for ch in changes if ch[_ROW] is not None]
         if rows:
             self._write_rows(table, ident, rows)
         if deletes:
@@ -614,19 +700,19 @@ class PostgresSinkTask(SinkTask):
         in one statement per set of lacking columns, which leaves those columns out."""
         groups: dict[tuple[str, ...], list[_Change]] = {}
         for ch in rows:
-            groups.setdefault(ch.missing, []).append(ch)
+            groups.setdefault(ch[_MISSING], []).append(ch)
         for missing, group in groups.items():
             self._write_group(table, ident, group, missing)
 
     def _write_group(self, table: tuple[str, str], ident: sql.Identifier, rows: list[_Change],
                      missing: tuple[str, ...]) -> None:
-        schema = rows[-1].schema
-        names: list[str] = []
+        schema = rows[-1][_SCHEMA]
+        seen: dict[str, Any] = {}  # the rows' columns in order of first appearance
         for ch in rows:
-            for n in ch.row or {}:
-                if n not in names and n not in missing:
-                    names.append(n)
-        key_names = [n for n, _ in rows[0].key] if rows[0].key and self.config.primary_key_mode != "none" else []
+            if ch[_ROW]:
+                seen.update(ch[_ROW])
+        names = [n for n in seen if n not in missing]
+        key_names = [n for n, _ in rows[0][_KEY]] if rows[0][_KEY] and self.config.primary_key_mode != "none" else []
         if self.config.primary_key_mode == "kafka":
             names = [n for n in names if n not in key_names] + key_names
         convert = {n: _to_pg(f.schema if schema is not None and (f := schema.field(n)) is not None else None)
@@ -644,17 +730,27 @@ class PostgresSinkTask(SinkTask):
         kafka = self.config.primary_key_mode == "kafka"
         with self._db().cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(temp, cols)) as copy:
             write = copy.write_row
-            for ch in rows:
-                row = ch.row or {}
-                if kafka:
-                    row = {**row, **dict(ch.key)}
-                if as_is:
-                    write([row.get(n) for n in names])
-                else:
-                    write([None if (v := row.get(n)) is None else c(v) for n, c in columns])
+            if as_is and not kafka and len(names) > 1:  # the usual case: values as they are, in C
+                pick = itemgetter(*names)
+                for ch in rows:
+                    row = ch[_ROW] or {}
+                    try:
+                        values = pick(row)
+                    except KeyError:  # a row without some of the columns: NULL there
+                        values = [row.get(n) for n in names]
+                    write(values)
+            else:
+                for ch in rows:
+                    row = ch[_ROW] or {}
+                    if kafka:
+                        row = {**row, **dict(ch[_KEY])}
+                    if as_is:
+                        write([row.get(n) for n in names])
+                    else:
+                        write([None if (v := row.get(n)) is None else c(v) for n, c in columns])
         if mode == "insert":
             if missing:
-                self._lacking(table, missing, [ch.key for ch in rows])
+                self._lacking(table, missing, [ch[_KEY] for ch in rows])
             return
         if mode == "update":
             others = [n for n in names if n not in key_names]
