@@ -41,7 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwater.connect.herder.protocol import (
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.assignorkit import owners_of  # noqa: E402
+
+from headwater.connect.herder.protocol import (  # noqa: E402
     CONNECTOR_TASK,
     Assignment,
     MemberMetadata,
@@ -51,7 +56,6 @@ from headwater.connect.herder.protocol import (
     encode_metadata,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 DELAY_MS = 1000
 MAX_ROUNDS = 50
 Item = tuple[str, int]
@@ -103,13 +107,7 @@ class Group:
             self._next += 1
 
     def owners(self) -> dict[Item, str]:
-        out: dict[Item, str] = {}
-        for m, a in self.members.items():
-            for c, tasks in (a.assigned if a else {}).items():
-                for t in tasks:
-                    assert (c, t) not in out, f"{(c, t)} held by {out[(c, t)]} and {m}"
-                    out[(c, t)] = m
-        return out
+        return owners_of(self.members)
 
     def round(self, figures: Figures, revoked_from: dict[Item, set[str]]) -> tuple[bool, int]:
         """One JoinGroup/SyncGroup round; returns (anything revoked, delay_ms)."""

@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import psycopg  # noqa: E402
 from support.pgserver import fetch_one, start_postgres  # noqa: E402
+from support.sinkcontext import FixedSinkContext  # noqa: E402
 
 from headwater.connect.api import EncodedSinkBatch, TopicPartition  # noqa: E402
-from headwater.connect.api.sink import SinkTaskContext  # noqa: E402
 from headwater.connect.converters.json.converter import JsonConverter  # noqa: E402
 from headwater.connectors.postgres.sink import PostgresSinkTask  # noqa: E402
 
@@ -64,26 +64,6 @@ def events(n: int) -> list[Message]:
     return out
 
 
-class Context(SinkTaskContext):
-    def offset(self, offsets: dict[TopicPartition, int]) -> None:
-        pass
-
-    def timeout(self, ms: int) -> None:
-        pass
-
-    def assignment(self) -> set[TopicPartition]:
-        return {TopicPartition(TOPIC, 0)}
-
-    def pause(self, *partitions: TopicPartition) -> None:
-        pass
-
-    def resume(self, *partitions: TopicPartition) -> None:
-        pass
-
-    def request_commit(self) -> None:
-        pass
-
-
 class Cpu:
     """CPU seconds of this process and of the server's processes between two readings (the postmaster's
     children alive, and those it has reaped: its cutime and cstime)."""
@@ -109,7 +89,7 @@ class Cpu:
 
 def run_sink(server: Any, dbname: str, messages: list[Message], batch: int, mode: str) -> None:
     task = PostgresSinkTask()
-    task.initialize(Context())
+    task.initialize(FixedSinkContext(TopicPartition(TOPIC, 0)))
     task.start({"name": "bench-sink", "topics": TOPIC, "connector.class": "JdbcSinkConnector",
                 "connection.url": f"jdbc:postgresql://{server.host}:{server.port}/{dbname}?user={server.user}",
                 "table.name.format": "${source.schema}.${source.table}", "insert.mode": mode,

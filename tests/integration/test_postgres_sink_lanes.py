@@ -10,9 +10,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.sinkcontext import FixedSinkContext
 
 from headwater.connect.api import EncodedSinkBatch, SinkRecord, TopicPartition
-from headwater.connect.api.sink import SinkTaskContext
 from headwater.connect.converters.json.converter import JsonConverter
 from headwater.connectors.envelope import UNAVAILABLE
 from headwater.connectors.postgres.sink import PostgresSinkTask
@@ -20,26 +20,6 @@ from headwater.connectors.postgres.sink import PostgresSinkTask
 pytestmark = pytest.mark.timeout(120)
 
 TOPIC = "lanes.public.items"
-
-
-class _Context(SinkTaskContext):
-    def offset(self, offsets: dict[TopicPartition, int]) -> None:
-        pass
-
-    def timeout(self, ms: int) -> None:
-        pass
-
-    def assignment(self) -> set[TopicPartition]:
-        return {TopicPartition(TOPIC, 0)}
-
-    def pause(self, *partitions: TopicPartition) -> None:
-        pass
-
-    def resume(self, *partitions: TopicPartition) -> None:
-        pass
-
-    def request_commit(self) -> None:
-        pass
 
 
 class _Message:
@@ -86,7 +66,7 @@ def _changes() -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
 
 def _task(postgres: Any, database: str, **extra: str) -> PostgresSinkTask:
     task = PostgresSinkTask()
-    task.initialize(_Context())
+    task.initialize(FixedSinkContext(TopicPartition(TOPIC, 0)))
     task.start({"connector.class": "JdbcSinkConnector", "name": "lanes", "topics": TOPIC,
                 "connection.url": f"jdbc:postgresql://{postgres.host}:{postgres.port}/{database}",
                 "connection.username": postgres.user, "connection.password": postgres.password or "",

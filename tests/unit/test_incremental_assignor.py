@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
+from support.assignorkit import owners_of
 
 from headwater.connect.herder.assignor import IncrementalAssignor, Item, balanced_shares
 from headwater.connect.herder.protocol import (
@@ -40,13 +41,7 @@ class Group:
             self.members[n] = None
 
     def owners(self) -> dict[Item, str]:
-        out: dict[Item, str] = {}
-        for m, a in self.members.items():
-            for c, tasks in (a.assigned if a else {}).items():
-                for t in tasks:
-                    assert (c, t) not in out, f"{(c, t)} held by {out[(c, t)]} and {m}"
-                    out[(c, t)] = m
-        return out
+        return owners_of(self.members)
 
     def round(self) -> tuple[bool, int]:
         meta = {m: decode_metadata(encode_metadata(MemberMetadata(f"http://{m}", 0, a)))
