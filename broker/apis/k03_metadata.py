@@ -2,8 +2,8 @@
 
 Behavior: this node is the only broker, the controller and the leader of every
 partition (leader epoch 0, one replica, in sync). With ``zookeeper.connect`` the brokers and the
-controller are the ZooKeeper cluster's (broker/cluster/); topics stay this node's (docs/CLUSTER.md). A null topic list (or an empty one
-in v0) means all topics. Unknown topics are created when the request allows it
+controller are the ZooKeeper cluster's (broker/cluster/); topics stay this node's (docs/CLUSTER.md).
+A null topic list (or an empty one in v0) means all topics. Unknown topics are created when the request allows it
 (v4+ flag, always before v4) and ``auto.create.topics.enable`` is on; being
 synchronous here, they are answered as ready at once instead of LEADER_NOT_AVAILABLE.
 The broker's address is the one advertised for the listener the client connected on.

@@ -20,6 +20,7 @@ from headwater.properties import ConfigError
 from ..config.broker_config import BrokerConfig, Listener
 from ..security.listeners import parse_protocol_map
 from .controller_election import elect
+from .zk_connect import parse_zookeeper_connect
 from .znodes import (
     BROKER_IDS,
     CONTROLLER_EPOCH,
@@ -29,7 +30,6 @@ from .znodes import (
     broker_registration,
     parse_registration,
 )
-from .zk_connect import parse_zookeeper_connect
 
 __all__ = ["BrokerIdTaken", "ClusterMembership", "ZooKeeperUnavailable"]
 
@@ -187,6 +187,9 @@ class ClusterMembership:
             except (KazooException, ConfigError) as exc:
                 # connection loss: the reconnect pokes again; a taken id stays logged until it is free
                 log.error("reading the cluster from ZooKeeper failed: %s", exc)
+                continue
+            except Exception:  # anything else: logged whole, and the next watch event tries again
+                log.exception("reading the cluster from ZooKeeper failed")
                 continue
             if view.controller_id != self.view.controller_id:
                 log.info("controller is now broker %d", view.controller_id)

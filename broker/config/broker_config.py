@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
 
+from ..cluster.zk_connect import parse_zookeeper_connect
 from ..errors import BrokerError, InvalidConfig
 from ..security.listeners import DEFAULT_PROTOCOL_MAP, ListenerSecurity, check_keys, is_security_key, parse_protocol_map
 from ..security.settings import BadSetting, ListenerSettings
@@ -326,8 +327,6 @@ class BrokerConfig(_KafkaModel):
     def _zookeeper_connect(cls, v: str | None) -> str | None:
         if v is None or not v.strip():
             return None
-        from ..cluster.zk_connect import parse_zookeeper_connect  # kazoo loads only in cluster mode
-
         try:
             parse_zookeeper_connect(v.strip())
         except ValueError as exc:

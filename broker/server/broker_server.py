@@ -196,13 +196,15 @@ class BrokerServer:
         """Register in ZooKeeper (broker/cluster/); a refusal stops what started and is raised to the caller."""
         from ..cluster.membership import ClusterMembership  # kazoo loads only in cluster mode
 
-        membership = ClusterMembership(self.config)
+        # Set before joining: a client that connects meanwhile sees no brokers and no controller yet (as
+        # Kafka's brokers answer before their first metadata update), never a single-node answer.
+        membership = self.cluster.membership = ClusterMembership(self.config)
         try:
             await membership.start(self.cluster.advertised)
         except BaseException:
+            self.cluster.membership = None  # start stopped it already
             await self.stop()
             raise
-        self.cluster.membership = membership
 
     async def serve_metrics(self, listener: str) -> str:
         """Serve Prometheus metrics on ``listener`` (``http://HOST:PORT``) until ``stop``; returns the

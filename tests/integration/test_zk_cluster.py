@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 from support import zkserver
 from support.brokerproc import BrokerProcess
 
-from headwater.testing import unique, wait_until
+from headwater.testing import free_port, unique, wait_until
 
 pytestmark = pytest.mark.skipif(zkserver.available() is not None, reason=str(zkserver.available()))
 
@@ -124,3 +124,12 @@ def test_taken_broker_id_is_refused_and_topics_are_not_created(tmp_path: Path, z
         future = admin.create_topics([NewTopic(unique("t"), 1, 1)])
         error = next(iter(future.values())).exception(15)
         assert error is not None and "until replication is supported" in str(error)
+
+
+def test_no_zookeeper_is_a_clear_start_failure(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    broker = BrokerProcess(tmp_path / "b", f"zookeeper.connect=127.0.0.1:{port}", "broker.id=1",
+                           "zookeeper.connection.timeout.ms=1500")
+    with pytest.raises(RuntimeError, match=r"exited with 2") as refused:
+        broker.start()
+    assert f"zookeeper.connect: no ZooKeeper session with 127.0.0.1:{port} within 1.5 s" in str(refused.value)
