@@ -16,6 +16,7 @@ from kafka.admin import KafkaAdminClient
 from kazoo.client import KazooClient
 from support import zkserver
 from support.brokerproc import BrokerProcess
+from support.zkcluster import agreed_controller, cluster_broker, metadata_view
 
 from headwater.testing import free_port, unique, wait_until
 
@@ -34,27 +35,7 @@ def zk(zookeeper: zkserver.ZooKeeperServer) -> Iterator[KazooClient]:
 
 
 def _broker(base: Path, zookeeper: zkserver.ZooKeeperServer, chroot: str, broker_id: int) -> BrokerProcess:
-    return BrokerProcess(base / f"b{broker_id}", f"zookeeper.connect={zookeeper.connect}{chroot}",
-                         f"broker.id={broker_id}", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}")
-
-
-def _metadata(broker: BrokerProcess) -> tuple[set[int], int] | None:
-    """(live broker ids, controller id) from the broker's Metadata answer via librdkafka; None when it fails."""
-    try:
-        md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=5)
-    except Exception:  # not answering: the caller's wait goes on
-        return None
-    return set(md.brokers), md.controller_id
-
-
-def _agree(brokers: list[BrokerProcess], ids: set[int]) -> int | None:
-    """The controller id when every broker's Metadata lists exactly ``ids`` and the same controller in them."""
-    answers = [_metadata(b) for b in brokers]
-    controllers = {a[1] for a in answers if a is not None and a[0] == ids}
-    if len(controllers) == 1 and None not in answers and all(a is not None and a[0] == ids for a in answers):
-        controller = controllers.pop()
-        return controller if controller in ids else None
-    return None
+    return cluster_broker(base, zookeeper.connect + chroot, broker_id, SESSION_TIMEOUT_MS)
 
 
 def test_three_brokers_elect_a_controller_and_fail_over(tmp_path: Path, zookeeper, zk: KazooClient) -> None:
@@ -64,8 +45,9 @@ def test_three_brokers_elect_a_controller_and_fail_over(tmp_path: Path, zookeepe
         for p in procs.values():
             p.start()
         every = list(procs.values())
-        controller = wait_until(lambda: _agree(every, {1, 2, 3}), "three brokers and one controller in every Metadata",
-                                timeout=20, seen=lambda: [_metadata(b) for b in every])
+        controller = wait_until(lambda: agreed_controller(every, {1, 2, 3}),
+                                "three brokers and one controller in every Metadata", timeout=20,
+                                seen=lambda: [metadata_view(b) for b in every])
 
         # Kafka's layout in ZooKeeper, under the chroot
         reg = json.loads(zk.get(f"{chroot}/brokers/ids/2")[0])
@@ -91,9 +73,9 @@ def test_three_brokers_elect_a_controller_and_fail_over(tmp_path: Path, zookeepe
         started = time.monotonic()
         killed.kill()
         rest = {1, 2, 3} - {controller}
-        new_controller = wait_until(lambda: _agree(survivors, rest), "a new controller among the survivors",
+        new_controller = wait_until(lambda: agreed_controller(survivors, rest), "a new controller among the survivors",
                                     timeout=SESSION_TIMEOUT_MS / 1000 + 15,
-                                    seen=lambda: [_metadata(b) for b in survivors])
+                                    seen=lambda: [metadata_view(b) for b in survivors])
         failover = time.monotonic() - started
         assert new_controller != controller
         assert int(zk.get(f"{chroot}/controller_epoch")[0]) > epoch
@@ -101,8 +83,8 @@ def test_three_brokers_elect_a_controller_and_fail_over(tmp_path: Path, zookeepe
 
         # the killed broker, restarted, registers again and follows the new controller
         killed.start()
-        assert wait_until(lambda: _agree(every, {1, 2, 3}), "the restarted broker back in every Metadata",
-                          timeout=20, seen=lambda: [_metadata(b) for b in every]) == new_controller
+        assert wait_until(lambda: agreed_controller(every, {1, 2, 3}), "the restarted broker back in every Metadata",
+                          timeout=20, seen=lambda: [metadata_view(b) for b in every]) == new_controller
     finally:
         for p in procs.values():
             p.kill()
@@ -111,15 +93,14 @@ def test_three_brokers_elect_a_controller_and_fail_over(tmp_path: Path, zookeepe
 def test_taken_broker_id_is_refused_and_topics_are_not_created(tmp_path: Path, zookeeper) -> None:
     chroot = "/" + unique("hw")
     with _broker(tmp_path, zookeeper, chroot, 7) as first:
-        second = BrokerProcess(tmp_path / "second", f"zookeeper.connect={zookeeper.connect}{chroot}", "broker.id=7",
-                               f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}")
+        second = cluster_broker(tmp_path / "second", zookeeper.connect + chroot, 7, SESSION_TIMEOUT_MS)
         with pytest.raises(RuntimeError, match=r"exited with 2") as refused:
             second.start()
         assert f"broker.id 7 is already registered in ZooKeeper at {zookeeper.connect}{chroot}/brokers/ids/7" \
             in str(refused.value)
 
         # the first broker carries on; a topic (not replicated yet) is refused with the reason
-        assert _metadata(first) == ({7}, 7)
+        assert metadata_view(first) == ({7}, 7)
         admin = AdminClient({"bootstrap.servers": first.bootstrap})
         future = admin.create_topics([NewTopic(unique("t"), 1, 1)])
         error = next(iter(future.values())).exception(15)
