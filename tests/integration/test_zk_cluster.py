@@ -6,6 +6,7 @@ taken broker.id is refused. Topics are not replicated yet, so new ones are refus
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +115,24 @@ def test_no_zookeeper_is_a_clear_start_failure(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"exited with 2") as refused:
         broker.start()
     assert f"zookeeper.connect: no ZooKeeper session with 127.0.0.1:{port} within 1.5 s" in str(refused.value)
+
+
+def test_a_broker_whose_session_expired_registers_again(tmp_path: Path, zookeeper, zk: KazooClient) -> None:
+    """A broker cut off longer than its session (SIGSTOP) loses its znodes; once back it registers again
+    and, alone, is elected controller again with a higher epoch."""
+    chroot = "/" + unique("hw")
+    with _broker(tmp_path, zookeeper, chroot, 4) as broker:
+        assert broker.proc is not None
+        wait_until(lambda: metadata_view(broker) == ({4}, 4), "broker 4 registered and controller")
+        epoch = int(zk.get(f"{chroot}/controller_epoch")[0])
+        broker.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_until(lambda: zk.exists(f"{chroot}/brokers/ids/4") is None, "the stopped broker's session expired",
+                       timeout=SESSION_TIMEOUT_MS / 1000 + 15)
+            assert zk.exists(f"{chroot}/controller") is None
+        finally:
+            broker.proc.send_signal(signal.SIGCONT)
+        wait_until(lambda: zk.exists(f"{chroot}/brokers/ids/4") is not None and metadata_view(broker) == ({4}, 4),
+                   "broker 4 registered and controller again", timeout=20, log=broker.log_text)
+        assert int(zk.get(f"{chroot}/controller_epoch")[0]) == epoch + 1
+        assert "registered again in ZooKeeper after its session expired" in broker.log_text()
