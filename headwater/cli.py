@@ -67,7 +67,11 @@ def _broker(args: argparse.Namespace) -> int:
             print(f"headwater broker: {exc}", file=sys.stderr)
             return 2
         ScramCredentialStore(config.log_dir).bootstrap(users)
-    run(lambda stop: serve(config, stop), record_heavy=False)
+    try:
+        run(lambda stop: serve(config, stop), record_heavy=False)
+    except ConfigError as exc:  # what only starting finds: e.g. broker.id taken in ZooKeeper
+        print(f"headwater broker: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

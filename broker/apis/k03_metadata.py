@@ -1,8 +1,9 @@
 """Metadata (key 3), v0-v8.
 
 Behavior: this node is the only broker, the controller and the leader of every
-partition (leader epoch 0, one replica, in sync). A null topic list (or an empty one
-in v0) means all topics. Unknown topics are created when the request allows it
+partition (leader epoch 0, one replica, in sync). With ``zookeeper.connect`` the brokers and the
+controller are the ZooKeeper cluster's (broker/cluster/); topics stay this node's (docs/CLUSTER.md).
+A null topic list (or an empty one in v0) means all topics. Unknown topics are created when the request allows it
 (v4+ flag, always before v4) and ``auto.create.topics.enable`` is on; being
 synchronous here, they are answered as ready at once instead of LEADER_NOT_AVAILABLE.
 The broker's address is the one advertised for the listener the client connected on.
@@ -30,8 +31,17 @@ UNREQUESTED_OPERATIONS = None
 
 
 def brokers(cluster: Cluster, endpoint: Listener) -> list[dict[str, Any]]:
-    """This node as the connection's listener advertises it."""
+    """This node as the connection's listener advertises it; in a ZooKeeper cluster every live broker that
+    advertises the connection's listener name (as Kafka answers)."""
+    if cluster.membership is not None:
+        return [{"node_id": b.broker_id, "host": b.endpoints[endpoint.name][0], "port": b.endpoints[endpoint.name][1],
+                 "rack": b.rack} for b in cluster.membership.metadata_brokers(endpoint.name)]
     return [{"node_id": cluster.node_id, "host": endpoint.host or "localhost", "port": endpoint.port, "rack": None}]
+
+
+def controller_id(cluster: Cluster) -> int:
+    """This node, or the ZooKeeper cluster's elected controller (-1 while none is)."""
+    return cluster.node_id if cluster.membership is None else cluster.membership.view.controller_id
 
 
 def _partitions(node: int, topic: Topic) -> EncodedOnce:
@@ -105,7 +115,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
         "throttle_time_ms": 0,
         "brokers": brokers(cluster, ctx.advertised),
         "cluster_id": cluster.cluster_id,
-        "controller_id": cluster.node_id,
+        "controller_id": controller_id(cluster),
         "topics": topics,
         "authorized_operations": ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
         if getattr(req, "include_cluster_authorized_operations", False) else UNREQUESTED_OPERATIONS,

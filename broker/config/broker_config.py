@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
 
+from ..cluster.zk_connect import parse_zookeeper_connect
 from ..errors import BrokerError, InvalidConfig
 from ..security.listeners import DEFAULT_PROTOCOL_MAP, ListenerSecurity, check_keys, is_security_key, parse_protocol_map
 from ..security.settings import BadSetting, ListenerSettings
@@ -299,6 +300,50 @@ class BrokerConfig(_KafkaModel):
     # open-files limit, leaving room for sockets) and partitions this broker holds in all (KIP-578's name)
     log_open_files_max: int = Field(-1, alias="log.open.files.max", ge=-1)
     max_broker_partitions: int = Field(2**31 - 1, alias="max.broker.partitions", ge=1)
+
+    # Cluster membership on ZooKeeper (broker/cluster/); without zookeeper.connect the broker is a single node.
+    # broker.id is node.id under Kafka's ZooKeeper-mode name; a ZooKeeper cluster needs one of them set explicitly.
+    zookeeper_connect: str | None = Field(None, alias="zookeeper.connect")
+    broker_id: int | None = Field(None, alias="broker.id", ge=0)
+    broker_rack: str | None = Field(None, alias="broker.rack")
+    zookeeper_session_timeout_ms: int = Field(18000, alias="zookeeper.session.timeout.ms", ge=1)
+    zookeeper_connection_timeout_ms: int | None = Field(None, alias="zookeeper.connection.timeout.ms", ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _broker_id_is_node_id(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            return values
+        broker_id = values.get("broker.id", values.get("broker_id"))
+        node_id = values.get("node.id", values.get("node_id"))
+        if broker_id is None or str(broker_id).strip() == "":
+            return values
+        if node_id is not None and str(node_id).strip() != str(broker_id).strip():
+            raise ValueError(f"broker.id ({broker_id}) and node.id ({node_id}) differ; set one of them")
+        return {**values, "node.id": broker_id} if "node_id" not in values else values
+
+    @field_validator("zookeeper_connect")
+    @classmethod
+    def _zookeeper_connect(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        try:
+            parse_zookeeper_connect(v.strip())
+        except ValueError as exc:
+            raise ValueError(f"zookeeper.connect: {exc}") from None
+        return v.strip()
+
+    @model_validator(mode="after")
+    def _cluster_needs_an_id(self) -> BrokerConfig:
+        if self.zookeeper_connect and "node_id" not in self.model_fields_set:
+            raise ValueError("broker.id: a broker with zookeeper.connect needs its broker.id set (unique in the "
+                             "cluster); generated ids are not supported")
+        return self
+
+    @property
+    def zookeeper_connection_timeout(self) -> float:
+        """Seconds to wait for the first ZooKeeper connection (Kafka: the session timeout when unset)."""
+        return (self.zookeeper_connection_timeout_ms or self.zookeeper_session_timeout_ms) / 1000
 
     @field_validator("log_open_files_max")
     @classmethod

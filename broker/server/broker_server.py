@@ -177,6 +177,8 @@ class BrokerServer:
                 Listener(name=listener.name, host=listener.host or "localhost", port=port)
             self._servers.append(server)
         self.cluster.advertised = [self._endpoint(b.name) for b in self.bound]
+        if self.config.zookeeper_connect:
+            await self._join_cluster()
         self._background = [
             asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler())),
             asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention())),
@@ -189,6 +191,20 @@ class BrokerServer:
             except OSError:
                 await self.stop()  # leave nothing half started: the caller gets only the error
                 raise
+
+    async def _join_cluster(self) -> None:
+        """Register in ZooKeeper (broker/cluster/); a refusal stops what started and is raised to the caller."""
+        from ..cluster.membership import ClusterMembership  # kazoo loads only in cluster mode
+
+        # Set before joining: a client that connects meanwhile sees no brokers and no controller yet (as
+        # Kafka's brokers answer before their first metadata update), never a single-node answer.
+        membership = self.cluster.membership = ClusterMembership(self.config)
+        try:
+            await membership.start(self.cluster.advertised)
+        except BaseException:
+            self.cluster.membership = None  # start stopped it already
+            await self.stop()
+            raise
 
     async def serve_metrics(self, listener: str) -> str:
         """Serve Prometheus metrics on ``listener`` (``http://HOST:PORT``) until ``stop``; returns the
@@ -214,6 +230,9 @@ class BrokerServer:
     async def stop(self) -> None:
         """Stop accepting, end connections, flush and close every log."""
         self._closing = True
+        if self.cluster.membership is not None:  # leave the cluster first: the others elect at once
+            membership, self.cluster.membership = self.cluster.membership, None
+            await membership.stop()
         if self._metrics is not None:
             await self._metrics.stop()
         for server in self._servers:

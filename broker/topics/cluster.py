@@ -24,6 +24,7 @@ import resource
 import shutil
 import uuid
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from headwater.kafka.errors import ErrorCode
 
@@ -38,7 +39,10 @@ from ..log.recovery import sync_filesystem
 from ..metrics.stats import BrokerStats, TopicCounters
 from .data_waiters import DataWaiters
 from .producer_state import PartitionProducerState, replay
-from .topic import Partition, Topic, validate_topic_name
+from .topic import INTERNAL_TOPICS, Partition, Topic, validate_topic_name
+
+if TYPE_CHECKING:  # kazoo loads only in cluster mode
+    from ..cluster.membership import ClusterMembership
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]
 
@@ -66,6 +70,8 @@ class Cluster:
         self.stats = BrokerStats()  # all-topics and per-API counters (per-topic ones are on each Topic)
         self.fd_cache = DescriptorCache(self._fd_capacity())
         self.partition_count = 0  # of all topics, internal ones included (max.broker.partitions)
+        # ZooKeeper membership (broker/cluster/), set by the server once registered; None: a single node
+        self.membership: ClusterMembership | None = None
 
     def _fd_capacity(self) -> int:
         configured = self.config.log_open_files_max
@@ -228,6 +234,7 @@ class Cluster:
     def check_new_topic(self, name: str, num_partitions: int, replication_factor: int,
                         overrides: dict[str, str]) -> TopicConfig:
         validate_topic_name(name)
+        self.check_topics_writable(name)
         if name in self.topics:
             raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions == -1:
@@ -270,7 +277,17 @@ class Cluster:
         self.partition_count -= len(topic.partitions)
         log.info("deleted topic %s", name)
 
+    def check_topics_writable(self, name: str) -> None:
+        """In a ZooKeeper cluster topics are not replicated yet (docs/CLUSTER.md): a topic made on one broker
+        would exist on that broker alone while Metadata lists every broker, so clients would split its
+        records over brokers. New user topics and partitions are refused until replication lands."""
+        if self.membership is not None and name not in INTERNAL_TOPICS:
+            raise BrokerError(ErrorCode.POLICY_VIOLATION,
+                              f"topic {name}: topics cannot be created or grown in a ZooKeeper cluster "
+                              f"(zookeeper.connect) until replication is supported; see docs/CLUSTER.md")
+
     def add_partitions(self, name: str, count: int) -> None:
+        self.check_topics_writable(name)
         topic = self.get_topic(name)
         if count <= len(topic.partitions):
             raise BrokerError(

@@ -4,6 +4,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 from support.brokerproc import BrokerProcess
+from support.zkserver import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")
@@ -12,6 +13,14 @@ def broker3(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("broker3")
     with BrokerProcess(base / "data", "num.partitions=3") as proc:
         yield proc
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory):
+    """A standalone ZooKeeper from Debian's package on a free loopback port (tests/support/zkserver.py); each
+    cluster test works under a chroot of its own."""
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,0 +1,206 @@
+"""This broker's membership of a ZooKeeper cluster: its ephemeral registration, the controller election
+and the view of live brokers and controller that Metadata and DescribeCluster answer with.
+
+kazoo runs its own threads: watches only hand a wake-up into the broker's event loop
+(``call_soon_threadsafe``), and every blocking ZooKeeper call runs in a worker thread from there, so the
+event loop never waits on ZooKeeper. Produce and fetch never touch any of this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+
+from headwater.properties import ConfigError
+
+from ..config.broker_config import BrokerConfig, Listener
+from ..security.listeners import parse_protocol_map
+from .controller_election import elect
+from .zk_connect import parse_zookeeper_connect
+from .znodes import (
+    BROKER_IDS,
+    CONTROLLER_EPOCH,
+    ClusterView,
+    RegisteredBroker,
+    broker_path,
+    broker_registration,
+    parse_registration,
+)
+
+__all__ = ["BrokerIdTaken", "ClusterMembership", "ZooKeeperUnavailable"]
+
+log = logging.getLogger(__name__)
+
+
+class BrokerIdTaken(ConfigError):
+    """Another live broker holds this broker.id's registration."""
+
+
+class ZooKeeperUnavailable(ConfigError):
+    """No ZooKeeper session within zookeeper.connection.timeout.ms."""
+
+
+class ClusterMembership:
+    def __init__(self, config: BrokerConfig) -> None:
+        assert config.zookeeper_connect
+        self.config = config
+        self.broker_id = config.node_id
+        self.hosts, self.chroot = parse_zookeeper_connect(config.zookeeper_connect)
+        self.view = ClusterView()  # replaced whole (never mutated): readers need no lock
+        self._zk: KazooClient | None = None
+        self._registration = b""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dirty = False
+        self._syncing: asyncio.Task[None] | None = None
+        self._session_lost = False
+        self._stopping = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self, endpoints: list[Listener]) -> None:
+        """Connect, register /brokers/ids/<broker.id>, run for controller and read the live brokers.
+        BrokerIdTaken when a live broker holds the id; ZooKeeperUnavailable when no session comes in time."""
+        self._loop = asyncio.get_running_loop()
+        self._registration = broker_registration(
+            endpoints, parse_protocol_map(self.config.listener_security_protocol_map), self.config.broker_rack)
+        await asyncio.to_thread(self._connect)
+        try:
+            await asyncio.to_thread(self._register)
+            await asyncio.to_thread(self._watch)
+            self.view = await asyncio.to_thread(self._sync)
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("registered as broker %d in ZooKeeper at %s%s; controller is broker %d; live brokers %s",
+                 self.broker_id, self.hosts, self.chroot, self.view.controller_id, sorted(self.view.brokers))
+
+    async def stop(self) -> None:
+        """Close the session: ZooKeeper drops this broker's znodes at once, so the others elect without waiting
+        for the session timeout."""
+        self._stopping = True
+        if self._syncing is not None:
+            self._syncing.cancel()
+            await asyncio.gather(self._syncing, return_exceptions=True)
+        if self._zk is not None:
+            zk, self._zk = self._zk, None
+            await asyncio.to_thread(_close, zk)
+
+    # -- what the APIs read ------------------------------------------------------------
+
+    def metadata_brokers(self, listener: str) -> list[RegisteredBroker]:
+        """The live brokers that advertise ``listener`` (the name the client connected on), by id, as
+        Kafka answers: a broker without that listener is left out."""
+        return [b for _, b in sorted(self.view.brokers.items()) if listener in b.endpoints]
+
+    # -- ZooKeeper, in worker threads --------------------------------------------------
+
+    def _connect(self) -> None:
+        zk = KazooClient(hosts=self.hosts, timeout=self.config.zookeeper_session_timeout_ms / 1000)
+        try:
+            zk.start(timeout=self.config.zookeeper_connection_timeout)
+        except Exception as exc:  # kazoo's timeout; the broker stops with the reason
+            _close(zk)
+            raise ZooKeeperUnavailable(
+                f"zookeeper.connect: no ZooKeeper session with {self.hosts} within "
+                f"{self.config.zookeeper_connection_timeout:g} s ({exc})") from None
+        if self.chroot:  # Kafka creates its chroot; kazoo needs it to exist before using it
+            zk.ensure_path(self.chroot)
+            zk.chroot = self.chroot
+        zk.ensure_path(BROKER_IDS)
+        try:
+            zk.create(CONTROLLER_EPOCH, b"0")  # Kafka's initial epoch; the first controller makes it 1
+        except NodeExistsError:
+            pass
+        zk.add_listener(self._on_state)
+        self._zk = zk
+
+    def _register(self) -> None:
+        assert self._zk is not None
+        path = broker_path(self.broker_id)
+        try:
+            self._zk.create(path, self._registration, ephemeral=True)
+        except NodeExistsError:
+            raise BrokerIdTaken(
+                f"broker.id {self.broker_id} is already registered in ZooKeeper at "
+                f"{self.hosts}{self.chroot}{path} by a live broker; give this broker another broker.id") from None
+
+    def _watch(self) -> None:
+        assert self._zk is not None
+        # kazoo calls these in its own thread; the work happens in the event loop's _sync
+        self._zk.ChildrenWatch(BROKER_IDS, self._on_change, send_event=True)
+        self._zk.DataWatch("/controller", self._on_change)
+
+    def _sync(self) -> ClusterView:
+        """Run for controller when there is none, then read the live brokers and the controller."""
+        zk = self._zk
+        if zk is None:
+            return self.view
+        controller = elect(zk, self.broker_id)
+        brokers: dict[int, RegisteredBroker] = {}
+        for child in zk.get_children(BROKER_IDS):
+            if not child.isdigit():
+                continue
+            try:
+                raw, _ = zk.get(broker_path(int(child)))
+            except NoNodeError:  # gone since the listing: the next watch event reads again
+                continue
+            try:
+                brokers[int(child)] = parse_registration(int(child), raw)
+            except ValueError as exc:
+                log.warning("%s", exc)
+        return ClusterView(brokers, controller)
+
+    # -- events --------------------------------------------------------------------------
+
+    def _on_change(self, *args: Any) -> None:
+        """A watch fired (kazoo's thread): read again in the event loop."""
+        if self._loop is not None and not self._stopping:
+            self._loop.call_soon_threadsafe(self._poke)
+
+    def _on_state(self, state: str) -> None:
+        """kazoo's session state (its thread). After an expired session the registration is gone: make it again."""
+        if state == KazooState.LOST:
+            self._session_lost = True
+            log.warning("ZooKeeper session expired; broker %d is out of the cluster until it reconnects",
+                        self.broker_id)
+        elif state == KazooState.CONNECTED:
+            self._on_change()
+
+    def _poke(self) -> None:
+        self._dirty = True
+        if self._syncing is None or self._syncing.done():
+            self._syncing = asyncio.get_running_loop().create_task(self._sync_while_dirty())
+
+    async def _sync_while_dirty(self) -> None:
+        while self._dirty and not self._stopping:
+            self._dirty = False
+            try:
+                if self._session_lost:
+                    await asyncio.to_thread(self._register)
+                    self._session_lost = False
+                    log.info("broker %d registered again in ZooKeeper after its session expired", self.broker_id)
+                view = await asyncio.to_thread(self._sync)
+            except (KazooException, ConfigError) as exc:
+                # connection loss: the reconnect pokes again; a taken id stays logged until it is free
+                log.error("reading the cluster from ZooKeeper failed: %s", exc)
+                continue
+            except Exception:  # anything else: logged whole, and the next watch event tries again
+                log.exception("reading the cluster from ZooKeeper failed")
+                continue
+            if view.controller_id != self.view.controller_id:
+                log.info("controller is now broker %d", view.controller_id)
+            if sorted(view.brokers) != sorted(self.view.brokers):
+                log.info("live brokers are now %s", sorted(view.brokers))
+            self.view = view
+
+
+def _close(zk: KazooClient) -> None:
+    try:
+        zk.stop()
+    finally:
+        zk.close()
+
