@@ -86,6 +86,11 @@ class _Close(Exception):
     """Close this connection (the reason has been logged)."""
 
 
+class _Refused(_Close):
+    """Close this connection once its answers are out and the client has left (or ``_LEAVE_WAIT_S`` passed):
+    a refused authentication, whose answer the client must get to read."""
+
+
 class _Mute:
     """Until when a connection's requests are not read: a client over its quota is throttled."""
 
@@ -297,12 +302,15 @@ class BrokerServer:
         self._connections.add(task)
         peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         answers = Answers(writer, peer_str, MAX_IN_FLIGHT)
+        refused = False
         try:
             conn = self._open(served, writer, peer_str)
             conn.slot = slot
             if conn.sasl is not None:
                 await self._authenticate(reader, writer, conn, served.security)
             await self._read_requests(reader, writer, answers, conn)
+        except _Refused:
+            refused = True
         except (_Close, ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -314,6 +322,8 @@ class BrokerServer:
             else:
                 with contextlib.suppress(asyncio.CancelledError):
                     await answers.written()
+                    if refused:
+                        await _until_client_leaves(reader)
             writer.close()
             try:
                 await writer.wait_closed()
@@ -367,8 +377,7 @@ class BrokerServer:
                 writer.write(answer)
                 await writer.drain()
             if sasl.failed is not None:
-                await _until_client_leaves(reader)
-                raise _Close
+                raise _Refused
         conn.principal = sasl.principal
         conn.authorizing = self.access.acls_apply(sasl.principal)
 
@@ -426,7 +435,7 @@ class BrokerServer:
             if not isinstance(pending, Ready):
                 await asyncio.wait((pending,))
             if conn.sasl is not None and conn.sasl.failed is not None:  # a re-authentication failed
-                raise _Close
+                raise _Refused
 
     def _start_request(self, frame: memoryview, conn: _Connection) -> tuple[Pending, bool]:
         """The request's handling, and whether it must finish before the next request is read: the produce
