@@ -306,9 +306,10 @@ class PluginRegistry:
         """Look at plugin.path every ``WATCH_POLL_SECONDS`` and scan when it changed (no inotify needed)."""
         stopped = threading.Event()
         self._poll_stopped = stopped
+        listing = self._plugin_path_listing()  # now, not when the thread first runs: what comes after is new
 
         def poll() -> None:
-            listing = self._plugin_path_listing()
+            nonlocal listing
             while not stopped.wait(WATCH_POLL_SECONDS):
                 try:
                     now = self._plugin_path_listing()
