@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import psycopg  # noqa: E402
 from support.pgserver import fetch_one, start_postgres  # noqa: E402
-from support.sinkcontext import FixedSinkContext  # noqa: E402
+from support.taskcontexts import FixedSinkContext  # noqa: E402
 
 from headwater.connect.api import EncodedSinkBatch, TopicPartition  # noqa: E402
 from headwater.connect.converters.json.converter import JsonConverter  # noqa: E402

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from support.sinkcontext import FixedSinkContext
+from support.taskcontexts import FixedSinkContext
 
 from headwater.connect.api import EncodedSinkBatch, SinkRecord, TopicPartition
 from headwater.connect.converters.json.converter import JsonConverter

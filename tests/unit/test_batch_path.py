@@ -22,14 +22,13 @@ import pytest
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from support.connectproc import NEVER_MATCHING_FILTER
+from support.taskcontexts import FakeSourceContext
 
 from headwater.connect.api import (
-    OffsetStorageReader,
     SinkBatch,
     SinkRecord,
     SourceBatch,
     SourceRecord,
-    SourceTaskContext,
     Struct,
     TopicPartition,
 )
@@ -299,20 +298,6 @@ def test_converter_default_to_values_is_none_when_schemas_differ() -> None:
 
 
 # -- FileStreamSourceTask: poll_batch == poll --------------------------------------------------------------------
-
-
-class NoOffsets(OffsetStorageReader):
-    def offset(self, partition: dict[str, Any]) -> dict[str, Any] | None:
-        return None
-
-
-class FakeSourceContext(SourceTaskContext):
-    def __init__(self, configs: dict[str, str]) -> None:
-        self.configs = configs
-
-    @property
-    def offset_storage_reader(self) -> OffsetStorageReader:
-        return NoOffsets()
 
 
 @pytest.fixture(autouse=True)

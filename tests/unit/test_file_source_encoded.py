@@ -21,8 +21,9 @@ import pytest
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from support.connectproc import NEVER_MATCHING_FILTER
+from support.taskcontexts import FakeSourceContext
 
-from headwater.connect.api import EncodedValues, OffsetStorageReader, SourceBatch, SourceRecord, SourceTaskContext
+from headwater.connect.api import EncodedValues, SourceBatch, SourceRecord
 from headwater.connect.api.data import STRING_SCHEMA
 from headwater.connect.converters import ByteArrayConverter, JsonConverter, StringConverter
 from headwater.connect.plugins import PluginRegistry
@@ -70,20 +71,6 @@ def awkward_file(n: int) -> bytes:
             line, end = b"line %d %s" % (i, b"x" * rng.randrange(60)), b"\n"
         out.append(line + end)
     return b"".join(out) + b"last\n"
-
-
-class NoOffsets(OffsetStorageReader):
-    def offset(self, partition: dict[str, Any]) -> dict[str, Any] | None:
-        return None
-
-
-class FakeSourceContext(SourceTaskContext):
-    def __init__(self, configs: dict[str, str]) -> None:
-        self.configs = configs
-
-    @property
-    def offset_storage_reader(self) -> OffsetStorageReader:
-        return NoOffsets()
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,31 @@
-"""A sink task's context for driving a task directly (no worker): a fixed assignment, requests ignored."""
+"""Task contexts for driving a source or sink task directly (no worker)."""
 
 from __future__ import annotations
 
-from headwater.connect.api import TopicPartition
+from typing import Any
+
+from headwater.connect.api import OffsetStorageReader, SourceTaskContext, TopicPartition
 from headwater.connect.api.sink import SinkTaskContext
 
-__all__ = ["FixedSinkContext"]
+__all__ = ["FakeSourceContext", "FixedSinkContext", "NoOffsets"]
+
+
+class NoOffsets(OffsetStorageReader):
+    """A source task's offsets when nothing was committed yet."""
+
+    def offset(self, partition: dict[str, Any]) -> dict[str, Any] | None:
+        return None
+
+
+class FakeSourceContext(SourceTaskContext):
+    """``configs`` and no committed offsets."""
+
+    def __init__(self, configs: dict[str, str]) -> None:
+        self.configs = configs
+
+    @property
+    def offset_storage_reader(self) -> OffsetStorageReader:
+        return NoOffsets()
 
 
 class FixedSinkContext(SinkTaskContext):
