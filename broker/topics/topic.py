@@ -6,7 +6,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.kafka.records import parse_header
 
@@ -17,6 +17,9 @@ from ..log.control import marker_batch
 from ..log.flusher import PartitionFlusher
 from ..metrics.stats import TopicCounters
 from .producer_state import PartitionProducerState
+
+if TYPE_CHECKING:
+    from ..replication.state import PartitionState
 
 __all__ = ["INTERNAL_TOPICS", "MAX_PARTITIONS_PER_REQUEST", "MAX_TOPIC_LENGTH", "TOO_MANY_PARTITIONS", "Partition",
            "Topic", "validate_topic_name"]
@@ -58,6 +61,11 @@ class Partition:
     flusher: PartitionFlusher
     producers: PartitionProducerState
     on_append: Callable[[], None] | None = None  # wakes long-polling fetches (the LSO may have moved)
+    # In a ZooKeeper cluster (docs/CLUSTER.md): the leadership the controller last handed this broker
+    # (set by the cluster code, broker/cluster/), and this replica's replication state (broker/replication/:
+    # follower positions, high watermark, ISR). Both None on a single node: this broker leads, alone.
+    state: PartitionState | None = None
+    replica: Any = None
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
         """End ``producer_id``'s transaction in this partition with a commit or abort marker; its offset. The
