@@ -6,16 +6,18 @@ increasing order of both, so a replica that returns can ask the leader where its
 (OffsetForLeaderEpoch) and truncate what the new leader never had; consumers use it to spot a truncated log.
 
 Persisted in Kafka's ``leader-epoch-checkpoint`` text file (a version line ``0``, a count line, then one
-``epoch startOffset`` line per entry). A new epoch is written at once without an fsync (one per leadership
-change, on the append path); the log's flush makes it durable before the recovery point moves (``sync``), and
-recovery rebuilds the entries of the segments it scans from their batch headers, so a lost write is repaired.
-Truncations are written durably at once: the cache must never claim epochs the log has lost.
+``epoch startOffset`` line per entry). A new epoch (on the append path) is only noted: the log's flush writes
+the file, durably, before its recovery point passes the epoch (``sync``), and its close writes it; a crash before
+that loses nothing, as recovery reads the epochs of the batches past the recovery point again. Truncations are
+written durably at once: the file must never hold epochs the log has lost.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import struct
+import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from itertools import pairwise
@@ -38,7 +40,8 @@ LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1  # Kafka's OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH (and a batch's "no epoch")
 UNDEFINED_EPOCH_OFFSET = -1
 _VERSION = 0
-_EPOCH_FIELD = slice(12, 16)  # partitionLeaderEpoch in a v2 batch: after baseOffset (8) and batchLength (4)
+_EPOCH_AT = 12  # partitionLeaderEpoch in a v2 batch: after baseOffset (8) and batchLength (4)
+_EPOCH = struct.Struct(">i")
 
 
 class EpochEntry(NamedTuple):
@@ -48,11 +51,11 @@ class EpochEntry(NamedTuple):
 
 def stamp_leader_epoch(batch: bytearray, epoch: int) -> None:
     """Write ``epoch`` into the batch's partitionLeaderEpoch field (outside the CRC: no re-checksum)."""
-    batch[_EPOCH_FIELD] = epoch.to_bytes(4, "big", signed=True)
+    _EPOCH.pack_into(batch, _EPOCH_AT, epoch)
 
 
 def batch_leader_epoch(batch: bytes | bytearray | memoryview, pos: int = 0) -> int:
-    return int.from_bytes(batch[pos + 12 : pos + 16], "big", signed=True)
+    return int(_EPOCH.unpack_from(batch, pos + _EPOCH_AT)[0])
 
 
 def _assign(entries: list[EpochEntry], entry: EpochEntry) -> list[EpochEntry] | None:
@@ -71,7 +74,7 @@ class LeaderEpochCache:
     """``(epoch, start offset)`` entries of one partition log, persisted in ``<dir>/leader-epoch-checkpoint``.
 
     ``log_end_offset`` gives the log's end, the end of the latest epoch. Event-loop thread, except ``sync``
-    (the log's flush, any thread), which only fsyncs the file.
+    (the log's flush, any thread).
     """
 
     def __init__(self, directory: Path, log_end_offset: Callable[[], int],
@@ -82,7 +85,8 @@ class LeaderEpochCache:
         self._epochs: list[int] = [e.epoch for e in self._entries]  # bisect key
         # The latest epoch as a plain int (-1: none), read by every append.
         self.latest = self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
-        self._unsynced = False  # written since the last fsync
+        self._dirty = False  # entries changed since the file was last written
+        self._lock = threading.Lock()  # the entries and the file, between the event loop and a flush
 
     # ------------------------------------------------------------------ file
     @staticmethod
@@ -116,7 +120,9 @@ class LeaderEpochCache:
         return entries
 
     def _write(self, *, durable: bool) -> None:
-        body = f"{_VERSION}\n{len(self._entries)}\n" + "".join(f"{e} {s}\n" for e, s in self._entries)
+        """Replace the file with the entries (tmp + rename); under ``_lock``."""
+        entries = self._entries
+        body = f"{_VERSION}\n{len(entries)}\n" + "".join(f"{e} {s}\n" for e, s in entries)
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -132,31 +138,26 @@ class LeaderEpochCache:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
-        self._unsynced = not durable
+        self._dirty = False
 
-    def sync(self) -> None:
-        """Make the last write durable (the log's flush, before it moves the recovery point)."""
-        if self._unsynced:
-            self._unsynced = False
-            try:
-                fd = os.open(self.path, os.O_RDONLY)
-            except FileNotFoundError:
-                return  # the partition is being deleted
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+    def sync(self, *, durable: bool = True) -> None:
+        """Write the entries noted since the last write (the log's flush, any thread, before it moves the
+        recovery point; its close, without ``durable``, when the caller syncs the filesystem after)."""
+        if self._dirty:
+            with self._lock:
+                if self._dirty:
+                    self._write(durable=durable)
 
     def _set(self, entries: list[EpochEntry], *, durable: bool) -> None:
-        self._entries = entries
-        self._epochs = [e.epoch for e in entries]
-        self.latest = entries[-1].epoch if entries else UNDEFINED_EPOCH
-        self._write(durable=durable)
+        """Take ``entries``: written at once given ``durable``, else noted for the next ``sync``."""
+        with self._lock:
+            self._entries = entries
+            self._epochs = [e.epoch for e in entries]
+            self.latest = entries[-1].epoch if entries else UNDEFINED_EPOCH
+            if durable:
+                self._write(durable=True)
+            else:
+                self._dirty = True
 
     # ------------------------------------------------------------------ queries
     @property
@@ -236,12 +237,13 @@ class LeaderEpochCache:
     def replace_from(self, offset: int, entries: list[EpochEntry], *, write: bool = False) -> None:
         """Recovery: the entries from ``offset`` on become those assigned from ``entries`` (the epochs of
         the batches recovery read, in offset order); the file is written when that changes anything, or
-        given ``write``."""
+        given ``write``, at the log's next flush or close (what it holds is read from the log: until then a crash
+        has recovery read the same batches again)."""
         kept = [e for e in self._entries if e.start_offset < offset]
         for entry in entries:
             _assign(kept, entry)
         if write or kept != self._entries:
-            self._set(kept, durable=True)
+            self._set(kept, durable=False)
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.path.parent.name}, {[tuple(e) for e in self._entries]})"

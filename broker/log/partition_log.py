@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import struct
 import threading
 import time
 from bisect import bisect_right
@@ -32,7 +33,7 @@ from headwater.kafka.records import HEADER_SIZE, BatchHeader, decode_batch_recor
 from ..config.broker_config import TopicConfig
 from .errors import LogClosed, OffsetOutOfRange
 from .fd_cache import DescriptorCache
-from .leader_epochs import LeaderEpochCache, stamp_leader_epoch
+from .leader_epochs import LeaderEpochCache
 from .recovery import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
@@ -48,6 +49,7 @@ from .txn_index import AbortedTxn, collect_aborted
 __all__ = ["LOG_START_OFFSET_FILE", "RECOVERY_POINT_FILE", "OffsetOutOfRange", "PartitionLog"]
 
 _MAX_SEGMENT_BYTES = 2**31 - 1  # index positions are int32
+_EPOCH = struct.Struct(">i")  # a batch's partitionLeaderEpoch, bytes 12-15
 
 
 def _now_ms() -> int:
@@ -202,7 +204,7 @@ class PartitionLog:
         if leader_epoch is None:
             leader_epoch = header.partition_leader_epoch
         else:
-            stamp_leader_epoch(batch, leader_epoch)  # outside the CRC too
+            _EPOCH.pack_into(batch, 12, leader_epoch)  # stamp_leader_epoch, inline: outside the CRC too
         seg.append(batch, header, base)
         if leader_epoch != self.leader_epochs.latest and leader_epoch >= 0:
             self.leader_epochs.assign(leader_epoch, base)
@@ -641,9 +643,11 @@ class PartitionLog:
                 self._closed = True
                 for seg in self._segments:
                     seg.close()
+            self.leader_epochs.sync(durable=False)  # made durable by the caller's sync of the filesystem
             self.delete_due(float("inf"))
             return
         self.flush()
+        self.leader_epochs.sync()  # noted since the last write, even when the flush had nothing to do
         with self._flush_lock, self._lock:
             self._closed = True
             self._active.flush()  # the sealing time-index entry, even if flush() had nothing to do

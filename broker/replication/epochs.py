@@ -8,14 +8,26 @@ announces and every batch appended is stamped with.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from headwater.kafka.errors import ErrorCode
 
 from ..errors import BrokerError
 
 if TYPE_CHECKING:
-    from ..topics.topic import Partition
+    from ..log import PartitionLog
+    from .state import PartitionState
+
+
+class Partition(Protocol):
+    """What these helpers read of a topics.topic.Partition (which stamps its markers through them: named here
+    rather than imported, so that the two modules do not import each other)."""
+
+    @property
+    def state(self) -> PartitionState | None: ...
+
+    @property
+    def log(self) -> PartitionLog: ...
 
 __all__ = ["NO_EPOCH", "check_leader_epoch", "current_leader_epoch", "leads", "record_leader_epoch"]
 

@@ -73,9 +73,11 @@ def test_truncations(tmp_path: Path) -> None:
 def test_checkpoint_is_kafkas_text_format(tmp_path: Path) -> None:
     cache = cache_with(tmp_path, [(0, 0), (3, 17)])
     path = tmp_path / LEADER_EPOCH_CHECKPOINT_FILE
+    assert not path.exists()  # a new epoch is written by the log's next flush or close
+    cache.sync()
     assert path.read_text() == "0\n2\n0 0\n3 17\n"
     assert LeaderEpochCache.read_checkpoint(path) == [(0, 0), (3, 17)]
-    cache.truncate_from_end(17)
+    cache.truncate_from_end(17)  # a truncation is written at once
     assert path.read_text() == "0\n1\n0 0\n"
     assert not list(tmp_path.glob("*.tmp"))
     for bad in ("1\n0\n", "0\n2\n0 0\n", "0\n1\nx y\n", "0\n2\n3 5\n2 9\n", ""):
