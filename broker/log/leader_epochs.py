@@ -79,7 +79,8 @@ class LeaderEpochCache:
 
     def __init__(self, directory: Path, log_end_offset: Callable[[], int],
                  entries: Iterable[EpochEntry] = ()) -> None:
-        self.path = Path(directory) / LEADER_EPOCH_CHECKPOINT_FILE
+        # A string: every partition opens one at start, and pathlib's joins cost more than the read.
+        self.file = os.path.join(directory, LEADER_EPOCH_CHECKPOINT_FILE)
         self._log_end_offset = log_end_offset
         self._entries: list[EpochEntry] = list(entries)
         self._epochs: list[int] = [e.epoch for e in self._entries]  # bisect key
@@ -90,16 +91,23 @@ class LeaderEpochCache:
 
     # ------------------------------------------------------------------ file
     @staticmethod
-    def read_checkpoint(path: Path) -> list[EpochEntry] | None:
+    def read_checkpoint(path: str | Path) -> list[EpochEntry] | None:
         """The entries of a checkpoint file; None when it is missing or not Kafka's format (then the caller
         rebuilds the cache from the log's batches)."""
         try:
-            text = path.read_text()
+            fd = os.open(path, os.O_RDONLY)  # os-level, no exists() first: read for every partition at start
         except FileNotFoundError:
             return None
         except OSError as exc:
             log.warning("%s unreadable (%s): leader epochs rebuilt from the log", path, exc)
             return None
+        try:
+            text = b"".join(iter(lambda: os.read(fd, 1 << 16), b"")).decode("ascii", "replace")
+        except OSError as exc:
+            log.warning("%s unreadable (%s): leader epochs rebuilt from the log", path, exc)
+            return None
+        finally:
+            os.close(fd)
         lines = text.splitlines()
         try:
             if int(lines[0]) != _VERSION:
@@ -123,7 +131,7 @@ class LeaderEpochCache:
         """Replace the file with the entries (tmp + rename); under ``_lock``."""
         entries = self._entries
         body = f"{_VERSION}\n{len(entries)}\n" + "".join(f"{e} {s}\n" for e, s in entries)
-        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp = self.file + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, body.encode())
@@ -131,9 +139,9 @@ class LeaderEpochCache:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, self.path)
+        os.replace(tmp, self.file)
         if durable:
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            dir_fd = os.open(os.path.dirname(self.file), os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
             finally:
@@ -160,6 +168,10 @@ class LeaderEpochCache:
                 self._dirty = True
 
     # ------------------------------------------------------------------ queries
+    @property
+    def path(self) -> Path:
+        return Path(self.file)
+
     @property
     def entries(self) -> list[EpochEntry]:
         return list(self._entries)
@@ -193,6 +205,12 @@ class LeaderEpochCache:
             return epoch, entries[0].start_offset
         return entries[higher - 1].epoch, entries[higher].start_offset
 
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch the record at ``offset`` was written in (Kafka's epochForOffset: ListOffsets answers it
+        with the offset it finds); None before the first entry."""
+        i = bisect_right([e.start_offset for e in self._entries], offset)
+        return self._entries[i - 1].epoch if i else None
+
     # ------------------------------------------------------------------ updates
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` begins at ``start_offset``. As Kafka: the latest epoch again (at or after its
@@ -205,7 +223,7 @@ class LeaderEpochCache:
         if removed is None:
             return
         if len(removed) > 1 or (removed and removed[0].start_offset != start_offset):
-            log.warning("%s: new epoch entry (%d, %d) replaced conflicting entries %s", self.path.parent, epoch,
+            log.warning("%s: new epoch entry (%d, %d) replaced conflicting entries %s", self.file, epoch,
                         start_offset, [tuple(e) for e in removed])
         self._set(entries, durable=False)
 
@@ -246,4 +264,4 @@ class LeaderEpochCache:
             self._set(kept, durable=False)
 
     def __repr__(self) -> str:
-        return f"LeaderEpochCache({self.path.parent.name}, {[tuple(e) for e in self._entries]})"
+        return f"LeaderEpochCache({self.file}, {[tuple(e) for e in self._entries]})"

@@ -245,7 +245,7 @@ def recover_leader_epochs(cache: LeaderEpochCache, segments: list[LogSegment], s
     ``scanned_from`` on replaced by those of the batches recovery scanned (a crash may have lost a new epoch's
     write, or the tail it began in). A missing or unreadable checkpoint is rebuilt from every batch header
     and written, once the log has batches, so that the next open does not read them again."""
-    entries = LeaderEpochCache.read_checkpoint(cache.path)
+    entries = LeaderEpochCache.read_checkpoint(cache.file)
     found: list[EpochEntry] = []
     for seg in segments:
         if seg.base_offset >= scanned_from:

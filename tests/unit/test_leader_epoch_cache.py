@@ -38,6 +38,7 @@ def test_end_offset_for_follows_kafka(tmp_path: Path) -> None:
     assert cache.end_offset_for(6) == (6, 40)  # the latest epoch: the log end offset
     assert cache.end_offset_for(7) == UNDEFINED  # above every epoch
     assert LeaderEpochCache(tmp_path / "empty", lambda: 5).end_offset_for(0) == UNDEFINED
+    assert [cache.epoch_for_offset(o) for o in (9, 10, 19, 20, 35, 99)] == [None, 2, 2, 4, 6, 6]
 
 
 def test_assign_keeps_both_columns_increasing(tmp_path: Path) -> None:
