@@ -413,6 +413,7 @@ class PartitionLog:
         self._roll_jitter_ms = self._random_jitter()
         self._active.index_interval_bytes = self.config.index_interval_bytes
         if new_end < offset:  # the batch holding ``offset`` began before it
+            write_offset_file(self.directory / RECOVERY_POINT_FILE, new_end)
             self.leader_epochs.truncate_from_end(new_end)
         if self._log_start_offset > new_end:
             self._set_log_start(new_end)  # Kafka: logStartOffset = min(target, logStartOffset)

@@ -126,8 +126,10 @@ def test_truncate_inside_a_batch_cuts_the_whole_batch_and_below_the_log_start_em
         tmp_path: Path) -> None:
     plog = open_log(tmp_path / "a-0")
     bases = write(plog, HISTORY, {})
+    plog.flush()
     plog.truncate_to(bases[3] + 2)  # inside the 4th batch (4 records)
     assert plog.log_end_offset == bases[3]
+    assert read_offset_file(tmp_path / "a-0" / RECOVERY_POINT_FILE) == bases[3]
     assert plog.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(1, bases[2])]
     plog.truncate_to(plog.log_end_offset + 5)  # at or past the end: nothing to do
     assert plog.log_end_offset == bases[3]
@@ -183,6 +185,10 @@ def test_producer_state_is_rebuilt_after_a_truncation(tmp_path: Path) -> None:
     state, _ = load_producer_state(plog.directory, plog)
     assert state.producers[9].last_seq == 6  # 2 + 3 + 2 records
     state.snapshot(plog.log_end_offset)  # a snapshot past the coming cut
+    plog.truncate_to(bases[9])  # the abort marker goes, its transaction's data stays: open again
+    reopened_txn = rebuild_after_truncation(plog)
+    assert reopened_txn.last_stable_offset(plog.log_end_offset) == bases[7]
+    assert [a.last_offset for a in plog.aborted_transactions(0, plog.log_end_offset)] == [bases[4]]
     plog.truncate_to(bases[6])
     rebuilt = rebuild_after_truncation(plog)
     assert rebuilt.producers[9].last_seq == 4  # the batches after the cut are gone
