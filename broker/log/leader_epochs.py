@@ -77,6 +77,8 @@ class LeaderEpochCache:
     (the log's flush, any thread).
     """
 
+    __slots__ = ("_dirty", "_entries", "_epochs", "_lock", "_log_end_offset", "file", "latest")  # one per partition
+
     def __init__(self, directory: Path, log_end_offset: Callable[[], int],
                  entries: Iterable[EpochEntry] = ()) -> None:
         # A string: every partition opens one at start, and pathlib's joins cost more than the read.
