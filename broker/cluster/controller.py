@@ -131,6 +131,7 @@ class Controller:
             except Exception:  # connection loss and the like: the reconnect's view change runs it all again
                 log.exception("the controller's pass failed; it runs again on the next change")
                 self.active = False
+                self._all = self._deletions = True
                 return
 
     # -- decisions (event loop) ----------------------------------------------------------

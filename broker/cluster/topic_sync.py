@@ -69,6 +69,7 @@ class TopicSync:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._local: dict[Key, None] = {}  # partitions whose local replica is to follow the view (ordered)
         self._localizing: asyncio.Task[None] | None = None
+        self._again: set[Key] = set()  # handed to the replication code even if unchanged (follow_all)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._changed = asyncio.Event()
         self._stopping = False
@@ -87,6 +88,14 @@ class TopicSync:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def follow_all(self) -> None:
+        """Hand every local replica's state to the replication code again (for a ``cluster.replication`` set
+        after the broker joined: the states handed before it came were not seen by it)."""
+        keys = [(name, p) for name, meta in self.topics.items() for p in meta.assignment
+                if self.broker_id in meta.assignment[p]]
+        self._again.update(keys)
+        self._localize(keys)
 
     # -- what the APIs read ------------------------------------------------------------
 
@@ -314,8 +323,9 @@ class TopicSync:
         if local is None:
             local = cluster.open_replica(name, meta.topic_id, meta.overrides, index)
         state = meta.states.get(index)
-        if state is None or state == local.state:
+        if state is None or (state == local.state and (name, index) not in self._again):
             return
+        self._again.discard((name, index))
         local.state = state
         await self._apply(local, state)
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.kafka.errors import ErrorCode
 
+from ..cluster.znodes import kafka_uuid
 from ..config.broker_config import BrokerConfig, Listener, TopicConfig
 from ..config.dynamic_configs import DynamicBrokerConfigs, honoured_values
 from ..config.state_file import read_json, write_json
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 
 TOPICS_FILE = "headwater-topics.json"
 PENDING_FILE = "headwater-topics.pending.json"  # partitions being created: {"topic", "from", "to"}
+PARTITION_METADATA = "partition.metadata"  # a replicated partition's topic id, as Kafka's PartitionMetadataFile
 
 
 class Cluster:
@@ -402,10 +404,25 @@ class Cluster:
             topic = Topic(name, topic_id, dict(overrides), config)
             self.replicated.add(name)
             self._register(topic)
+        self._claim_directory(name, topic_id, index)
         self._open_partition(topic, index)
         partition = self.local_partition(name, index)
         assert partition is not None
         return partition
+
+    def _claim_directory(self, name: str, topic_id: uuid.UUID, index: int) -> None:
+        """Mark ``name``-``index``'s directory with the topic id in Kafka's partition.metadata file; a directory
+        left by an earlier topic of the same name (deleted and made again while this broker was away) is
+        removed first, so its records are never served as the new topic's."""
+        directory = self.log_dir / f"{name}-{index}"
+        marker = directory / PARTITION_METADATA
+        wanted = f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n"
+        if marker.exists() and marker.read_text() != wanted:
+            log.warning("%s was left by an earlier topic named %s (%r); removed", directory, name, marker.read_text())
+            shutil.rmtree(directory)
+        if not marker.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            marker.write_text(wanted)
 
     def drop_replica(self, name: str, index: int) -> None:
         """Close and delete this broker's log of ``name``-``index`` (its topic went, or it is no replica)."""
