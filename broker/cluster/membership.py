@@ -206,6 +206,8 @@ class ClusterMembership:
 
     def _on_state(self, state: str) -> None:
         """kazoo's session state (its thread). After an expired session the registration is gone: make it again."""
+        if self._stopping:
+            return  # closing the session on purpose
         if state == KazooState.LOST:
             self._session_lost = True
             log.warning("ZooKeeper session expired; broker %d is out of the cluster until it reconnects",

@@ -8,9 +8,12 @@ which the test writes itself as a leader would.)"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,10 @@ from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.zkcluster import PartitionView, agreed_controller, agreed_topic, cluster_broker, topic_view
 
+from headwater.broker.config.broker_config import BrokerConfig
+from headwater.broker.replication.state import PartitionState
+from headwater.broker.server.broker_server import BrokerServer
+from headwater.broker.topics.topic import Partition
 from headwater.kafka.errors import ErrorCode
 from headwater.testing import unique, wait_until
 
@@ -153,11 +160,51 @@ def test_librdkafka_producer_over_partitions_led_by_three_brokers(cluster: Clust
     assert sorted(seen) == list(range(6))  # every partition, so every broker, took records
 
 
+def test_topic_made_again_while_a_replica_was_away_starts_empty_there(cluster: Cluster3) -> None:
+    """A topic deleted while its replica's broker was down, then made again (here by a tool writing Kafka's
+    older topic JSON, without an id): the returning broker removes the old directory, never serving its
+    records as the new topic's (Kafka's partition.metadata names the topic id a directory belongs to)."""
+    topic = unique("again")
+    broker = cluster.brokers[3]
+    _create(cluster.admin(), NewTopic(topic, 1, replica_assignment=[[3]]))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1})
+    producer.produce(topic, b"old")
+    assert producer.flush(20) == 0
+    assert "topic_id: " in (broker.log_dir / f"{topic}-0" / "partition.metadata").read_text()
+    broker.stop()
+    admin = cluster.admin()
+    next(iter(admin.delete_topics([topic], operation_timeout=20).values())).result(30)
+    cluster.zk.create(f"{cluster.chroot}/brokers/topics/{topic}", json.dumps(
+        {"version": 2, "partitions": {"0": [3]}, "adding_replicas": {}, "removing_replicas": {}}).encode())
+    broker.start()
+    cluster.agreed(topic, lambda v: v[0][0] == 3)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique("g")})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 0)
+    finally:
+        consumer.close()
+    assert f"{topic}-0 was left by an earlier topic named {topic}" in broker.log_text(since_start=True)
+
+
 def test_killed_leader_replaced_from_the_isr_and_preferred_leader_back(cluster: Cluster3) -> None:
     topic = unique("failover")
-    _create(cluster.admin(), NewTopic(topic, 3, 3))
+    admin = cluster.admin()
+    _create(admin, NewTopic(topic, 3, 3))
     before = cluster.agreed(topic, lambda v: len(v) == 3 and all(p[0] >= 0 for p in v.values()))
     victim = before[0][0]
+    other = min(IDS - {victim})
+    # two topics whose leader (the victim) has taken the other replica out of the ISR: only the one with
+    # unclean.leader.election.enable gets a leader when the victim dies
+    clean, dirty = unique("clean"), unique("dirty")
+    _create(admin, NewTopic(clean, 1, replica_assignment=[[victim, other]]))
+    _create(admin, NewTopic(dirty, 1, replica_assignment=[[victim, other]],
+                            config={"unclean.leader.election.enable": "true"}))
+    for name in (clean, dirty):
+        cluster.agreed(name, lambda v: v[0][0] == victim)
+        path = f"{cluster.chroot}/brokers/topics/{name}/partitions/0/state"
+        raw, stat = cluster.zk.get(path)
+        cluster.zk.set(path, json.dumps({**json.loads(raw), "isr": [victim]}).encode(), version=stat.version)
+        cluster.agreed(name, lambda v: v[0][3] == (victim,))
     killed = cluster.brokers[victim]
     started = time.monotonic()
     killed.kill()
@@ -173,12 +220,18 @@ def test_killed_leader_replaced_from_the_isr_and_preferred_leader_back(cluster: 
         assert set(isr) == IDS - {victim} and leader in before[p][3]  # from the ISR
         assert epoch == before[p][1] + 1  # one change each: a new leader, or the ISR without the dead follower
     assert after[0][0] == next(r for r in before[0][2] if r != victim)  # the first live ISR replica in order
+    assert cluster.agreed(dirty, lambda v: v[0][0] == other)[0] == (other, 1, (victim, other), (other,))
+    # no clean choice: no leader (Metadata says LEADER_NOT_AVAILABLE), the last in-sync replica kept in the ISR
+    assert cluster.agreed(clean, lambda v: v[0][0] == -1)[0] == (-1, 1, (victim, other), (victim,))
 
     # the broker comes back: not in any ISR (nothing caught it up) until a leader writes it in
     killed.start()
     every = list(cluster.brokers.values())
     wait_until(lambda: agreed_controller(every, IDS), "the restarted broker back in every Metadata", timeout=20)
     back = cluster.agreed(topic, lambda v: v == after)
+    # the clean topic's last in-sync replica is back: it leads again; the unclean one's leader stays
+    assert cluster.agreed(clean, lambda v: v[0][0] == victim)[0] == (victim, 2, (victim, other), (victim,))
+    assert cluster.agreed(dirty, lambda v: v[0][0] == other)[0] == (other, 1, (victim, other), (other,))
     # the leader of partition 0 takes the victim into its ISR (as the replication code's leader would)
     path = f"{cluster.chroot}/brokers/topics/{topic}/partitions/0/state"
     raw, stat = cluster.zk.get(path)
@@ -189,3 +242,70 @@ def test_killed_leader_replaced_from_the_isr_and_preferred_leader_back(cluster: 
     final = cluster.agreed(topic, lambda v: v[0][0] == victim)
     assert final[0][1] == back[0][1] + 1 and set(final[0][3]) == IDS
     assert final[1] == back[1] and final[2] == back[2]
+
+
+class _Recorder:
+    """A stand-in for the replication code's hook: what apply() was handed, in order."""
+
+    def __init__(self) -> None:
+        self.applied: list[tuple[str, int, PartitionState, PartitionState | None]] = []
+
+    async def apply(self, partition: Partition, state: PartitionState) -> None:
+        self.applied.append((partition.log.directory.name, partition.index, state, partition.state))
+
+
+def test_replication_hook_and_isr_writer_in_process(tmp_path: Path, zookeeper: zkserver.ZooKeeperServer) -> None:
+    """One in-process broker: every state of its replicas reaches ``cluster.replication.apply`` (with
+    Partition.state set), the ZooKeeper IsrWriter writes only over the version it read, and a deleted
+    topic's replicas are stopped (no replicas in the state handed over) before their logs go."""
+    loop = asyncio.new_event_loop()
+    recorder = _Recorder()
+    started: Future[BrokerServer] = Future()
+    stop = asyncio.Event()
+
+    async def main() -> None:
+        server = BrokerServer(BrokerConfig.model_validate({
+            "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), "broker.id": 9,
+            "zookeeper.connect": zookeeper.connect + "/" + unique("hw"),
+            "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS}))
+        server.cluster.replication = recorder
+        try:
+            await server.start()
+        except BaseException as exc:
+            started.set_exception(exc)
+            raise
+        started.set_result(server)
+        await stop.wait()
+        await server.stop()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    server = started.result(60)
+
+    def run(coro):  # in the broker's loop
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(20)
+    try:
+        bootstrap = f"127.0.0.1:{server.bound[0].port}"
+        topic = unique("hook")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        _create(admin, NewTopic(topic, 2, 1))
+        wait_until(lambda: {i for _, i, _, _ in recorder.applied} == {0, 1}, "both replicas handed over")
+        for name, index, state, set_before in recorder.applied:
+            assert name == f"{topic}-{index}" and state.leader == 9 and state.isr == (9,) and state.replicas == (9,)
+            assert set_before == state  # Partition.state is set before apply is called
+        membership = server.cluster.membership
+        assert membership is not None and membership.isr_writer is not None
+        held = server.cluster.partition(topic, 0).state
+        assert held is not None and held.zk_version == 0
+        written = run(membership.isr_writer.write_isr(topic, 0, held, (9,)))
+        assert written is not None and written.zk_version == 1 and written.leader_epoch == held.leader_epoch
+        assert run(membership.isr_writer.write_isr(topic, 0, held, (9,))) is None  # stale: refused
+        wait_until(lambda: server.cluster.partition(topic, 0).state == written, "the written state held")
+
+        next(iter(admin.delete_topics([topic], operation_timeout=20).values())).result(30)
+        wait_until(lambda: not (tmp_path / "data" / f"{topic}-0").exists(), "the deleted topic's log removed")
+        stops = [s for _, _, s, _ in recorder.applied if s.replicas == ()]
+        assert len(stops) == 2 and all(s.leader == -1 for s in stops)
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(30)
