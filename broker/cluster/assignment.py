@@ -10,7 +10,7 @@ partition 0's first replica, so the new partitions carry on the topic's pattern.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from headwater.kafka.errors import ErrorCode
 
@@ -50,7 +50,7 @@ def assign_replicas(partitions: int, replication_factor: int, live: Iterable[int
     return assignment
 
 
-def check_assignment(assignment: dict[int, Sequence[int]], live: Collection[int], first_partition: int = 0,
+def check_assignment(assignment: Mapping[int, Sequence[int]], live: Collection[int], first_partition: int = 0,
                      replication_factor: int | None = None) -> Assignment:
     """A client's assignment checked as Kafka checks it (INVALID_REPLICA_ASSIGNMENT naming the problem):
     partitions numbered on from ``first_partition`` without gaps, no broker twice in a partition, every

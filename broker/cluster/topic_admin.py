@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient
@@ -44,7 +44,7 @@ def _members(cluster: Cluster) -> ClusterMembership:
 
 
 def plan_topic(cluster: Cluster, name: str, partitions: int, replication_factor: int,
-               assignment: dict[int, Sequence[int]] | None, overrides: dict[str, str]) -> Assignment:
+               assignment: Mapping[int, Sequence[int]] | None, overrides: dict[str, str]) -> Assignment:
     """The new topic's assignment, every input checked first (BrokerError in Kafka's words)."""
     membership = _members(cluster)
     validate_topic_name(name)

@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kazoo.client import KazooClient
 from support import zkserver
@@ -116,7 +116,7 @@ def test_replicated_topic_in_kafka_layout_partitions_added_and_deleted(cluster: 
     view = cluster.agreed(grown, lambda v: len(v) == 5 and all(p[0] >= 0 for p in v.values()))
     assert all(len(set(p[2])) == 2 and p[0] == p[2][0] for p in view.values())
     assert {p[0] for p in view.values()} == IDS
-    on_disk = {(b.broker_id, p) for b in [] for p in []}  # (broker, partition) replicas that exist as directories
+    # (broker, partition) replicas that exist as directories
     on_disk = {(i, p) for i, b in cluster.brokers.items() for p in range(5) if (b.log_dir / f"{grown}-{p}").is_dir()}
     assert on_disk == {(r, p) for p, v in view.items() for r in v[2]}  # logs of its replicas only
 
@@ -139,9 +139,12 @@ def test_librdkafka_producer_over_partitions_led_by_three_brokers(cluster: Clust
     count = 3000
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1, "linger.ms": 5})
     failed: list[str] = []
+
+    def delivered(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failed.append(str(err))
     for i in range(count):
-        producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(),
-                         on_delivery=lambda err, _msg: err is not None and failed.append(str(err)))
+        producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), on_delivery=delivered)
         producer.poll(0)
     assert producer.flush(30) == 0 and not failed
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique("g"), "enable.auto.commit": False})
@@ -153,7 +156,9 @@ def test_librdkafka_producer_over_partitions_led_by_three_brokers(cluster: Clust
             for msg in consumer.consume(500, timeout=1):
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
-                seen.setdefault(msg.partition(), set()).add(msg.value())
+                partition, value = msg.partition(), msg.value()
+                assert partition is not None and value is not None
+                seen.setdefault(partition, set()).add(value)
     finally:
         consumer.close()
     assert set().union(*seen.values()) == {f"v{i}".encode() for i in range(count)}
