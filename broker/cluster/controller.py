@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
@@ -120,9 +121,12 @@ class Controller:
                     self._dirty.clear()
                 else:
                     keys, self._dirty = self._dirty, set()
+                started = time.perf_counter()
                 writes = self._decide(keys)
                 if writes:
                     await self._write(writes)
+                    log.info("controller: %d of %d partition states written in %.0f ms", len(writes), len(keys),
+                             (time.perf_counter() - started) * 1000)
             except _Fenced:
                 log.warning("broker %d is no longer the controller (controller epoch moved past %d)",
                             self.broker_id, self.epoch)
@@ -171,8 +175,9 @@ class Controller:
         """Write the states (pipelined); those written, with their new znode versions. _Fenced when
         /controller_epoch moved on."""
         zk = self.zk
-        parents = [zk.create_async(partition_path(name, index), makepath=True)
-                   for name, index, _, create in writes if create]
+        for name in sorted({name for name, _, _, create in writes if create}):
+            zk.ensure_path(partitions_path(name))  # once per topic: its partitions' znodes are then made in parallel
+        parents = [zk.create_async(partition_path(name, index)) for name, index, _, create in writes if create]
         for pending in parents:
             try:
                 pending.get()

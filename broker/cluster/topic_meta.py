@@ -21,6 +21,9 @@ class TopicMeta:
     overrides: dict[str, str]
     zk_version: int  # of /brokers/topics/<t>: CreatePartitions writes on it conditionally
     states: dict[int, PartitionState] = field(default_factory=dict)  # partitions with a state znode yet
+    # partitions without a state or whose state has no leader (kept by topic_sync.py on every change, so a
+    # wait for leaders does not look at every partition on every change)
+    leaderless: set[int] = field(default_factory=set)
     # Metadata's partition entries as (the ClusterView they were built for, the entries), rebuilt on any change
     metadata_partitions: tuple[Any, Any] | None = field(default=None, repr=False)
 
@@ -34,4 +37,4 @@ class TopicMeta:
 
     def has_leaders(self) -> bool:
         """Every partition has a state with a leader: what CreateTopics and CreatePartitions wait for."""
-        return all(p in self.states and self.states[p].leader >= 0 for p in self.assignment)
+        return not self.leaderless

@@ -221,7 +221,8 @@ class TopicSync:
             return
         meta = self.topics.get(name)
         if meta is None:
-            meta = self.topics[name] = TopicMeta(name, topic_id, assignment, overrides, stat.version)
+            meta = self.topics[name] = TopicMeta(name, topic_id, assignment, overrides, stat.version,
+                                                 leaderless=set(assignment))
             changed = set(assignment)
             added = sorted(assignment)
             log.info("topic %s: %d partitions, replicas %s", name, len(assignment),
@@ -232,6 +233,7 @@ class TopicSync:
             added = sorted(set(assignment) - set(meta.assignment))
             changed = {p for p, r in assignment.items() if meta.assignment.get(p) != r}
             meta.assignment, meta.zk_version = assignment, stat.version
+            meta.leaderless.update(added)
             for p in changed:
                 if p in meta.states:
                     meta.states[p] = replace(meta.states[p], replicas=assignment[p])
@@ -270,6 +272,10 @@ class TopicSync:
             return
         meta.states[index] = state
         meta.metadata_partitions = None
+        if state.leader >= 0:
+            meta.leaderless.discard(index)
+        else:
+            meta.leaderless.add(index)
         if held is None or held.leader != state.leader:
             log.info("%s-%d: leader %d (epoch %d), isr %s", name, index, state.leader, state.leader_epoch,
                      list(state.isr))
