@@ -20,6 +20,7 @@ class TopicMeta:
     assignment: Assignment  # partition -> replicas, the preferred leader first
     overrides: dict[str, str]
     zk_version: int  # of /brokers/topics/<t>: CreatePartitions writes on it conditionally
+    czxid: int  # the topic znode's creation: a state znode made before it is an earlier topic's of the same name
     states: dict[int, PartitionState] = field(default_factory=dict)  # partitions with a state znode yet
     # partitions without a state or whose state has no leader (kept by topic_sync.py on every change, so a
     # wait for leaders does not look at every partition on every change)

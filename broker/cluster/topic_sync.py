@@ -1,8 +1,8 @@
 """Every broker's view of the replicated topics in ZooKeeper, and what follows from it on this broker.
 
-Watches (kazoo's recipes, re-established by kazoo after a reconnect): the children of /brokers/topics, one
-data watch per topic znode (its assignment) and one per partition state znode, and the children of
-/admin/delete_topics (for the controller). A watch only hands its data into the event loop
+Watches (set again after a reconnection): the children of /brokers/topics, one data watch per topic znode
+(its assignment; kazoo's recipes) and one per partition state znode (data_watches.py: their reads pipelined),
+and the children of /admin/delete_topics (for the controller). A watch only hands its data into the event loop
 (``call_soon_threadsafe``); installing watches and every other blocking ZooKeeper call runs in a worker
 thread, so the event loop never waits on ZooKeeper. Each event carries the one znode it is about: nothing
 is read again on an event.
@@ -26,6 +26,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
 from ..replication.state import NO_LEADER, PartitionState
+from .data_watches import DataWatches
 from .topic_meta import TopicMeta
 from .znodes import (
     BROKER_TOPICS,
@@ -66,6 +67,7 @@ class TopicSync:
         self.on_change: Callable[[set[Key] | None], None] | None = None  # the controller's (partitions changed)
         self.on_deletions: Callable[[], None] | None = None
         self._watched: dict[str, _Watched] = {}
+        self._states = DataWatches(zk, self._hand_in_state)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._local: dict[Key, None] = {}  # partitions whose local replica is to follow the view (ordered)
         self._localizing: asyncio.Task[None] | None = None
@@ -82,6 +84,7 @@ class TopicSync:
 
     async def stop(self) -> None:
         self._stopping = True
+        self._states.close()
         for watched in self._watched.values():
             watched.alive = False
         tasks = [*self._tasks, *([self._localizing] if self._localizing is not None else [])]
@@ -149,10 +152,9 @@ class TopicSync:
         self.zk.DataWatch(topic_path(name), self._hand_in(functools.partial(self._on_topic, name, watched, overrides),
                                                           watched))
 
-    def _watch_states(self, name: str, watched: _Watched, indexes: list[int]) -> None:
-        for index in indexes:
-            self.zk.DataWatch(state_path(name, index),
-                              self._hand_in(functools.partial(self._on_state, name, watched, index), watched))
+    def _hand_in_state(self, path: str, data: bytes, stat: ZnodeStat) -> None:
+        if self._loop is not None and not self._stopping:
+            self._loop.call_soon_threadsafe(self._on_state, path, data, stat)
 
     def _in_thread(self, what: str, fn: Callable[..., None], *args: Any,
                    on_error: Callable[[], None] | None = None) -> None:
@@ -200,6 +202,7 @@ class TopicSync:
         meta = self.topics.pop(name, None)
         if meta is None:
             return
+        self._states.unwatch([state_path(name, p) for p in meta.assignment])
         log.info("topic %s deleted from the cluster", name)
         self._localize((name, p) for p in meta.assignment)
         self._touch()
@@ -221,7 +224,7 @@ class TopicSync:
             return
         meta = self.topics.get(name)
         if meta is None:
-            meta = self.topics[name] = TopicMeta(name, topic_id, assignment, overrides, stat.version,
+            meta = self.topics[name] = TopicMeta(name, topic_id, assignment, overrides, stat.version, stat.czxid,
                                                  leaderless=set(assignment))
             changed = set(assignment)
             added = sorted(assignment)
@@ -241,23 +244,23 @@ class TopicSync:
                 log.info("topic %s: partitions %s added", name, added)
         meta.metadata_partitions = None
         if added:
-            self._in_thread(f"watching the partition states of {name}", self._watch_states, name, watched, added)
+            self._states.watch([state_path(name, p) for p in added])
         self._localize((name, p) for p in sorted(changed))
         self._touch()
         if self.on_change is not None:
             self.on_change({(name, p) for p in changed})
 
-    def _on_state(self, name: str, watched: _Watched, index: int, data: bytes | None,
-                  stat: ZnodeStat | None, event: Any = None) -> None:
-        if not watched.alive or data is None or stat is None:  # not written yet, or going with its topic
-            return
+    def _on_state(self, path: str, data: bytes, stat: ZnodeStat) -> None:
+        # /brokers/topics/<t>/partitions/<p>/state
+        parts = path.split("/")
+        name, index = parts[-4], int(parts[-2])
         meta = self.topics.get(name)
-        if meta is None:
+        if meta is None or stat.czxid < meta.czxid:  # gone, or of an earlier topic of the same name
             return
         try:
             state = PartitionState.from_json(data, meta.assignment.get(index, ()), stat.version)
         except ValueError as exc:
-            log.error("%s: %s", state_path(name, index), exc)
+            log.error("%s: %s", path, exc)
             return
         self.record(name, index, state)
 
