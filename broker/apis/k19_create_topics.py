@@ -48,11 +48,13 @@ async def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -
     if t.assignments and (partitions != -1 or replication != -1):
         raise InvalidRequest("Both numPartitions or replicationFactor and replicasAssignments were set.")
     if cluster.membership is not None and t.name not in INTERNAL_TOPICS:
-        from ..cluster.topic_admin import create_topic, plan_topic  # kazoo loads only in cluster mode
+        from ..cluster.topic_admin import check_absent, create_topic, plan_topic  # kazoo: cluster mode only
 
         assignment = plan_topic(cluster, t.name, partitions, replication,
                                 {a.partition_index: list(a.broker_ids) for a in t.assignments}, overrides)
-        if not validate_only:
+        if validate_only:
+            await check_absent(cluster, t.name)
+        else:
             await create_topic(cluster, t.name, assignment, overrides)
         return not validate_only
     if t.assignments:

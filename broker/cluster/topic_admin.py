@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..topics.cluster import Cluster
     from .membership import ClusterMembership
 
-__all__ = ["add_partitions", "create_topic", "delete_topic", "wait_for_leaders", "wait_for_deletion"]
+__all__ = ["add_partitions", "check_absent", "create_topic", "delete_topic", "wait_for_leaders", "wait_for_deletion"]
 
 
 def _members(cluster: Cluster) -> ClusterMembership:
@@ -48,10 +48,9 @@ def plan_topic(cluster: Cluster, name: str, partitions: int, replication_factor:
     """The new topic's assignment, every input checked first (BrokerError in Kafka's words)."""
     membership = _members(cluster)
     validate_topic_name(name)
-    if name in membership.sync.topics or name in cluster.topics:
+    if name in cluster.topics and name not in cluster.replicated:  # this broker's own (internal, single-node)
         raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    if name in membership.sync.deleting:
-        raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
+    # whether the cluster has it is ZooKeeper's to say (this broker's view may lag): check_absent, create_topic
     cluster.topic_config(overrides)
     live = set(membership.view.brokers)
     if assignment:
@@ -72,10 +71,22 @@ async def create_topic(cluster: Cluster, name: str, assignment: Assignment, over
     await asyncio.to_thread(_write_topic, zk, name, uuid.uuid4(), assignment, overrides)
 
 
-def _write_topic(zk: KazooClient, name: str, topic_id: uuid.UUID, assignment: Assignment,
-                 overrides: dict[str, str]) -> None:
+async def check_absent(cluster: Cluster, name: str) -> None:
+    """TOPIC_ALREADY_EXISTS when ZooKeeper has the topic or its deletion mark (CreateTopics' validate_only)."""
+    await asyncio.to_thread(_check_absent, _members(cluster).zk, name)
+
+
+def _check_absent(zk: KazooClient, name: str) -> None:
+    """As Kafka's AdminZkClient.validateTopicCreate: ZooKeeper itself, not a broker's view of it."""
     if zk.exists(delete_topic_path(name)) is not None:
         raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
+    if zk.exists(topic_path(name)) is not None:
+        raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+
+
+def _write_topic(zk: KazooClient, name: str, topic_id: uuid.UUID, assignment: Assignment,
+                 overrides: dict[str, str]) -> None:
+    _check_absent(zk, name)
     tx = zk.transaction()
     if zk.exists(topic_config_path(name)) is not None:  # left by a tool: replaced, as Kafka's setOrCreate
         tx.set_data(topic_config_path(name), topic_config_data(overrides))

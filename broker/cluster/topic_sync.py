@@ -40,6 +40,7 @@ from .znodes import (
 
 if TYPE_CHECKING:
     from ..topics.cluster import Cluster
+    from ..topics.topic import Partition
 
 __all__ = ["TopicSync"]
 
@@ -179,8 +180,16 @@ class TopicSync:
         for gone in set(self._watched) - names:
             self._forget(gone)
         for name in sorted(names - set(self._watched)):
-            watched = self._watched[name] = _Watched()
             # a failed install is forgotten, so the next listing (kazoo lists again on reconnect) retries it
+            self._rewatch(name)
+
+    def _look_again(self, name: str) -> None:
+        if self.zk.exists(topic_path(name)) is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._rewatch, name)
+
+    def _rewatch(self, name: str) -> None:
+        if name not in self._watched and not self._stopping:
+            watched = self._watched[name] = _Watched()
             self._in_thread(f"watching topic {name}", self._watch_topic, name, watched,
                             on_error=functools.partial(self._unwatch, name, watched))
 
@@ -216,6 +225,8 @@ class TopicSync:
         if data is None or stat is None:  # deleted (the listing of /brokers/topics says so too)
             if self._watched.get(name) is watched:
                 self._forget(name)
+                # made again at once, the listing may not change: look whether it is there
+                self._in_thread(f"looking for topic {name}", self._look_again, name)
             return
         try:
             topic_id, assignment = parse_topic(name, data)
@@ -320,12 +331,14 @@ class TopicSync:
                 log.error("topic %s exists on this broker outside the cluster (from single-node use); its "
                           "cluster partitions are not served here", name)
             return
+        held = cluster.topics.get(name)
+        if held is not None and meta is not None and held.topic_id != meta.topic_id:
+            # another topic of the same name now (deleted and made again): every replica of the old one goes
+            for partition in list(held.partitions):
+                await self._drop(name, partition)
         local = cluster.local_partition(name, index)
-        if local is not None and (meta is None or not wanted or cluster.topics[name].topic_id != meta.topic_id):
-            await self._apply(local, replace(local.state or PartitionState(NO_LEADER, -1, (), -1),
-                                             leader=NO_LEADER, isr=(), replicas=()))
-            cluster.drop_replica(name, index)
-            log.info("%s-%d: replica removed from this broker", name, index)
+        if local is not None and not wanted:
+            await self._drop(name, local)
             local = None
         if not wanted or meta is None:
             return
@@ -338,7 +351,14 @@ class TopicSync:
         local.state = state
         await self._apply(local, state)
 
-    async def _apply(self, partition: Any, state: PartitionState) -> None:
+    async def _drop(self, name: str, partition: Partition) -> None:
+        """Stop the replica (the replication code is handed a state without replicas) and delete its log."""
+        await self._apply(partition, replace(partition.state or PartitionState(NO_LEADER, -1, (), -1),
+                                             leader=NO_LEADER, isr=(), replicas=()))
+        self.cluster.drop_replica(name, partition.index)
+        log.info("%s-%d: replica removed from this broker", name, partition.index)
+
+    async def _apply(self, partition: Partition, state: PartitionState) -> None:
         replication = self.cluster.replication
         if replication is not None:
             await replication.apply(partition, state)

@@ -165,6 +165,23 @@ def test_librdkafka_producer_over_partitions_led_by_three_brokers(cluster: Clust
     assert sorted(seen) == list(range(6))  # every partition, so every broker, took records
 
 
+def test_topic_deleted_and_made_again_at_once_starts_empty(cluster: Cluster3) -> None:
+    topic = unique("redo")
+    admin = cluster.admin()
+    _create(admin, NewTopic(topic, 1, 3))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1})
+    producer.produce(topic, b"old")
+    assert producer.flush(20) == 0
+    next(iter(admin.delete_topics([topic], operation_timeout=20).values())).result(30)
+    _create(admin, NewTopic(topic, 1, 3))
+    cluster.agreed(topic, lambda v: v[0][0] >= 0 and len(v[0][3]) == 3)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique("g")})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 0)
+    finally:
+        consumer.close()
+
+
 def test_topic_made_again_while_a_replica_was_away_starts_empty_there(cluster: Cluster3) -> None:
     """A topic deleted while its replica's broker was down, then made again (here by a tool writing Kafka's
     older topic JSON, without an id): the returning broker removes the old directory, never serving its
