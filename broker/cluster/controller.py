@@ -196,7 +196,7 @@ class Controller:
         fenced = False
         for (name, index, state, create), pending in zip(writes, commits, strict=True):
             results = pending.get()
-            if isinstance(results[0], Exception):
+            if isinstance(results[0], BadVersionError):  # (a later op's failure rolls the check back: not fenced)
                 fenced = True
                 continue
             if isinstance(results[1], Exception):  # written meanwhile: its watch event brings it, and a new pass
@@ -238,7 +238,7 @@ class Controller:
                 tx.delete(topic_config_path(name))
             tx.delete(delete_topic_path(name))
             results = tx.commit()
-            if isinstance(results[0], Exception):
+            if isinstance(results[0], BadVersionError):
                 raise _Fenced
             if not any(isinstance(r, Exception) for r in results):
                 return

@@ -9,6 +9,7 @@ which the test writes itself as a leader would.)"""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -323,6 +324,12 @@ def test_replication_hook_and_isr_writer_in_process(tmp_path: Path, zookeeper: z
         assert written is not None and written.zk_version == 1 and written.leader_epoch == held.leader_epoch
         assert run(membership.isr_writer.write_isr(topic, 0, held, (9,))) is None  # stale: refused
         wait_until(lambda: server.cluster.partition(topic, 0).state == written, "the written state held")
+        # the controller's write over a state changed meanwhile is skipped, and the controller stays active
+        controller = membership.controller
+        assert controller is not None and controller.active
+        stale = dataclasses.replace(held, leader_epoch=held.leader_epoch + 1)
+        assert run(asyncio.to_thread(controller._write_states, [(topic, 0, stale, False)])) == []
+        assert controller.active and server.cluster.partition(topic, 0).state == written
 
         next(iter(admin.delete_topics([topic], operation_timeout=20).values())).result(30)
         wait_until(lambda: not (tmp_path / "data" / f"{topic}-0").exists(), "the deleted topic's log removed")
