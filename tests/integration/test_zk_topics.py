@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -265,6 +266,28 @@ def test_killed_leader_replaced_from_the_isr_and_preferred_leader_back(cluster: 
     final = cluster.agreed(topic, lambda v: v[0][0] == victim)
     assert final[0][1] == back[0][1] + 1 and set(final[0][3]) == IDS
     assert final[1] == back[1] and final[2] == back[2]
+
+
+def test_broker_cut_off_past_its_session_follows_the_cluster_when_back(cluster: Cluster3) -> None:
+    """SIGSTOP (a broker cut off): its leaderships move when its session expires; back (SIGCONT), with a new
+    session, it reads the partition states again and answers the cluster's leaders, not its stale own."""
+    topic = unique("cut")
+    _create(cluster.admin(), NewTopic(topic, 3, 3))
+    before = cluster.agreed(topic, lambda v: len(v) == 3 and all(p[0] >= 0 for p in v.values()))
+    victim = before[1][0]
+    stopped = cluster.brokers[victim]
+    assert stopped.proc is not None
+    stopped.proc.send_signal(signal.SIGSTOP)
+    try:
+        others = [b for b in cluster.brokers.values() if b is not stopped]
+        wait_until(lambda: agreed_topic(others, topic, lambda v: v[1][0] not in (-1, victim)),
+                   "partition 1's leadership moved", timeout=SESSION_TIMEOUT_MS / 1000 + 20)
+    finally:
+        stopped.proc.send_signal(signal.SIGCONT)
+    every = list(cluster.brokers.values())
+    wait_until(lambda: agreed_controller(every, IDS), "the cut-off broker registered again", timeout=30)
+    after = cluster.agreed(topic, lambda v: v[1][0] != victim)
+    assert all(victim not in p[3] for p in after.values())
 
 
 class _Recorder:
