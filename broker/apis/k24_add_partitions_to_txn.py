@@ -42,8 +42,7 @@ def _add(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Sequence[A
         return ctx.transactions.verify_partitions(tid, pid, epoch, wanted)
     codes: dict[TP, ErrorCode] = {}
     for t, p in wanted:
-        topic = ctx.cluster.topics.get(t)
-        known = topic is not None and 0 <= p < len(topic.partitions)
+        known = ctx.cluster.has_partition(t, p)
         codes[(t, p)] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if not ctx.allowed_topic(Op.WRITE, t)
                          else ErrorCode.NONE if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if any(codes.values()):

@@ -8,6 +8,9 @@ A request adding more than MAX_PARTITIONS_PER_REQUEST (10000) partitions in all 
 POLICY_VIOLATION, as Kafka's controller bounds the partitions one request creates; one that would take the broker
 past ``max.broker.partitions`` gets POLICY_VIOLATION, and one the disk or the open-files limit cannot serve
 KAFKA_STORAGE_ERROR, each with a message; nothing of a refused topic's new partitions stays behind.
+In a ZooKeeper cluster (docs/CLUSTER.md) a cluster topic's new partitions get the topic's replication factor
+over the live brokers, carrying on its assignment's pattern as Kafka's AdminZkClient does (or the assignments
+given, of live brokers); the answer waits for their leaders as CreateTopics' does.
 """
 
 from __future__ import annotations
@@ -29,18 +32,29 @@ API = "CreatePartitions"
 
 @api(key=37, min=0, max=1)
 async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> dict[str, Any]:
-    topics = ctx.cluster.topics
-    added = sum(max(t.count - len(topics[t.name].partitions), 0) for t in req.topics if t.name in topics)
+    cluster = ctx.cluster
+    membership = cluster.membership
+    added = sum(max(t.count - _count(ctx, t.name), 0) for t in req.topics)
     if added > MAX_PARTITIONS_PER_REQUEST:
         return {"throttle_time_ms": 0, "results": [
             {"name": t.name, "error_code": ErrorCode.POLICY_VIOLATION, "error_message": TOO_MANY_PARTITIONS}
             for t in req.topics]}
     results = []
+    grown: dict[str, dict[str, Any]] = {}  # cluster topics whose new leaders the answer waits for
     for t in req.topics:
         result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             if not ctx.allowed_topic(Op.ALTER, t.name):
                 raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+            if membership is not None and membership.has_topic(t.name):
+                from ..cluster.topic_admin import add_partitions, plan_partitions  # kazoo: cluster mode only
+
+                new = plan_partitions(cluster, t.name, t.count, [list(a.broker_ids) for a in t.assignments or []])
+                if not req.validate_only:
+                    await add_partitions(cluster, t.name, new)
+                    grown[t.name] = result
+                results.append(result)
+                continue
             topic = ctx.cluster.get_topic(t.name)
             if t.name in INTERNAL_TOPICS:
                 raise BrokerError(ErrorCode.INVALID_REQUEST,
@@ -62,4 +76,20 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> dict[str,
             log.exception("%s failed on %s", API, t.name)
             result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=f"{type(exc).__name__}: {exc}")
         results.append(result)
+    timeout_ms = getattr(req, "timeout_ms", 0)
+    if grown and timeout_ms > 0:
+        from ..cluster.topic_admin import wait_for_leaders
+
+        for name in await wait_for_leaders(cluster, list(grown), timeout_ms / 1000):
+            grown[name].update(error_code=ErrorCode.REQUEST_TIMED_OUT,
+                               error_message=f"The new partitions of {name} have no leader yet.")
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _count(ctx: RequestContext, name: str) -> int:
+    """The topic's partition count now: the cluster's for a cluster topic, else this broker's (0: unknown)."""
+    membership = ctx.cluster.membership
+    if membership is not None and membership.has_topic(name):
+        return membership.sync.topics[name].partition_count
+    topic = ctx.cluster.topics.get(name)
+    return len(topic.partitions) if topic is not None else 0

@@ -43,10 +43,9 @@ def check_entries(ctx: RequestContext, topics: Sequence[_Topic], group_error: Er
             code = group_error
             if code is None:
                 metadata = p.committed_metadata or ""
-                topic = ctx.cluster.topics.get(t.name)
                 if not ctx.allowed_topic(Op.READ, t.name):
                     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                elif not ctx.cluster.has_partition(t.name, p.partition_index):  # in a cluster: anywhere in it
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif len(metadata.encode()) > max_meta:
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE

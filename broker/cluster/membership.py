@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -19,17 +19,26 @@ from headwater.properties import ConfigError
 
 from ..config.broker_config import BrokerConfig, Listener
 from ..security.listeners import parse_protocol_map
+from .controller import Controller
 from .controller_election import elect
+from .isr_writer import ZkIsrWriter
+from .topic_sync import TopicSync
 from .zk_connect import parse_zookeeper_connect
 from .znodes import (
     BROKER_IDS,
+    BROKER_TOPICS,
+    CONFIG_TOPICS,
     CONTROLLER_EPOCH,
+    DELETE_TOPICS,
     ClusterView,
     RegisteredBroker,
     broker_path,
     broker_registration,
     parse_registration,
 )
+
+if TYPE_CHECKING:
+    from ..topics.cluster import Cluster
 
 __all__ = ["BrokerIdTaken", "ClusterMembership", "ZooKeeperUnavailable"]
 
@@ -45,9 +54,13 @@ class ZooKeeperUnavailable(ConfigError):
 
 
 class ClusterMembership:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, cluster: Cluster | None = None) -> None:
         assert config.zookeeper_connect
         self.config = config
+        self.cluster = cluster  # the local registry the replicated topics' replicas live in (None: brokers only)
+        self.topics: TopicSync | None = None  # the replicated topics, once joined
+        self.controller: Controller | None = None
+        self.isr_writer: ZkIsrWriter | None = None  # for the replication code's leaders
         self.broker_id = config.node_id
         self.hosts, self.chroot = parse_zookeeper_connect(config.zookeeper_connect)
         self.view = ClusterView()  # replaced whole (never mutated): readers need no lock
@@ -72,6 +85,13 @@ class ClusterMembership:
             await asyncio.to_thread(self._register)
             await asyncio.to_thread(self._watch)
             self.view = await asyncio.to_thread(self._sync)
+            if self.cluster is not None:
+                assert self._zk is not None
+                self.topics = TopicSync(self._zk, self.cluster, self.broker_id)
+                self.controller = Controller(self._zk, self.topics, self.broker_id, self.config)
+                self.isr_writer = ZkIsrWriter(self._zk, self.topics)
+                await self.topics.start()
+                self.controller.view_changed(self.view)
         except BaseException:
             await self.stop()
             raise
@@ -82,6 +102,10 @@ class ClusterMembership:
         """Close the session: ZooKeeper drops this broker's znodes at once, so the others elect without waiting
         for the session timeout."""
         self._stopping = True
+        if self.controller is not None:
+            await self.controller.stop()
+        if self.topics is not None:
+            await self.topics.stop()
         if self._syncing is not None:
             self._syncing.cancel()
             await asyncio.gather(self._syncing, return_exceptions=True)
@@ -90,6 +114,24 @@ class ClusterMembership:
             await asyncio.to_thread(_close, zk)
 
     # -- what the APIs read ------------------------------------------------------------
+
+    @property
+    def zk(self) -> KazooClient:
+        assert self._zk is not None, "not connected to ZooKeeper"
+        return self._zk
+
+    @property
+    def sync(self) -> TopicSync:
+        """The replicated topics (set once joined)."""
+        assert self.topics is not None, "not joined yet"
+        return self.topics
+
+    def has_partition(self, name: str, index: int) -> bool:
+        return self.topics is not None and self.topics.has_partition(name, index)
+
+    def has_topic(self, name: str) -> bool:
+        """Whether ``name`` is one of the cluster's (replicated) topics."""
+        return self.topics is not None and name in self.topics.topics
 
     def metadata_brokers(self, listener: str) -> list[RegisteredBroker]:
         """The live brokers that advertise ``listener`` (the name the client connected on), by id, as
@@ -110,7 +152,8 @@ class ClusterMembership:
         if self.chroot:  # Kafka creates its chroot; kazoo needs it to exist before using it
             zk.ensure_path(self.chroot)
             zk.chroot = self.chroot
-        zk.ensure_path(BROKER_IDS)
+        for path in (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS):
+            zk.ensure_path(path)
         try:
             zk.create(CONTROLLER_EPOCH, b"0")  # Kafka's initial epoch; the first controller makes it 1
         except NodeExistsError:
@@ -163,6 +206,8 @@ class ClusterMembership:
 
     def _on_state(self, state: str) -> None:
         """kazoo's session state (its thread). After an expired session the registration is gone: make it again."""
+        if self._stopping:
+            return  # closing the session on purpose
         if state == KazooState.LOST:
             self._session_lost = True
             log.warning("ZooKeeper session expired; broker %d is out of the cluster until it reconnects",
@@ -196,6 +241,8 @@ class ClusterMembership:
             if sorted(view.brokers) != sorted(self.view.brokers):
                 log.info("live brokers are now %s", sorted(view.brokers))
             self.view = view
+            if self.controller is not None:
+                self.controller.view_changed(view)
 
 
 def _close(zk: KazooClient) -> None:

@@ -1,4 +1,5 @@
-"""Kafka's ZooKeeper layout for what this slice writes and reads: broker registrations and the controller.
+"""Kafka's ZooKeeper layout for what the cluster writes and reads: broker registrations, the controller, topics
+(their assignment, configs, partition states) and topic deletions.
 
 The JSON is what Kafka's ``BrokerIdZNode`` (version 4) and ``ControllerZNode`` hold, so Kafka's tools
 (``zookeeper-shell``, ``kafka-broker-api-versions``' operators) read it as they would Kafka's.
@@ -6,8 +7,10 @@ The JSON is what Kafka's ``BrokerIdZNode`` (version 4) and ``ControllerZNode`` h
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,3 +89,80 @@ def parse_controller(raw: bytes) -> int:
         return int(json.loads(raw)["brokerid"])
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"{CONTROLLER} does not name a broker: {exc}") from None
+
+
+# -- topics (Kafka's TopicZNode, TopicPartitionStateZNode, ConfigEntityZNode, DeleteTopicsTopicZNode) --------------
+
+BROKER_TOPICS = "/brokers/topics"
+CONFIG_TOPICS = "/config/topics"
+DELETE_TOPICS = "/admin/delete_topics"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, index: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{index}"
+
+
+def state_path(topic: str, index: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{index}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+Assignment = dict[int, tuple[int, ...]]  # partition index -> replica broker ids, the preferred leader first
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: the 16 bytes in URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def topic_data(topic_id: uuid.UUID, assignment: Assignment) -> bytes:
+    """Kafka's TopicZNode (version 3, as Kafka 2.8+ writes it: the topic id beside the assignment)."""
+    return json.dumps({"version": 3, "topic_id": kafka_uuid(topic_id),
+                       "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+                       "adding_replicas": {}, "removing_replicas": {}}).encode()
+
+
+def parse_topic(topic: str, raw: bytes) -> tuple[uuid.UUID, Assignment]:
+    """(topic id, assignment) from /brokers/topics/<t>; ValueError naming the znode when it is not Kafka's JSON.
+    A topic written without an id (versions 1 and 2) gets one derived from its name, the same on every broker."""
+    try:
+        data = json.loads(raw)
+        assignment = {int(p): tuple(int(b) for b in replicas) for p, replicas in data["partitions"].items()}
+        raw_id = data.get("topic_id")
+        topic_id = parse_kafka_uuid(raw_id) if raw_id else uuid.uuid5(uuid.NAMESPACE_URL, f"kafka-topic:{topic}")
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{topic_path(topic)} is not a topic assignment: {exc!r}") from None
+    return topic_id, assignment
+
+
+def topic_config_data(overrides: dict[str, str]) -> bytes:
+    return json.dumps({"version": 1, "config": overrides}).encode()
+
+
+def parse_topic_config(topic: str, raw: bytes | None) -> dict[str, str]:
+    """The overrides in /config/topics/<t> (none when the znode is missing or empty)."""
+    if not raw:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in json.loads(raw)["config"].items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{topic_config_path(topic)} is not a topic config: {exc!r}") from None

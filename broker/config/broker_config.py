@@ -308,6 +308,9 @@ class BrokerConfig(_KafkaModel):
     broker_rack: str | None = Field(None, alias="broker.rack")
     zookeeper_session_timeout_ms: int = Field(18000, alias="zookeeper.session.timeout.ms", ge=1)
     zookeeper_connection_timeout_ms: int | None = Field(None, alias="zookeeper.connection.timeout.ms", ge=1)
+    # The controller's topics (broker/cluster/controller.py): the preferred replica leads again as soon as it is
+    # live and in the ISR (at once, not on Kafka's leader.imbalance.check.interval.seconds schedule).
+    auto_leader_rebalance_enable: bool = Field(True, alias="auto.leader.rebalance.enable")
 
     @model_validator(mode="before")
     @classmethod

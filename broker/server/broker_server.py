@@ -203,7 +203,7 @@ class BrokerServer:
 
         # Set before joining: a client that connects meanwhile sees no brokers and no controller yet (as
         # Kafka's brokers answer before their first metadata update), never a single-node answer.
-        membership = self.cluster.membership = ClusterMembership(self.config)
+        membership = self.cluster.membership = ClusterMembership(self.config, self.cluster)
         try:
             await membership.start(self.cluster.advertised)
         except BaseException:

@@ -1,6 +1,9 @@
 """The broker's state: the registry of topics, their partition logs and their configs.
 
-One node owns every partition, so the "cluster" is this process. The event-loop
+On one node this broker owns every partition. In a ZooKeeper cluster (docs/CLUSTER.md) the replicated topics
+are ZooKeeper's: broker/cluster/topic_sync.py opens here the logs of the partitions this broker is a replica
+of (a topic's ``partitions`` then holds those alone, by index) and removes them when the topic goes; they are
+not in the topics file. Internal topics, and topics of single-node use, stay this broker's own. The event-loop
 thread is the only writer; fsyncs run in worker threads through PartitionFlusher.
 A topic's own shape is in ``topic.py``; flushing, retention and compaction on a
 schedule in ``housekeeping.py``.
@@ -17,6 +20,7 @@ bounded descriptor cache (log/fd_cache.py, ``log.open.files.max``).
 
 from __future__ import annotations
 
+import bisect
 import errno
 import functools
 import logging
@@ -24,10 +28,11 @@ import resource
 import shutil
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from headwater.kafka.errors import ErrorCode
 
+from ..cluster.znodes import kafka_uuid
 from ..config.broker_config import BrokerConfig, Listener, TopicConfig
 from ..config.dynamic_configs import DynamicBrokerConfigs, honoured_values
 from ..config.state_file import read_json, write_json
@@ -39,7 +44,7 @@ from ..log.recovery import sync_filesystem
 from ..metrics.stats import BrokerStats, TopicCounters
 from .data_waiters import DataWaiters
 from .producer_state import load_producer_state
-from .topic import INTERNAL_TOPICS, Partition, Topic, validate_topic_name
+from .topic import Partition, Topic, validate_topic_name
 
 if TYPE_CHECKING:  # kazoo loads only in cluster mode
     from ..cluster.membership import ClusterMembership
@@ -50,6 +55,7 @@ log = logging.getLogger(__name__)
 
 TOPICS_FILE = "headwater-topics.json"
 PENDING_FILE = "headwater-topics.pending.json"  # partitions being created: {"topic", "from", "to"}
+PARTITION_METADATA = "partition.metadata"  # a replicated partition's topic id, as Kafka's PartitionMetadataFile
 
 
 class Cluster:
@@ -72,6 +78,10 @@ class Cluster:
         self.partition_count = 0  # of all topics, internal ones included (max.broker.partitions)
         # ZooKeeper membership (broker/cluster/), set by the server once registered; None: a single node
         self.membership: ClusterMembership | None = None
+        # names of the topics whose partitions here are replicas of ZooKeeper's topics (broker/cluster/)
+        self.replicated: set[str] = set()
+        # the replication code's hook (broker/replication/), told every leadership change of a local replica
+        self.replication: Any = None
 
     def _fd_capacity(self) -> int:
         configured = self.config.log_open_files_max
@@ -143,8 +153,13 @@ class Cluster:
             raise
         if replayed:
             log.info("%s-%d: replayed %d idempotent batches into producer state", topic.name, index, replayed)
-        topic.partitions.append(Partition(index, plog, PartitionFlusher(plog), state,
-                                          functools.partial(self.notify_data, ((topic.name, index),))))
+        partition = Partition(index, plog, PartitionFlusher(plog), state,
+                              functools.partial(self.notify_data, ((topic.name, index),)))
+        parts = topic.partitions
+        if not parts or parts[-1].index < index:
+            parts.append(partition)
+        else:  # a replica of a replicated topic, opened out of order
+            parts.insert(bisect.bisect_left(parts, index, key=lambda p: p.index), partition)
         self.partition_count += 1
 
     def check_partition_limit(self, adding: int) -> None:
@@ -217,7 +232,8 @@ class Cluster:
         self.topics_by_id[topic.topic_id] = topic
 
     def _save(self) -> None:
-        write_json(self.log_dir / TOPICS_FILE, {"topics": {name: t.metadata() for name, t in self.topics.items()}})
+        write_json(self.log_dir / TOPICS_FILE, {"topics": {name: t.metadata() for name, t in self.topics.items()
+                                                           if name not in self.replicated}})
 
     # -- topics -------------------------------------------------------------------------
 
@@ -229,7 +245,6 @@ class Cluster:
     def check_new_topic(self, name: str, num_partitions: int, replication_factor: int,
                         overrides: dict[str, str]) -> TopicConfig:
         validate_topic_name(name)
-        self.check_topics_writable(name)
         if name in self.topics:
             raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions == -1:
@@ -272,17 +287,7 @@ class Cluster:
         self.partition_count -= len(topic.partitions)
         log.info("deleted topic %s", name)
 
-    def check_topics_writable(self, name: str) -> None:
-        """In a ZooKeeper cluster topics are not replicated yet (docs/CLUSTER.md): a topic made on one broker
-        would exist on that broker alone while Metadata lists every broker, so clients would split its
-        records over brokers. New user topics and partitions are refused until replication lands."""
-        if self.membership is not None and name not in INTERNAL_TOPICS:
-            raise BrokerError(ErrorCode.POLICY_VIOLATION,
-                              f"topic {name}: topics cannot be created or grown in a ZooKeeper cluster "
-                              f"(zookeeper.connect) until replication is supported; see docs/CLUSTER.md")
-
     def add_partitions(self, name: str, count: int) -> None:
-        self.check_topics_writable(name)
         topic = self.get_topic(name)
         if count <= len(topic.partitions):
             raise BrokerError(
@@ -348,11 +353,85 @@ class Cluster:
         return topic
 
     def partition(self, name: str, index: int) -> Partition:
-        """Partition ``index`` of topic ``name``; UnknownTopicOrPartition when there is none."""
+        """Partition ``index`` of topic ``name``; UnknownTopicOrPartition when there is none, and in a cluster
+        NOT_LEADER_OR_FOLLOWER when the cluster has it but this broker holds no replica of it (as Kafka answers)."""
         topic = self.topics.get(name)
-        if topic is None or not 0 <= index < len(topic.partitions):
-            raise UnknownTopicOrPartition()
-        return topic.partitions[index]
+        if topic is not None and 0 <= index < len(topic.partitions):
+            partition = topic.partitions[index]
+            if partition.index == index:
+                return partition
+        found = self.local_partition(name, index)
+        if found is not None:
+            return found
+        if self.membership is not None and self.membership.has_partition(name, index):
+            raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                              f"this broker holds no replica of {name}-{index}")
+        raise UnknownTopicOrPartition()
+
+    def local_partition(self, name: str, index: int) -> Partition | None:
+        """This broker's replica of ``name``-``index``, if it holds one."""
+        topic = self.topics.get(name)
+        if topic is None:
+            return None
+        parts = topic.partitions
+        if 0 <= index < len(parts) and parts[index].index == index:
+            return parts[index]
+        i = bisect.bisect_left(parts, index, key=lambda p: p.index)
+        return parts[i] if i < len(parts) and parts[i].index == index else None
+
+    def has_partition(self, name: str, index: int) -> bool:
+        """Whether the topic has partition ``index``: here, or (in a cluster) anywhere in it."""
+        if self.local_partition(name, index) is not None:
+            return True
+        return self.membership is not None and self.membership.has_partition(name, index)
+
+    # -- replicas of a ZooKeeper cluster's topics (broker/cluster/topic_sync.py) ----------------
+
+    def open_replica(self, name: str, topic_id: uuid.UUID, overrides: dict[str, str], index: int) -> Partition:
+        """Open (creating when new) this broker's log of ``name``-``index``, a replicated topic's partition."""
+        topic = self.topics.get(name)
+        if topic is None:
+            try:
+                config = self.defaults.with_overrides(overrides)
+            except BrokerError as exc:  # written by another tool: the replica still serves, on the defaults
+                log.error("topic %s: config overrides %s ignored: %s", name, overrides, exc.message)
+                config = self.defaults
+            topic = Topic(name, topic_id, dict(overrides), config)
+            self.replicated.add(name)
+            self._register(topic)
+        self._claim_directory(name, topic_id, index)
+        self._open_partition(topic, index)
+        partition = self.local_partition(name, index)
+        assert partition is not None
+        return partition
+
+    def _claim_directory(self, name: str, topic_id: uuid.UUID, index: int) -> None:
+        """Mark ``name``-``index``'s directory with the topic id in Kafka's partition.metadata file; a directory
+        left by an earlier topic of the same name (deleted and made again while this broker was away) is
+        removed first, so its records are never served as the new topic's."""
+        directory = self.log_dir / f"{name}-{index}"
+        marker = directory / PARTITION_METADATA
+        wanted = f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n"
+        if marker.exists() and marker.read_text() != wanted:
+            log.warning("%s was left by an earlier topic named %s (%r); removed", directory, name, marker.read_text())
+            shutil.rmtree(directory)
+        if not marker.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            marker.write_text(wanted)
+
+    def drop_replica(self, name: str, index: int) -> None:
+        """Close and delete this broker's log of ``name``-``index`` (its topic went, or it is no replica)."""
+        topic = self.topics.get(name)
+        partition = self.local_partition(name, index)
+        if topic is None or partition is None:
+            return
+        topic.partitions.remove(partition)
+        self.partition_count -= 1
+        partition.log.delete()
+        if not topic.partitions:
+            self.topics.pop(name, None)
+            self.topics_by_id.pop(topic.topic_id, None)
+            self.replicated.discard(name)
 
     def counters(self, name: str) -> tuple[TopicCounters, ...]:
         """What a Produce or Fetch on topic ``name`` adds to: the all-topics counters, and the topic's own

@@ -1,7 +1,8 @@
 """A broker cluster on a real ZooKeeper (Debian's package, tests/support/zkserver.py): three real brokers
 register, elect one controller, every broker's Metadata lists them all; the controller's SIGKILL moves
 the controller within the session timeout; a restarted broker registers again; a second broker with a
-taken broker.id is refused. Topics are not replicated yet, so new ones are refused (docs/CLUSTER.md)."""
+taken broker.id is refused, and the broker left alone serves a topic of the cluster. Topics across brokers are
+in test_zk_topics.py."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def test_three_brokers_elect_a_controller_and_fail_over(tmp_path: Path, zookeepe
             p.kill()
 
 
-def test_taken_broker_id_is_refused_and_topics_are_not_created(tmp_path: Path, zookeeper) -> None:
+def test_taken_broker_id_is_refused_and_the_broker_carries_on(tmp_path: Path, zookeeper) -> None:
     chroot = "/" + unique("hw")
     with _broker(tmp_path, zookeeper, chroot, 7) as first:
         second = cluster_broker(tmp_path / "second", zookeeper.connect + chroot, 7, SESSION_TIMEOUT_MS)
@@ -100,12 +101,14 @@ def test_taken_broker_id_is_refused_and_topics_are_not_created(tmp_path: Path, z
         assert f"broker.id 7 is already registered in ZooKeeper at {zookeeper.connect}{chroot}/brokers/ids/7" \
             in str(refused.value)
 
-        # the first broker carries on; a topic (not replicated yet) is refused with the reason
+        # the first broker carries on, and makes a cluster topic it alone leads
         assert metadata_view(first) == ({7}, 7)
         admin = AdminClient({"bootstrap.servers": first.bootstrap})
-        future = admin.create_topics([NewTopic(unique("t"), 1, 1)])
-        error = next(iter(future.values())).exception(15)
-        assert error is not None and "until replication is supported" in str(error)
+        topic = unique("t")
+        next(iter(admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=15).values())).result(20)
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        assert {p: (m.leader, m.replicas, m.isrs) for p, m in partitions.items()} == \
+            {0: (7, [7], [7]), 1: (7, [7], [7])}
 
 
 def test_no_zookeeper_is_a_clear_start_failure(tmp_path: Path) -> None:

@@ -1,0 +1,60 @@
+"""What the controller writes for one partition, decided from its assignment, its current state and the live
+brokers, as Kafka's PartitionStateMachine and ReplicaStateMachine decide it in ZooKeeper mode:
+
+- a new partition: the live replicas form the ISR and the first of them (in assignment order) leads;
+- its leader gone: the first replica (assignment order) that is live and in the ISR leads, the ISR keeps its
+  live members; with none, ``unclean.leader.election.enable`` takes the first live replica (the ISR becomes
+  it alone), else the partition has no leader (-1) and keeps its last in-sync replica in the ISR, so that
+  replica can lead cleanly when it returns;
+- a follower gone: it leaves the ISR (the leader stays);
+- ``auto.leader.rebalance.enable``: the preferred replica (the assignment's first) leads again once it is
+  live and in the ISR.
+
+Every change the controller writes raises the leader epoch by one (Kafka's ``newLeaderAndIsr``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from ..replication.state import NO_LEADER, PartitionState
+
+__all__ = ["decide"]
+
+
+def decide(replicas: tuple[int, ...], state: PartitionState | None, live: Collection[int], controller_epoch: int,
+           unclean: bool, preferred: bool) -> PartitionState | None:
+    """The state to write over ``state`` (None when nothing is to change, or a new partition has no live replica)."""
+    if state is None:
+        isr = tuple(r for r in replicas if r in live)
+        if not isr:
+            return None
+        return PartitionState(isr[0], 0, isr, controller_epoch, replicas)
+    live_isr = tuple(b for b in state.isr if b in live)
+    leader = state.leader
+    if leader == NO_LEADER or leader not in live or leader not in replicas:
+        leader, isr = _elect(replicas, state.isr, live_isr, live, unclean)
+    else:
+        isr = live_isr
+        # the leader is live, so it is in live_isr unless the ISR left it out (a leader always is in its ISR)
+        if leader not in isr:
+            isr = (leader, *isr)
+    if preferred and leader != NO_LEADER and replicas and replicas[0] != leader \
+            and replicas[0] in live and replicas[0] in isr:
+        leader = replicas[0]
+    if leader == state.leader and isr == state.isr:
+        return None
+    return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch, replicas, state.zk_version)
+
+
+def _elect(replicas: tuple[int, ...], isr: tuple[int, ...], live_isr: tuple[int, ...], live: Collection[int],
+           unclean: bool) -> tuple[int, tuple[int, ...]]:
+    clean = next((r for r in replicas if r in live_isr), None)
+    if clean is not None:
+        return clean, live_isr
+    if unclean:
+        dirty = next((r for r in replicas if r in live), None)
+        if dirty is not None:
+            return dirty, (dirty,)
+    # no leader: the ISR keeps its live members, or (none live) stays as it was, naming the last in sync
+    return NO_LEADER, live_isr or isr
