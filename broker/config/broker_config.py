@@ -308,6 +308,16 @@ class BrokerConfig(_KafkaModel):
     broker_rack: str | None = Field(None, alias="broker.rack")
     zookeeper_session_timeout_ms: int = Field(18000, alias="zookeeper.session.timeout.ms", ge=1)
     zookeeper_connection_timeout_ms: int | None = Field(None, alias="zookeeper.connection.timeout.ms", ge=1)
+    # Replication between the brokers of a ZooKeeper cluster (broker/replication/): Kafka's names and defaults
+    replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", ge=1)
+    replica_fetch_wait_max_ms: int = Field(500, alias="replica.fetch.wait.max.ms", ge=0)
+    replica_fetch_min_bytes: int = Field(1, alias="replica.fetch.min.bytes", ge=1)
+    replica_fetch_max_bytes: int = Field(1048576, alias="replica.fetch.max.bytes", ge=0)
+    replica_fetch_response_max_bytes: int = Field(10485760, alias="replica.fetch.response.max.bytes", ge=0)
+    replica_fetch_backoff_ms: int = Field(1000, alias="replica.fetch.backoff.ms", ge=0)
+    replica_socket_timeout_ms: int = Field(30000, alias="replica.socket.timeout.ms", ge=1)
+    replica_high_watermark_checkpoint_interval_ms: int = Field(
+        5000, alias="replica.high.watermark.checkpoint.interval.ms", ge=1)
 
     @model_validator(mode="before")
     @classmethod

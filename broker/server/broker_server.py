@@ -184,6 +184,7 @@ class BrokerServer:
         self.cluster.advertised = [self._endpoint(b.name) for b in self.bound]
         if self.config.zookeeper_connect:
             await self._join_cluster()
+            await self._start_replication()
         self._background = [
             asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler())),
             asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention())),
@@ -211,6 +212,20 @@ class BrokerServer:
             await self.stop()
             raise
 
+    async def _start_replication(self) -> None:
+        """Leaders and followers of the cluster's partitions (broker/replication/), their ISR written to
+        ZooKeeper through the membership's writer."""
+        from ..replication.manager import ReplicaManager
+
+        membership = self.cluster.membership
+        try:
+            manager = ReplicaManager(self.cluster, self.config, getattr(membership, "isr_writer", None))
+        except BaseException:
+            await self.stop()
+            raise
+        self.cluster.replication = manager
+        await manager.start()
+
     async def serve_metrics(self, listener: str) -> str:
         """Serve Prometheus metrics on ``listener`` (``http://HOST:PORT``) until ``stop``; returns the
         scrape URL. OSError naming ``metrics.listener`` when the address cannot be bound."""
@@ -235,6 +250,9 @@ class BrokerServer:
     async def stop(self) -> None:
         """Stop accepting, end connections, flush and close every log."""
         self._closing = True
+        if self.cluster.replication is not None:  # no more fetching or ISR changes; high watermarks saved
+            replication, self.cluster.replication = self.cluster.replication, None
+            await replication.stop()
         if self.cluster.membership is not None:  # leave the cluster first: the others elect at once
             membership, self.cluster.membership = self.cluster.membership, None
             await membership.stop()

@@ -43,6 +43,7 @@ from .topic import INTERNAL_TOPICS, Partition, Topic, validate_topic_name
 
 if TYPE_CHECKING:  # kazoo loads only in cluster mode
     from ..cluster.membership import ClusterMembership
+    from ..replication.manager import ReplicaManager
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]
 
@@ -72,6 +73,8 @@ class Cluster:
         self.partition_count = 0  # of all topics, internal ones included (max.broker.partitions)
         # ZooKeeper membership (broker/cluster/), set by the server once registered; None: a single node
         self.membership: ClusterMembership | None = None
+        # Replication (broker/replication/), set by the server with the membership; None: a single node
+        self.replication: ReplicaManager | None = None
 
     def _fd_capacity(self) -> int:
         configured = self.config.log_open_files_max
