@@ -32,10 +32,13 @@ from headwater.kafka.records import HEADER_SIZE, BatchHeader, decode_batch_recor
 from ..config.broker_config import TopicConfig
 from .errors import LogClosed, OffsetOutOfRange
 from .fd_cache import DescriptorCache
+from .leader_epochs import LeaderEpochCache, stamp_leader_epoch
 from .recovery import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     fsync_dir,
+    read_offset_file,
+    recover_leader_epochs,
     recover_segments,
     write_offset_file,
 )
@@ -89,6 +92,8 @@ class PartitionLog:
         self._last_flush_ms = clock()
         self._closed = False
         self._roll_jitter_ms = 0  # the active segment's share of segment.jitter.ms
+        # Where each leader epoch begins (leader_epochs.py); open() loads it, every append keeps it current.
+        self.leader_epochs = LeaderEpochCache(directory, lambda: self._log_end_offset)
         self.update_config(config)
 
     # ------------------------------------------------------------------ open / recovery
@@ -102,9 +107,15 @@ class PartitionLog:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         clock = clock or _now_ms
-        segments, start, log_end, recovery_point = recover_segments(directory, config.index_interval_bytes,
-                                                                    fd_cache)
+        segments, start, log_end, recovery_point, scanned_from = recover_segments(
+            directory, config.index_interval_bytes, fd_cache)
         log = cls(directory, config, segments, start, log_end, clock, fd_cache)
+        try:
+            recover_leader_epochs(log.leader_epochs, segments, scanned_from, start)
+        except BaseException:
+            for seg in segments:
+                seg.close()
+            raise
         if recovery_point == log_end:
             log._flushed_end = log_end  # all durable already: flushes and the close skip it until it grows
         active = segments[-1]
@@ -163,10 +174,12 @@ class PartitionLog:
         return self._active
 
     # ------------------------------------------------------------------ append
-    def append(self, batch: bytearray, header: BatchHeader) -> int:
+    def append(self, batch: bytearray, header: BatchHeader, leader_epoch: int | None = None) -> int:
         """Append one validated v2 batch, assigning offsets from the log end; returns its base offset.
 
-        ``batch`` is modified in place (its baseOffset field). Header-only work: no record parsing.
+        ``batch`` is modified in place (its baseOffset field, and given ``leader_epoch`` -- a leader's append --
+        its partitionLeaderEpoch; a follower appends the leader's batches with their epochs as they are). A
+        new epoch is recorded in ``leader_epochs``. Header-only work: no record parsing.
         """
         if self._closed:
             raise LogClosed(f"log {self.directory} is closed")
@@ -186,7 +199,13 @@ class PartitionLog:
         if type(batch) is not bytearray:
             batch = bytearray(batch)
         set_base_offset(batch, 0, base)  # outside the CRC: no re-checksum needed
+        if leader_epoch is None:
+            leader_epoch = header.partition_leader_epoch
+        else:
+            stamp_leader_epoch(batch, leader_epoch)  # outside the CRC too
         seg.append(batch, header, base)
+        if leader_epoch != self.leader_epochs.latest and leader_epoch >= 0:
+            self.leader_epochs.assign(leader_epoch, base)
         self._log_end_offset = base + header.last_offset_delta + 1
         self._appended_records += header.record_count
         return base
@@ -230,6 +249,7 @@ class PartitionLog:
             try:
                 for seg in targets:
                     seg.flush()
+                self.leader_epochs.sync()  # epochs of the data below log_end, before the recovery point passes it
                 if dir_dirty:
                     fsync_dir(self.directory)
                 # Everything below log_end was written before the fsyncs began, so it is durable now.
@@ -328,6 +348,73 @@ class PartitionLog:
                 return
             offset = next_offset
 
+    # ------------------------------------------------------------------ truncation (replication)
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at and after ``offset``, as Kafka's UnifiedLog.truncateTo (a follower whose log
+        diverged from its new leader's): later segments go, the one holding ``offset`` is cut with its
+        indexes and aborted-transaction entries, the recovery point and the leader-epoch cache follow. The
+        log then ends at ``offset`` (at the start of the batch holding it, should that batch begin before);
+        below the log start it is emptied and starts at ``offset``. Nothing happens at or past the log end.
+        The caller rebuilds the partition's producer state (producer_state.rebuild_after_truncation).
+
+        Event-loop thread. Waits for a flush in progress, and stops a compaction pass of this log (it is
+        tried again next round)."""
+        if offset < 0:
+            raise ValueError(f"truncation offset {offset} is negative")
+        if self._closed:
+            raise LogClosed(f"log {self.directory} is closed")
+        if offset >= self._log_end_offset:
+            return
+        self._clean_abort = True  # a cleaner pass of this log stops at its next check
+        try:
+            with self._clean_lock, self._flush_lock:
+                self._truncate(offset)
+        finally:
+            self._clean_abort = False
+
+    def _truncate(self, offset: int) -> None:
+        # The recovery point and the epochs first, durably: a crash midway must not leave a recovery point
+        # beyond the new end (the segments written next would be taken as flushed) nor epochs past it.
+        recovery_point = read_offset_file(self.directory / RECOVERY_POINT_FILE)
+        if recovery_point is None or recovery_point > offset:
+            write_offset_file(self.directory / RECOVERY_POINT_FILE, offset)
+        self.leader_epochs.truncate_from_end(offset)
+        with self._lock:
+            segments = self._segments
+            if offset < segments[0].base_offset:  # Kafka's truncateFullyAndStartAt: the epochs go too
+                doomed, kept = list(segments), []
+            else:
+                i = bisect_right(self._bases, offset) - 1
+                doomed, kept = segments[i + 1 :], segments[: i + 1]
+        new_end = offset
+        if kept:
+            cut = kept[-1].truncate_to_offset(offset)
+            if cut is not None:
+                new_end = min(offset, cut)
+            kept[-1].next_offset = new_end
+        else:
+            self.leader_epochs.truncate_from_end(0)
+            kept = [LogSegment.create(self.directory, offset, self.config.index_interval_bytes, cache=self._fd_cache)]
+        with self._lock:
+            self._segments[:] = kept
+            self._bases[:] = [s.base_offset for s in kept]
+            self._active = kept[-1]
+            self._unflushed_segments = [s for s in self._unflushed_segments if s in kept[:-1]]
+            self._log_end_offset = new_end
+            self._flushed_end = min(self._flushed_end, new_end)
+            self._dir_dirty = True
+            defer = self._flushing or self._cleaning
+            if defer:
+                self._pending_close.extend(doomed)
+        if doomed:
+            self._retire(doomed, defer)
+        self._roll_jitter_ms = self._random_jitter()
+        self._active.index_interval_bytes = self.config.index_interval_bytes
+        if new_end < offset:  # the batch holding ``offset`` began before it
+            self.leader_epochs.truncate_from_end(new_end)
+        if self._log_start_offset > new_end:
+            self._set_log_start(new_end)  # Kafka: logStartOffset = min(target, logStartOffset)
+
     # ------------------------------------------------------------------ transactions
     def record_aborted(self, txn: AbortedTxn) -> None:
         """Index an aborted transaction in the segment holding its marker."""
@@ -422,6 +509,7 @@ class PartitionLog:
         # Persist before deleting files: a crash in between leaves segments that open() skips.
         write_offset_file(self.directory / LOG_START_OFFSET_FILE, offset)
         self._log_start_offset = offset
+        self.leader_epochs.truncate_from_start(offset)
 
     def _remove_oldest(self, n: int) -> None:
         if n <= 0:

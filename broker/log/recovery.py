@@ -19,20 +19,24 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from .fd_cache import DescriptorCache
+from .leader_epochs import EpochEntry, LeaderEpochCache
 from .segment import LogSegment
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "CLEANER_SWAP_FILE",
+    "Recovered",
     "LOG_START_OFFSET_FILE",
     "RECOVERY_POINT_FILE",
     "finish_swaps",
     "fsync_dir",
     "read_offset_file",
     "read_swap_marker",
+    "recover_leader_epochs",
     "recover_segments",
     "sync_filesystem",
     "write_offset_file",
@@ -180,22 +184,29 @@ def _segment_bases(directory: Path) -> list[int]:
     return sorted(bases)
 
 
-def recover_segments(directory: Path, index_interval_bytes: int,
-                     fd_cache: DescriptorCache | None = None) -> tuple[list[LogSegment], int, int, int | None]:
-    """Open every segment in ``directory``, repairing as needed (through ``fd_cache``, when given).
+class Recovered(NamedTuple):
+    segments: list[LogSegment]  # at least one: the active segment, last
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int | None  # the file's, once repaired (None: none yet)
+    scanned_from: int  # base offset of the first segment whose batches were scanned (validated)
 
-    Returns ``(segments, log_start_offset, log_end_offset, recovery_point)``; there is always at least one
-    segment (the active one, last); the recovery point is the file's, once repaired (None: none yet).
-    """
+
+def recover_segments(directory: Path, index_interval_bytes: int,
+                     fd_cache: DescriptorCache | None = None) -> Recovered:
+    """Open every segment in ``directory``, repairing as needed (through ``fd_cache``, when given)."""
     bases = _segment_bases(directory)
     start = read_offset_file(directory / LOG_START_OFFSET_FILE) or 0
     recovery_point = read_offset_file(directory / RECOVERY_POINT_FILE)
     segments: list[LogSegment] = []
+    scanned_from: int | None = None
     for i, base in enumerate(bases):
         seg = LogSegment.open(directory, base, index_interval_bytes, cache=fd_cache)
         segments.append(seg)
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         if next_base is None or recovery_point is None or next_base > recovery_point:
+            if scanned_from is None:
+                scanned_from = base
             cut = seg.recover()
             if cut:
                 log.warning("%s: truncated %d bytes of torn or corrupt data at the end of segment %020d.log",
@@ -210,6 +221,7 @@ def recover_segments(directory: Path, index_interval_bytes: int,
 
     if not segments:
         segments.append(LogSegment.create(directory, start, index_interval_bytes, cache=fd_cache))
+        scanned_from = start
     log_end = segments[-1].next_offset
     assert log_end is not None  # the last segment was scanned (or is new)
     if start > log_end:
@@ -217,10 +229,33 @@ def recover_segments(directory: Path, index_interval_bytes: int,
         for seg in segments:
             seg.delete()
         segments = [LogSegment.create(directory, start, index_interval_bytes, cache=fd_cache)]
-        log_end = start
+        log_end = scanned_from = start
     if recovery_point is not None and recovery_point > log_end:
         # Data past the old recovery point was lost; segments written from here on must not
         # be mistaken for flushed ones at the next open.
         write_offset_file(directory / RECOVERY_POINT_FILE, log_end)
         recovery_point = log_end
-    return segments, max(start, segments[0].base_offset), log_end, recovery_point
+    assert scanned_from is not None  # the last segment is always scanned
+    return Recovered(segments, max(start, segments[0].base_offset), log_end, recovery_point, scanned_from)
+
+
+def recover_leader_epochs(cache: LeaderEpochCache, segments: list[LogSegment], scanned_from: int,
+                          log_start: int) -> None:
+    """Load the leader-epoch cache of a log just recovered: its checkpoint, with the entries from
+    ``scanned_from`` on replaced by those of the batches recovery scanned (a crash may have lost a new epoch's
+    write, or the tail it began in). A missing or unreadable checkpoint is rebuilt from every batch header
+    and written, once the log has batches, so that the next open does not read them again."""
+    entries = LeaderEpochCache.read_checkpoint(cache.path)
+    found: list[EpochEntry] = []
+    for seg in segments:
+        if seg.base_offset >= scanned_from:
+            found.extend(EpochEntry(*e) for e in seg.epoch_starts)
+        elif entries is None:  # not scanned by recovery: its headers alone
+            found.extend(EpochEntry(h.partition_leader_epoch, h.base_offset) for _, h in seg.batches()
+                         if h.partition_leader_epoch >= 0)
+    if entries is None:
+        cache.replace_from(0, found, write=any(seg.size for seg in segments))
+    else:
+        cache.load(entries)
+        cache.replace_from(scanned_from, found)
+    cache.truncate_from_start(log_start)

@@ -35,8 +35,9 @@ _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _CRC_START = 21  # attributes onward are covered by the CRC (see records.py)
 _SCAN_CHUNK = 1 << 20
 _FIND_CHUNK = 8 << 10
-# baseOffset, batchLength, (leader epoch), magic, crc, (attributes), lastOffsetDelta, (baseTimestamp), maxTimestamp
-_SCAN_FIELDS = struct.Struct(">qi4xbI2xi8xq")
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, (attributes), lastOffsetDelta, (baseTimestamp),
+# maxTimestamp
+_SCAN_FIELDS = struct.Struct(">qiibI2xi8xq")
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -86,6 +87,9 @@ class LogSegment:
         self.rolling_base_ms: int | None = None
         # Offset after the last batch; only known once the segment was scanned or appended to.
         self.next_offset: int | None = base_offset if self._size == 0 else None
+        # (leader epoch, base offset) where the batches' epoch changes, from the last scan (recovery rebuilds the
+        # log's leader-epoch cache from them); batches without an epoch (-1) are left out.
+        self.epoch_starts: list[tuple[int, int]] = []
         if not create and self._size:
             last = self.time_index.last_entry()
             if last is not None:
@@ -353,6 +357,38 @@ class LogSegment:
             self._size = position
         self._scan(validate=False)
 
+    def truncate_to_offset(self, offset: int) -> int | None:
+        """Drop the batches holding offsets >= ``offset`` (the whole batch holding ``offset``, should it begin
+        before it), with their offset/time index entries and aborted-transaction entries, as Kafka's
+        LogSegment.truncateTo; the base offset of the first batch dropped, or None when none was. Reads only
+        the batches from the last offset-index entry kept to the cut (the largest timestamp)."""
+        found = self.find_batch(offset)
+        if found is None:
+            return None
+        pos, first_cut = found
+        cut_base = first_cut.base_offset
+        offsets = [e for e in self.offset_index.entries() if e[1] < pos]
+        times = [e for e in self.time_index.entries() if self.base_offset + e[1] < cut_base]
+        os.ftruncate(self._fd if self._fd >= 0 else self._reopen(), pos)
+        self._size = pos
+        self.offset_index.reset(offsets)
+        self.time_index.reset(times)
+        self.txn_index.truncate_from(cut_base)
+        # The kept time-index entries account for every batch up to the last offset-index entry (both are
+        # made by the same appends); the batches after it are read.
+        indexed = offsets[-1][1] if offsets else 0
+        largest, off_largest = (times[-1][0], self.base_offset + times[-1][1]) if times else (-1, self.base_offset)
+        for _, header in self.batches(indexed, pos):
+            if header.max_timestamp > largest:
+                largest, off_largest = header.max_timestamp, header.base_offset + header.last_offset_delta
+        self.largest_timestamp, self.offset_of_largest_timestamp = largest, off_largest
+        self._since_index = pos - indexed
+        self.next_offset = cut_base
+        self.epoch_starts = [e for e in self.epoch_starts if e[1] < cut_base]
+        if not pos:
+            self.rolling_base_ms = None
+        return cut_base
+
     def _scan(self, validate: bool) -> int:
         # Runs over every batch of the active segment at each open: kept to a few field reads
         # per batch (one small struct, no BatchHeader objects) so recovery stays I/O- and CRC-bound.
@@ -367,6 +403,8 @@ class LogSegment:
         largest, off_largest, last_time = -1, base, -1
         expected = base
         first_ts: int | None = None
+        epoch_starts: list[tuple[int, int]] = []
+        last_epoch = -1
         buf = b""
         view = memoryview(buf)
         buf_pos = pos = 0
@@ -376,7 +414,7 @@ class LogSegment:
                 buf = os.pread(fd, min(_SCAN_CHUNK, size - pos), pos)
                 view = memoryview(buf)
                 buf_pos, off = pos, 0
-            batch_base, length, magic, crc, delta, max_ts = unpack(buf, off)
+            batch_base, length, epoch, magic, crc, delta, max_ts = unpack(buf, off)
             batch_size = length + LOG_OVERHEAD
             end = pos + batch_size
             last = batch_base + delta
@@ -394,6 +432,9 @@ class LogSegment:
                     break
             if first_ts is None:
                 first_ts = max_ts
+            if epoch != last_epoch and epoch >= 0:
+                epoch_starts.append((epoch, batch_base))
+                last_epoch = epoch
             if max_ts > largest:
                 largest, off_largest = max_ts, last
             if since > interval:  # same rule as append()
@@ -420,6 +461,7 @@ class LogSegment:
         self.largest_timestamp, self.offset_of_largest_timestamp = largest, off_largest
         self.next_offset = expected
         self.rolling_base_ms = first_ts if first_ts is not None and first_ts >= 0 else None
+        self.epoch_starts = epoch_starts
         return truncated
 
     def _crc_from_disk(self, pos: int, batch_size: int, expected_crc: int) -> bool:

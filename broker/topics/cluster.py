@@ -38,7 +38,7 @@ from ..log.flusher import PartitionFlusher
 from ..log.recovery import sync_filesystem
 from ..metrics.stats import BrokerStats, TopicCounters
 from .data_waiters import DataWaiters
-from .producer_state import PartitionProducerState, replay
+from .producer_state import load_producer_state
 from .topic import INTERNAL_TOPICS, Partition, Topic, validate_topic_name
 
 if TYPE_CHECKING:  # kazoo loads only in cluster mode
@@ -140,12 +140,7 @@ class Cluster:
         directory = self.log_dir / f"{topic.name}-{index}"
         plog = PartitionLog.open(directory, topic.config, fd_cache=self.fd_cache)
         try:
-            state = PartitionProducerState(directory)
-            start = state.load()
-            if start > plog.log_end_offset:  # the log lost its tail after the snapshot: rebuild
-                state = PartitionProducerState(directory)
-                start = 0
-            replayed = replay(state, plog, start)
+            state, replayed = load_producer_state(directory, plog)
         except BaseException:
             plog.close()
             raise

@@ -25,7 +25,8 @@ from .txn_state import OpenTransactions
 if TYPE_CHECKING:
     from ..log import PartitionLog
 
-__all__ = ["PartitionProducerState", "ProducerIdManager", "replay"]
+__all__ = ["PartitionProducerState", "ProducerIdManager", "load_producer_state", "rebuild_after_truncation",
+           "replay"]
 
 log = logging.getLogger(__name__)
 
@@ -201,3 +202,22 @@ def replay(state: PartitionProducerState, plog: PartitionLog, from_offset: int) 
             state.update(header, header.base_offset)
         count += 1
     return count
+
+
+def load_producer_state(directory: Path, plog: PartitionLog) -> tuple[PartitionProducerState, int]:
+    """The partition's producer state: its snapshot plus the batches after it replayed; and how many were.
+    A snapshot past the log end (the log lost its tail, or was truncated) describes batches that are gone:
+    it is removed, lest it be loaded once the log grows past its offset again, and the whole log replayed."""
+    state = PartitionProducerState(directory)
+    start = state.load()
+    if start > plog.log_end_offset:
+        state.path.unlink(missing_ok=True)
+        state = PartitionProducerState(directory)
+        start = 0
+    return state, replay(state, plog, start)
+
+
+def rebuild_after_truncation(plog: PartitionLog) -> PartitionProducerState:
+    """The producer state of a partition whose log ``PartitionLog.truncate_to`` just cut (as Kafka's
+    rebuildProducerState): the caller puts it in place of the partition's (``partition.producers``)."""
+    return load_producer_state(plog.directory, plog)[0]

@@ -12,6 +12,7 @@ import pytest
 
 from headwater.broker.config.broker_config import TopicConfig
 from headwater.broker.log import LogClosed, LogSegment, OffsetOutOfRange, PartitionLog
+from headwater.broker.log.leader_epochs import LEADER_EPOCH_CHECKPOINT_FILE
 from headwater.broker.log.partition_log import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE
 from headwater.kafka.records import (
     Record,
@@ -439,7 +440,8 @@ def test_leftover_files_are_deleted_on_open(tmp_path: Path) -> None:
         (path / name).write_bytes(b"x")
     log = open_log(path)
     assert sorted(p.name for p in path.iterdir()) == sorted(
-        [f"{0:020d}.log", f"{0:020d}.index", f"{0:020d}.timeindex", RECOVERY_POINT_FILE]
+        [f"{0:020d}.log", f"{0:020d}.index", f"{0:020d}.timeindex", RECOVERY_POINT_FILE,
+         LEADER_EPOCH_CHECKPOINT_FILE]  # written once, when missing, so later opens need not scan the batches
     )
     assert log.log_end_offset == 2
     log.close()
