@@ -30,11 +30,10 @@ from kafka.protocol.consumer import (
 from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import InvalidBatch, iter_batches, validate_batch
 
-from ..topics.producer_state import PartitionProducerState, replay
+from ..topics.producer_state import rebuild_after_truncation, replay
 
 if TYPE_CHECKING:
     from ..config.broker_config import BrokerConfig
-    from ..topics.topic import Partition
     from .replica import PartitionReplica
 
 __all__ = ["LeaderFetcher", "ReplicationError"]
@@ -194,9 +193,8 @@ class LeaderFetcher:
                     partition=r.partition.index, current_leader_epoch=r.state.leader_epoch, leader_epoch=epoch))
         if not asked:
             return
-        request = OffsetForLeaderEpochRequest[EPOCH_VERSION](
-            replica_id=self.broker_id,
-            topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in asked.items()])
+        topics = [OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in asked.items()]
+        request = OffsetForLeaderEpochRequest[EPOCH_VERSION](replica_id=self.broker_id, topics=topics)
         response = await connection.call(request, OffsetForLeaderEpochResponse, self._timeout())
         for topic in response.topics:
             for p in topic.partitions:
@@ -239,7 +237,7 @@ class LeaderFetcher:
         log.warning("%s-%d: truncating the log from %d to %d to agree with leader broker %d", replica.topic,
                     partition.index, plog.log_end_offset, offset, self.leader_id)
         plog.truncate_to(offset)
-        _rebuild_producer_state(partition)
+        partition.producers = rebuild_after_truncation(plog)
         replica.truncated()
 
     # -- fetching ------------------------------------------------------------------------
@@ -324,9 +322,3 @@ def append_fetched(replica: PartitionReplica, data: bytes | memoryview) -> int:
     return count
 
 
-def _rebuild_producer_state(partition: Partition) -> None:
-    """After a truncation: the producers' state as the log now holds it, replayed from the log start (a
-    snapshot past the new end is ignored when the broker next opens the partition, as for a torn tail)."""
-    fresh = PartitionProducerState(partition.log.directory)
-    replay(fresh, partition.log, 0)
-    partition.producers = fresh

@@ -11,7 +11,6 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
