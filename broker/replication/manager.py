@@ -182,6 +182,9 @@ class ReplicaManager:
             await asyncio.sleep(max_lag / 2000)
             now = _now_ms()
             for replica in list(self.replicas.values()):
+                if not self._hosted(replica):  # its topic was deleted meanwhile
+                    self.forget(replica.partition)
+                    continue
                 if replica.role is not Role.LEADER or replica.isr_changing:
                     continue
                 lagging = replica.out_of_sync(now, max_lag)
@@ -233,12 +236,17 @@ class ReplicaManager:
         topics = self.cluster.topics
         offsets = {k: o for k, o in self._saved.items() if k[0] in topics and k[1] < len(topics[k[0]].partitions)}
         for key, replica in self.replicas.items():
-            topic = topics.get(key[0])
-            if topic is None or key[1] >= len(topic.partitions) or topic.partitions[key[1]] is not replica.partition:
-                offsets.pop(key, None)  # deleted since
-                continue
-            offsets[key] = replica.high_watermark
+            if self._hosted(replica):
+                offsets[key] = replica.high_watermark
+            else:  # deleted since
+                offsets.pop(key, None)
         return offsets
+
+    def _hosted(self, replica: PartitionReplica) -> bool:
+        """Whether ``replica``'s partition is still this broker's (not deleted, nor deleted and made again)."""
+        topic = self.cluster.topics.get(replica.topic)
+        index = replica.partition.index
+        return topic is not None and index < len(topic.partitions) and topic.partitions[index] is replica.partition
 
     def write_checkpoint(self) -> None:
         with contextlib.suppress(FileNotFoundError):  # the log directory removed under a stopping broker
