@@ -59,6 +59,7 @@ from ..errors import BrokerError
 from ..log.validator import needs_record_checks, validate_records
 from ..metrics.stats import TopicCounters
 from ..protocol.requests import ProduceRequest
+from ..replication.epochs import current_leader_epoch
 from ..replication.produce import leader_refusal, wait_for_isr
 from ..topics.topic import INTERNAL_TOPICS, Partition
 from .registry import RequestContext, api
@@ -153,10 +154,7 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
         now = int(time.time() * 1000)
         set_log_append_time(batch, 0, header, now)
         entry["log_append_time_ms"] = now
-    if replica is None:
-        entry["base_offset"] = base = plog.append(batch, header)
-    else:  # stamped with the leader's epoch, as Kafka's leader stamps every batch it appends
-        entry["base_offset"] = base = plog.append(batch, header, replica.state.leader_epoch)
+    entry["base_offset"] = base = plog.append(batch, header, current_leader_epoch(partition))
     for counters in counted:
         counters.bytes_in += size
         counters.messages_in += header.record_count

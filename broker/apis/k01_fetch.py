@@ -35,6 +35,7 @@ from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
 from ..log import OffsetOutOfRange, PartitionLog
 from ..protocol.requests import FetchRequest
+from ..replication.epochs import check_leader_epoch
 from ..replication.produce import consumer_bounds, follower_bounds
 from .registry import RequestContext, api
 
@@ -58,6 +59,7 @@ def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[l
                 if not ctx.allowed_topic(Op.READ, topic.topic):
                     raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = cluster.partition(topic.topic, p.partition)
+                check_leader_epoch(partition, p.current_leader_epoch)
             except BrokerError as exc:
                 entry["error_code"] = exc.code
                 errors = True

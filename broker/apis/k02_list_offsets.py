@@ -18,6 +18,7 @@ from headwater.kafka.errors import ErrorCode
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
 from ..protocol.requests import ListOffsetsRequest
+from ..replication.epochs import check_leader_epoch
 from ..replication.produce import consumer_bounds
 from ..topics.topic import Partition
 from .registry import RequestContext, api
@@ -60,6 +61,7 @@ async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]
                 if not ctx.allowed_topic(Op.DESCRIBE, topic.name):
                     raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = ctx.cluster.partition(topic.name, p.partition_index)
+                check_leader_epoch(partition, getattr(p, "current_leader_epoch", -1))
                 ts, offset = _lookup(partition, p.timestamp, read_committed)
                 entry.update(timestamp=ts, offset=offset)
                 if ctx.version == 0:

@@ -22,7 +22,8 @@ __all__ = [
     "InitProducerIdRequest", "Resource", "AddPartitionsToTxnRequest", "AddOffsetsToTxnRequest", "EndTxnRequest",
     "TxnOffsetCommitRequest", "DescribeTransactionsRequest", "ListTransactionsRequest",
     "JoinGroupRequest", "LeaveGroupRequest", "ListGroupsRequest", "ListOffsetsRequest", "MetadataRequest",
-    "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "ProduceRequest", "SaslAuthenticateRequest",
+    "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "OffsetForLeaderEpochRequest",
+    "ProduceRequest", "SaslAuthenticateRequest",
     "SaslHandshakeRequest", "SyncGroupRequest",
 ]
 
@@ -47,6 +48,7 @@ class ProduceRequest(Protocol):  # key 0
 
 class FetchPartition(Protocol):
     partition: int
+    current_leader_epoch: int  # v9+; -1 before
     fetch_offset: int
     partition_max_bytes: int
 
@@ -66,7 +68,7 @@ class FetchRequest(Protocol):  # key 1
 
 class ListOffsetsPartition(Protocol):
     partition_index: int
-    timestamp: int
+    timestamp: int  # current_leader_epoch (v4+) by getattr
 
 
 class ListOffsetsTopic(Protocol):
@@ -76,6 +78,21 @@ class ListOffsetsTopic(Protocol):
 
 class ListOffsetsRequest(Protocol):  # key 2
     topics: Sequence[ListOffsetsTopic]
+
+
+class OffsetForLeaderPartition(Protocol):
+    partition: int
+    leader_epoch: int  # current_leader_epoch (v2+) by getattr
+
+
+class OffsetForLeaderTopic(Protocol):
+    topic: str
+    partitions: Sequence[OffsetForLeaderPartition]
+
+
+class OffsetForLeaderEpochRequest(Protocol):  # key 23
+    replica_id: int  # v3+ (-2 before, the schema's default)
+    topics: Sequence[OffsetForLeaderTopic]
 
 
 class MetadataTopic(Protocol):

@@ -16,6 +16,7 @@ from ..log import PartitionLog
 from ..log.control import marker_batch
 from ..log.flusher import PartitionFlusher
 from ..metrics.stats import TopicCounters
+from ..replication.epochs import current_leader_epoch
 from .producer_state import PartitionProducerState
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class Partition:
         """End ``producer_id``'s transaction in this partition with a commit or abort marker; its offset. The
         transaction coordinator's one way to write a marker (the partition's transaction state follows it)."""
         batch = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
-        offset = self.log.append(bytearray(batch), parse_header(batch))
+        offset = self.log.append(bytearray(batch), parse_header(batch), current_leader_epoch(self))
         aborted = self.producers.end_transaction(producer_id, producer_epoch, offset, commit)
         if aborted is not None:
             self.log.record_aborted(aborted)

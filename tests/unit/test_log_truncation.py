@@ -38,8 +38,9 @@ def open_log(path: Path) -> PartitionLog:
 Step = tuple
 
 
-def write(plog: PartitionLog, steps: list[Step], seqs: dict[int, int]) -> list[int]:
-    """Append ``steps``; the base offset of each."""
+def write(plog: PartitionLog, steps: list[Step], seqs: dict[int | str, int]) -> list[int]:
+    """Append ``steps`` (``seqs``: the next sequence of each producer id, and "txn_first", the first offset of
+    the open transaction); the base offset of each."""
     bases = []
     for step in steps:
         kind, epoch = step[0], step[-1]
