@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -105,7 +106,7 @@ class Brokers:
             partition = cluster.partition(TOPIC, 0)
             await cluster.replication.apply(partition, state)
             return int(partition.replica.high_watermark)
-        return [self.run(lambda b=b: apply(b)) for b in broker_ids]
+        return [self.run(functools.partial(apply, b)) for b in broker_ids]
 
     def port(self, broker_id: int) -> int:
         return self.servers[broker_id].bound[0].port
