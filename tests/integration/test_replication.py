@@ -189,7 +189,10 @@ def test_acks_all_isr_and_high_watermark_across_three_brokers(brokers: Brokers) 
     leader_log = brokers.log_bytes(1)
     assert brokers.log_bytes(2) == leader_log and brokers.log_bytes(3) == leader_log  # the stray record is gone
     assert {h.partition_leader_epoch for _, h in iter_batches(leader_log)} == {1}
+    stats = brokers.servers[1].cluster.topics[TOPIC].stats
+    assert stats.bytes_out == 0  # the followers' fetches are replication, not consumer traffic
     assert [r[2] for r in fetch_records(brokers.port(1), TOPIC)] == values
+    assert stats.bytes_out >= len(leader_log)
 
     # Followers answer clients NOT_LEADER_OR_FOLLOWER: Produce, Fetch, ListOffsets
     assert produce(brokers.port(2), TOPIC, _batch([b"x"])).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
