@@ -30,6 +30,7 @@ from kafka.protocol.consumer import (
 from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import InvalidBatch, iter_batches, validate_batch
 
+from ..log.errors import LogClosed
 from ..topics.producer_state import rebuild_after_truncation, replay
 
 if TYPE_CHECKING:
@@ -267,7 +268,10 @@ class LeaderFetcher:
                 replica = sent.get(key)
                 if replica is None or self.replicas.get(key) is not replica or replica.truncating:
                     continue  # handed elsewhere, or a new epoch, while the fetch was out
-                self._apply(replica, p)
+                try:
+                    self._apply(replica, p)
+                except LogClosed:  # the partition was removed from this broker meanwhile
+                    self.remove(key)
 
     def _apply(self, replica: PartitionReplica, p: Any) -> None:
         code = p.error_code

@@ -63,11 +63,11 @@ def inter_broker_listener(config: BrokerConfig) -> str:
 
 
 class ReplicaManager:
-    def __init__(self, cluster: Cluster, config: BrokerConfig, isr_writer: IsrWriter | None) -> None:
+    def __init__(self, cluster: Cluster, config: BrokerConfig, isr_writer: IsrWriter | None = None) -> None:
         self.cluster = cluster
         self.config = config
         self.broker_id = config.node_id
-        self.isr_writer = isr_writer
+        self.isr_writer = isr_writer  # None: the membership's (ZooKeeper), looked up when an ISR changes
         self.listener = inter_broker_listener(config)
         self.replicas: dict[tuple[str, int], PartitionReplica] = {}
         self.fetchers: dict[int, LeaderFetcher] = {}
@@ -78,7 +78,8 @@ class ReplicaManager:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def start(self) -> None:
+    def start(self) -> None:
+        """The ISR expiration and checkpoint tasks (on the running loop)."""
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._supervise("ISR expiration", self._expire_isr())),
                        loop.create_task(self._supervise("high watermark checkpoint", self._checkpoint_loop()))]
@@ -113,6 +114,9 @@ class ReplicaManager:
         if replica is None:
             replica = PartitionReplica(topic, partition, self.broker_id, state, self._saved.get(key, 0))
             partition.replica = replica
+        former = self.replicas.get(key)
+        if former is not None and former is not replica:  # the partition was removed and made again
+            self.forget(former.partition)
         self.replicas[key] = replica
         partition.state = state
         if state.leader == self.broker_id:
@@ -201,12 +205,13 @@ class ReplicaManager:
 
     async def _isr_write(self, replica: PartitionReplica, isr: tuple[int, ...]) -> None:
         state = replica.state
+        writer = self.isr_writer or getattr(self.cluster.membership, "isr_writer", None)
         try:
-            if self.isr_writer is None:
-                log.error("%s-%d: the ISR cannot change to %s: no ISR writer (ZooKeeper) is configured",
+            if writer is None:
+                log.error("%s-%d: the ISR cannot change to %s: no ISR writer (ZooKeeper) is available",
                           replica.topic, replica.partition.index, list(isr))
                 return
-            written = await self.isr_writer.write_isr(replica.topic, replica.partition.index, state, isr)
+            written = await writer.write_isr(replica.topic, replica.partition.index, state, isr)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -183,8 +183,8 @@ class BrokerServer:
             self._servers.append(server)
         self.cluster.advertised = [self._endpoint(b.name) for b in self.bound]
         if self.config.zookeeper_connect:
+            await self._start_replication()  # first: the partition states handed over while joining reach it
             await self._join_cluster()
-            await self._start_replication()
         self._background = [
             asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler())),
             asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention())),
@@ -213,18 +213,18 @@ class BrokerServer:
             raise
 
     async def _start_replication(self) -> None:
-        """Leaders and followers of the cluster's partitions (broker/replication/), their ISR written to
-        ZooKeeper through the membership's writer."""
+        """Leaders and followers of the cluster's partitions (broker/replication/), their ISR changes written
+        to ZooKeeper through the membership's writer. ConfigError (nothing started) when the inter-broker
+        listener cannot be used for replication."""
         from ..replication.manager import ReplicaManager
 
-        membership = self.cluster.membership
         try:
-            manager = ReplicaManager(self.cluster, self.config, getattr(membership, "isr_writer", None))
+            manager = ReplicaManager(self.cluster, self.config)
         except BaseException:
-            await self.stop()
+            await self.stop()  # leave nothing half started: the caller gets only the error
             raise
         self.cluster.replication = manager
-        await manager.start()
+        manager.start()
 
     async def serve_metrics(self, listener: str) -> str:
         """Serve Prometheus metrics on ``listener`` (``http://HOST:PORT``) until ``stop``; returns the
