@@ -279,9 +279,9 @@ class LeaderFetcher:
             # Kafka empties the log and starts it at the leader's log start (truncateFullyAndStartAt); a log
             # cannot start past its own end here yet, so the partition waits (and says why)
             log.error("%s-%d: this replica ends at %d, before leader broker %d's log start %d (retention or "
-                      "DeleteRecords moved it): it cannot catch up; move the partition's directory away and "
-                      "restart the broker to replicate it afresh", replica.topic, replica.partition.index,
-                      replica.partition.log.log_end_offset, self.leader_id, p.log_start_offset)
+                      "DeleteRecords moved it): it cannot catch up (a log cannot yet start past its own end)",
+                      replica.topic, replica.partition.index, replica.partition.log.log_end_offset, self.leader_id,
+                      p.log_start_offset)
             self._back_off(replica.key)
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
