@@ -30,7 +30,11 @@ from kafka.protocol.consumer import (
 from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import InvalidBatch, iter_batches, validate_batch
 
+from ..log import PartitionLog
 from ..log.errors import LogClosed
+from ..log.fd_cache import DescriptorCache
+from ..log.flusher import PartitionFlusher
+from ..log.recovery import LOG_START_OFFSET_FILE, write_offset_file
 from ..topics.producer_state import rebuild_after_truncation, replay
 
 if TYPE_CHECKING:
@@ -80,11 +84,12 @@ class LeaderFetcher:
     (None while it is not registered)."""
 
     def __init__(self, leader_id: int, broker_id: int, config: BrokerConfig,
-                 address: Callable[[int], tuple[str, int] | None]) -> None:
+                 address: Callable[[int], tuple[str, int] | None], fd_cache: DescriptorCache | None = None) -> None:
         self.leader_id = leader_id
         self.broker_id = broker_id
         self.config = config
         self._address = address
+        self._fd_cache = fd_cache  # the broker's segment descriptors, for a log started afresh (_start_at)
         self.replicas: dict[tuple[str, int], PartitionReplica] = {}
         self._retry_at: dict[tuple[str, int], float] = {}  # partitions backing off after a failed fetch
         self._changed = asyncio.Event()
@@ -241,6 +246,24 @@ class LeaderFetcher:
         partition.producers = rebuild_after_truncation(plog)
         replica.truncated()
 
+    def _start_at(self, replica: PartitionReplica, offset: int) -> None:
+        """This log ends before the leader's log start (retention or DeleteRecords moved it past): empty it and
+        start it at ``offset``, as Kafka's truncateFullyAndStartAt. The log is closed and opened again with its
+        log start persisted beyond its end, which recovery answers with an empty log at that offset."""
+        partition = replica.partition
+        old = partition.log
+        log.warning("%s-%d: this replica ends at %d, before leader broker %d's log start %d: emptied, it starts "
+                    "there", replica.topic, partition.index, old.log_end_offset, self.leader_id, offset)
+        old.close()
+        write_offset_file(old.directory / LOG_START_OFFSET_FILE, offset)
+        plog = PartitionLog.open(old.directory, old.config, fd_cache=self._fd_cache)
+        plog.leader_epochs.truncate_from_end(0)  # the epochs of the records gone
+        partition.log = plog
+        partition.flusher = PartitionFlusher(plog)
+        partition.producers = rebuild_after_truncation(plog)
+        replica.high_watermark = offset
+        replica.truncating = False
+
     # -- fetching ------------------------------------------------------------------------
 
     async def _fetch(self, connection: _Connection, replicas: list[PartitionReplica]) -> None:
@@ -276,13 +299,7 @@ class LeaderFetcher:
     def _apply(self, replica: PartitionReplica, p: Any) -> None:
         code = p.error_code
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and p.log_start_offset > replica.partition.log.log_end_offset:
-            # Kafka empties the log and starts it at the leader's log start (truncateFullyAndStartAt); a log
-            # cannot start past its own end here yet, so the partition waits (and says why)
-            log.error("%s-%d: this replica ends at %d, before leader broker %d's log start %d (retention or "
-                      "DeleteRecords moved it): it cannot catch up (a log cannot yet start past its own end)",
-                      replica.topic, replica.partition.index, replica.partition.log.log_end_offset, self.leader_id,
-                      p.log_start_offset)
-            self._back_off(replica.key)
+            self._start_at(replica, p.log_start_offset)
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             log.warning("%s-%d: offset %d is out of range on leader broker %d; truncating again", replica.topic,

@@ -152,7 +152,8 @@ class ReplicaManager:
     def _fetcher(self, leader: int) -> LeaderFetcher:
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
-            fetcher = self.fetchers[leader] = LeaderFetcher(leader, self.broker_id, self.config, self._address)
+            fetcher = self.fetchers[leader] = LeaderFetcher(leader, self.broker_id, self.config, self._address,
+                                                           self.cluster.fd_cache)
         return fetcher
 
     def _unfollow(self, replica: PartitionReplica) -> None:
