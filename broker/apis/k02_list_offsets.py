@@ -6,7 +6,8 @@ value = the first record whose timestamp is at or after it (through the time ind
 or -1/-1 when there is none; for read_committed a record found at or past the last stable offset counts as
 none (Kafka's fetchOffsetForTimestamp). v0 answers in ``old_style_offsets``.
 In a ZooKeeper cluster only the partition's leader answers (else NOT_LEADER_OR_FOLLOWER), and the end is the
-high watermark: a record at or above it is not found.
+high watermark: a record at or above it is not found; ``leader_epoch`` (v4+) is the partition's current leader epoch
+(0 on a single node).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from headwater.kafka.errors import ErrorCode
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
 from ..protocol.requests import ListOffsetsRequest
-from ..replication.epochs import check_leader_epoch
+from ..replication.epochs import check_leader_epoch, current_leader_epoch
 from ..replication.produce import consumer_bounds
 from ..topics.topic import Partition
 from .registry import RequestContext, api
@@ -63,7 +64,7 @@ async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]
                 partition = ctx.cluster.partition(topic.name, p.partition_index)
                 check_leader_epoch(partition, getattr(p, "current_leader_epoch", -1))
                 ts, offset = _lookup(partition, p.timestamp, read_committed)
-                entry.update(timestamp=ts, offset=offset)
+                entry.update(timestamp=ts, offset=offset, leader_epoch=current_leader_epoch(partition))
                 if ctx.version == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 else []
             except BrokerError as exc:

@@ -217,7 +217,7 @@ def test_acks_all_isr_and_high_watermark_across_three_brokers(brokers: Brokers) 
     assert hw == 55
     assert produce(brokers.port(1), TOPIC, _batch([b"u1", b"u2", b"u3"])).error_code == 0
     assert brokers.end(1) == 58 and brokers.replica(1).high_watermark == hw
-    assert _latest(brokers.port(1)).offset == hw
+    assert (_latest(brokers.port(1)).offset, _latest(brokers.port(1)).leader_epoch) == (hw, 1)
     above = request(brokers.port(1), fetch_req(TOPIC, hw), FetchResponse).responses[0].partitions[0]
     assert (above.error_code, above.high_watermark, bytes(above.records or b"")) == (0, hw, b"")
     seen = fetch_records(brokers.port(1), TOPIC)
