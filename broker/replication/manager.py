@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 from headwater.kafka.errors import ErrorCode
@@ -240,7 +241,7 @@ class ReplicaManager:
 
     def _high_watermarks(self) -> dict[tuple[str, int], int]:
         topics = self.cluster.topics
-        offsets = {k: o for k, o in self._saved.items() if k[0] in topics and k[1] < len(topics[k[0]].partitions)}
+        offsets = {k: o for k, o in self._saved.items() if k[0] in topics}
         for key, replica in self.replicas.items():
             if self._hosted(replica):
                 offsets[key] = replica.high_watermark
@@ -251,8 +252,11 @@ class ReplicaManager:
     def _hosted(self, replica: PartitionReplica) -> bool:
         """Whether ``replica``'s partition is still this broker's (not deleted, nor deleted and made again)."""
         topic = self.cluster.topics.get(replica.topic)
-        index = replica.partition.index
-        return topic is not None and index < len(topic.partitions) and topic.partitions[index] is replica.partition
+        if topic is None:
+            return False
+        parts = topic.partitions  # by index (a cluster's broker may hold only some of them)
+        i = bisect_left(parts, replica.partition.index, key=lambda p: p.index)
+        return i < len(parts) and parts[i] is replica.partition
 
     def write_checkpoint(self) -> None:
         with contextlib.suppress(FileNotFoundError):  # the log directory removed under a stopping broker

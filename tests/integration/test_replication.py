@@ -252,3 +252,10 @@ def test_acks_all_isr_and_high_watermark_across_three_brokers(brokers: Brokers) 
     plog2 = brokers.servers[2].cluster.partition(TOPIC, 0).log
     assert plog2.log_start_offset == 58
     assert brokers.run(lambda: plog2.read(58, 1 << 20)) == brokers.run(lambda: plog1.read(58, 1 << 20))
+
+    # The topic deleted on broker 2: its replica is dropped and no longer fetched
+    manager2 = brokers.servers[2].cluster.replication
+    assert manager2 is not None
+    brokers.run(lambda: brokers.servers[2].cluster.delete_topic(TOPIC))
+    wait_until(lambda: (TOPIC, 0) not in manager2.replicas and not any(f.replicas for f in manager2.fetchers.values()),
+               "the deleted partition's replica dropped", timeout=10)
