@@ -21,8 +21,13 @@ writes its own records through the log).
 A batch the broker decompresses to check its records may expand to at most
 ``DECOMPRESSED_BATCH_FACTOR`` times the topic's ``max.message.bytes`` (log/validator.py); beyond that it is
 MESSAGE_TOO_LARGE, found without expanding it further.
-``min.insync.replicas`` never refuses acks=-1 here: Kafka (3.7+, KAFKA-15583) caps it at the
+``min.insync.replicas`` never refuses acks=-1 on a single node: Kafka (3.7+, KAFKA-15583) caps it at the
 partition's replica count, which is 1 on one node, so the one in-sync replica always suffices.
+In a ZooKeeper cluster (``Partition.replica`` set, replication/produce.py): a broker that does not lead the
+partition answers NOT_LEADER_OR_FOLLOWER; acks=-1 with fewer in-sync replicas than min.insync.replicas
+(capped at the replica count) is NOT_ENOUGH_REPLICAS before the append; batches are stamped with the leader
+epoch; acks=-1 is answered once the high watermark covers the records (NOT_ENOUGH_REPLICAS_AFTER_APPEND if
+the ISR shrank below min.insync.replicas meanwhile), or REQUEST_TIMED_OUT after the request's timeout_ms.
 Idempotent producers (producer id >= 0): a batch repeating one of the producer's
 last five is acknowledged with its original offset and not stored again; a gap is
 OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
@@ -55,6 +60,7 @@ from ..log.validator import needs_record_checks, validate_records
 from ..metrics.stats import TopicCounters
 from ..protocol.requests import ProduceRequest
 from ..replication.epochs import current_leader_epoch
+from ..replication.produce import leader_refusal, wait_for_isr
 from ..topics.topic import INTERNAL_TOPICS, Partition
 from .registry import RequestContext, api
 
@@ -62,7 +68,8 @@ log = logging.getLogger(__name__)
 
 
 def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | None,
-            counted: tuple[TopicCounters, ...]) -> tuple[dict[str, Any], Partition | None]:
+            counted: tuple[TopicCounters, ...], acks: int,
+            replicated: list[tuple[dict[str, Any], Any]]) -> tuple[dict[str, Any], Partition | None]:
     """Validate and append one partition's batch; returns its response entry and the partition appended to.
 
     An appended batch adds its bytes and its header's record count to ``counted``; records are decoded only
@@ -76,6 +83,12 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
     except BrokerError as exc:
         entry["error_code"] = exc.code
         return entry, None
+    replica = partition.replica
+    if replica is not None:  # a ZooKeeper cluster: only the leader appends, and acks=-1 needs the ISR
+        code = leader_refusal(replica, acks)
+        if code:
+            entry["error_code"] = code
+            return entry, None
     plog = partition.log
     config = plog.config
     if not records:
@@ -133,6 +146,8 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records: bytes | N
             return entry, None
         if duplicate_at >= 0:  # a retry of a batch already stored: acknowledge it again
             entry["base_offset"] = duplicate_at
+            if replica is not None and acks == -1:  # once the ISR has the original, as for a first append
+                replicated.append((entry, replica.wait_for(duplicate_at + header.last_offset_delta + 1)))
             return entry, None
     batch = bytearray(records)
     if config.message_timestamp_type == "LogAppendTime":
@@ -154,6 +169,7 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> dict[str, Any] | N
     responses = []
     to_flush = []
     appended: list[tuple[str, int]] = []
+    replicated: list[tuple[dict[str, Any], Any]] = []  # acks=-1 in a cluster: (entry, wait for the ISR)
     for topic in req.topic_data:
         counted = ctx.cluster.counters(topic.name)
         partitions = []
@@ -168,11 +184,15 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> dict[str, Any] | N
                                    "error_message": f"Cannot append to internal topic {topic.name}"
                                    if code == ErrorCode.INVALID_TOPIC_EXCEPTION else None})
                 continue
-            entry, appended_to = _append(ctx, topic.name, pdata.index, pdata.records, counted)
+            entry, appended_to = _append(ctx, topic.name, pdata.index, pdata.records, counted, acks, replicated)
             partitions.append(entry)
             if appended_to is not None:
                 appended.append((topic.name, pdata.index))
                 plog = appended_to.log
+                if appended_to.replica is not None:
+                    appended_to.replica.advance_high_watermark()  # an ISR of the leader alone has it now
+                    if acks == -1:
+                        replicated.append((entry, appended_to.replica.wait_for(plog.log_end_offset)))
                 if plog.unflushed_messages >= plog.config.flush_messages:
                     to_flush.append((appended_to.flusher, plog.log_end_offset))
         failed = sum(1 for p in partitions if p["error_code"])
@@ -184,6 +204,8 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> dict[str, Any] | N
         ctx.cluster.notify_data(appended)
     for flusher, end in to_flush:
         await flusher.flush_to(end)
+    if replicated:
+        await wait_for_isr(replicated, req.timeout_ms)
     throttle = 0
     if ctx.throttler is not None:  # producer_byte_rate: the request's size, as Kafka counts it
         throttle = ctx.throttle(ctx.throttler.record(ctx.user, ctx.header.client_id or "", ctx.request_size,

@@ -14,6 +14,11 @@ asks, as in Kafka's KafkaApis: v0-v2 have no ``max_bytes`` and may ask 2^31-1 by
 Version notes: fetch sessions are not kept: the answer always has session id 0 (the
 client then keeps sending full fetches); a request naming a session gets
 FETCH_SESSION_ID_NOT_FOUND.
+In a ZooKeeper cluster (``Partition.replica`` set): only the partition's leader answers (else
+NOT_LEADER_OR_FOLLOWER); consumers read below the high watermark (read_committed below the smaller of it and the
+last stable offset); a follower's fetch (``replica_id`` = its broker id) reads to the log end, moves its
+position, the high watermark and the ISR (replication/manager.py), is not throttled by client quotas and its
+bytes are not counted as consumer bytes out.
 Not implemented: preferred read replicas.
 """
 
@@ -31,6 +36,7 @@ from ..errors import BrokerError
 from ..log import OffsetOutOfRange, PartitionLog
 from ..protocol.requests import FetchRequest
 from ..replication.epochs import check_leader_epoch
+from ..replication.produce import consumer_bounds, follower_bounds
 from .registry import RequestContext, api
 
 _LENGTH = struct.Struct(">i")  # a batch's length field, after its 8-byte base offset
@@ -42,6 +48,7 @@ def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[l
     errors = False
     responses = []
     read_committed = ctx.version >= 4 and getattr(req, "isolation_level", 0) == 1
+    follower = req.replica_id  # a broker's id when a follower fetches (the partition's leader is asked)
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
@@ -59,14 +66,29 @@ def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[l
                 partitions.append(entry)
                 continue
             plog = partition.log
-            hw = plog.log_end_offset
-            lso = partition.last_stable_offset()
+            replica = partition.replica
+            if replica is None:  # one node: everything appended is committed
+                hw = end = plog.log_end_offset
+                lso = partition.last_stable_offset()
+                upto = lso if read_committed else None
+            else:  # a ZooKeeper cluster: consumers below the high watermark, followers to the log end
+                try:
+                    if follower >= 0:
+                        hw, lso = follower_bounds(cluster, partition, replica, follower, p.fetch_offset)
+                        end, upto = plog.log_end_offset, None
+                    else:
+                        hw, lso = consumer_bounds(partition, replica)
+                        end, upto = hw, lso if read_committed else hw
+                except BrokerError as exc:
+                    entry["error_code"] = exc.code
+                    errors = True
+                    partitions.append(entry)
+                    continue
             entry.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
             budget = min(p.partition_max_bytes, max_bytes - total)
-            if p.fetch_offset != hw:
+            if p.fetch_offset != end:
                 try:
-                    data = plog.read(p.fetch_offset, max(budget, 0), min_one=total == 0,
-                                     max_offset=lso if read_committed else None)
+                    data = plog.read(p.fetch_offset, max(budget, 0), min_one=total == 0, max_offset=upto)
                 except OffsetOutOfRange:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                     errors = True
@@ -107,22 +129,24 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
             break
         await ctx.cluster.wait_for_data(remaining, [(t.topic, p.partition) for t in req.topics for p in t.partitions])
     throttle = 0
-    if ctx.throttler is not None and total:  # consumer_byte_rate
+    from_follower = req.replica_id >= 0 and ctx.cluster.replication is not None
+    if ctx.throttler is not None and total and not from_follower:  # consumer_byte_rate
         throttle = ctx.throttle(ctx.throttler.record(ctx.user, ctx.header.client_id or "", total,
                                                      time.time() * 1000, undo_if_throttled=True))
         if throttle:  # over its consumer_byte_rate: answered empty, the client fetches again after the throttle
             for topic in responses:
                 for entry in topic["partitions"]:
                     entry["records"] = b""
-    _count(ctx, responses)
+    _count(ctx, responses, from_follower)
     return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": responses}
 
 
-def _count(ctx: RequestContext, responses: list[dict[str, Any]]) -> None:
-    """Bytes out and fetched partitions of the answer sent (a long poll may have read several times)."""
+def _count(ctx: RequestContext, responses: list[dict[str, Any]], from_follower: bool) -> None:
+    """Bytes out and fetched partitions of the answer sent (a long poll may have read several times); a
+    follower's fetch is replication, not consumer traffic: its bytes are not counted (Kafka's BytesOutPerSec)."""
     for topic in responses:
         partitions = topic["partitions"]
-        size = sum(len(p["records"]) for p in partitions)
+        size = 0 if from_follower else sum(len(p["records"]) for p in partitions)
         failed = sum(1 for p in partitions if p["error_code"])
         for counters in ctx.cluster.counters(topic["topic"]):
             counters.bytes_out += size

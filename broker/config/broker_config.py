@@ -311,6 +311,16 @@ class BrokerConfig(_KafkaModel):
     # The controller's topics (broker/cluster/controller.py): the preferred replica leads again as soon as it is
     # live and in the ISR (at once, not on Kafka's leader.imbalance.check.interval.seconds schedule).
     auto_leader_rebalance_enable: bool = Field(True, alias="auto.leader.rebalance.enable")
+    # Replication between the brokers of a ZooKeeper cluster (broker/replication/): Kafka's names and defaults
+    replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", ge=1)
+    replica_fetch_wait_max_ms: int = Field(500, alias="replica.fetch.wait.max.ms", ge=0)
+    replica_fetch_min_bytes: int = Field(1, alias="replica.fetch.min.bytes", ge=1)
+    replica_fetch_max_bytes: int = Field(1048576, alias="replica.fetch.max.bytes", ge=0)
+    replica_fetch_response_max_bytes: int = Field(10485760, alias="replica.fetch.response.max.bytes", ge=0)
+    replica_fetch_backoff_ms: int = Field(1000, alias="replica.fetch.backoff.ms", ge=0)
+    replica_socket_timeout_ms: int = Field(30000, alias="replica.socket.timeout.ms", ge=1)
+    replica_high_watermark_checkpoint_interval_ms: int = Field(
+        5000, alias="replica.high.watermark.checkpoint.interval.ms", ge=1)
 
     @model_validator(mode="before")
     @classmethod

@@ -42,6 +42,7 @@ class ProduceTopic(Protocol):
 
 class ProduceRequest(Protocol):  # key 0
     acks: int
+    timeout_ms: int
     topic_data: Sequence[ProduceTopic]
 
 
@@ -58,6 +59,7 @@ class FetchTopic(Protocol):
 
 
 class FetchRequest(Protocol):  # key 1
+    replica_id: int  # -1 for consumers; a follower's broker id
     max_wait_ms: int
     min_bytes: int
     max_bytes: int  # v3+

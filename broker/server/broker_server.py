@@ -56,6 +56,7 @@ from .open_files import raise_open_files_limit
 if TYPE_CHECKING:
     from ..access.quotas import Throttler
     from ..metrics.prometheus import MetricsEndpoint
+    from ..replication.manager import ReplicaManager
 
 __all__ = ["BrokerServer"]
 
@@ -146,6 +147,7 @@ class BrokerServer:
         self.bound: list[Listener] = []
         self._served: dict[str, _Served] = {}
         self._metrics: MetricsEndpoint | None = None
+        self._replication: ReplicaManager | None = None  # started here (cluster mode), stopped here
         self.metrics_url: str | None = None  # where Prometheus scrapes, once served
         self._is_closing = lambda: self._closing  # every request's context asks this; made once
 
@@ -183,6 +185,7 @@ class BrokerServer:
             self._servers.append(server)
         self.cluster.advertised = [self._endpoint(b.name) for b in self.bound]
         if self.config.zookeeper_connect:
+            await self._start_replication()  # first: the partition states handed over while joining reach it
             await self._join_cluster()
         self._background = [
             asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler())),
@@ -211,6 +214,22 @@ class BrokerServer:
             await self.stop()
             raise
 
+    async def _start_replication(self) -> None:
+        """Leaders and followers of the cluster's partitions (broker/replication/), their ISR changes written
+        to ZooKeeper through the membership's writer. ConfigError (nothing started) when the inter-broker
+        listener cannot be used for replication."""
+        from ..replication.manager import ReplicaManager
+
+        if self.cluster.replication is not None:  # a hook set by whoever embeds the server: theirs to run
+            return
+        try:
+            manager = ReplicaManager(self.cluster, self.config)
+        except BaseException:
+            await self.stop()  # leave nothing half started: the caller gets only the error
+            raise
+        self.cluster.replication = self._replication = manager
+        manager.start()
+
     async def serve_metrics(self, listener: str) -> str:
         """Serve Prometheus metrics on ``listener`` (``http://HOST:PORT``) until ``stop``; returns the
         scrape URL. OSError naming ``metrics.listener`` when the address cannot be bound."""
@@ -235,6 +254,10 @@ class BrokerServer:
     async def stop(self) -> None:
         """Stop accepting, end connections, flush and close every log."""
         self._closing = True
+        if self._replication is not None:  # no more fetching or ISR changes; high watermarks saved
+            replication, self._replication = self._replication, None
+            self.cluster.replication = None
+            await replication.stop()
         if self.cluster.membership is not None:  # leave the cluster first: the others elect at once
             membership, self.cluster.membership = self.cluster.membership, None
             await membership.stop()

@@ -28,7 +28,7 @@ import resource
 import shutil
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from headwater.kafka.errors import ErrorCode
 
@@ -48,6 +48,7 @@ from .topic import Partition, Topic, validate_topic_name
 
 if TYPE_CHECKING:  # kazoo loads only in cluster mode
     from ..cluster.membership import ClusterMembership
+    from ..replication.manager import ReplicaManager
 
 __all__ = ["Cluster", "Topic", "validate_topic_name"]
 
@@ -80,8 +81,9 @@ class Cluster:
         self.membership: ClusterMembership | None = None
         # names of the topics whose partitions here are replicas of ZooKeeper's topics (broker/cluster/)
         self.replicated: set[str] = set()
-        # the replication code's hook (broker/replication/), told every leadership change of a local replica
-        self.replication: Any = None
+        # Replication (broker/replication/), told every leadership change of a local replica; set by the server
+        # with the membership; None: a single node
+        self.replication: ReplicaManager | None = None
 
     def _fd_capacity(self) -> int:
         configured = self.config.log_open_files_max

@@ -76,6 +76,8 @@ class Partition:
         aborted = self.producers.end_transaction(producer_id, producer_epoch, offset, commit)
         if aborted is not None:
             self.log.record_aborted(aborted)
+        if self.replica is not None:  # a leader alone in its ISR commits the marker at once
+            self.replica.advance_high_watermark()
         if self.on_append is not None:
             self.on_append()
         return offset
