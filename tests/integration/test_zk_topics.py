@@ -2,9 +2,9 @@
 a replication factor by confluent-kafka's AdminClient, in Kafka's ZooKeeper layout; every broker's Metadata
 answers the same leaders, replicas and ISRs; a SIGKILLed leader's partitions get a new leader from the ISR
 within the session timeout with a higher leader epoch; partitions added and the topic deleted cluster-wide;
-a librdkafka producer's records over partitions led by all three brokers all read back.
-(Data is not replicated by this part: a returning broker rejoins an ISR through its leader's ISR write,
-which the test writes itself as a leader would.)"""
+a librdkafka producer's records over partitions led by all three brokers all read back; a returning broker
+catches up, rejoins the ISRs and leads its preferred partitions again (tests/integration/test_zk_failover.py:
+records acknowledged with acks=all through leader kills)."""
 
 from __future__ import annotations
 
@@ -211,24 +211,15 @@ def test_topic_made_again_while_a_replica_was_away_starts_empty_there(cluster: C
 
 
 def test_killed_leader_replaced_from_the_isr_and_preferred_leader_back(cluster: Cluster3) -> None:
+    """SIGKILL a leader: the first live ISR replica leads (epoch + 1), the dead broker leaves every ISR; back,
+    it catches up, its leaders write it into their ISRs and the controller makes it preferred leader again.
+    (Which replica an election picks with and without unclean.leader.election.enable is
+    tests/unit/test_cluster_election.py's.)"""
     topic = unique("failover")
     admin = cluster.admin()
     _create(admin, NewTopic(topic, 3, 3))
     before = cluster.agreed(topic, lambda v: len(v) == 3 and all(p[0] >= 0 for p in v.values()))
     victim = before[0][0]
-    other = min(IDS - {victim})
-    # two topics whose leader (the victim) has taken the other replica out of the ISR: only the one with
-    # unclean.leader.election.enable gets a leader when the victim dies
-    clean, dirty = unique("clean"), unique("dirty")
-    _create(admin, NewTopic(clean, 1, replica_assignment=[[victim, other]]))
-    _create(admin, NewTopic(dirty, 1, replica_assignment=[[victim, other]],
-                            config={"unclean.leader.election.enable": "true"}))
-    for name in (clean, dirty):
-        cluster.agreed(name, lambda v: v[0][0] == victim)
-        path = f"{cluster.chroot}/brokers/topics/{name}/partitions/0/state"
-        raw, stat = cluster.zk.get(path)
-        cluster.zk.set(path, json.dumps({**json.loads(raw), "isr": [victim]}).encode(), version=stat.version)
-        cluster.agreed(name, lambda v: v[0][3] == (victim,))
     killed = cluster.brokers[victim]
     started = time.monotonic()
     killed.kill()
@@ -244,28 +235,16 @@ def test_killed_leader_replaced_from_the_isr_and_preferred_leader_back(cluster: 
         assert set(isr) == IDS - {victim} and leader in before[p][3]  # from the ISR
         assert epoch == before[p][1] + 1  # one change each: a new leader, or the ISR without the dead follower
     assert after[0][0] == next(r for r in before[0][2] if r != victim)  # the first live ISR replica in order
-    assert cluster.agreed(dirty, lambda v: v[0][0] == other)[0] == (other, 1, (victim, other), (other,))
-    # no clean choice: no leader (Metadata says LEADER_NOT_AVAILABLE), the last in-sync replica kept in the ISR
-    assert cluster.agreed(clean, lambda v: v[0][0] == -1)[0] == (-1, 1, (victim, other), (victim,))
 
-    # the broker comes back: not in any ISR (nothing caught it up) until a leader writes it in
+    # the broker comes back: it fetches from the leaders, which take it into their ISRs, and the controller
+    # makes the preferred replica (the victim, first in partition 0's assignment) leader again
     killed.start()
     every = list(cluster.brokers.values())
     wait_until(lambda: agreed_controller(every, IDS), "the restarted broker back in every Metadata", timeout=20)
-    back = cluster.agreed(topic, lambda v: v == after)
-    # the clean topic's last in-sync replica is back: it leads again; the unclean one's leader stays
-    assert cluster.agreed(clean, lambda v: v[0][0] == victim)[0] == (victim, 2, (victim, other), (victim,))
-    assert cluster.agreed(dirty, lambda v: v[0][0] == other)[0] == (other, 1, (victim, other), (other,))
-    # the leader of partition 0 takes the victim into its ISR (as the replication code's leader would)
-    path = f"{cluster.chroot}/brokers/topics/{topic}/partitions/0/state"
-    raw, stat = cluster.zk.get(path)
-    state = json.loads(raw)
-    state["isr"] = [*state["isr"], victim]
-    cluster.zk.set(path, json.dumps(state).encode(), version=stat.version)
-    # the controller makes the preferred replica (the victim, first in the assignment) leader again
-    final = cluster.agreed(topic, lambda v: v[0][0] == victim)
-    assert final[0][1] == back[0][1] + 1 and set(final[0][3]) == IDS
-    assert final[1] == back[1] and final[2] == back[2]
+    final = cluster.agreed(topic, lambda v: v[0][0] == victim and all(set(p[3]) == IDS for p in v.values()),
+                           timeout=30)
+    assert final[0][1] == after[0][1] + 1  # one leader change: back to the preferred replica
+    assert all(final[p][2] == before[p][2] for p in final)
 
 
 def test_broker_cut_off_past_its_session_follows_the_cluster_when_back(cluster: Cluster3) -> None:
@@ -314,7 +293,7 @@ def test_replication_hook_and_isr_writer_in_process(tmp_path: Path, zookeeper: z
             "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), "broker.id": 9,
             "zookeeper.connect": zookeeper.connect + "/" + unique("hw"),
             "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS}))
-        server.cluster.replication = recorder
+        server.cluster.replication = recorder  # type: ignore[assignment]  # records apply() calls only
         try:
             await server.start()
         except BaseException as exc:
