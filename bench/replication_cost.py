@@ -128,8 +128,8 @@ def main() -> int:
             single.kill()
             for b in brokers.values():
                 b.kill()
-    a, b = statistics.median(single_rates), statistics.median(rf3_rates)
-    print(f"\nmedian: acks=1 one broker {a:,.0f} rec/s; acks=all RF 3 {b:,.0f} rec/s; ratio {b / a:.2f} (goal >= 0.4)")
+    one, rf3 = statistics.median(single_rates), statistics.median(rf3_rates)
+    print(f"\nmedian: acks=1 one broker {one:,.0f} rec/s; acks=all RF 3 {rf3:,.0f} rec/s; ratio {rf3 / one:.2f} (goal >= 0.4)")
     return 0
 
 
