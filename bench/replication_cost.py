@@ -129,7 +129,8 @@ def main() -> int:
             for b in brokers.values():
                 b.kill()
     one, rf3 = statistics.median(single_rates), statistics.median(rf3_rates)
-    print(f"\nmedian: acks=1 one broker {one:,.0f} rec/s; acks=all RF 3 {rf3:,.0f} rec/s; ratio {rf3 / one:.2f} (goal >= 0.4)")
+    print(f"\nmedian: acks=1 one broker {one:,.0f} rec/s; acks=all RF 3 {rf3:,.0f} rec/s; "
+          f"ratio {rf3 / one:.2f} (goal >= 0.4)")
     return 0
 
 
