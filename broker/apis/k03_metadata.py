@@ -4,8 +4,9 @@ Behavior: this node is the only broker, the controller and the leader of every
 partition (leader epoch 0, one replica, in sync). With ``zookeeper.connect`` the brokers, the controller
 and the topics are the ZooKeeper cluster's (broker/cluster/, docs/CLUSTER.md): every partition's leader,
 leader epoch, replicas, ISR and offline replicas (those not live) as ZooKeeper holds them; a partition
-without a live leader is LEADER_NOT_AVAILABLE with leader -1. Internal topics stay each broker's own (this
-broker leads them), and auto-creation makes a cluster topic, answered LEADER_NOT_AVAILABLE until it has
+without a live leader is LEADER_NOT_AVAILABLE with leader -1. ``__consumer_offsets`` is a cluster topic (made by
+the first FindCoordinator for a group, never by Metadata); ``__transaction_state`` stays each broker's own (this
+broker leads it), and auto-creation makes a cluster topic, answered LEADER_NOT_AVAILABLE until it has
 leaders, as Kafka answers a topic it has just created.
 A null topic list (or an empty one in v0) means all topics. Unknown topics are created when the request allows it
 (v4+ flag, always before v4) and ``auto.create.topics.enable`` is on; being
@@ -103,7 +104,7 @@ def cluster_topic_entry(cluster: Cluster, meta: TopicMeta, authorized_operations
         "error_code": 0,
         "name": meta.name,
         "topic_id": meta.topic_id,
-        "is_internal": False,
+        "is_internal": meta.name in INTERNAL_TOPICS,
         "partitions": _cluster_partitions(cluster, meta),
         "authorized_operations": authorized_operations,
     }
@@ -159,7 +160,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
             continue
         operations = ctx.authorized_operations(ResourceType.TOPIC, name) if with_operations else None
         meta = replicated.get(name)
-        if meta is not None and name not in INTERNAL_TOPICS:
+        if meta is not None:  # __consumer_offsets too, once the first FindCoordinator made it
             topics.append(cluster_topic_entry(cluster, meta, operations))
             continue
         topic = cluster.topics.get(name) if name not in cluster.replicated else None
@@ -172,7 +173,10 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
                 topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
-                if cluster.membership is not None and name not in INTERNAL_TOPICS:
+                if cluster.membership is not None:
+                    if name in INTERNAL_TOPICS:  # made by their coordinators (FindCoordinator), never here
+                        topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                        continue
                     await _auto_create(cluster, name)
                     topics.append(error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
                     continue

@@ -3,7 +3,9 @@
 Behavior: members commit with their generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
 REBALANCE_IN_PROGRESS as Kafka); generation -1 with no member id is a "simple"
 commit, allowed while the group has no members. Offsets are stored as records in
-``__consumer_offsets`` before the answer. Unknown partitions get
+``__consumer_offsets`` before the answer; in a ZooKeeper cluster the answer waits until the ISR of the group's
+partition has them (``offsets.commit.timeout.ms``; COORDINATOR_NOT_AVAILABLE when it does not in time, or too few
+replicas are in sync), and a broker that does not coordinate the group answers NOT_COORDINATOR. Unknown partitions get
 UNKNOWN_TOPIC_OR_PARTITION; metadata over ``offset.metadata.max.bytes`` gets
 OFFSET_METADATA_TOO_LARGE. Not implemented: the v2-v4 per-request retention time
 (offsets are kept until deleted).
@@ -32,6 +34,11 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> dict[str, Any
                    else offsets.commit_check(req.group_id, member_id or "", generation, instance_id))
     accepted, topics = check_entries(ctx, req.topics, group_error, ctx.version >= 6)
     if accepted:
-        offsets.commit(req.group_id, accepted)
+        code = await offsets.commit(req.group_id, accepted)
         ctx.cluster.notify_data(((OFFSETS_TOPIC, offsets.store.partition_for(req.group_id)),))
+        if code:
+            for t in topics:
+                for p in t["partitions"]:
+                    if (t["name"], p["partition_index"]) in accepted:
+                        p["error_code"] = code
     return {"throttle_time_ms": 0, "topics": topics}

@@ -268,6 +268,10 @@ class BrokerConfig(_KafkaModel):
     flush_messages: int | None = Field(None, alias="flush.messages", ge=1)
     flush_ms: int | None = Field(None, alias="flush.ms", ge=0)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
+    # a ZooKeeper cluster's __consumer_offsets (one node: always 1 replica, this broker)
+    offsets_topic_replication_factor: int = Field(3, alias="offsets.topic.replication.factor", ge=1)
+    # how long a cluster's OffsetCommit waits for the ISR to have the commit
+    offsets_commit_timeout_ms: int = Field(5000, alias="offsets.commit.timeout.ms", ge=1)
     group_initial_rebalance_delay_ms: int = Field(3000, alias="group.initial.rebalance.delay.ms", ge=0)
     group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", ge=1)
     group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", ge=1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.kafka.errors import ErrorCode
 
@@ -25,7 +25,10 @@ from ..topics.cluster import Cluster
 from .group import Group, GroupState, Member
 from .offsets import CommittedOffsets
 from .requests import HeartbeatRequest, JoinRequest, SyncRequest
-from .store import OFFSETS_TOPIC, GroupStore, group_of
+from .store import OFFSETS_TOPIC, GroupStore, group_of, offsets_partition
+
+if TYPE_CHECKING:
+    from ..topics.topic import Partition
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
 
@@ -47,15 +50,73 @@ class GroupCoordinator:
         self.config = config
         self.groups: dict[str, Group] = {}
         self.store = GroupStore(cluster, config)
-        self.offsets = CommittedOffsets(self.groups, self.store, self._check_member, self._touch)
+        # a ZooKeeper cluster's coordinator: the __consumer_offsets partitions this broker leads, whose groups
+        # it coordinates; None on one node, which coordinates every group
+        self.led: set[int] | None = set() if config.zookeeper_connect else None
+        self.offsets = CommittedOffsets(self.groups, self.store, self._check_member, self._touch, self.coordinates)
         # ids handed out with MEMBER_ID_REQUIRED: forgotten unless they join within the session timeout
         self._pending_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Replay ``__consumer_offsets`` (created when missing) into memory."""
-        self.store.load(self.groups)
+        """Replay ``__consumer_offsets`` (created when missing) into memory. In a ZooKeeper cluster the topic is
+        the cluster's, made by the first FindCoordinator, and each partition loads when this broker comes to
+        lead it (``became_leader``)."""
+        if self.led is None:
+            self.store.load(self.groups)
+
+    def coordinates(self, group_id: str) -> bool:
+        """Whether this broker is the group's coordinator (in a cluster: it leads the group's partition of
+        ``__consumer_offsets``); group requests elsewhere answer NOT_COORDINATOR."""
+        if self.led is None:
+            return True
+        count = self.store.partition_count()
+        return count > 0 and offsets_partition(group_id, count) in self.led
+
+    # -- leadership of __consumer_offsets partitions (replication/leadership.py's listener) ------------
+
+    def became_leader(self, topic: str, partition: Partition) -> None:
+        """Load the groups of an offsets partition this broker now leads, and arm their members' sessions."""
+        if topic != OFFSETS_TOPIC or self.led is None:
+            return
+        loaded: dict[str, Group] = {}
+        self.store.load_partitions(loaded, [partition])
+        for group_id, group in loaded.items():
+            self._unload(self.groups.pop(group_id, None))  # a stale copy (never expected: unloaded on resigning)
+            self.groups[group_id] = group
+            for member in group.members.values():
+                self._touch(group, member)
+        self.led.add(partition.index)
+        log.info("coordinating the groups of %s-%d (%d loaded)", OFFSETS_TOPIC, partition.index, len(loaded))
+
+    def resigned(self, topic: str, partition: Partition) -> None:
+        """Unload the groups of an offsets partition this broker no longer leads: their waiting members are
+        answered NOT_COORDINATOR and find the new coordinator."""
+        if topic != OFFSETS_TOPIC or self.led is None:
+            return
+        self.led.discard(partition.index)
+        count = self.store.partition_count()
+        gone = [g for g in self.groups if count == 0 or offsets_partition(g, count) == partition.index]
+        for group_id in gone:
+            self._unload(self.groups.pop(group_id))
+        for key in [k for k in self._pending_timers if k[0] in gone]:
+            self._pending_timers.pop(key).cancel()
+        log.info("no longer coordinating the groups of %s-%d (%d unloaded)", OFFSETS_TOPIC, partition.index,
+                 len(gone))
+
+    @staticmethod
+    def _unload(group: Group | None) -> None:
+        if group is None:
+            return
+        group.state = GroupState.DEAD  # its rebalance timers find it so and do nothing
+        for member in group.members.values():
+            if member.expiry is not None:
+                member.expiry.cancel()
+            if member.awaiting_join:
+                member.join_future.set_result(join_error(ErrorCode.NOT_COORDINATOR, member.member_id))  # type: ignore[union-attr]
+            if member.awaiting_sync:
+                member.sync_future.set_result(_error(ErrorCode.NOT_COORDINATOR, assignment=b""))  # type: ignore[union-attr]
 
     def start(self) -> None:
         """Arm the session timers of the members restored from ``__consumer_offsets``."""
@@ -87,6 +148,8 @@ class GroupCoordinator:
         client_id = req.client_id
         if not group_id:
             return join_error(ErrorCode.INVALID_GROUP_ID, member_id)
+        if not self.coordinates(group_id):
+            return join_error(ErrorCode.NOT_COORDINATOR, member_id)
         config = self.config
         if not config.group_min_session_timeout_ms <= req.session_timeout_ms <= config.group_max_session_timeout_ms:
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
@@ -339,6 +402,8 @@ class GroupCoordinator:
         return None
 
     async def sync(self, req: SyncRequest) -> dict[str, Any]:
+        if not self.coordinates(req.group_id):
+            return _error(ErrorCode.NOT_COORDINATOR, assignment=b"")
         group = self.groups.get(req.group_id)
         err = self._check_member(group, req.member_id, req.instance_id)
         if err is not None:
@@ -372,6 +437,8 @@ class GroupCoordinator:
         return await member.sync_future
 
     def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
+        if not self.coordinates(req.group_id):
+            return ErrorCode.NOT_COORDINATOR
         group = self.groups.get(req.group_id)
         if group is not None and group.state == GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -388,6 +455,8 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def leave(self, group_id: str, identities: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[dict[str, Any]]]:
+        if not self.coordinates(group_id):
+            return ErrorCode.NOT_COORDINATOR, []
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.UNKNOWN_MEMBER_ID, []
@@ -413,6 +482,8 @@ class GroupCoordinator:
         return ErrorCode.NONE, results
 
     def delete_group(self, group_id: str) -> ErrorCode:
+        if not self.coordinates(group_id):
+            return ErrorCode.NOT_COORDINATOR
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -426,6 +497,9 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def describe(self, group_id: str) -> dict[str, Any]:
+        if not self.coordinates(group_id):
+            return {"error_code": ErrorCode.NOT_COORDINATOR, "group_id": group_id, "group_state": "",
+                    "protocol_type": "", "protocol_data": "", "members": []}
         group = self.groups.get(group_id)
         if group is None:
             return {"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from headwater.kafka.errors import ErrorCode
 
+from ..errors import BrokerError
 from .group import Group, GroupState, Member
 from .records import OffsetAndMetadata
 from .store import GroupStore, group_of
@@ -17,22 +18,32 @@ from .store import GroupStore, group_of
 __all__ = ["CommittedOffsets"]
 
 TP = tuple[str, int]
+# the answer to a commit whose wait for the ISR ended in error (Kafka's GroupMetadataManager.storeOffsets)
+_COMMIT_ERRORS = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+}
 CheckMember = Callable[[Group | None, str, str | None], ErrorCode | None]
 Touch = Callable[[Group, Member], None]  # a sign of life: the member's session runs again from now
 
 
 class CommittedOffsets:
     def __init__(self, groups: dict[str, Group], store: GroupStore, check_member: CheckMember,
-                 touch: Touch) -> None:
+                 touch: Touch, coordinates: Callable[[str], bool]) -> None:
         self.groups = groups
         self.store = store
         self.check_member = check_member
         self.touch = touch
+        self.coordinates = coordinates  # whether this broker coordinates the group (else NOT_COORDINATOR)
 
     def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode | None:
         """Whether this member may commit now; creates a group for simple (generation -1) commits."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if not self.coordinates(group_id):
+            return ErrorCode.NOT_COORDINATOR
         group = self.groups.get(group_id)
         if generation < 0 and not member_id:
             if group is None:
@@ -53,9 +64,20 @@ class CommittedOffsets:
         self.touch(group, group.members[member_id])
         return None
 
-    def commit(self, group_id: str, offsets: dict[TP, OffsetAndMetadata]) -> None:
-        group_of(self.groups, group_id).offsets.update(offsets)
-        self.store.write_offsets(group_id, offsets)
+    async def commit(self, group_id: str, offsets: dict[TP, OffsetAndMetadata]) -> ErrorCode:
+        """Store the commits and answer once they are safe: on one node at once; in a cluster once the ISR of
+        the group's partition has them (``offsets.commit.timeout.ms``), mapping the wait's error as Kafka's
+        GroupMetadataManager does. They count (OffsetFetch sees them) only then."""
+        try:
+            end = self.store.write_offsets(group_id, offsets)
+        except BrokerError as exc:  # leadership moved meanwhile
+            return ErrorCode(exc.code)
+        code = await self.store.replicated(group_id, end, self.store.config.offsets_commit_timeout_ms)
+        if code:
+            return _COMMIT_ERRORS.get(ErrorCode(code), ErrorCode.UNKNOWN_SERVER_ERROR)
+        if self.coordinates(group_id):
+            group_of(self.groups, group_id).offsets.update(offsets)
+        return ErrorCode.NONE
 
     def commit_pending(self, group_id: str, producer_id: int, producer_epoch: int,
                        offsets: dict[TP, OffsetAndMetadata]) -> None:

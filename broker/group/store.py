@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
+from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import (
     ATTR_TRANSACTIONAL,
     BatchHeader,
@@ -21,10 +23,14 @@ from headwater.kafka.records import (
 )
 
 from ..config.broker_config import BrokerConfig
+from ..errors import BrokerError
 from ..log import PartitionLog
 from ..log.control import Marker, read_marker
 from ..log.validator import decompressed_limit
+from ..replication.epochs import current_leader_epoch
+from ..replication.produce import wait_for_isr
 from ..topics.cluster import Cluster
+from ..topics.topic import Partition
 from .group import Group, GroupState, Member
 from .records import (
     GroupMetadata,
@@ -40,13 +46,20 @@ from .records import (
     java_string_hash,
 )
 
-__all__ = ["OFFSETS_TOPIC", "GroupStore", "group_of", "read_records"]
+__all__ = ["OFFSETS_TOPIC", "OFFSETS_TOPIC_CONFIG", "GroupStore", "group_of", "offsets_partition", "read_records"]
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 
 KV = list[tuple[bytes, bytes | None]]
+
+
+def offsets_partition(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group, whose leader coordinates it: Kafka's
+    ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`` (Java's String.hashCode)."""
+    return abs(java_string_hash(group_id)) % partitions
 
 
 def group_of(groups: dict[str, Group], group_id: str) -> Group:
@@ -63,18 +76,24 @@ class GroupStore:
         self.config = config
 
     def load(self, groups: dict[str, Group]) -> None:
-        """Create ``__consumer_offsets`` if missing, then replay it into ``groups``."""
+        """Create ``__consumer_offsets`` if missing, then replay it into ``groups`` (one node: every partition)."""
         topic = self.cluster.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = self.cluster.create_topic(
-                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1,
-                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)})
+            topic = self.cluster.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1,
+                                              dict(OFFSETS_TOPIC_CONFIG))
+        self.load_partitions(groups, topic.partitions)
+
+    def load_partitions(self, groups: dict[str, Group], partitions: Iterable[Partition]) -> None:
+        """Replay these partitions of ``__consumer_offsets`` into ``groups`` (a cluster's coordinator: the ones
+        it has come to lead)."""
+        config = self.cluster.topics[OFFSETS_TOPIC].config
         loaded_groups: dict[str, GroupMetadata | None] = {}
         commits = skipped = 0
-        for partition in topic.partitions:
+        before = len(groups)
+        for partition in partitions:
             # Transactional offset commits (TxnOffsetCommit) by producer id, until their transaction's marker
             pending: dict[int, list[tuple[str, tuple[str, int], OffsetAndMetadata]]] = {}
-            for header, record in read_records(partition.log, topic.config.max_message_bytes):
+            for header, record in read_records(partition.log, config.max_message_bytes):
                 if isinstance(record, Marker):
                     for group_id, tp, held in pending.pop(header.producer_id, []):
                         if record.commit:
@@ -114,23 +133,54 @@ class GroupStore:
                     del groups[group_id]
                 continue
             _restore(group_of(groups, group_id), meta)
-        log.info("loaded %d groups (%d offset commits) from %s%s", len(groups), commits, OFFSETS_TOPIC,
+        log.info("loaded %d groups (%d offset commits) from %s%s", len(groups) - before, commits, OFFSETS_TOPIC,
                  f"; {skipped} records skipped" if skipped else "")
 
-    def partition_for(self, group_id: str) -> int:
-        return abs(java_string_hash(group_id)) % len(self.cluster.topics[OFFSETS_TOPIC].partitions)
+    def partition_count(self) -> int:
+        """``__consumer_offsets``' partitions: the cluster's (a broker holds only some of them), else this
+        broker's; 0 while it does not exist."""
+        membership = self.cluster.membership
+        if membership is not None:
+            meta = membership.sync.topics.get(OFFSETS_TOPIC)
+            return 0 if meta is None else meta.partition_count
+        topic = self.cluster.topics.get(OFFSETS_TOPIC)
+        return 0 if topic is None else len(topic.partitions)
 
-    def _append(self, group_id: str, records: KV, producer_id: int = -1, producer_epoch: int = -1) -> None:
-        """One batch of records on the group's partition; a transactional one for a producer id >= 0."""
+    def partition_for(self, group_id: str) -> int:
+        return offsets_partition(group_id, self.partition_count())
+
+    def _append(self, group_id: str, records: KV, producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """One batch of records on the group's partition; a transactional one for a producer id >= 0. The
+        offset after it (what a cluster's coordinator waits for its ISR to reach: ``replicated``)."""
         if not records:
-            return
-        plog = self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id)).log
+            return -1
+        partition = self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        if partition.replica is not None and not partition.replica.is_leader:  # leadership moved meanwhile
+            raise BrokerError(ErrorCode.NOT_COORDINATOR, f"this broker no longer coordinates group {group_id}")
+        plog = partition.log
         now = int(time.time() * 1000)
         batch = bytearray(build_batch([Record(offset=i, timestamp=now, key=k, value=v)
                                        for i, (k, v) in enumerate(records)],
                                       producer_id=producer_id, producer_epoch=producer_epoch,
                                       attributes=ATTR_TRANSACTIONAL if producer_id >= 0 else 0))
-        plog.append(batch, parse_header(batch))
+        if partition.replica is None:  # one node
+            plog.append(batch, parse_header(batch))
+            return plog.log_end_offset
+        plog.append(batch, parse_header(batch), current_leader_epoch(partition))  # stamped as a leader's
+        partition.replica.advance_high_watermark()  # an ISR of the leader alone has it now
+        return plog.log_end_offset
+
+    async def replicated(self, group_id: str, end_offset: int, timeout_ms: int) -> int:
+        """Once the ISR of the group's partition holds the log up to ``end_offset`` (the acks=all wait of a
+        cluster's Produce, replication/produce.py): 0, or the error code to answer with. At once on one node."""
+        if end_offset < 0:
+            return 0
+        partition = self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        if partition.replica is None:
+            return 0
+        entry: dict[str, Any] = {"error_code": 0}
+        await wait_for_isr([(entry, partition.replica.wait_for(end_offset))], timeout_ms)
+        return int(entry["error_code"])
 
     def write_group(self, group: Group) -> None:
         meta = GroupMetadata(
@@ -142,9 +192,10 @@ class GroupStore:
         self._append(group.group_id, [(encode_group_key(group.group_id), encode_group_value(meta))])
 
     def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata],
-                      producer_id: int = -1, producer_epoch: int = -1) -> None:
-        """Offset commits; a transactional producer's (TxnOffsetCommit) count once its commit marker follows."""
-        self._append(group_id, [(encode_offset_key(group_id, t, p), encode_offset_value(o))
+                      producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """Offset commits; a transactional producer's (TxnOffsetCommit) count once its commit marker follows.
+        The offset after them."""
+        return self._append(group_id, [(encode_offset_key(group_id, t, p), encode_offset_value(o))
                                 for (t, p), o in offsets.items()], producer_id, producer_epoch)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:

@@ -22,6 +22,7 @@ from headwater.properties import ConfigError
 from ..security.listeners import parse_protocol_map
 from .checkpoint import HIGH_WATERMARK_FILE, read_checkpoint, write_checkpoint
 from .fetcher import LeaderFetcher
+from .leadership import LeadershipListener
 from .replica import PartitionReplica, Role
 from .state import NO_LEADER, IsrWriter, PartitionState
 
@@ -76,6 +77,7 @@ class ReplicaManager:
         self._saved = read_checkpoint(self._checkpoint)
         self._tasks: list[asyncio.Task[None]] = []
         self._isr_writes: set[asyncio.Task[None]] = set()
+        self.listeners: list[LeadershipListener] = []  # told when this broker starts or stops leading a partition
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -120,6 +122,15 @@ class ReplicaManager:
             self.forget(former.partition)
         self.replicas[key] = replica
         partition.state = state
+        was_leader = replica.role is Role.LEADER
+        try:
+            self._take_role(replica, state)
+        finally:
+            if was_leader != (replica.role is Role.LEADER):
+                self._tell(replica)
+
+    def _take_role(self, replica: PartitionReplica, state: PartitionState) -> None:
+        partition, topic = replica.partition, replica.topic
         if state.leader == self.broker_id:
             self._unfollow(replica)
             if replica.role is not Role.LEADER or replica.state.leader_epoch != state.leader_epoch:
@@ -146,9 +157,25 @@ class ReplicaManager:
         """``partition`` is gone from this broker (its topic deleted, or it was moved away)."""
         replica = partition.replica
         if replica is not None:
+            was_leader = replica.role is Role.LEADER
             self._unfollow(replica)
             replica.stop(replica.state)
             self.replicas.pop(replica.key, None)
+            if was_leader:
+                self._tell(replica)
+
+    def _tell(self, replica: PartitionReplica) -> None:
+        """The listeners, of a change of this broker's leadership of ``replica``'s partition (one failing is
+        logged; the others are told still)."""
+        leads = replica.role is Role.LEADER
+        for listener in self.listeners:
+            try:
+                if leads:
+                    listener.became_leader(replica.topic, replica.partition)
+                else:
+                    listener.resigned(replica.topic, replica.partition)
+            except Exception:
+                log.exception("%s-%d: a leadership listener failed", replica.topic, replica.partition.index)
 
     def _fetcher(self, leader: int) -> LeaderFetcher:
         fetcher = self.fetchers.get(leader)

@@ -227,6 +227,7 @@ class BrokerServer:
         except BaseException:
             await self.stop()  # leave nothing half started: the caller gets only the error
             raise
+        manager.listeners.append(self.groups)  # group coordinators move with __consumer_offsets' leadership
         self.cluster.replication = self._replication = manager
         manager.start()
 

@@ -1,0 +1,175 @@
+"""Group coordinators on a real ZooKeeper with three real brokers: ``__consumer_offsets`` is a cluster topic
+(made by the first FindCoordinator, replicated on all three brokers), a group's coordinator is the leader of
+its partition, and when that broker is SIGKILLed the group's members (librdkafka and kafka-python) find the
+new coordinator and carry on from the committed offsets: nothing committed is read again, nothing skipped."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from support import zkserver
+from support.brokerproc import BrokerProcess
+from support.zkcluster import agreed_controller, agreed_topic, topic_view
+
+from headwater.broker.group.store import offsets_partition
+from headwater.testing import unique, wait_until
+
+pytestmark = pytest.mark.skipif(zkserver.available() is not None, reason=str(zkserver.available()))
+
+SESSION_TIMEOUT_MS = 4000
+IDS = {1, 2, 3}
+PARTITIONS = 4
+OFFSETS_PARTITIONS = 50  # Kafka's default offsets.topic.num.partitions
+BATCH = 200
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory, zookeeper: zkserver.ZooKeeperServer
+            ) -> Iterator[dict[int, BrokerProcess]]:
+    base, chroot = tmp_path_factory.mktemp("zk-groups"), "/" + unique("hw")
+    started = {i: BrokerProcess(base / f"b{i}", f"zookeeper.connect={zookeeper.connect}{chroot}", f"broker.id={i}",
+                                f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+                                "group.initial.rebalance.delay.ms=0") for i in IDS}
+    try:
+        for b in started.values():
+            b.start()
+        every = list(started.values())
+        wait_until(lambda: agreed_controller(every, IDS), "three brokers and a controller", timeout=20)
+        yield started
+    finally:
+        for b in started.values():
+            b.kill()
+
+
+def _produce(producer: Producer, topic: str, numbers: range) -> None:
+    for n in numbers:
+        producer.produce(topic, str(n).encode(), partition=n % PARTITIONS)
+    assert producer.flush(60) == 0
+
+
+def _committed_rdkafka(consumer: Consumer) -> Callable[[], bool]:
+    """A wait condition: the librdkafka member's positions committed (False while the coordinator moves)."""
+    def commit() -> bool:
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() == -168:  # _NO_OFFSET: nothing consumed since the last commit
+                return True
+            return False
+        return True
+    return commit
+
+
+def _committed_kafka_python(consumer: KafkaConsumer) -> Callable[[], bool]:
+    def commit() -> bool:
+        try:
+            consumer.commit()
+        except Exception:  # CommitFailedError, a coordinator error: tried again
+            return False
+        return True
+    return commit
+
+
+def _read_until(rdkafka: Consumer, kpython: KafkaConsumer, read: list[tuple[str, int]], count: int,
+                timeout: float) -> None:
+    """Both members poll (and commit what they read) until ``read`` holds ``count`` records."""
+    deadline = time.monotonic() + timeout
+    while len(read) < count and time.monotonic() < deadline:
+        got = False
+        for msg in rdkafka.consume(num_messages=500, timeout=0.2):
+            if msg.error() is None:
+                read.append(("librdkafka", int(msg.value() or b"")))
+                got = True
+        for records in kpython.poll(timeout_ms=200).values():
+            read.extend(("kafka-python", int(r.value)) for r in records)
+            got = got or bool(records)
+        if got:
+            wait_until(_committed_rdkafka(rdkafka), "librdkafka's commit", timeout=30)
+            wait_until(_committed_kafka_python(kpython), "kafka-python's commit", timeout=30)
+    assert len(read) >= count, f"read {len(read)} of {count} records"
+
+
+def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
+        brokers: dict[int, BrokerProcess]) -> None:
+    every = list(brokers.values())
+    bootstrap = ",".join(b.bootstrap for b in every)
+    topic, group = unique("orders"), unique("group")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    next(iter(admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+                                  operation_timeout=20).values())).result(30)
+    wait_until(lambda: agreed_topic(every, topic, lambda v: len(v) == PARTITIONS), "the topic on every broker")
+
+    rdkafka = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                        "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                        "topic.metadata.refresh.interval.ms": 1000})
+    kpython = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                            auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=1000,
+                            metadata_max_age_ms=1000)
+    # one producer throughout (producer ids are each broker's own yet: a second producer's could collide)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 500})
+    read: list[tuple[str, int]] = []
+    try:
+        rdkafka.subscribe([topic])
+
+        def both_assigned() -> bool:
+            rdkafka.poll(0.1)
+            kpython.poll(timeout_ms=100)
+            return bool(rdkafka.assignment()) and bool(kpython.assignment()) and \
+                len(rdkafka.assignment()) + len(kpython.assignment()) == PARTITIONS
+        wait_until(both_assigned, "both members assigned", timeout=40)
+
+        # __consumer_offsets: a cluster topic with a replica on every broker, the coordinator its partition's leader
+        offsets_view = wait_until(lambda: agreed_topic(every, "__consumer_offsets", lambda v: len(v) == OFFSETS_PARTITIONS
+                                                       and all(set(p[2]) == IDS for p in v.values())),
+                                  "__consumer_offsets on every broker, replicated on all three")
+        described = admin.describe_consumer_groups([group])[group].result(10)
+        coordinator = described.coordinator.id
+        assert coordinator == offsets_view[offsets_partition(group, OFFSETS_PARTITIONS)][0]
+
+        _produce(producer, topic, range(BATCH))
+        _read_until(rdkafka, kpython, read, BATCH, timeout=60)
+
+        brokers[coordinator].kill()
+        others = [b for i, b in brokers.items() if i != coordinator]
+        wait_until(lambda: (v := topic_view(others[0], "__consumer_offsets")) is not None and
+                   v[offsets_partition(group, OFFSETS_PARTITIONS)][0] not in (-1, coordinator),
+                   "the group's offsets partition led by another broker", timeout=SESSION_TIMEOUT_MS / 1000 + 15)
+
+        _produce(producer, topic, range(BATCH, 2 * BATCH))
+        _read_until(rdkafka, kpython, read, 2 * BATCH, timeout=90)
+        new_coordinator = admin.describe_consumer_groups([group])[group].result(10).coordinator.id
+        assert new_coordinator != coordinator
+    finally:
+        rdkafka.close()
+        kpython.close()
+    numbers = sorted(n for _, n in read)
+    assert numbers == list(range(2 * BATCH)), \
+        f"re-read: {sorted({n for n in numbers if numbers.count(n) > 1})[:10]}, " \
+        f"skipped: {sorted(set(range(2 * BATCH)) - set(numbers))[:10]}"
+    assert {who for who, _ in read} == {"librdkafka", "kafka-python"}
+
+    # what the two committed is the group's on its new coordinator: a new member reads only what follows
+    _produce(producer, topic, range(2 * BATCH, 2 * BATCH + 20))
+    late = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest"})
+    got: list[int] = []
+    try:
+        late.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            msg = late.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(int(msg.value() or b""))
+        late.poll(1)  # anything beyond would be a record committed before and read again
+        while (msg := late.poll(0.5)) is not None:
+            if msg.error() is None:
+                got.append(int(msg.value() or b""))
+    finally:
+        late.close()
+    assert sorted(got) == list(range(2 * BATCH, 2 * BATCH + 20))
