@@ -125,8 +125,9 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
         wait_until(both_assigned, "both members assigned", timeout=40)
 
         # __consumer_offsets: a cluster topic with a replica on every broker, the coordinator its partition's leader
-        offsets_view = wait_until(lambda: agreed_topic(every, "__consumer_offsets", lambda v: len(v) == OFFSETS_PARTITIONS
-                                                       and all(set(p[2]) == IDS for p in v.values())),
+        def replicated_everywhere(v: dict) -> bool:
+            return len(v) == OFFSETS_PARTITIONS and all(set(p[2]) == IDS for p in v.values())
+        offsets_view = wait_until(lambda: agreed_topic(every, "__consumer_offsets", replicated_everywhere),
                                   "__consumer_offsets on every broker, replicated on all three")
         described = admin.describe_consumer_groups([group])[group].result(10)
         coordinator = described.coordinator.id
