@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
+from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 from support import zkserver
 from support.brokerproc import BrokerProcess
+from support.rawkafka import request
 from support.zkcluster import agreed_controller, agreed_topic, topic_view
 
 from headwater.broker.group.store import offsets_partition
@@ -26,6 +29,7 @@ IDS = {1, 2, 3}
 PARTITIONS = 4
 OFFSETS_PARTITIONS = 50  # Kafka's default offsets.topic.num.partitions
 BATCH = 200
+NOT_COORDINATOR = 16
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +54,11 @@ def _produce(producer: Producer, topic: str, numbers: range) -> None:
     for n in numbers:
         producer.produce(topic, str(n).encode(), partition=n % PARTITIONS)
     assert producer.flush(60) == 0
+
+
+def _offset_fetch(broker: BrokerProcess, group: str) -> Any:
+    """OffsetFetch v5 for every partition the group committed, asked of ``broker``."""
+    return request(broker.port, OffsetFetchRequest[5](group_id=group, topics=None), OffsetFetchResponse)
 
 
 def _committed_rdkafka(consumer: Consumer) -> Callable[[], bool]:
@@ -146,6 +155,12 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
         _read_until(rdkafka, kpython, read, 2 * BATCH, timeout=90)
         new_coordinator = admin.describe_consumer_groups([group])[group].result(10).coordinator.id
         assert new_coordinator != coordinator
+        # the group's requests elsewhere answer NOT_COORDINATOR; its coordinator has the committed offsets
+        bystander = next(i for i in IDS if i not in (coordinator, new_coordinator))
+        assert _offset_fetch(brokers[bystander], group).error_code == NOT_COORDINATOR
+        answer = _offset_fetch(brokers[new_coordinator], group)
+        assert answer.error_code == 0
+        assert sum(p.committed_offset for t in answer.topics for p in t.partitions) == 2 * BATCH
     finally:
         rdkafka.close()
         kpython.close()
