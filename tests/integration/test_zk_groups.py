@@ -1,7 +1,8 @@
 """Group coordinators on a real ZooKeeper with three real brokers: ``__consumer_offsets`` is a cluster topic
 (made by the first FindCoordinator, replicated on all three brokers), a group's coordinator is the leader of
 its partition, and when that broker is SIGKILLed the group's members (librdkafka and kafka-python) find the
-new coordinator and carry on from the committed offsets: nothing committed is read again, nothing skipped."""
+new coordinator and carry on from the committed offsets: nothing committed is read again, nothing skipped.
+With fewer live brokers than offsets.topic.replication.factor, FindCoordinator refuses and makes nothing."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.rawkafka import request
@@ -29,7 +31,7 @@ IDS = {1, 2, 3}
 PARTITIONS = 4
 OFFSETS_PARTITIONS = 50  # Kafka's default offsets.topic.num.partitions
 BATCH = 200
-NOT_COORDINATOR = 16
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 15, 16
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +42,10 @@ def brokers(tmp_path_factory: pytest.TempPathFactory, zookeeper: zkserver.ZooKee
                                 f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
                                 "group.initial.rebalance.delay.ms=0") for i in IDS}
     try:
-        for b in started.values():
-            b.start()
-        every = list(started.values())
-        wait_until(lambda: agreed_controller(every, IDS), "three brokers and a controller", timeout=20)
+        for i in (1, 2):  # the third is started by the test, once it has seen two refuse to coordinate
+            started[i].start()
+        wait_until(lambda: agreed_controller([started[1], started[2]], {1, 2}), "two brokers and a controller",
+                   timeout=20)
         yield started
     finally:
         for b in started.values():
@@ -105,9 +107,16 @@ def _read_until(rdkafka: Consumer, kpython: KafkaConsumer, read: list[tuple[str,
 
 def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
         brokers: dict[int, BrokerProcess]) -> None:
-    every = list(brokers.values())
-    bootstrap = ",".join(b.bootstrap for b in every)
     topic, group = unique("orders"), unique("group")
+    # fewer live brokers than offsets.topic.replication.factor (3): no coordinator, no __consumer_offsets
+    refused = request(brokers[1].port, FindCoordinatorRequest[2](key=group, key_type=0), FindCoordinatorResponse)
+    assert refused.error_code == COORDINATOR_NOT_AVAILABLE
+    assert "does not meet the required replication factor '3'" in refused.error_message
+    assert topic_view(brokers[1], "__consumer_offsets") is None
+    brokers[3].start()
+    every = list(brokers.values())
+    wait_until(lambda: agreed_controller(every, IDS), "three brokers and a controller", timeout=20)
+    bootstrap = ",".join(b.bootstrap for b in every)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     next(iter(admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
                                   operation_timeout=20).values())).result(30)
