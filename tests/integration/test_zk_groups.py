@@ -1,7 +1,8 @@
 """Group coordinators on a real ZooKeeper with three real brokers: ``__consumer_offsets`` is a cluster topic
 (made by the first FindCoordinator, replicated on all three brokers), a group's coordinator is the leader of
 its partition, and when that broker is SIGKILLed the group's members (librdkafka and kafka-python) find the
-new coordinator and carry on from the committed offsets: nothing committed is read again, nothing skipped.
+new coordinator and carry on from the committed offsets: nothing committed is read again, nothing skipped;
+when the killed broker returns, the group moves back to it with every commit made meanwhile.
 With fewer live brokers than offsets.topic.replication.factor, FindCoordinator refuses and makes nothing."""
 
 from __future__ import annotations
@@ -56,6 +57,23 @@ def _produce(producer: Producer, topic: str, numbers: range) -> None:
     for n in numbers:
         producer.produce(topic, str(n).encode(), partition=n % PARTITIONS)
     assert producer.flush(60) == 0
+
+
+def _coordinator(bootstrap: str, group: str) -> int | None:
+    """The group's coordinator as librdkafka's DescribeConsumerGroups finds it; None while it moves. A new
+    admin client each time: librdkafka's admin client keeps a coordinator it found for a while, even after a
+    NOT_COORDINATOR answer."""
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until answered
+        return int(admin.describe_consumer_groups([group])[group].result(10).coordinator.id)
+    except KafkaException:
+        return None
+
+
+def _found_coordinator(broker: BrokerProcess, group: str) -> int:
+    """The coordinator FindCoordinator (v2) on ``broker`` answers for ``group``; -1 with an error."""
+    answer = request(broker.port, FindCoordinatorRequest[2](key=group, key_type=0), FindCoordinatorResponse)
+    return -1 if answer.error_code else int(answer.node_id)
 
 
 def _offset_fetch(broker: BrokerProcess, group: str) -> Any:
@@ -147,8 +165,7 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
             return len(v) == OFFSETS_PARTITIONS and all(set(p[2]) == IDS for p in v.values())
         offsets_view = wait_until(lambda: agreed_topic(every, "__consumer_offsets", replicated_everywhere),
                                   "__consumer_offsets on every broker, replicated on all three")
-        described = admin.describe_consumer_groups([group])[group].result(10)
-        coordinator = described.coordinator.id
+        coordinator = wait_until(lambda: _coordinator(bootstrap, group), "the group's coordinator")
         assert coordinator == offsets_view[offsets_partition(group, OFFSETS_PARTITIONS)][0]
 
         _produce(producer, topic, range(BATCH))
@@ -162,8 +179,8 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
 
         _produce(producer, topic, range(BATCH, 2 * BATCH))
         _read_until(rdkafka, kpython, read, 2 * BATCH, timeout=90)
-        new_coordinator = admin.describe_consumer_groups([group])[group].result(10).coordinator.id
-        assert new_coordinator != coordinator
+        new_coordinator = wait_until(lambda: (c := _coordinator(bootstrap, group)) != coordinator and c,
+                                     "the group's new coordinator")
         # the group's requests elsewhere answer NOT_COORDINATOR; its coordinator has the committed offsets
         bystander = next(i for i in IDS if i not in (coordinator, new_coordinator))
         assert _offset_fetch(brokers[bystander], group).error_code == NOT_COORDINATOR
@@ -179,7 +196,17 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
         f"skipped: {sorted(set(range(2 * BATCH)) - set(numbers))[:10]}"
     assert {who for who, _ in read} == {"librdkafka", "kafka-python"}
 
-    # what the two committed is the group's on its new coordinator: a new member reads only what follows
+    # the killed broker returns, leads its preferred partitions again and with them the group, whose commits
+    # made meanwhile it has from replication: a new member reads only what follows them
+    brokers[coordinator].start()
+    offsets_index = offsets_partition(group, OFFSETS_PARTITIONS)
+    wait_until(lambda: agreed_topic(every, "__consumer_offsets", lambda v: v[offsets_index][0] == coordinator),
+               "the returning broker leading the group's offsets partition again", timeout=40)
+    wait_until(lambda: all(_found_coordinator(b, group) == coordinator for b in every) and
+               _offset_fetch(brokers[coordinator], group).error_code == 0,
+               "the group coordinated by the returning broker", timeout=20)
+    answer = _offset_fetch(brokers[coordinator], group)
+    assert sum(p.committed_offset for t in answer.topics for p in t.partitions) == 2 * BATCH
     _produce(producer, topic, range(2 * BATCH, 2 * BATCH + 20))
     late = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                      "auto.offset.reset": "earliest"})
@@ -191,9 +218,10 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
             msg = late.poll(0.5)
             if msg is not None and msg.error() is None:
                 got.append(int(msg.value() or b""))
-        late.poll(1)  # anything beyond would be a record committed before and read again
-        while (msg := late.poll(0.5)) is not None:
-            if msg.error() is None:
+        settle = time.monotonic() + 1.5  # anything beyond would be a record committed before and read again
+        while time.monotonic() < settle:
+            msg = late.poll(0.5)
+            if msg is not None and msg.error() is None:
                 got.append(int(msg.value() or b""))
     finally:
         late.close()
