@@ -8,6 +8,7 @@ producer's current epoch (else INVALID_PRODUCER_EPOCH in every version: Kafka fi
 appends to ``__consumer_offsets``, and answers that since 2.7 so that the client may abort). v3+ carries the consumer's
 member id and generation, checked as OffsetCommit checks them when a member id is given (KIP-447).
 ACLs: WRITE on the TRANSACTIONAL_ID, READ on the group and on each topic.
+In a ZooKeeper cluster a broker that does not coordinate the group answers NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def _group_error(ctx: RequestContext, req: TxnOffsetCommitRequest) -> ErrorCode 
                                                      req.group_id)
     if error is not None:
         return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
+    if req.group_id and not ctx.groups.coordinates(req.group_id):  # a cluster's coordinator is elsewhere
+        return ErrorCode.NOT_COORDINATOR
     member_id = getattr(req, "member_id", "") if ctx.version >= 3 else ""
     if member_id:
         return ctx.groups.offsets.commit_check(req.group_id, member_id, getattr(req, "generation_id", -1),
