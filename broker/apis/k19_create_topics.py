@@ -8,7 +8,8 @@ node. In a ZooKeeper cluster (docs/CLUSTER.md) the topic is the cluster's: ``rep
 AdminUtils spreads them, or ``replica_assignment`` naming live brokers; more replicas than live brokers is
 INVALID_REPLICATION_FACTOR. The answer comes once every new partition has a leader in this broker's view,
 or at the request's ``timeout_ms`` (REQUEST_TIMED_OUT: the topic is made, its leaders are still to come); a
-timeout of 0 answers at once. Internal topics stay each broker's own.
+timeout of 0 answers at once. ``__consumer_offsets`` is a cluster topic too (as the first FindCoordinator
+makes it); the other internal topics stay each broker's own.
 Errors: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, each with a message;
 configs are checked as Kafka checks them, in its words (config/topic_configs.py), and a null value is
@@ -29,6 +30,7 @@ from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError, InvalidConfig, InvalidRequest
+from ..group.store import OFFSETS_TOPIC
 from ..protocol.requests import CreatableTopic, CreateTopicsRequest
 from ..topics.topic import INTERNAL_TOPICS, MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
 from .registry import RequestContext, api
@@ -47,7 +49,7 @@ async def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -
     partitions, replication = t.num_partitions, t.replication_factor
     if t.assignments and (partitions != -1 or replication != -1):
         raise InvalidRequest("Both numPartitions or replicationFactor and replicasAssignments were set.")
-    if cluster.membership is not None and t.name not in INTERNAL_TOPICS:
+    if cluster.membership is not None and (t.name == OFFSETS_TOPIC or t.name not in INTERNAL_TOPICS):
         from ..cluster.topic_admin import check_absent, create_topic, plan_topic  # kazoo: cluster mode only
 
         assignment = plan_topic(cluster, t.name, partitions, replication,

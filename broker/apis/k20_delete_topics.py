@@ -19,6 +19,7 @@ from headwater.kafka.errors import ErrorCode
 from ..access.acls import AclOperation as Op
 from ..errors import BrokerError
 from ..protocol.requests import DeleteTopicsRequest
+from ..topics.topic import INTERNAL_TOPICS
 from .registry import RequestContext, api
 
 
@@ -35,6 +36,9 @@ async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> dict[str, Any
                 raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             if not cluster.config.delete_topic_enable:
                 raise BrokerError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            if name in INTERNAL_TOPICS and (name in cluster.topics or (membership is not None
+                                                                     and membership.has_topic(name))):
+                raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete internal topic {name}")
             if membership is not None and membership.has_topic(name):
                 from ..cluster.topic_admin import delete_topic  # kazoo loads only in cluster mode
 

@@ -46,6 +46,9 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> dict[str,
         try:
             if not ctx.allowed_topic(Op.ALTER, t.name):
                 raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+            if t.name in INTERNAL_TOPICS and membership is not None and membership.has_topic(t.name):
+                raise BrokerError(ErrorCode.INVALID_REQUEST,  # its groups' partitions would move
+                                  f"The number of partitions for the internal topic {t.name} cannot be changed.")
             if membership is not None and membership.has_topic(t.name):
                 from ..cluster.topic_admin import add_partitions, plan_partitions  # kazoo: cluster mode only
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import KafkaConsumer
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
@@ -165,6 +165,13 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
             return len(v) == OFFSETS_PARTITIONS and all(set(p[2]) == IDS for p in v.values())
         offsets_view = wait_until(lambda: agreed_topic(every, "__consumer_offsets", replicated_everywhere),
                                   "__consumer_offsets on every broker, replicated on all three")
+        # and it stays as made: not deleted, not grown (its groups' partitions would move)
+        with pytest.raises(KafkaException) as refused_deletion:
+            admin.delete_topics(["__consumer_offsets"], operation_timeout=5)["__consumer_offsets"].result(10)
+        assert refused_deletion.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+        with pytest.raises(KafkaException) as refused_growth:
+            admin.create_partitions([NewPartitions("__consumer_offsets", 60)])["__consumer_offsets"].result(10)
+        assert refused_growth.value.args[0].code() == KafkaError.INVALID_REQUEST
         coordinator = wait_until(lambda: _coordinator(bootstrap, group), "the group's coordinator")
         assert coordinator == offsets_view[offsets_partition(group, OFFSETS_PARTITIONS)][0]
 
