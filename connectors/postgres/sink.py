@@ -43,6 +43,7 @@ from headwater.connectors.envelope import get as _get_field
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
 from .libpq import KeyNames, explain_failure, passthrough, tls_params
+from .sink_envelope import envelope_read
 
 __all__ = ["PostgresSinkConfig", "PostgresSinkConnector", "PostgresSinkTask"]
 
@@ -278,6 +279,32 @@ _MISSING: Final = 3
 
 
 _ROW_OPS = frozenset(("c", "r", "u"))  # the ops whose ``after`` row is written
+_UNREAD: Final = object()  # put_encoded: a value not converted (yet)
+
+
+def _lane_row(value: Any) -> tuple[dict[str, Any] | None, Schema | None, tuple[Any, ...] | None]:
+    """A converted value's row for put_encoded's lane: (row, its schema, (source.schema, .table, .db) or None)
+    of an insert, read or update envelope (a map or a Struct) whose ``after`` is a row; (None, None, None) for
+    anything else (the record path's steps take it)."""
+    if type(value) is dict:
+        fields = value if "op" in value and "source" in value and "after" in value else None
+    elif type(value) is Struct and _is_envelope(value):
+        fields = value.values
+    else:
+        return None, None, None
+    if fields is None or fields.get("op") not in _ROW_OPS:
+        return None, None, None
+    after = fields.get("after")
+    if type(after) is dict:
+        row, schema = after, None
+    elif type(after) is Struct:
+        row, schema = after.values, after.schema
+    else:
+        return None, None, None
+    source = fields.get("source")
+    source = source.values if type(source) is Struct else source
+    where = (source.get("schema"), source.get("table"), source.get("db")) if type(source) is dict else None
+    return row, schema, where
 
 
 class _Taken:
@@ -368,66 +395,61 @@ class PostgresSinkTask(SinkTask):
         placeholders = self.unavailable.columns
         only = key_fields[0] if len(key_fields) == 1 else None  # the usual key: one column
         tables: dict[tuple[Any, ...], tuple[str, str]] = {}  # this batch's (schema, table, db) -> table
+        light = envelope_read(self.value_converter) if mode != "kafka" else None
         last = -1
         for offset, key, data in zip(batch.offsets, batch.keys, batch.values, strict=True):
             if offset < floor:
                 continue
             last = offset
-            try:
-                value = value_of(topic, data).value
-            except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
-                return self._hand_back(topic, partition, exc)
+            value: Any = _UNREAD
             # the fast lane: a c/r/u envelope (map or Struct) whose after row has all its values
-            if type(value) is dict:
-                fields = value if "op" in value and "source" in value and "after" in value else None
-            elif type(value) is Struct and _is_envelope(value):
-                fields = value.values
+            read = light(data) if light is not None else None
+            if read is not None:  # schemaless JSON read without the source block's other values
+                row, where = read
+                schema: Schema | None = None
             else:
-                fields = None
-            if fields is not None and mode != "kafka" and fields.get("op") in _ROW_OPS:
-                after = fields.get("after")
-                if type(after) is dict:
-                    row, schema = after, None
-                elif type(after) is Struct:
-                    row, schema = after.values, after.schema
+                try:
+                    value = value_of(topic, data).value
+                except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
+                    return self._hand_back(topic, partition, exc)
+                row, schema, where = _lane_row(value) if mode != "kafka" else (None, None, None)
+            if row is not None and not placeholders(row):
+                if mode == "record_value":
+                    change_key = ((only, row.get(only)),) if only is not None else \
+                        tuple([(n, row.get(n)) for n in key_fields])
+                elif mode == "none":
+                    change_key = ()
+                else:  # record_key: the key's fields, else the row's
+                    try:
+                        key_value = key_of(topic, key).value if key is not None else None
+                    except Exception as exc:  # noqa: BLE001 - as for a value
+                        return self._hand_back(topic, partition, exc)
+                    key_row = key_value if isinstance(key_value, dict) else _fields(key_value)[0] \
+                        if isinstance(key_value, Struct) else {}
+                    names = key_fields or list(key_row)
+                    change_key = tuple([(n, key_row[n] if n in key_row else row.get(n)) for n in names])
+                table = None
+                if by_source:  # as _table: the same source block names the same table
+                    if where is not None:
+                        table = tables.get(where)
+                    if table is not None:
+                        topic_tables[topic] = table
                 else:
-                    row = None
-                if row is not None and not placeholders(row):
-                    if mode == "record_value":
-                        change_key = ((only, row.get(only)),) if only is not None else \
-                            tuple([(n, row.get(n)) for n in key_fields])
-                    elif mode == "none":
-                        change_key = ()
-                    else:  # record_key: the key's fields, else the row's
-                        try:
-                            key_value = key_of(topic, key).value if key is not None else None
-                        except Exception as exc:  # noqa: BLE001 - as for a value
-                            return self._hand_back(topic, partition, exc)
-                        key_row = key_value if isinstance(key_value, dict) else _fields(key_value)[0] \
-                            if isinstance(key_value, Struct) else {}
-                        names = key_fields or list(key_row)
-                        change_key = tuple([(n, key_row[n] if n in key_row else row.get(n)) for n in names])
-                    table, where = None, None
-                    if by_source:  # as _table: the same source block names the same table
-                        source = fields.get("source")
-                        source = source.values if type(source) is Struct else source
-                        if type(source) is dict:
-                            where = (source.get("schema"), source.get("table"), source.get("db"))
-                            table = tables.get(where)
-                        if table is not None:
-                            topic_tables[topic] = table
-                    else:
-                        table = topic_tables.get(topic)
-                    if table is None:
-                        table = self._table(_Consumed(topic, partition, offset, key, value, key_of),  # type: ignore[arg-type]
-                                            True)
-                        if where is not None:
-                            tables[where] = table
-                    changes = pending.get(table)
-                    if changes is None:
-                        changes = pending[table] = {}
-                    changes[change_key if change_key else len(changes)] = (change_key, row, schema, ())
-                    continue
+                    table = topic_tables.get(topic)
+                if table is None:
+                    if value is _UNREAD:
+                        value = value_of(topic, data).value  # (it converts: the light read agreed)
+                    table = self._table(_Consumed(topic, partition, offset, key, value, key_of),  # type: ignore[arg-type]
+                                        True)
+                    if where is not None:
+                        tables[where] = table
+                changes = pending.get(table)
+                if changes is None:
+                    changes = pending[table] = {}
+                changes[change_key if change_key else len(changes)] = (change_key, row, schema, ())
+                continue
+            if value is _UNREAD:
+                value = value_of(topic, data).value  # (it converts: the light read agreed)
             self._take(_Consumed(topic, partition, offset, key, value, key_of), taken)  # type: ignore[arg-type]
         if last >= 0:
             self._flush(taken, {TopicPartition(topic, partition): last + 1})
