@@ -282,6 +282,17 @@ _ROW_OPS = frozenset(("c", "r", "u"))  # the ops whose ``after`` row is written
 _UNREAD: Final = object()  # put_encoded: a value not converted (yet)
 
 
+class _NotConverted(Exception):
+    """put_encoded: a key or value its converter refused (the cause)."""
+
+
+def _convert(converter: Callable[[str, Any], Any], topic: str, data: Any) -> Any:
+    try:
+        return converter(topic, data).value
+    except Exception as exc:
+        raise _NotConverted from exc
+
+
 def _lane_row(value: Any) -> tuple[dict[str, Any] | None, Schema | None, tuple[Any, ...] | None]:
     """A converted value's row for put_encoded's lane: (row, its schema, (source.schema, .table, .db) or None)
     of an insert, read or update envelope (a map or a Struct) whose ``after`` is a row; (None, None, None) for
@@ -292,7 +303,8 @@ def _lane_row(value: Any) -> tuple[dict[str, Any] | None, Schema | None, tuple[A
         fields = value.values
     else:
         return None, None, None
-    if fields is None or fields.get("op") not in _ROW_OPS:
+    op = fields.get("op") if fields is not None else None
+    if type(op) is not str or op not in _ROW_OPS:  # (an op that is not a string: the record path's steps)
         return None, None, None
     after = fields.get("after")
     if type(after) is dict:
@@ -397,65 +409,62 @@ class PostgresSinkTask(SinkTask):
         tables: dict[tuple[Any, ...], tuple[str, str]] = {}  # this batch's (schema, table, db) -> table
         light = envelope_read(self.value_converter) if mode != "kafka" else None
         last = -1
-        for offset, key, data in zip(batch.offsets, batch.keys, batch.values, strict=True):
-            if offset < floor:
-                continue
-            last = offset
-            value: Any = _UNREAD
-            # the fast lane: a c/r/u envelope (map or Struct) whose after row has all its values
-            read = light(data) if light is not None else None
-            if read is not None:  # schemaless JSON read without the source block's other values
-                row, where = read
-                schema: Schema | None = None
-            else:
-                try:
-                    value = value_of(topic, data).value
-                except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
-                    return self._hand_back(topic, partition, exc)
-                row, schema, where = _lane_row(value) if mode != "kafka" else (None, None, None)
-            if row is not None and not placeholders(row):
-                if mode == "record_value":
-                    change_key = ((only, row.get(only)),) if only is not None else \
-                        tuple([(n, row.get(n)) for n in key_fields])
-                elif mode == "none":
-                    change_key = ()
-                else:  # record_key: the key's fields, else the row's
-                    try:
-                        key_value = key_of(topic, key).value if key is not None else None
-                    except Exception as exc:  # noqa: BLE001 - as for a value
-                        return self._hand_back(topic, partition, exc)
-                    key_row = key_value if isinstance(key_value, dict) else _fields(key_value)[0] \
-                        if isinstance(key_value, Struct) else {}
-                    names = key_fields or list(key_row)
-                    change_key = tuple([(n, key_row[n] if n in key_row else row.get(n)) for n in names])
-                table = None
-                if by_source:  # as _table: the same source block names the same table
-                    if where is not None:
-                        table = tables.get(where)
-                    if table is not None:
-                        topic_tables[topic] = table
+        try:
+            for offset, key, data in zip(batch.offsets, batch.keys, batch.values, strict=True):
+                if offset < floor:
+                    continue
+                last = offset
+                value: Any = _UNREAD
+                # the fast lane: a c/r/u envelope (map or Struct) whose after row has all its values
+                read = light(data) if light is not None else None
+                if read is not None:  # schemaless JSON, read without the source block's other values
+                    row, where = read
+                    schema: Schema | None = None
                 else:
-                    table = topic_tables.get(topic)
-                if table is None:
-                    if value is _UNREAD:
-                        value = value_of(topic, data).value  # (it converts: the light read agreed)
-                    table = self._table(_Consumed(topic, partition, offset, key, value, key_of),  # type: ignore[arg-type]
-                                        True)
-                    if where is not None:
-                        tables[where] = table
-                changes = pending.get(table)
-                if changes is None:
-                    changes = pending[table] = {}
-                changes[change_key if change_key else len(changes)] = (change_key, row, schema, ())
-                continue
-            if value is _UNREAD:
-                value = value_of(topic, data).value  # (it converts: the light read agreed)
-            self._take(_Consumed(topic, partition, offset, key, value, key_of), taken)  # type: ignore[arg-type]
+                    value = _convert(value_of, topic, data)
+                    row, schema, where = _lane_row(value) if mode != "kafka" else (None, None, None)
+                if row is not None and not placeholders(row):
+                    if mode == "record_value":
+                        change_key = ((only, row.get(only)),) if only is not None else \
+                            tuple([(n, row.get(n)) for n in key_fields])
+                    elif mode == "none":
+                        change_key = ()
+                    else:  # record_key: the key's fields, else the row's
+                        key_value = _convert(key_of, topic, key) if key is not None else None
+                        key_row = key_value if isinstance(key_value, dict) else _fields(key_value)[0] \
+                            if isinstance(key_value, Struct) else {}
+                        names = key_fields or list(key_row)
+                        change_key = tuple([(n, key_row[n] if n in key_row else row.get(n)) for n in names])
+                    table = None
+                    if by_source:  # as _table: the same source block names the same table
+                        if where is not None:
+                            table = tables.get(where)
+                        if table is not None:
+                            topic_tables[topic] = table
+                    else:
+                        table = topic_tables.get(topic)
+                    if table is None:  # the first of its table in the batch: named as _table names it
+                        if value is _UNREAD:
+                            value = _convert(value_of, topic, data)
+                        table = self._table(_Consumed(topic, partition, offset, key, value, key_of),  # type: ignore[arg-type]
+                                            True)
+                        if where is not None:
+                            tables[where] = table
+                    changes = pending.get(table)
+                    if changes is None:
+                        changes = pending[table] = {}
+                    changes[change_key if change_key else len(changes)] = (change_key, row, schema, ())
+                    continue
+                if value is _UNREAD:
+                    value = _convert(value_of, topic, data)
+                self._take(_Consumed(topic, partition, offset, key, value, key_of), taken)  # type: ignore[arg-type]
+        except _NotConverted as exc:  # the worker's path converts the batch again and reports it
+            return self._hand_back(topic, partition, exc.__cause__ or exc)
         if last >= 0:
             self._flush(taken, {TopicPartition(topic, partition): last + 1})
         return True
 
-    def _hand_back(self, topic: str, partition: int, exc: Exception) -> bool:
+    def _hand_back(self, topic: str, partition: int, exc: BaseException) -> bool:
         log.debug("%s: a record of %s-%d does not convert here (%s): the worker converts the batch", self.name,
                   topic, partition, exc)
         return False

@@ -77,8 +77,8 @@ def _read(data: Any) -> EnvelopeRead | None:
         envelope = _decode(data)
     except (msgspec.DecodeError, ValueError, RecursionError):  # (ValidationError is a DecodeError)
         return None
-    after, source = envelope.after, envelope.source
-    if type(after) is not dict or type(source) is not _Source or envelope.op not in _ROW_OPS:
+    op, after, source = envelope.op, envelope.after, envelope.source
+    if type(after) is not dict or type(source) is not _Source or type(op) is not str or op not in _ROW_OPS:
         return None
     return after, (source.schema, source.table, source.db)
 
