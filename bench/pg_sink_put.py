@@ -10,9 +10,11 @@ do the same work with nothing but psycopg:
 - ``copy``: the same rows COPYed straight into the table (no merge): what the server takes at the most.
 
 Each round writes into an empty table of a new database. Printed per round: rows/s, and CPU per row of this
-process and of the Postgres server (the postmaster's children), with the machine's load.
+process and of the Postgres server (the postmaster's children), with the machine's load. The garbage collector
+is set as in a worker's process (``headwater.process.tune_gc``; ``--default-gc`` keeps Python's defaults).
 
     .venv/bin/python bench/pg_sink_put.py [--rows 100000] [--batch 10000] [--rounds 3] [--mode upsert|insert]
+                                          [--default-gc]
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from support.taskcontexts import FixedSinkContext  # noqa: E402
 from headwater.connect.api import EncodedSinkBatch, TopicPartition  # noqa: E402
 from headwater.connect.converters.json.converter import JsonConverter  # noqa: E402
 from headwater.connectors.postgres.sink import PostgresSinkTask  # noqa: E402
+from headwater.process import tune_gc  # noqa: E402
 
 TOPIC = "bench.public.lat_t"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -141,8 +144,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mode", default="upsert", choices=("upsert", "insert"), help="the sink's insert.mode")
     parser.add_argument("--only", default="sink,copy+merge,copy", help="which runs, in each round's order")
+    parser.add_argument("--default-gc", action="store_true",
+                        help="Python's garbage collector settings, not a worker process's")
     args = parser.parse_args()
     messages = events(args.rows)
+    if not args.default_gc:
+        tune_gc()  # what `headwater up` and every worker process do at start
     server = start_postgres()
     runs = args.only.split(",")
     results: dict[str, list[tuple[float, float, float]]] = {r: [] for r in runs}

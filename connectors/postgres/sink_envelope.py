@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -30,9 +31,6 @@ __all__ = ["EnvelopeRead", "envelope_read"]
 EnvelopeRead = tuple[dict[str, Any], tuple[Any, Any, Any]]
 
 _ROW_OPS: Final = frozenset(("c", "r", "u"))
-#: at most this many '{' and '[' in a value: far from the recursion limit either parser has (Python's
-#: scanner counts its depth against the interpreter's recursion limit, msgspec has its own)
-_MAX_OPENINGS: Final = 200
 
 
 class _Source(msgspec.Struct, gc=False):
@@ -48,43 +46,42 @@ class _Envelope(msgspec.Struct, gc=False):
 
 
 _decode = msgspec.json.Decoder(_Envelope).decode
-_long_numbers: dict[int, re.Pattern[bytes]] = {}
 
 
-def envelope_read(converter: Any) -> Any:
+def envelope_read(converter: Any) -> Callable[[Any], EnvelopeRead | None] | None:
     """The light read for values of ``converter``: a function of a value's bytes answering an
     :data:`EnvelopeRead` or None ("convert it"), or None when the converter is not a plain schemaless
-    JsonConverter (a subclass may read otherwise)."""
+    JsonConverter (a subclass may read otherwise). Take one per batch: it keeps the interpreter's limits."""
     if type(converter) is not JsonConverter or converter.schemas_enable:
         return None
-    return _read
+    digits = sys.get_int_max_str_digits()  # Python refuses integers with more digits (0: no limit); msgspec may not
+    long_number = re.compile(rb"[0-9]{%d}" % (digits + 1)) if digits else None
+    # Both parsers stop at the interpreter's recursion limit, counted from different frames: decline values that
+    # could nest anywhere near it (a value of n bytes nests at most n / 2 deep; counting its brackets costs more
+    # than reading it, so only long values are counted).
+    openings = sys.getrecursionlimit() // 4
+    shallow = 2 * openings
 
-
-def _read(data: Any) -> EnvelopeRead | None:
-    if type(data) is not bytes:
-        return None
-    if not data.isascii():
-        try:  # the converter reads strict UTF-8 (else, through json.loads, surrogates too): msgspec does not
-            data.decode()  # check the text of values it skips
-        except UnicodeDecodeError:
+    def read(data: Any) -> EnvelopeRead | None:
+        if type(data) is not bytes:
             return None
-    limit = sys.get_int_max_str_digits()
-    if limit and len(data) > limit and _long_number(limit).search(data) is not None:
-        return None  # Python refuses integers with more digits; msgspec may not
-    if data.count(b"{") + data.count(b"[") > _MAX_OPENINGS:
-        return None
-    try:
-        envelope = _decode(data)
-    except (msgspec.DecodeError, ValueError, RecursionError):  # (ValidationError is a DecodeError)
-        return None
-    op, after, source = envelope.op, envelope.after, envelope.source
-    if type(after) is not dict or type(source) is not _Source or type(op) is not str or op not in _ROW_OPS:
-        return None
-    return after, (source.schema, source.table, source.db)
+        if not data.isascii():
+            try:  # the converter reads strict UTF-8 (else, through json.loads, surrogates too): msgspec does not
+                data.decode()  # check the text of values it skips
+            except UnicodeDecodeError:
+                return None
+        size = len(data)
+        if size > shallow and data.count(b"{") + data.count(b"[") > openings:
+            return None
+        if long_number is not None and size > digits and long_number.search(data) is not None:
+            return None
+        try:
+            envelope = _decode(data)
+        except (msgspec.DecodeError, ValueError, RecursionError):  # (ValidationError is a DecodeError)
+            return None
+        op, after, source = envelope.op, envelope.after, envelope.source
+        if type(after) is not dict or type(source) is not _Source or type(op) is not str or op not in _ROW_OPS:
+            return None
+        return after, (source.schema, source.table, source.db)
 
-
-def _long_number(limit: int) -> re.Pattern[bytes]:
-    pattern = _long_numbers.get(limit)
-    if pattern is None:
-        pattern = _long_numbers[limit] = re.compile(rb"[0-9]{%d}" % (limit + 1))
-    return pattern
+    return read
