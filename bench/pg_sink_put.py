@@ -14,7 +14,7 @@ process and of the Postgres server (the postmaster's children), with the machine
 is set as in a worker's process (``headwater.process.tune_gc``; ``--default-gc`` keeps Python's defaults).
 
     .venv/bin/python bench/pg_sink_put.py [--rows 100000] [--batch 10000] [--rounds 3] [--mode upsert|insert]
-                                          [--default-gc]
+                                          [--pk-mode record_value|record_key] [--default-gc]
 """
 
 from __future__ import annotations
@@ -90,13 +90,14 @@ class Cpu:
         return own.ru_utime + own.ru_stime, pg, time.monotonic()
 
 
-def run_sink(server: Any, dbname: str, messages: list[Message], batch: int, mode: str) -> None:
+def run_sink(server: Any, dbname: str, messages: list[Message], batch: int, mode: str,
+             pk_mode: str = "record_value") -> None:
     task = PostgresSinkTask()
     task.initialize(FixedSinkContext(TopicPartition(TOPIC, 0)))
     task.start({"name": "bench-sink", "topics": TOPIC, "connector.class": "JdbcSinkConnector",
                 "connection.url": f"jdbc:postgresql://{server.host}:{server.port}/{dbname}?user={server.user}",
                 "table.name.format": "${source.schema}.${source.table}", "insert.mode": mode,
-                "primary.key.mode": "record_value", "primary.key.fields": "id"})
+                "primary.key.mode": pk_mode, "primary.key.fields": "id"})
     key, value = JsonConverter(), JsonConverter()
     key.configure({"schemas.enable": "false"}, True)
     value.configure({"schemas.enable": "false"}, False)
@@ -144,6 +145,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mode", default="upsert", choices=("upsert", "insert"), help="the sink's insert.mode")
     parser.add_argument("--only", default="sink,copy+merge,copy", help="which runs, in each round's order")
+    parser.add_argument("--pk-mode", default="record_value", choices=("record_value", "record_key"),
+                        help="the sink's primary.key.mode (the key {\"id\": n} or the row's id)")
     parser.add_argument("--default-gc", action="store_true",
                         help="Python's garbage collector settings, not a worker process's")
     args = parser.parse_args()
@@ -163,7 +166,7 @@ def main() -> None:
                     load = os.getloadavg()[0]
                     own0, pg0, t0 = cpu.read()
                     if what == "sink":
-                        run_sink(server, dbname, messages, args.batch, args.mode)
+                        run_sink(server, dbname, messages, args.batch, args.mode, args.pk_mode)
                     else:
                         run_anchor(server, dbname, messages, args.batch, merge=what == "copy+merge")
                     t1 = time.monotonic()

@@ -43,7 +43,7 @@ from headwater.connectors.envelope import get as _get_field
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
 from .libpq import KeyNames, explain_failure, passthrough, tls_params
-from .sink_envelope import envelope_read
+from .sink_envelope import DECLINED, LightJson
 
 __all__ = ["PostgresSinkConfig", "PostgresSinkConnector", "PostgresSinkTask"]
 
@@ -407,7 +407,9 @@ class PostgresSinkTask(SinkTask):
         placeholders = self.unavailable.columns
         only = key_fields[0] if len(key_fields) == 1 else None  # the usual key: one column
         tables: dict[tuple[Any, ...], tuple[str, str]] = {}  # this batch's (schema, table, db) -> table
-        light = envelope_read(self.value_converter) if mode != "kafka" else None
+        light = LightJson.of(self.value_converter) if mode != "kafka" else None
+        envelope = light.envelope if light is not None else None
+        light_key = LightJson.of(self.key_converter) if mode == "record_key" else None
         last = -1
         try:
             for offset, key, data in zip(batch.offsets, batch.keys, batch.values, strict=True):
@@ -416,7 +418,7 @@ class PostgresSinkTask(SinkTask):
                 last = offset
                 value: Any = _UNREAD
                 # the fast lane: a c/r/u envelope (map or Struct) whose after row has all its values
-                read = light(data) if light is not None else None
+                read = envelope(data) if envelope is not None else None
                 if read is not None:  # schemaless JSON, read without the source block's other values
                     row, where = read
                     schema: Schema | None = None
@@ -430,7 +432,10 @@ class PostgresSinkTask(SinkTask):
                     elif mode == "none":
                         change_key = ()
                     else:  # record_key: the key's fields, else the row's
-                        key_value = _convert(key_of, topic, key) if key is not None else None
+                        key_value = None if key is None else DECLINED if light_key is None else \
+                            light_key.value(key)
+                        if key_value is DECLINED:
+                            key_value = _convert(key_of, topic, key)
                         key_row = key_value if isinstance(key_value, dict) else _fields(key_value)[0] \
                             if isinstance(key_value, Struct) else {}
                         names = key_fields or list(key_row)

@@ -1,5 +1,5 @@
-"""The Postgres sink's light read of schemaless Debezium envelopes answers what JsonConverter reads (the after
-row, the source's schema/table/db) or declines: never a value the converter would not give."""
+"""The Postgres sink's light read of schemaless Debezium envelopes and keys answers what JsonConverter reads (the
+after row, the source's schema/table/db; a whole key) or declines: never a value the converter would not give."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headwater.connect.converters.json.converter import JsonConverter
-from headwater.connectors.postgres.sink_envelope import envelope_read
+from headwater.connectors.postgres.sink_envelope import DECLINED, LightJson
 
 
 def _converter(schemas: bool = False) -> JsonConverter:
@@ -22,7 +22,10 @@ def _converter(schemas: bool = False) -> JsonConverter:
 
 
 CONVERTER = _converter()
-READ = envelope_read(CONVERTER)
+_LIGHT = LightJson.of(CONVERTER)
+assert _LIGHT is not None
+LIGHT: LightJson = _LIGHT
+READ = LIGHT.envelope
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -86,7 +89,7 @@ ANSWERED = [
 ]
 
 # Envelopes the light read must decline (the converter's path then reads them, or fails, as before).
-DECLINED = [
+DECLINED_ENVELOPES = [
     b'{"op":"c","after":{"id":1},"source":{"v":"\xff"}}',  # not UTF-8 in a field it skips: the converter fails
     b'{"op":"c","after":{"id":1},"source":{"v":"\xed\xa0\x80"}}',  # an encoded surrogate: json.loads reads it
     b'{"op":"c","after":{"id":1},"source":{"v":' + b"1" * 4301 + b"}}",  # beyond Python's int digits: fails
@@ -119,9 +122,22 @@ def test_envelopes_are_read_as_the_converter_reads_them(data: bytes) -> None:
     assert _agrees(data)
 
 
-@pytest.mark.parametrize("data", DECLINED)
+@pytest.mark.parametrize("data", DECLINED_ENVELOPES)
 def test_what_the_converter_reads_otherwise_or_refuses_is_declined(data: bytes) -> None:
     assert READ(data) is None
+
+
+@pytest.mark.parametrize("data", [b'{"id":1}', b'{"id":"caf\\u00e9","id":2,"k":[1.5,null,-0]}', b' 7 ', b'"s"',
+                                  b"null", b"123456789012345678901234567890", "{\"é\":\"ü\"}".encode()])
+def test_keys_are_read_as_the_converter_reads_them(data: bytes) -> None:
+    got = LIGHT.value(data)
+    assert got is not DECLINED and _same(got, CONVERTER.to_connect_data("t", data).value)
+
+
+@pytest.mark.parametrize("data", [b"", b"{", b"NaN", b'"\\ud800"', b'{"id":"\xff"}', b"\xef\xbb\xbf{}",
+                                  b"1" * 4301, b"[" * 300 + b"]" * 300, b"1e400"])
+def test_keys_the_converter_reads_otherwise_or_refuses_are_declined(data: bytes) -> None:
+    assert LIGHT.value(data) is DECLINED
 
 
 def test_only_a_plain_schemaless_json_converter_gets_the_light_read() -> None:
@@ -130,8 +146,8 @@ def test_only_a_plain_schemaless_json_converter_gets_the_light_read() -> None:
 
     other = Other()
     other.configure({"schemas.enable": "false"}, False)
-    assert envelope_read(_converter(schemas=True)) is None and envelope_read(other) is None
-    assert envelope_read(object()) is None and READ is not None
+    assert LightJson.of(_converter(schemas=True)) is None and LightJson.of(other) is None
+    assert LightJson.of(object()) is None
 
 
 _scalars = (st.none() | st.booleans() | st.integers(-(2 ** 70), 2 ** 70)
@@ -159,6 +175,14 @@ def _envelopes(draw: st.DrawFn) -> bytes:
 @given(_envelopes())
 def test_any_envelope_is_read_as_the_converter_reads_it_or_declined(data: bytes) -> None:
     _agrees(data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_envelopes())
+def test_any_key_is_read_as_the_converter_reads_it_or_declined(data: bytes) -> None:
+    got = LIGHT.value(data)
+    if got is not DECLINED:
+        assert _same(got, CONVERTER.to_connect_data("t", data).value), data
 
 
 def test_most_generated_envelopes_take_the_light_read() -> None:
