@@ -297,13 +297,14 @@ def _lane_row(value: Any) -> tuple[dict[str, Any] | None, Schema | None, tuple[A
     """A converted value's row for put_encoded's lane: (row, its schema, (source.schema, .table, .db) or None)
     of an insert, read or update envelope (a map or a Struct) whose ``after`` is a row; (None, None, None) for
     anything else (the record path's steps take it)."""
-    if type(value) is dict:
-        fields = value if "op" in value and "source" in value and "after" in value else None
+    fields: dict[str, Any]
+    if type(value) is dict and "op" in value and "source" in value and "after" in value:
+        fields = value
     elif type(value) is Struct and _is_envelope(value):
         fields = value.values
     else:
         return None, None, None
-    op = fields.get("op") if fields is not None else None
+    op = fields.get("op")
     if type(op) is not str or op not in _ROW_OPS:  # (an op that is not a string: the record path's steps)
         return None, None, None
     after = fields.get("after")
@@ -419,9 +420,12 @@ class PostgresSinkTask(SinkTask):
                 value: Any = _UNREAD
                 # the fast lane: a c/r/u envelope (map or Struct) whose after row has all its values
                 read = envelope(data) if envelope is not None else None
+                row: dict[str, Any] | None
+                schema: Schema | None
+                where: tuple[Any, ...] | None
                 if read is not None:  # schemaless JSON, read without the source block's other values
                     row, where = read
-                    schema: Schema | None = None
+                    schema = None
                 else:
                     value = _convert(value_of, topic, data)
                     row, schema, where = _lane_row(value) if mode != "kafka" else (None, None, None)
