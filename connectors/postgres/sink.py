@@ -398,7 +398,9 @@ class PostgresSinkTask(SinkTask):
         Each value is converted and taken at once (the envelope is not kept, only its row). Inserts, reads and
         updates in a map or Struct envelope whose row has all its values are taken here, without a record
         object or the per-field helpers; anything else (tombstones, deletes, truncates, unchanged TOAST values,
-        plain rows, primary.key.mode=kafka) goes through ``_take`` as ``put``'s records do."""
+        plain rows, primary.key.mode=kafka) goes through ``_take`` as ``put``'s records do. With a plain
+        schemaless JsonConverter, envelopes and keys are read by ``LightJson`` (sink_envelope.py) without building
+        the source block; whatever it declines is converted as before."""
         topic, partition = batch.topic, batch.kafka_partition
         floor = self.stored.get(TopicPartition(topic, partition), 0)
         value_of, key_of = self.value_converter.to_connect_data, self.key_converter.to_connect_data
