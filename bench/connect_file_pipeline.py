@@ -436,6 +436,10 @@ class Deployment:
         self.stop()
 
 
+# ``--profile-lines``: samples by line (time in C code shows on the Python line that called it), not by function
+PROFILE_DETAIL: list[str] = ["--function"]
+
+
 class Profiler:
     """py-spy attached to some processes for one phase (raw collapsed stacks, per thread)."""
 
@@ -446,8 +450,9 @@ class Profiler:
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         for name, proc in procs.items():
             out = out_dir / f"{label}-{name}.txt"
-            cmd = [py_spy, "record", "--pid", str(proc.pid), "--rate", str(rate), "--format", "raw", "--function",
-                   "--threads", "--nonblocking", "--duration", str(int(seconds)), "--output", str(out)]
+            cmd = [py_spy, "record", "--pid", str(proc.pid), "--rate", str(rate), "--format", "raw",
+                   *PROFILE_DETAIL, "--threads", "--nonblocking", "--duration", str(int(seconds)),
+                   "--output", str(out)]
             self.spies.append((name, out, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
         time.sleep(1.0)  # let py-spy attach before the clock starts
 
@@ -640,6 +645,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds per phase before giving up")
     parser.add_argument("--profile", metavar="DIR", help="also record py-spy profiles (extra, untimed runs)")
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second (default 200)")
+    parser.add_argument("--profile-lines", action="store_true",
+                        help="profile samples by line, not by function (C code's time shows on the line calling it)")
     parser.add_argument("--profile-seconds", type=float, default=10, help="py-spy duration per phase (default 10)")
     parser.add_argument("--quiet-wait", type=float, default=60,
                         help="before each phase, wait up to this many seconds for the machine to be idle")
@@ -656,6 +663,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.line_bytes < 1:
         parser.error("--line-bytes must be >= 1")
+    if args.profile_lines:
+        PROFILE_DETAIL.clear()
     modes = ["up", "split"] if args.mode == "both" else [m.strip() for m in args.mode.split(",") if m.strip()]
     if not modes or not set(modes) <= {"up", "split", "split3"}:
         parser.error("--mode takes up, split and/or split3")

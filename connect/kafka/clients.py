@@ -53,6 +53,7 @@ _CONSUMER: dict[str, tuple[str, Any]] = {
     "heartbeat.interval.ms": ("heartbeat_interval_ms", _INT),
     "max.poll.interval.ms": ("max_poll_interval_ms", _INT),
     "isolation.level": ("isolation_level", checked_isolation),
+    "check.crcs": ("check_crcs", _BOOL),
     "client.id": ("client_id", str),
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "request.timeout.ms": ("request_timeout_ms", _INT),
