@@ -239,6 +239,9 @@ def test_a_corrupted_batch_is_refused_unless_check_crcs_is_false(broker) -> None
         with pytest.raises(CorruptRecordException):
             await fetch_all({"check.crcs": "true"})
         assert await fetch_all({"check.crcs": "false"}) == [b"first", b"recond-value", b"third"]
+        assert await fetch_all({"check.crcs": " FALSE "}) == [b"first", b"recond-value", b"third"]
+        with pytest.raises(ValueError, match="check.crcs must be true or false, got 'flase'"):
+            make_consumer(broker.bootstrap, {"check.crcs": "flase"})
 
     _run(go())
 
