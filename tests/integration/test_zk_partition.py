@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from support import netns, zkserver
+from support.brokerproc import BrokerProcess
 from support.netns import NetLab, NetnsBroker
 from support.zkcluster import (
     NumberedProducer,
@@ -91,7 +92,7 @@ def test_a_leader_cut_off_from_brokers_and_zookeeper_loses_nothing_acknowledged(
 
 
 def _run(lab: NetLab, brokers: dict[int, NetnsBroker], zk: KazooClient, zk_address: str) -> None:
-    every = list(brokers.values())
+    every: list[BrokerProcess] = list(brokers.values())
     wait_until(lambda: agreed_controller(every, set(IDS)), "three brokers and a controller", timeout=20)
     topic = unique("netsplit")
     bootstrap = ",".join(b.bootstrap for b in every)
