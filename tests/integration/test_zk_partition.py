@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.skipif(zkserver.available() is not None, reason=str(zk
 SESSION_TIMEOUT_MS = 4000
 IDS = (1, 2, 3)
 PARTITIONS = 3
+STALE_FIRST = 10**9  # the second client's first number
 STRAGGLERS_S = 2.0  # acknowledgements of what the followers fetched before the cut may arrive this late
 
 
@@ -68,8 +69,9 @@ def _moved(zk: KazooClient, topic: str, old: int) -> dict[int, PartitionState] |
     return states if states and states[0].leader not in (-1, old) else None
 
 
+@pytest.mark.parametrize("client_reaches_it", [True, False], ids=["client-reaches-old-leader", "isolated"])
 def test_a_leader_cut_off_from_brokers_and_zookeeper_loses_nothing_acknowledged(
-        lab: NetLab, tmp_path: Path) -> None:
+        lab: NetLab, tmp_path: Path, client_reaches_it: bool) -> None:
     zk_address = lab.add_root_address()  # ZooKeeper's own address, so that a cut can spare the client's
     for i in IDS:
         lab.add_host(f"b{i}")
@@ -83,7 +85,7 @@ def test_a_leader_cut_off_from_brokers_and_zookeeper_loses_nothing_acknowledged(
             for b in brokers.values():
                 b.start()
             zk.start(timeout=10)  # after the brokers made the chroot
-            _run(lab, brokers, zk, zk_address)
+            _run(lab, brokers, zk, zk_address, client_reaches_it)
         finally:
             zk.stop()
             zk.close()
@@ -91,7 +93,8 @@ def test_a_leader_cut_off_from_brokers_and_zookeeper_loses_nothing_acknowledged(
                 b.kill()
 
 
-def _run(lab: NetLab, brokers: dict[int, NetnsBroker], zk: KazooClient, zk_address: str) -> None:
+def _run(lab: NetLab, brokers: dict[int, NetnsBroker], zk: KazooClient, zk_address: str,
+         client_reaches_it: bool) -> None:
     every: list[BrokerProcess] = list(brokers.values())
     wait_until(lambda: agreed_controller(every, set(IDS)), "three brokers and a controller", timeout=20)
     topic = unique("netsplit")
@@ -102,13 +105,19 @@ def _run(lab: NetLab, brokers: dict[int, NetnsBroker], zk: KazooClient, zk_addre
     before = wait_until(lambda: _all_in_sync(zk, topic), "every replica in every ISR")
 
     writer = NumberedProducer(bootstrap, topic, PARTITIONS)
+    # a second client writing to partition 0 during the cut, its numbers apart from the first's
+    stale_client = NumberedProducer("", topic, PARTITIONS, first=STALE_FIRST, only=0) if client_reaches_it else None
+    clients = [writer, *([stale_client] if stale_client else [])]
     writer.start()
     try:
         wait_until(lambda: all(writer.acked.values()), "records acknowledged on every partition")
         victim = before[0].leader
         others = [b.address for i, b in brokers.items() if i != victim]
-        lab.cut(f"b{victim}", [*others, zk_address])
+        lab.cut(f"b{victim}", [*others, zk_address, *(() if client_reaches_it else (lab.gateway,))])
         cut_at = time.time()
+        if stale_client is not None:  # knows the cluster from the old leader alone, which still says it leads
+            stale_client.bootstrap = brokers[victim].bootstrap
+            stale_client.start()
         try:
             moved = wait_until(lambda: _moved(zk, topic, victim), "partition 0 led by another broker",
                                timeout=SESSION_TIMEOUT_MS / 1000 + 15)
@@ -125,29 +134,41 @@ def _run(lab: NetLab, brokers: dict[int, NetnsBroker], zk: KazooClient, zk_addre
         rejoined_at = time.time()
         time.sleep(0.5)
     finally:
-        writer.finish()
-    assert not writer.failed, writer.failed[:5]
+        for client in clients:
+            if client.is_alive():
+                client.finish()
+    for client in clients:
+        assert not client.failed, client.failed[:5]
 
-    # the old leader took writes during the cut that it could not replicate, and dropped them on its return
     truncations = re.findall(rf"{re.escape(topic)}-0: truncating the log from (\d+) to (\d+)",
                              brokers[victim].log_text(since_start=True))
     divergent = sum(int(a) - int(b) for a, b in truncations)
-    assert divergent > 0, f"the old leader of partition 0 truncated no divergent tail: {truncations}"
+    if client_reaches_it:  # the old leader took writes it could not replicate, and dropped them on its return
+        assert divergent > 0, f"the old leader of partition 0 truncated no divergent tail: {truncations}"
 
     # the cut-off old leader acknowledged nothing: no record of partition 0 was acknowledged from shortly after
     # the cut (answers to what the followers had fetched before it) until the controller moved the leadership
-    stale = [t for t in writer.acked_at[0] if cut_at + STRAGGLERS_S < t < moved_at]
+    stale = [t for c in clients for t in c.acked_at[0] if cut_at + STRAGGLERS_S < t < moved_at]
     assert not stale, f"{len(stale)} records of partition 0 acknowledged while its leader was cut off"
 
     wait_until(lambda: _all_in_sync(zk, topic), "every replica in every ISR")
     highs = high_watermarks(bootstrap, topic, PARTITIONS)
     wait_until(lambda: replicas_equal([b.log_dir for b in every], topic, highs),
                "the three replicas' logs equal below the high watermark", timeout=30)
-    assert_each_acknowledged_once(writer.acked, read_numbers(bootstrap, topic, PARTITIONS))
-    print(f"cut broker {victim} (leader of partition 0, epoch {before[0].leader_epoch}) for "
-          f"{healed_at - cut_at:.1f} s: partition 0 led by broker {moved[0].leader} (epoch {moved[0].leader_epoch}) "
-          f"after {moved_at - cut_at:.1f} s, none of its records acknowledged in between (from {STRAGGLERS_S} s "
-          f"after the cut); acknowledged during the cut per partition {during} "
-          f"(partition 0's by its new leader: {by_new}); old leader "
-          f"truncated {divergent} unacknowledged records and was back in every ISR {rejoined_at - healed_at:.1f} s "
-          f"after healing; {sum(map(len, writer.acked.values()))} acknowledged records all read once")
+    read = read_numbers(bootstrap, topic, PARTITIONS)
+    assert_each_acknowledged_once(writer.acked, {p: [n for n in ns if n < STALE_FIRST] for p, ns in read.items()})
+    if stale_client is not None:
+        assert stale_client.acked[0], "the second client's records were never acknowledged"
+        assert_each_acknowledged_once(stale_client.acked,
+                                      {p: [n for n in ns if n >= STALE_FIRST] for p, ns in read.items()})
+    stale_figures = "" if stale_client is None else (
+        f"; a client knowing only the old leader: first acknowledgement {stale_client.acked_at[0][0] - cut_at:.1f} s "
+        f"after the cut (by the new leader)")
+    print(f"{'client reaching it' if client_reaches_it else 'isolated'}: cut broker {victim} (leader of partition 0, "
+          f"epoch {before[0].leader_epoch}) for {healed_at - cut_at:.1f} s: partition 0 led by broker "
+          f"{moved[0].leader} (epoch {moved[0].leader_epoch}) after {moved_at - cut_at:.1f} s, none of its records "
+          f"acknowledged in between (from {STRAGGLERS_S} s after the cut); acknowledged during the cut per partition "
+          f"{during} (partition 0's by its new leader: {by_new}); old leader truncated {divergent} unacknowledged "
+          f"records and was back in every ISR {rejoined_at - healed_at:.1f} s after healing"
+          f"{stale_figures}; {sum(len(a) for c in clients for a in c.acked.values())} acknowledged records all "
+          "read once")

@@ -75,13 +75,15 @@ def agreed_topic(brokers: list[BrokerProcess], topic: str,
 
 
 class NumberedProducer(threading.Thread):
-    """An idempotent librdkafka producer (acks=all) writing the numbers 0, 1, 2, ... round-robin over the
-    topic's partitions (~10k a second) until ``stop``; ``acked`` holds each partition's acknowledged numbers
-    (with the wall-clock time of each acknowledgement in ``acked_at``), ``failed`` the delivery errors."""
+    """An idempotent librdkafka producer (acks=all) writing the numbers ``first``, ``first`` + 1, ...
+    round-robin over the topic's partitions (or to partition ``only``), ~10k a second, until ``stop``;
+    ``acked`` holds each partition's acknowledged numbers (with the wall-clock time of each acknowledgement
+    in ``acked_at``), ``failed`` the delivery errors."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, first: int = 0, only: int | None = None) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.first, self.only = first, only
         self.acked: dict[int, list[int]] = {p: [] for p in range(partitions)}
         self.acked_at: dict[int, list[float]] = {p: [] for p in range(partitions)}
         self.failed: list[str] = []
@@ -97,9 +99,10 @@ class NumberedProducer(threading.Thread):
             else:
                 self.acked[msg.partition() or 0].append(int(msg.value() or b""))
                 self.acked_at[msg.partition() or 0].append(time.time())
-        n = 0
+        n = self.first
         while not self.stop.is_set():
-            producer.produce(self.topic, str(n).encode(), partition=n % self.partitions, on_delivery=delivered)
+            partition = n % self.partitions if self.only is None else self.only
+            producer.produce(self.topic, str(n).encode(), partition=partition, on_delivery=delivered)
             n += 1
             producer.poll(0)
             if n % 200 == 0:
