@@ -162,8 +162,8 @@ def _run(lab: NetLab, brokers: dict[int, NetnsBroker], zk: KazooClient, zk_addre
         assert_each_acknowledged_once(stale_client.acked,
                                       {p: [n for n in ns if n >= STALE_FIRST] for p, ns in read.items()})
     stale_figures = "" if stale_client is None else (
-        f"; a client knowing only the old leader: first acknowledgement {stale_client.acked_at[0][0] - cut_at:.1f} s "
-        f"after the cut (by the new leader)")
+        f"; a client knowing only the old leader: its first record acknowledged "
+        f"{stale_client.acked_at[0][0] - cut_at:.1f} s after the cut")
     print(f"{'client reaching it' if client_reaches_it else 'isolated'}: cut broker {victim} (leader of partition 0, "
           f"epoch {before[0].leader_epoch}) for {healed_at - cut_at:.1f} s: partition 0 led by broker "
           f"{moved[0].leader} (epoch {moved[0].leader_epoch}) after {moved_at - cut_at:.1f} s, none of its records "
