@@ -1,11 +1,12 @@
 """A network partition, Jepsen-style, on a real ZooKeeper with three real brokers, each broker in a network
 namespace of its own (tests/support/netns.py): the leader of a partition is cut off from the other brokers and
-from ZooKeeper for longer than zookeeper.session.timeout.ms, while the client (an idempotent librdkafka
-producer, acks=all, min.insync.replicas=2, replication factor 3, in the root namespace) still reaches it, so
-the old leader keeps taking writes it cannot replicate. The controller moves the leadership; the new leader
-acknowledges records during the cut; after healing, the old leader truncates its divergent tail and catches
-up. Every acknowledged record is read back exactly once and the three replicas' logs hold the same batches
-below the high watermark."""
+from ZooKeeper for longer than zookeeper.session.timeout.ms while idempotent librdkafka producers (acks=all,
+min.insync.replicas=2, replication factor 3, in the root namespace) write numbered records. Either the clients
+still reach the old leader, and a second client that knows the cluster from the old leader alone keeps writing
+to it (records it cannot replicate, so it must acknowledge none of them), or it is cut off from the clients too.
+The controller moves the leadership and the new leader acknowledges records during the cut; after healing, the
+old leader truncates its divergent tail (leader epochs), catches up and rejoins the ISRs. Every acknowledged
+record is read back exactly once and the three replicas' logs hold the same batches below the high watermark."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka.protocol.metadata import MetadataResponse
 
@@ -90,8 +90,12 @@ class NumberedProducer(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
+        def fatal(err: KafkaError) -> None:
+            if err.fatal():  # the producer gives up: its outstanding records are never answered
+                self.failed.append(f"fatal: {err}")
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                             "linger.ms": 5, "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 500})
+                             "linger.ms": 5, "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 500,
+                             "error_cb": fatal})
 
         def delivered(err: object, msg: Message) -> None:
             if err is not None:
@@ -107,7 +111,9 @@ class NumberedProducer(threading.Thread):
             producer.poll(0)
             if n % 200 == 0:
                 time.sleep(0.02)
-        producer.flush(60)
+        left = producer.flush(60)
+        if left:
+            self.failed.append(f"{left} records still unanswered 60 s after the last was written")
 
     def finish(self, timeout: float = 90) -> None:
         """Stop producing and wait for every outstanding record's answer."""
