@@ -24,7 +24,9 @@ def _block(broker_id: int, start: int, size: int) -> bytes:
 def reserve_producer_id_block(zk: KazooClient, broker_id: int, size: int, timeout: float) -> int:
     """The first id of a block of ``size`` ids no other broker gets. Each ZooKeeper call waits at most
     ``timeout`` seconds (kazoo's timeout error when ZooKeeper does not answer: the caller's request fails
-    and its client tries again), as it runs on the request's path."""
+    and its client tries again), as it runs on the request's path; without a connection it fails at once."""
+    if not zk.connected:
+        raise RuntimeError(f"no ZooKeeper connection to reserve producer ids at {PRODUCER_ID_BLOCK}")
     while True:
         try:
             raw, stat = zk.get_async(PRODUCER_ID_BLOCK).get(timeout=timeout)
