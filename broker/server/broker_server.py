@@ -213,6 +213,7 @@ class BrokerServer:
             self.cluster.membership = None  # start stopped it already
             await self.stop()
             raise
+        self.services.producer_ids.use_blocks(membership.reserve_producer_ids)  # ids unique in the cluster
 
     async def _start_replication(self) -> None:
         """Leaders and followers of the cluster's partitions (broker/replication/), their ISR changes written
