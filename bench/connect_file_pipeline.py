@@ -29,7 +29,8 @@ Reported per phase: records/s end to end; the rate without the longest stall; th
 time the output did not grow between the first output and the last (FileStreamSink flushes each
 put to the file, so a long stall means the pipeline itself paused); the CPU seconds of each process
 (utime + stime, all threads)
-during the phase and their sum per record; the busiest process's share of one core; "other load",
+during the phase and their sum per record; the minor page faults per record (fresh memory pages, mostly:
+buffers the C library took from the kernel again); the busiest process's share of one core; "other load",
 the share of the machine's cores that processes outside this benchmark used meanwhile (the machine
 may be shared: compare runs with low other load); and each process's peak RSS (VmHWM, reset through
 /proc/PID/clear_refs before the phase).
@@ -136,6 +137,11 @@ class Proc:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime, all threads
+
+
+def minor_faults(pid: int) -> int:
+    """Page faults served without I/O (mostly fresh pages of memory the process was given), all threads."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
 
 
 def status_kb(pid: int, key: str) -> int:
@@ -274,6 +280,7 @@ class Phase:
     longest_stall: float | None = None
     cpu: dict[str, float] = field(default_factory=dict)  # process name -> CPU seconds in the phase
     peak_rss_kb: dict[str, int] = field(default_factory=dict)
+    faults: dict[str, int] = field(default_factory=dict)  # process name -> minor page faults in the phase
     system_cpu: float = 0.0  # busy CPU seconds of the whole machine in the phase
     bench_cpu: float = 0.0  # this script's own CPU seconds (polling)
     verified: str = ""
@@ -296,6 +303,10 @@ class Phase:
         return 1e6 * sum(self.cpu.values()) / self.records
 
     @property
+    def faults_per_record(self) -> float:
+        return sum(self.faults.values()) / self.records
+
+    @property
     def other_load(self) -> float:
         """Busy share of the machine's cores used by processes outside this benchmark."""
         other = self.system_cpu - sum(self.cpu.values()) - self.bench_cpu
@@ -314,6 +325,7 @@ class Meter:
 
     def __enter__(self) -> Meter:
         self.cpu0 = {n: cpu_seconds(p.pid) for n, p in self.procs.items()}
+        self.faults0 = {n: minor_faults(p.pid) for n, p in self.procs.items()}
         self.self0 = cpu_seconds(os.getpid())
         for p in self.procs.values():
             reset_peak_rss(p.pid)
@@ -328,6 +340,7 @@ class Meter:
         phase.bench_cpu = cpu_seconds(os.getpid()) - self.self0
         for n, p in self.procs.items():
             phase.cpu[n] = cpu_seconds(p.pid) - self.cpu0[n]
+            phase.faults[n] = minor_faults(p.pid) - self.faults0[n]
             phase.peak_rss_kb[n] = status_kb(p.pid, "VmHWM")
 
 
@@ -436,6 +449,10 @@ class Deployment:
         self.stop()
 
 
+# ``--profile-lines``: samples by line (time in C code shows on the Python line that called it), not by function
+PROFILE_DETAIL: list[str] = ["--function"]
+
+
 class Profiler:
     """py-spy attached to some processes for one phase (raw collapsed stacks, per thread)."""
 
@@ -446,8 +463,9 @@ class Profiler:
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         for name, proc in procs.items():
             out = out_dir / f"{label}-{name}.txt"
-            cmd = [py_spy, "record", "--pid", str(proc.pid), "--rate", str(rate), "--format", "raw", "--function",
-                   "--threads", "--nonblocking", "--duration", str(int(seconds)), "--output", str(out)]
+            cmd = [py_spy, "record", "--pid", str(proc.pid), "--rate", str(rate), "--format", "raw",
+                   *PROFILE_DETAIL, "--threads", "--nonblocking", "--duration", str(int(seconds)),
+                   "--output", str(out)]
             self.spies.append((name, out, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
         time.sleep(1.0)  # let py-spy attach before the clock starts
 
@@ -609,8 +627,8 @@ def machine() -> str:
 
 def table(phases: list[Phase]) -> list[str]:
     head = ["mode", "phase", "records", "seconds", "rec/s", "MB/s", "rec/s w/o longest stall", "steady rec/s",
-            "first output s", "longest stall s", "CPU s per process", "CPU us/rec", "busiest process core %",
-            "other load %", "peak RSS MiB", "check"]
+            "first output s", "longest stall s", "CPU s per process", "CPU us/rec", "page faults/rec",
+            "busiest process core %", "other load %", "peak RSS MiB", "check"]
     rows = [head]
     for p in phases:
         cpu = ", ".join(f"{k} {v:.1f}" for k, v in p.cpu.items())
@@ -620,7 +638,7 @@ def table(phases: list[Phase]) -> list[str]:
             p.mode, p.name, f"{p.records:,}", f"{p.seconds:.2f}", f"{p.rate:,.0f}", f"{p.mb_per_s:.1f}",
             f"{p.rate_without_stall:,.0f}", f"{p.steady_rate:,.0f}" if p.steady_rate else "-", f"{p.first:.2f}",
             "-" if p.longest_stall is None else f"{p.longest_stall:.2f}", cpu, f"{p.cpu_us_per_record:.1f}",
-            f"{100 * busiest:.0f}", f"{100 * p.other_load:.0f}", rss, p.verified])
+            f"{p.faults_per_record:.3f}", f"{100 * busiest:.0f}", f"{100 * p.other_load:.0f}", rss, p.verified])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     out = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
     out.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
@@ -640,6 +658,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds per phase before giving up")
     parser.add_argument("--profile", metavar="DIR", help="also record py-spy profiles (extra, untimed runs)")
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second (default 200)")
+    parser.add_argument("--profile-lines", action="store_true",
+                        help="profile samples by line, not by function (C code's time shows on the line calling it)")
     parser.add_argument("--profile-seconds", type=float, default=10, help="py-spy duration per phase (default 10)")
     parser.add_argument("--quiet-wait", type=float, default=60,
                         help="before each phase, wait up to this many seconds for the machine to be idle")
@@ -656,6 +676,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.line_bytes < 1:
         parser.error("--line-bytes must be >= 1")
+    if args.profile_lines:
+        PROFILE_DETAIL.clear()
     modes = ["up", "split"] if args.mode == "both" else [m.strip() for m in args.mode.split(",") if m.strip()]
     if not modes or not set(modes) <= {"up", "split", "split3"}:
         parser.error("--mode takes up, split and/or split3")
@@ -693,7 +715,8 @@ def main() -> int:
                     phases.append(phase)
                     print(f"  {mode} {phase.name}: {phase.rate:,.0f} rec/s ({phase.seconds:.2f}s, steady "
                           f"{phase.steady_rate:,.0f} rec/s, longest stall {phase.longest_stall or 0:.2f}s, "
-                          f"CPU {phase.cpu_us_per_record:.2f} us/rec, other load {100 * phase.other_load:.0f}%, "
+                          f"CPU {phase.cpu_us_per_record:.2f} us/rec, {phase.faults_per_record:.3f} faults/rec, "
+                          f"other load {100 * phase.other_load:.0f}%, "
                           f"{phase.verified})", flush=True)
                 anchor = by_set[sets[0]]
                 for name in sets[1:]:

@@ -10,9 +10,11 @@ do the same work with nothing but psycopg:
 - ``copy``: the same rows COPYed straight into the table (no merge): what the server takes at the most.
 
 Each round writes into an empty table of a new database. Printed per round: rows/s, and CPU per row of this
-process and of the Postgres server (the postmaster's children), with the machine's load.
+process and of the Postgres server (the postmaster's children), with the machine's load. The garbage collector
+is set as in a worker's process (``headwater.process.tune_gc``; ``--default-gc`` keeps Python's defaults).
 
     .venv/bin/python bench/pg_sink_put.py [--rows 100000] [--batch 10000] [--rounds 3] [--mode upsert|insert]
+                                          [--pk-mode record_value|record_key] [--default-gc]
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from support.taskcontexts import FixedSinkContext  # noqa: E402
 from headwater.connect.api import EncodedSinkBatch, TopicPartition  # noqa: E402
 from headwater.connect.converters.json.converter import JsonConverter  # noqa: E402
 from headwater.connectors.postgres.sink import PostgresSinkTask  # noqa: E402
+from headwater.process import tune_gc  # noqa: E402
 
 TOPIC = "bench.public.lat_t"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -87,13 +90,14 @@ class Cpu:
         return own.ru_utime + own.ru_stime, pg, time.monotonic()
 
 
-def run_sink(server: Any, dbname: str, messages: list[Message], batch: int, mode: str) -> None:
+def run_sink(server: Any, dbname: str, messages: list[Message], batch: int, mode: str,
+             pk_mode: str = "record_value") -> None:
     task = PostgresSinkTask()
     task.initialize(FixedSinkContext(TopicPartition(TOPIC, 0)))
     task.start({"name": "bench-sink", "topics": TOPIC, "connector.class": "JdbcSinkConnector",
                 "connection.url": f"jdbc:postgresql://{server.host}:{server.port}/{dbname}?user={server.user}",
                 "table.name.format": "${source.schema}.${source.table}", "insert.mode": mode,
-                "primary.key.mode": "record_value", "primary.key.fields": "id"})
+                "primary.key.mode": pk_mode, "primary.key.fields": "id"})
     key, value = JsonConverter(), JsonConverter()
     key.configure({"schemas.enable": "false"}, True)
     value.configure({"schemas.enable": "false"}, False)
@@ -141,8 +145,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mode", default="upsert", choices=("upsert", "insert"), help="the sink's insert.mode")
     parser.add_argument("--only", default="sink,copy+merge,copy", help="which runs, in each round's order")
+    parser.add_argument("--pk-mode", default="record_value", choices=("record_value", "record_key"),
+                        help="the sink's primary.key.mode (the key {\"id\": n} or the row's id)")
+    parser.add_argument("--default-gc", action="store_true",
+                        help="Python's garbage collector settings, not a worker process's")
     args = parser.parse_args()
     messages = events(args.rows)
+    if not args.default_gc:
+        tune_gc()  # what `headwater up` and every worker process do at start
     server = start_postgres()
     runs = args.only.split(",")
     results: dict[str, list[tuple[float, float, float]]] = {r: [] for r in runs}
@@ -156,7 +166,7 @@ def main() -> None:
                     load = os.getloadavg()[0]
                     own0, pg0, t0 = cpu.read()
                     if what == "sink":
-                        run_sink(server, dbname, messages, args.batch, args.mode)
+                        run_sink(server, dbname, messages, args.batch, args.mode, args.pk_mode)
                     else:
                         run_anchor(server, dbname, messages, args.batch, merge=what == "copy+merge")
                     t1 = time.monotonic()

@@ -22,6 +22,7 @@ from ..security.listeners import parse_protocol_map
 from .controller import Controller
 from .controller_election import elect
 from .isr_writer import ZkIsrWriter
+from .producer_ids import reserve_producer_id_block
 from .topic_sync import TopicSync
 from .zk_connect import parse_zookeeper_connect
 from .znodes import (
@@ -125,6 +126,12 @@ class ClusterMembership:
         """The replicated topics (set once joined)."""
         assert self.topics is not None, "not joined yet"
         return self.topics
+
+    def reserve_producer_ids(self, size: int) -> int:
+        """The first of ``size`` producer ids reserved in ZooKeeper for this broker alone (ProducerIdManager's
+        blocks); waits for ZooKeeper at most a third of the session timeout."""
+        return reserve_producer_id_block(self.zk, self.broker_id, size,
+                                         self.config.zookeeper_session_timeout_ms / 3000)
 
     def has_partition(self, name: str, index: int) -> bool:
         return self.topics is not None and self.topics.has_partition(name, index)

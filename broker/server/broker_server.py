@@ -21,7 +21,7 @@ import functools
 import logging
 import struct
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from headwater.properties import ConfigError
@@ -188,10 +188,10 @@ class BrokerServer:
             await self._start_replication()  # first: the partition states handed over while joining reach it
             await self._join_cluster()
         self._background = [
-            asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler())),
-            asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention())),
-            asyncio.create_task(self._supervise("log cleaner", self.housekeeping.run_cleaner())),
-            asyncio.create_task(self._supervise("transaction coordinator", self.transactions.run())),
+            asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler)),
+            asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention)),
+            asyncio.create_task(self._supervise("log cleaner", self.housekeeping.run_cleaner)),
+            asyncio.create_task(self._supervise("transaction coordinator", self.transactions.run)),
         ]
         if self.config.metrics_listener:
             try:
@@ -213,6 +213,7 @@ class BrokerServer:
             self.cluster.membership = None  # start stopped it already
             await self.stop()
             raise
+        self.services.producer_ids.use_blocks(membership.reserve_producer_ids)  # ids unique in the cluster
 
     async def _start_replication(self) -> None:
         """Leaders and followers of the cluster's partitions (broker/replication/), their ISR changes written
@@ -243,9 +244,11 @@ class BrokerServer:
         self._metrics = endpoint
         return self.metrics_url
 
-    async def _supervise(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+    async def _supervise(self, name: str, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        # The coroutine is made here, inside the task: a task cancelled before its first step (a quick stop)
+        # then leaves no coroutine behind that was never awaited.
         try:
-            await coro
+            await run()
         except asyncio.CancelledError:
             raise
         except Exception:

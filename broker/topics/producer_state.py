@@ -11,6 +11,7 @@ import json
 import logging
 import os
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,13 +35,27 @@ BLOCK = 1000
 
 
 class ProducerIdManager:
+    """Producer ids handed out from blocks reserved before use: on a single node in the log dir's
+    producer-id-block file; in a cluster (``use_blocks``) through ZooKeeper, so that no two brokers hand out
+    the same id."""
+
     def __init__(self, log_dir: Path) -> None:
         self.path = log_dir / "producer-id-block"
         self._next = int(self.path.read_text()) if self.path.exists() else 0
         self._block_end = self._next
+        self._reserve: Callable[[int], int] | None = None
+
+    def use_blocks(self, reserve: Callable[[int], int]) -> None:
+        """From now on take blocks from ``reserve(size)`` (the first id of ``size`` ids reserved for this
+        broker alone), not the file; the rest of the file's block is not the cluster's, so it is dropped."""
+        self._reserve = reserve
+        self._block_end = self._next
 
     def next_id(self) -> int:
-        if self._next >= self._block_end:
+        if self._next >= self._block_end and self._reserve is not None:
+            self._next = self._reserve(BLOCK)
+            self._block_end = self._next + BLOCK
+        elif self._next >= self._block_end:
             self._block_end = self._next + BLOCK
             tmp = self.path.with_suffix(".tmp")
             with open(tmp, "w") as f:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -26,6 +26,17 @@ log = logging.getLogger(__name__)
 
 _INT = int
 _BOOL = lambda v: str(v).strip().lower() == "true"  # noqa: E731
+
+
+def _boolean(key: str) -> Callable[[str], bool]:
+    """A boolean property read as Kafka's ConfigDef reads one: true or false, or an error naming it."""
+    def parse(value: str) -> bool:
+        text = str(value).strip().lower()
+        if text not in ("true", "false"):
+            raise ValueError(f"{key} must be true or false, got {value!r}")
+        return text == "true"
+    return parse
+
 
 # Kafka property -> (aiokafka keyword, converter)
 _PRODUCER: dict[str, tuple[str, Any]] = {
@@ -53,6 +64,7 @@ _CONSUMER: dict[str, tuple[str, Any]] = {
     "heartbeat.interval.ms": ("heartbeat_interval_ms", _INT),
     "max.poll.interval.ms": ("max_poll_interval_ms", _INT),
     "isolation.level": ("isolation_level", checked_isolation),
+    "check.crcs": ("check_crcs", _boolean("check.crcs")),
     "client.id": ("client_id", str),
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "request.timeout.ms": ("request_timeout_ms", _INT),

@@ -8,6 +8,12 @@ record batch whole, giving aiokafka's own record objects (``offset``, ``timestam
 ``timestamp_type``, ``key``, ``value``, ``headers``). It relies on aiokafka's fetcher
 internals; when they are not what it expects it uses ``getmany`` itself, whose records
 have the same attributes.
+
+Record batches' CRC-32C: aiokafka's ``validate_crc`` runs a table-driven CRC (about 1.7 GB/s here,
+0.1 us a 160-byte record); the ``crc32c`` package (hardware CRC, over 20 GB/s) checks the same bytes
+when the fetched buffer is at hand. ``CheckedRecords`` (aiokafka's ``MemoryRecords`` keeping its
+buffer, put in the fetcher's place when this module loads) gives ``_drain`` that buffer. Checked only
+when the consumer's ``check_crcs`` is set (Kafka's ``check.crcs``, default true).
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import aiokafka
 from aiokafka import TopicPartition
 from aiokafka import errors as kafka_errors
 from aiokafka.consumer import fetcher as _fetcher
+from aiokafka.record.memory_records import MemoryRecords
+from crc32c import crc32c
 
-__all__ = ["RecordFetcher"]
+__all__ = ["CheckedRecords", "RecordFetcher"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +42,36 @@ _INTERNALS = (
     and all(hasattr(_fetcher.PartitionRecords, a) for a in ("_consume_aborted_up_to", "_contains_abort_marker"))
 )
 _PARTITION_RECORDS_ATTRS = ("_records", "_check_crcs", "_isolation_level", "_aborted_producers", "next_fetch_offset")
+# a record batch: base offset (8), length of the rest (4), partition leader epoch (4), magic (1), CRC (4), then the
+# bytes the CRC covers (v2)
+_LOG_OVERHEAD, _MAGIC_AT, _CRC_AT, _CRC_FROM = 12, 16, 17, 21
+
+
+class CheckedRecords(MemoryRecords):
+    """aiokafka's MemoryRecords (the batches of one partition's fetched bytes, read in order) that keeps
+    its buffer, and ``at``, where the next batch ``_drain`` takes starts in it."""
+
+    __slots__ = ("data", "at")
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.data = data
+        self.at = 0
+
+
+def _checked_end(data: bytes, at: int, batch: Any) -> int:
+    """Where the next batch starts after the one at ``at`` in ``data`` (``batch``, aiokafka's object for it),
+    or -1 when its CRC is not the one its header says."""
+    end = at + _LOG_OVERHEAD + int.from_bytes(data[at + 8:at + _LOG_OVERHEAD], "big")
+    if data[at + _MAGIC_AT] >= 2:
+        ok = crc32c(memoryview(data)[at + _CRC_FROM:end]) == int.from_bytes(data[at + _CRC_AT:at + _CRC_FROM], "big")
+    else:  # a legacy message set: its own CRC-32 layout
+        ok = batch.validate_crc()
+    return end if ok else -1
+
+
+if _fetcher.MemoryRecords is MemoryRecords:  # the fetcher builds its fetched records with the name it imported
+    _fetcher.MemoryRecords = CheckedRecords
 
 
 class RecordFetcher:
@@ -111,10 +149,17 @@ def _drain(result: Any, tp: TopicPartition, max_records: int) -> list[Any]:
             or not all(hasattr(part, a) for a in _PARTITION_RECORDS_ATTRS)):
         return result.getall(max_records)  # aiokafka already started on it (or is not as expected)
     batches = part._records
+    check = part._check_crcs
+    data = batches.data if check and type(batches) is CheckedRecords else None
     out: list[Any] = []
     while len(out) < max_records and batches.has_next():
         batch = batches.next_batch()
-        if part._check_crcs and not batch.validate_crc():
+        if data is not None:
+            at = _checked_end(data, batches.at, batch)
+            if at < 0:
+                raise kafka_errors.CorruptRecordException(f"Invalid CRC - {tp}")
+            batches.at = at
+        elif check and not batch.validate_crc():
             raise kafka_errors.CorruptRecordException(f"Invalid CRC - {tp}")
         if part._isolation_level == _READ_COMMITTED and batch.producer_id is not None:
             part._consume_aborted_up_to(batch.base_offset)

@@ -53,27 +53,31 @@ class LineWire:
                 return cls(head, tail, json=True)
         return None
 
-    def values(self, complete: bytes) -> list[bytes] | None:
-        """The records of ``complete``, ASCII lines each ending in \n (the file source's common case), in
-        this wire form: the lines themselves, or each between ``head`` and ``tail`` when none holds a byte
-        JSON escapes (None when one does: the converter writes those)."""
-        body = complete[:-1]
+    def values(self, data: bytes, end: int | None = None) -> list[bytes] | None:
+        """The records of the lines in ``data[:end + 1]`` (``end``: the last newline's index, by default
+        the last byte's), ASCII lines each ending in \n (the file source's common case), in this wire form:
+        the lines themselves, or each between ``head`` and ``tail`` when none holds a byte JSON escapes
+        (None when one does: the converter writes those). The bytes after ``end`` (a partial line, no
+        newline in it) are not read, so the caller need not copy the complete lines out of its buffer."""
+        size = len(data) - 1 if end is None else end
         if not self.json:
-            return body.split(b"\n")
+            lines = data.split(b"\n")
+            lines.pop()  # what follows the last newline
+            return lines
         # pieces of whole lines of about PIECE bytes: each pass then runs over data still in the CPU's cache,
         # and no buffer is big enough to be mapped afresh (a 1 MB chunk at once costs several times more)
         head, sep, tail = self.head, self._sep, self.tail
         out: list[bytes] = []
-        at, size = 0, len(body)
+        at = 0
         while at <= size:
-            end = body.find(b"\n", at + PIECE)
-            if end < 0:
-                end = size
-            piece = body[at:end]
+            stop = data.find(b"\n", at + PIECE, size)
+            if stop < 0:
+                stop = size
+            piece = data[at:stop]
             if len(piece.translate(None, ESCAPED_BUT_NEWLINE)) != len(piece):
                 return None
             out += (head + piece.replace(b"\n", sep) + tail).split(b"\n")
-            at = end + 1
+            at = stop + 1
         return out
 
     def lines(self, values: list[bytes | None]) -> bytes | None:

@@ -43,6 +43,7 @@ from headwater.connectors.envelope import get as _get_field
 from headwater.connectors.envelope import is_envelope as _is_envelope
 
 from .libpq import KeyNames, explain_failure, passthrough, tls_params
+from .sink_envelope import DECLINED, LightJson
 
 __all__ = ["PostgresSinkConfig", "PostgresSinkConnector", "PostgresSinkTask"]
 
@@ -278,6 +279,45 @@ _MISSING: Final = 3
 
 
 _ROW_OPS = frozenset(("c", "r", "u"))  # the ops whose ``after`` row is written
+_UNREAD: Final = object()  # put_encoded: a value not converted (yet)
+
+
+class _NotConverted(Exception):
+    """put_encoded: a key or value its converter refused (the cause)."""
+
+
+def _convert(converter: Callable[[str, Any], Any], topic: str, data: Any) -> Any:
+    try:
+        return converter(topic, data).value
+    except Exception as exc:
+        raise _NotConverted from exc
+
+
+def _lane_row(value: Any) -> tuple[dict[str, Any] | None, Schema | None, tuple[Any, ...] | None]:
+    """A converted value's row for put_encoded's lane: (row, its schema, (source.schema, .table, .db) or None)
+    of an insert, read or update envelope (a map or a Struct) whose ``after`` is a row; (None, None, None) for
+    anything else (the record path's steps take it)."""
+    fields: dict[str, Any]
+    if type(value) is dict and "op" in value and "source" in value and "after" in value:
+        fields = value
+    elif type(value) is Struct and _is_envelope(value):
+        fields = value.values
+    else:
+        return None, None, None
+    op = fields.get("op")
+    if type(op) is not str or op not in _ROW_OPS:  # (an op that is not a string: the record path's steps)
+        return None, None, None
+    after = fields.get("after")
+    if type(after) is dict:
+        row, schema = after, None
+    elif type(after) is Struct:
+        row, schema = after.values, after.schema
+    else:
+        return None, None, None
+    source = fields.get("source")
+    source = source.values if type(source) is Struct else source
+    where = (source.get("schema"), source.get("table"), source.get("db")) if type(source) is dict else None
+    return row, schema, where
 
 
 class _Taken:
@@ -358,7 +398,9 @@ class PostgresSinkTask(SinkTask):
         Each value is converted and taken at once (the envelope is not kept, only its row). Inserts, reads and
         updates in a map or Struct envelope whose row has all its values are taken here, without a record
         object or the per-field helpers; anything else (tombstones, deletes, truncates, unchanged TOAST values,
-        plain rows, primary.key.mode=kafka) goes through ``_take`` as ``put``'s records do."""
+        plain rows, primary.key.mode=kafka) goes through ``_take`` as ``put``'s records do. With a plain
+        schemaless JsonConverter, envelopes and keys are read by ``LightJson`` (sink_envelope.py) without building
+        the source block; whatever it declines is converted as before."""
         topic, partition = batch.topic, batch.kafka_partition
         floor = self.stored.get(TopicPartition(topic, partition), 0)
         value_of, key_of = self.value_converter.to_connect_data, self.key_converter.to_connect_data
@@ -368,30 +410,27 @@ class PostgresSinkTask(SinkTask):
         placeholders = self.unavailable.columns
         only = key_fields[0] if len(key_fields) == 1 else None  # the usual key: one column
         tables: dict[tuple[Any, ...], tuple[str, str]] = {}  # this batch's (schema, table, db) -> table
+        light = LightJson.of(self.value_converter) if mode != "kafka" else None
+        envelope = light.envelope if light is not None else None
+        light_key = LightJson.of(self.key_converter) if mode == "record_key" else None
         last = -1
-        for offset, key, data in zip(batch.offsets, batch.keys, batch.values, strict=True):
-            if offset < floor:
-                continue
-            last = offset
-            try:
-                value = value_of(topic, data).value
-            except Exception as exc:  # noqa: BLE001 - the worker's path converts it again and reports it
-                return self._hand_back(topic, partition, exc)
-            # the fast lane: a c/r/u envelope (map or Struct) whose after row has all its values
-            if type(value) is dict:
-                fields = value if "op" in value and "source" in value and "after" in value else None
-            elif type(value) is Struct and _is_envelope(value):
-                fields = value.values
-            else:
-                fields = None
-            if fields is not None and mode != "kafka" and fields.get("op") in _ROW_OPS:
-                after = fields.get("after")
-                if type(after) is dict:
-                    row, schema = after, None
-                elif type(after) is Struct:
-                    row, schema = after.values, after.schema
+        try:
+            for offset, key, data in zip(batch.offsets, batch.keys, batch.values, strict=True):
+                if offset < floor:
+                    continue
+                last = offset
+                value: Any = _UNREAD
+                # the fast lane: a c/r/u envelope (map or Struct) whose after row has all its values
+                read = envelope(data) if envelope is not None else None
+                row: dict[str, Any] | None
+                schema: Schema | None
+                where: tuple[Any, ...] | None
+                if read is not None:  # schemaless JSON, read without the source block's other values
+                    row, where = read
+                    schema = None
                 else:
-                    row = None
+                    value = _convert(value_of, topic, data)
+                    row, schema, where = _lane_row(value) if mode != "kafka" else (None, None, None)
                 if row is not None and not placeholders(row):
                     if mode == "record_value":
                         change_key = ((only, row.get(only)),) if only is not None else \
@@ -399,26 +438,25 @@ class PostgresSinkTask(SinkTask):
                     elif mode == "none":
                         change_key = ()
                     else:  # record_key: the key's fields, else the row's
-                        try:
-                            key_value = key_of(topic, key).value if key is not None else None
-                        except Exception as exc:  # noqa: BLE001 - as for a value
-                            return self._hand_back(topic, partition, exc)
+                        key_value = None if key is None else DECLINED if light_key is None else \
+                            light_key.value(key)
+                        if key_value is DECLINED:
+                            key_value = _convert(key_of, topic, key)
                         key_row = key_value if isinstance(key_value, dict) else _fields(key_value)[0] \
                             if isinstance(key_value, Struct) else {}
                         names = key_fields or list(key_row)
                         change_key = tuple([(n, key_row[n] if n in key_row else row.get(n)) for n in names])
-                    table, where = None, None
+                    table = None
                     if by_source:  # as _table: the same source block names the same table
-                        source = fields.get("source")
-                        source = source.values if type(source) is Struct else source
-                        if type(source) is dict:
-                            where = (source.get("schema"), source.get("table"), source.get("db"))
+                        if where is not None:
                             table = tables.get(where)
                         if table is not None:
                             topic_tables[topic] = table
                     else:
                         table = topic_tables.get(topic)
-                    if table is None:
+                    if table is None:  # the first of its table in the batch: named as _table names it
+                        if value is _UNREAD:
+                            value = _convert(value_of, topic, data)
                         table = self._table(_Consumed(topic, partition, offset, key, value, key_of),  # type: ignore[arg-type]
                                             True)
                         if where is not None:
@@ -428,12 +466,16 @@ class PostgresSinkTask(SinkTask):
                         changes = pending[table] = {}
                     changes[change_key if change_key else len(changes)] = (change_key, row, schema, ())
                     continue
-            self._take(_Consumed(topic, partition, offset, key, value, key_of), taken)  # type: ignore[arg-type]
+                if value is _UNREAD:
+                    value = _convert(value_of, topic, data)
+                self._take(_Consumed(topic, partition, offset, key, value, key_of), taken)  # type: ignore[arg-type]
+        except _NotConverted as exc:  # the worker's path converts the batch again and reports it
+            return self._hand_back(topic, partition, exc.__cause__ or exc)
         if last >= 0:
             self._flush(taken, {TopicPartition(topic, partition): last + 1})
         return True
 
-    def _hand_back(self, topic: str, partition: int, exc: Exception) -> bool:
+    def _hand_back(self, topic: str, partition: int, exc: BaseException) -> bool:
         log.debug("%s: a record of %s-%d does not convert here (%s): the worker converts the batch", self.name,
                   topic, partition, exc)
         return False

@@ -153,3 +153,82 @@ def test_a_value_that_does_not_convert_hands_the_batch_back_unwritten(postgres: 
         task.stop()
     rows, offsets = _table(postgres, database)
     assert [r[0] for r in rows] == [0, 1, 2, 3, 4] and offsets == [(TOPIC, 0, 5)]
+
+
+# Schemaless envelopes as other writers could write them (the sink reads the usual ones without building their
+# source block; these must come out as the converter reads them): escapes, unicode, keys in any order,
+# whitespace, duplicate keys (the last wins), numbers at the edges in fields the lane skips, an op that is not
+# a string (the record path's steps: its row is written, as put writes it).
+TRICKY = [
+    '{"before":null,"after":{"id":1,"n":1,"body":"caf\\u00e9 \\ud83d\\ude00 \\"q\\" \\\\ \\/ \\t ünï 漢字"},'
+    '"source":{"version":"x\\"y","db":"a","schema":"p\\u0075blic","table":"it\\u0065ms"},"op":"c"}',
+    '{"after":{"id":2,"n":2,"body":"ß"},"source":{"note":"ß\\u2028","schema":"public","table":"items"},'
+    '"op":"r","before":null,"ts_ms":123456789012345678901234567890,"ts_us":1e999}',
+    '{"op":"d","before":{"id":3},"after":null,"source":{"schema":"public","table":"elsewhere"},"op":"c",'
+    '"after":{"id":3,"n":3,"body":"the last after"},"source":{"schema":"public","table":"items"}}',
+    ' { "op" : "u" , "before" : {"id":1,"n":1,"body":"old"} , "source" : { "schema" : "public" , '
+    '"table" : "items" } , "after" : { "id" : 1 , "n" : 10 , "body" : "updated" } } ',
+    '{"op":"u","after":{"id":4,"n":4,"body":null,"n":40},"source":{"schema":"public","table":"items"}}',
+    '{"op":{"c":1},"after":{"id":5,"n":5,"body":"odd op"},"source":{"schema":"public","table":"items"}}',
+]
+
+
+@pytest.mark.parametrize("mode", ["record_value", "record_key"])
+def test_tricky_schemaless_envelopes_write_what_put_writes(postgres: Any, mode: str) -> None:
+    settings = {"primary.key.mode": mode, **({"primary.key.fields": "id"} if mode == "record_value" else {})}
+    values = [v.encode() for v in TRICKY]
+    messages = [_Message(o, json.dumps({"id": json.loads(v)["after"]["id"]}).encode(), v)
+                for o, v in enumerate(values)]
+    tables = []
+    for lane in ("wire", "record"):
+        database = postgres.new_database(f"lanes_tricky_{lane}")
+        with psycopg.connect(postgres.dsn(database), autocommit=True) as db:
+            db.execute("CREATE TABLE items (id int PRIMARY KEY, n int, body text)")
+        key_converter, value_converter = _converters(False)
+        task = _task(postgres, database, **settings)
+        try:
+            if lane == "wire":
+                assert task.decode_with(key_converter, value_converter)
+                assert task.put_encoded(EncodedSinkBatch(TOPIC, 0, messages[:3]))
+                assert task.put_encoded(EncodedSinkBatch(TOPIC, 0, messages[3:]))
+            else:
+                for part in (messages[:3], messages[3:]):
+                    records = []
+                    for m in part:
+                        key = key_converter.to_connect_data(TOPIC, m.key)
+                        records.append(SinkRecord(TOPIC, value_converter.to_connect_data(TOPIC, m.value).value,
+                                                  key.value, 0, key.schema, None, 0, [], m.offset))
+                    task.put(records)
+        finally:
+            task.stop()
+        tables.append(_table(postgres, database))
+    assert tables[0] == tables[1]
+    assert tables[1][0] == [(1, 10, "updated"), (2, 2, "ß"), (3, 3, "the last after"), (4, 40, None),
+                            (5, 5, "odd op")]
+
+
+@pytest.mark.parametrize("value", [
+    b'{"op":"c","after":{"id":9,"n":9,"body":"x"},"source":{"v":"\xff","db":"a","schema":"public","table":"items"}}',
+    b'{"op":"c","after":{"id":9,"n":9,"body":"x"},"source":{"v":' + b"1" * 4301 + b',"db":"a","schema":"public",'
+    b'"table":"items"}}',
+])
+def test_an_envelope_the_converter_refuses_in_a_skipped_field_hands_the_batch_back(postgres: Any,
+                                                                                  value: bytes) -> None:
+    """Not UTF-8, or an integer longer than Python reads, in the source block (of the table the batch already
+    named: no conversion for its name): the lane does not build that block, yet the batch goes back to the
+    worker's path unwritten, as when the converter read it all."""
+    database = postgres.new_database("lanes_refused")
+    key_converter, value_converter = _converters(False)
+    good = [_Message(o, _wire({"id": o}, False, key=True), _wire(v, False))
+            for o, (_, v) in enumerate(_changes()[:3])]
+    task = _task(postgres, database, **{"primary.key.mode": "record_value", "primary.key.fields": "id"})
+    try:
+        assert task.decode_with(key_converter, value_converter)
+        assert task.put_encoded(EncodedSinkBatch(TOPIC, 0, good[:2]))
+        assert task.put_encoded(EncodedSinkBatch(TOPIC, 0, [good[2], _Message(3, b'{"id":9}', value)])) is False
+        with pytest.raises(Exception, match="Converting byte"):
+            value_converter.to_connect_data(TOPIC, value)  # what the worker's path then reports
+    finally:
+        task.stop()
+    rows, offsets = _table(postgres, database)
+    assert [r[0] for r in rows] == [0, 1] and offsets == [(TOPIC, 0, 2)]

@@ -183,3 +183,99 @@ def test_drained_fetch_is_freed_without_garbage_collection(broker3) -> None:
                 gc.enable()
 
     _run(go())
+
+
+def _corrupt_value(log_dir, topic: str, value: bytes) -> None:
+    """Flip one byte of ``value`` where it lies in the partition's segment file (the broker reads fetches
+    from the file, so the next fetch carries a batch whose CRC no longer matches)."""
+    segment = log_dir / f"{topic}-0" / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    at = data.index(value)
+    data[at] ^= 0x01
+    segment.write_bytes(bytes(data))
+
+
+def test_a_corrupted_batch_is_refused_unless_check_crcs_is_false(broker) -> None:
+    """The sink's fetch checks each batch's CRC-32C with the fetched bytes (``CheckedRecords``); Kafka's
+    consumer property ``check.crcs=false`` turns the check off."""
+    from aiokafka.consumer import fetcher as aiokafka_fetcher
+    from aiokafka.errors import CorruptRecordException
+
+    from headwater.connect.kafka import consumer as make_consumer
+    from headwater.connect.kafka.fetch import CheckedRecords
+
+    assert aiokafka_fetcher.MemoryRecords is CheckedRecords  # fetched bytes kept for the check below
+    topic = unique("fetcher-crc")
+
+    async def fetch_all(props: dict[str, str]) -> list[bytes | None]:
+        consumer = make_consumer(broker.bootstrap, props, enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            fetcher = RecordFetcher(consumer)
+            values: list[bytes | None] = []
+            while len(values) < 3:
+                for msgs in (await fetcher.getmany(500, 10000)).values():
+                    values += [m.value for m in msgs]
+            return values
+        finally:
+            await consumer.stop()
+
+    async def go() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+        await producer.start()
+        try:
+            builder = producer.create_batch()
+            for value in (b"first", b"second-value", b"third"):
+                builder.append(timestamp=None, key=None, value=value, headers=[])
+            await (await producer.send_batch(builder, topic, partition=0))
+        finally:
+            await producer.stop()
+        assert await fetch_all({}) == [b"first", b"second-value", b"third"]  # intact: the check passes
+        _corrupt_value(broker.log_dir, topic, b"second-value")
+        with pytest.raises(CorruptRecordException):
+            await fetch_all({})
+        with pytest.raises(CorruptRecordException):
+            await fetch_all({"check.crcs": "true"})
+        assert await fetch_all({"check.crcs": "false"}) == [b"first", b"recond-value", b"third"]
+        assert await fetch_all({"check.crcs": " FALSE "}) == [b"first", b"recond-value", b"third"]
+        with pytest.raises(ValueError, match="check.crcs must be true or false, got 'flase'"):
+            make_consumer(broker.bootstrap, {"check.crcs": "flase"})
+
+    _run(go())
+
+
+def test_checked_records_find_a_wrong_crc_in_any_batch_of_a_fetch() -> None:
+    """``_drain``'s CRC check follows the batches through the fetched buffer: a wrong byte in the third of
+    four batches is found there, and the batches before it are delivered first."""
+    from aiokafka.producer.message_accumulator import BatchBuilder
+    from aiokafka.record.memory_records import MemoryRecords
+
+    from headwater.connect.kafka.fetch import CheckedRecords, _checked_end
+
+    batches = []
+    for b in range(4):
+        builder = BatchBuilder(1 << 16, 0)
+        for i in range(1 + b * 3):
+            builder.append(timestamp=1_700_000_000_000, key=None, value=f"v{b}-{i}".encode() * (i + 1), headers=[])
+        batches.append(bytes(builder._build()))
+    data = b"".join(batches)
+    records = CheckedRecords(data)
+    plain = MemoryRecords(data)
+    at = 0
+    while records.has_next():
+        batch, same = records.next_batch(), plain.next_batch()
+        assert [r.value for r in batch] == [r.value for r in same]
+        at = _checked_end(data, at, batch)
+        assert at > 0
+    assert at == len(data) and not plain.has_next()
+    wrong = bytearray(data)
+    wrong[len(batches[0]) + len(batches[1]) + 70] ^= 0x20  # inside the third batch's records
+    records, at, ends = CheckedRecords(bytes(wrong)), 0, []
+    while records.has_next():
+        at = _checked_end(records.data, at, records.next_batch())
+        ends.append(at)
+        if at < 0:
+            break
+    assert ends == [len(batches[0]), len(batches[0]) + len(batches[1]), -1]

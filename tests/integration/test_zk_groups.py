@@ -146,7 +146,7 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
     kpython = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                             auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=1000,
                             metadata_max_age_ms=1000)
-    # one producer throughout (producer ids are each broker's own yet: a second producer's could collide)
+    # one idempotent producer throughout, writing through the coordinator's death
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                          "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 500})
     read: list[tuple[str, int]] = []

@@ -4,11 +4,17 @@ bench/controller_failover.py."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka.protocol.metadata import MetadataResponse
+
+from headwater.kafka.records import iter_batches
+from headwater.testing import unique
 
 from .brokerproc import BrokerProcess
 from .rawkafka import metadata_req, request
@@ -66,3 +72,108 @@ def agreed_topic(brokers: list[BrokerProcess], topic: str,
     if first is None or any(v != first for v in views) or not wanted(first):
         return None
     return first
+
+
+class NumberedProducer(threading.Thread):
+    """An idempotent librdkafka producer (acks=all) writing the numbers ``first``, ``first`` + 1, ...
+    round-robin over the topic's partitions (or to partition ``only``), ~10k a second, until ``stop``;
+    ``acked`` holds each partition's acknowledged numbers (with the wall-clock time of each acknowledgement
+    in ``acked_at``), ``failed`` the delivery errors."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, first: int = 0, only: int | None = None) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.first, self.only = first, only
+        self.acked: dict[int, list[int]] = {p: [] for p in range(partitions)}
+        self.acked_at: dict[int, list[float]] = {p: [] for p in range(partitions)}
+        self.failed: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        def fatal(err: KafkaError) -> None:
+            if err.fatal():  # the producer gives up: its outstanding records are never answered
+                self.failed.append(f"fatal: {err}")
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 5, "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 500,
+                             "error_cb": fatal})
+
+        def delivered(err: object, msg: Message) -> None:
+            if err is not None:
+                self.failed.append(str(err))
+            else:
+                self.acked[msg.partition() or 0].append(int(msg.value() or b""))
+                self.acked_at[msg.partition() or 0].append(time.time())
+        n = self.first
+        while not self.stop.is_set():
+            partition = n % self.partitions if self.only is None else self.only
+            producer.produce(self.topic, str(n).encode(), partition=partition, on_delivery=delivered)
+            n += 1
+            producer.poll(0)
+            if n % 200 == 0:
+                time.sleep(0.02)
+        left = producer.flush(60)
+        if left:
+            self.failed.append(f"{left} records still unanswered 60 s after the last was written")
+
+    def finish(self, timeout: float = 90) -> None:
+        """Stop producing and wait for every outstanding record's answer."""
+        self.stop.set()
+        self.join(timeout)
+        assert not self.is_alive(), "the producer did not finish"
+
+
+def replica_batches(log_dir: Path, topic: str, partition: int, below: int) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, CRC) of every batch below ``below`` in a replica's segment files."""
+    out = []
+    for segment in sorted((log_dir / f"{topic}-{partition}").glob("*.log")):
+        for _, h in iter_batches(segment.read_bytes()):
+            if h.last_offset < below:
+                out.append((h.base_offset, h.last_offset, h.crc))
+    return out
+
+
+def replicas_equal(log_dirs: list[Path], topic: str, highs: dict[int, int]) -> bool:
+    """Whether the replicas in ``log_dirs`` hold the same batches below each partition's high watermark."""
+    return all(len({tuple(replica_batches(d, topic, p, high)) for d in log_dirs}) == 1 for p, high in highs.items())
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's high watermark, from its leader."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g")})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def read_numbers(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> dict[int, list[int]]:
+    """Every record's number in each partition, read from offset 0 to the end (librdkafka, no group)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    read: dict[int, list[int]] = {p: [] for p in range(partitions)}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        ended: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(ended) < partitions and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is None:
+                continue
+            error, index = msg.error(), msg.partition() or 0
+            if error is not None:
+                if error.code() == -191:  # _PARTITION_EOF
+                    ended.add(index)
+                continue
+            read[index].append(int(msg.value() or b""))
+    finally:
+        consumer.close()
+    return read
+
+
+def assert_each_acknowledged_once(acked: dict[int, list[int]], read: dict[int, list[int]]) -> None:
+    """Every partition read once and in order, holding every number acknowledged to it."""
+    for p, numbers in read.items():
+        assert len(numbers) == len(set(numbers)), f"partition {p}: duplicates"
+        assert numbers == sorted(numbers), f"partition {p}: out of order"
+        missing = set(acked[p]) - set(numbers)
+        assert not missing, f"partition {p}: {len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"

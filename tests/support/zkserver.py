@@ -31,15 +31,16 @@ def available() -> str | None:
 class ZooKeeperServer:
     """``ZooKeeperServerMain`` with a zoo.cfg of its own in ``base``; ``connect`` is its host:port."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, host: str = "127.0.0.1") -> None:
         self.base = Path(base)
+        self.host = host  # the address it listens on (its port is free on loopback, so here too)
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_file = self.base / "zookeeper.log"
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 60) -> Self:
         from kazoo.client import KazooClient
@@ -49,7 +50,7 @@ class ZooKeeperServer:
         data.mkdir(parents=True, exist_ok=True)
         cfg = self.base / "zoo.cfg"
         cfg.write_text(f"tickTime={TICK_TIME_MS}\ndataDir={data}\nclientPort={self.port}\n"
-                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n")
+                       f"clientPortAddress={self.host}\nadmin.enableServer=false\nmaxClientCnxns=0\n")
         with open(self.log_file, "ab") as out:
             self.proc = subprocess.Popen(
                 ["java", "-Xmx256m", "-cp", CLASSPATH, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],

@@ -17,7 +17,7 @@ SECRET_NAME = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|_KEY$", re.IGNORECASE)
 # ${NAME:?message}: compose stops with the message when NAME is unset or empty
 REQUIRED_VARIABLE = re.compile(r"^\$\{[A-Z][A-Z0-9_]*:\?[^}]+\}$")
 # images that switch to their own user themselves (postgres: root only to set up its data folder)
-OWN_USER_IMAGES = ("postgres:",)
+OWN_USER_IMAGES = ("postgres:", "zookeeper:")  # their entrypoints drop root for their own user
 
 needs_compose = pytest.mark.skipif(shutil.which("docker-compose") is None,
                                    reason="docker-compose is not installed (.ci/run installs it)")
@@ -47,7 +47,12 @@ def test_compose_file_is_valid_and_has_the_cluster(tmp_path: Path) -> None:
     assert checked.returncode == 0, checked.stderr
     listed = compose(empty, "a-password-for-the-test", "config", "--services")
     assert set(listed.stdout.split()) == {"broker", "worker1", "worker2", "worker3", "postgres",
-                                          "spark-master", "spark-worker", "broker-b", "mirror"}
+                                          "spark-master", "spark-worker", "broker-b", "mirror",
+                                          "zookeeper", "cbroker1", "cbroker2", "cbroker3"}
+    # the replicated cluster (docs/CLUSTER.md) starts only with its profile
+    for name in ("zookeeper", "cbroker1", "cbroker2", "cbroker3"):
+        assert services()[name]["profiles"] == ["cluster"], name
+    assert all("profiles" not in service for name, service in services().items() if not name.startswith(("cb", "zoo")))
 
 
 @needs_compose

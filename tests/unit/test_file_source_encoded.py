@@ -114,8 +114,8 @@ def test_poll_encoded_writes_the_converters_bytes(tmp_path: Path, monkeypatch: p
     wrapped: list[int] = []  # lines each chunk that took the shortcut held
     values = LineWire.values
 
-    def counted(self: LineWire, complete: bytes) -> list[bytes] | None:
-        out = values(self, complete)
+    def counted(self: LineWire, data: bytes, end: int | None = None) -> list[bytes] | None:
+        out = values(self, data, end)
         if out is not None:
             wrapped.append(len(out))
         return out
@@ -168,6 +168,11 @@ def test_line_wire_values_wraps_plain_lines_and_refuses_escapes(monkeypatch: pyt
         for bad in (b'"', b"\\", b"\t", b"\x00", b"\x1f"):
             assert wire.values(complete[:500] + bad + complete[500:]) is None, bad
     assert wire.values(b"\n") == [conv.from_connect_data(TOPIC, STRING_SCHEMA, "")]
+    # read in place: a partial line after the last newline (escapes and all) is not read
+    for piece in (1, 7, 1 << 15):
+        monkeypatch.setattr(file_encoded, "PIECE", piece)
+        for partial in (b"", b"x", b'"\\\t', b"partial line"):
+            assert wire.values(complete + partial, len(complete) - 1) == wire.values(complete), (piece, partial)
 
 
 # -- the worker: when it takes the lane, and what it sends ---------------------------------------------------
