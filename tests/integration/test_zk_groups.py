@@ -8,7 +8,7 @@ With fewer live brokers than offsets.topic.replication.factor, FindCoordinator r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -81,46 +81,57 @@ def _offset_fetch(broker: BrokerProcess, group: str) -> Any:
     return request(broker.port, OffsetFetchRequest[5](group_id=group, topics=None), OffsetFetchResponse)
 
 
-def _committed_rdkafka(consumer: Consumer) -> Callable[[], bool]:
-    """A wait condition: the librdkafka member's positions committed (False while the coordinator moves)."""
-    def commit() -> bool:
-        try:
-            consumer.commit(asynchronous=False)
-        except KafkaException as exc:
-            if exc.args[0].code() == -168:  # _NO_OFFSET: nothing consumed since the last commit
-                return True
-            return False
-        return True
-    return commit
+def _commit_rdkafka(consumer: Consumer) -> bool:
+    """Commit the librdkafka member's positions; whether it worked (not while its coordinator moves)."""
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as exc:
+        return bool(exc.args[0].code() == KafkaError._NO_OFFSET)  # nothing consumed since the last commit
+    return True
 
 
-def _committed_kafka_python(consumer: KafkaConsumer) -> Callable[[], bool]:
-    def commit() -> bool:
-        try:
-            consumer.commit()
-        except Exception:  # CommitFailedError, a coordinator error: tried again
-            return False
-        return True
-    return commit
+def _commit_kafka_python(consumer: KafkaConsumer) -> bool:
+    try:
+        consumer.commit()
+    except Exception:  # CommitFailedError (a rebalance: its next poll joins again), a coordinator error
+        return False
+    return True
 
 
-def _read_until(rdkafka: Consumer, kpython: KafkaConsumer, read: list[tuple[str, int]], count: int,
+def _poll(rdkafka: Consumer, kpython: KafkaConsumer, read: list[tuple[str, int]]) -> None:
+    """One poll of each member, what they read appended to ``read``, then each commits (a commit that fails
+    leaves its records uncommitted: they may be read again, and only they)."""
+    for msg in rdkafka.consume(num_messages=500, timeout=0.2):
+        if msg.error() is None:
+            read.append(("librdkafka", int(msg.value() or b"")))
+    for records in kpython.poll(timeout_ms=200).values():
+        read.extend(("kafka-python", int(r.value)) for r in records)
+    _commit_rdkafka(rdkafka)
+    _commit_kafka_python(kpython)
+
+
+def _read_until(rdkafka: Consumer, kpython: KafkaConsumer, read: list[tuple[str, int]], numbers: range,
                 timeout: float) -> None:
-    """Both members poll (and commit what they read) until ``read`` holds ``count`` records."""
-    deadline = time.monotonic() + timeout
-    while len(read) < count and time.monotonic() < deadline:
-        got = False
-        for msg in rdkafka.consume(num_messages=500, timeout=0.2):
-            if msg.error() is None:
-                read.append(("librdkafka", int(msg.value() or b"")))
-                got = True
-        for records in kpython.poll(timeout_ms=200).values():
-            read.extend(("kafka-python", int(r.value)) for r in records)
-            got = got or bool(records)
-        if got:
-            wait_until(_committed_rdkafka(rdkafka), "librdkafka's commit", timeout=30)
-            wait_until(_committed_kafka_python(kpython), "kafka-python's commit", timeout=30)
-    assert len(read) >= count, f"read {len(read)} of {count} records"
+    """Both members poll and commit until they have read every record of ``numbers``, then until both
+    commits went through."""
+    wanted = set(numbers)
+
+    def all_read() -> bool:
+        _poll(rdkafka, kpython, read)
+        return wanted <= {n for _, n in read}
+
+    def both_committed() -> bool:
+        _poll(rdkafka, kpython, read)
+        return _commit_rdkafka(rdkafka) and _commit_kafka_python(kpython)
+    wait_until(all_read, f"records {numbers.start}-{numbers.stop - 1} read", timeout=timeout)
+    wait_until(both_committed, "both members' positions committed", timeout=30)
+
+
+def _committed(broker: BrokerProcess, group: str) -> dict[int, int]:
+    """The group's committed offset of each partition, as its coordinator ``broker`` answers."""
+    answer = _offset_fetch(broker, group)
+    assert answer.error_code == 0
+    return {p.partition_index: p.committed_offset for t in answer.topics for p in t.partitions}
 
 
 def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
@@ -176,7 +187,10 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
         assert coordinator == offsets_view[offsets_partition(group, OFFSETS_PARTITIONS)][0]
 
         _produce(producer, topic, range(BATCH))
-        _read_until(rdkafka, kpython, read, BATCH, timeout=60)
+        _read_until(rdkafka, kpython, read, range(BATCH), timeout=60)
+        at_kill = _committed(brokers[coordinator], group)  # what the group has committed when its coordinator dies
+        assert sum(at_kill.values()) == BATCH
+        before = len(read)
 
         brokers[coordinator].kill()
         others = [b for i, b in brokers.items() if i != coordinator]
@@ -185,22 +199,21 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
                    "the group's offsets partition led by another broker", timeout=SESSION_TIMEOUT_MS / 1000 + 15)
 
         _produce(producer, topic, range(BATCH, 2 * BATCH))
-        _read_until(rdkafka, kpython, read, 2 * BATCH, timeout=90)
+        _read_until(rdkafka, kpython, read, range(2 * BATCH), timeout=90)
         new_coordinator = wait_until(lambda: (c := _coordinator(bootstrap, group)) != coordinator and c,
                                      "the group's new coordinator")
         # the group's requests elsewhere answer NOT_COORDINATOR; its coordinator has the committed offsets
         bystander = next(i for i in IDS if i not in (coordinator, new_coordinator))
         assert _offset_fetch(brokers[bystander], group).error_code == NOT_COORDINATOR
-        answer = _offset_fetch(brokers[new_coordinator], group)
-        assert answer.error_code == 0
-        assert sum(p.committed_offset for t in answer.topics for p in t.partitions) == 2 * BATCH
+        assert sum(_committed(brokers[new_coordinator], group).values()) == 2 * BATCH
     finally:
         rdkafka.close()
         kpython.close()
-    numbers = sorted(n for _, n in read)
-    assert numbers == list(range(2 * BATCH)), \
-        f"re-read: {sorted({n for n in numbers if numbers.count(n) > 1})[:10]}, " \
-        f"skipped: {sorted(set(range(2 * BATCH)) - set(numbers))[:10]}"
+    # value n went to partition n % 4 at offset n // 4 (one idempotent producer, in order)
+    again = sorted(n for _, n in read[before:] if n // PARTITIONS < at_kill[n % PARTITIONS])
+    assert not again, f"committed before the coordinator's death and read again after it: {again[:10]}"
+    skipped = set(range(2 * BATCH)) - {n for _, n in read}
+    assert not skipped, f"never read: {sorted(skipped)[:10]}"
     assert {who for who, _ in read} == {"librdkafka", "kafka-python"}
 
     # the killed broker returns, leads its preferred partitions again and with them the group, whose commits
@@ -212,8 +225,7 @@ def test_group_resumes_from_committed_offsets_after_its_coordinator_is_killed(
     wait_until(lambda: all(_found_coordinator(b, group) == coordinator for b in every) and
                _offset_fetch(brokers[coordinator], group).error_code == 0,
                "the group coordinated by the returning broker", timeout=20)
-    answer = _offset_fetch(brokers[coordinator], group)
-    assert sum(p.committed_offset for t in answer.topics for p in t.partitions) == 2 * BATCH
+    assert sum(_committed(brokers[coordinator], group).values()) == 2 * BATCH
     _produce(producer, topic, range(2 * BATCH, 2 * BATCH + 20))
     late = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                      "auto.offset.reset": "earliest"})
