@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from headwater.kafka.errors import ErrorCode
 from headwater.properties import ConfigError
 
+from ..background import start_background
 from ..security.listeners import parse_protocol_map
 from .checkpoint import HIGH_WATERMARK_FILE, read_checkpoint, write_checkpoint
 from .fetcher import LeaderFetcher
@@ -83,9 +84,8 @@ class ReplicaManager:
 
     def start(self) -> None:
         """The ISR expiration and checkpoint tasks (on the running loop)."""
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._supervise("ISR expiration", self._expire_isr())),
-                       loop.create_task(self._supervise("high watermark checkpoint", self._checkpoint_loop()))]
+        self._tasks = [start_background("ISR expiration", self._expire_isr, log),
+                       start_background("high watermark checkpoint", self._checkpoint_loop, log)]
 
     async def stop(self) -> None:
         for task in [*self._tasks, *self._isr_writes]:
@@ -97,15 +97,6 @@ class ReplicaManager:
         for replica in self.replicas.values():
             replica.fail_waiting(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.write_checkpoint()
-
-    async def _supervise(self, name: str, coro: object) -> None:
-        try:
-            await coro  # type: ignore[misc]
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("replication task %s failed", name)
-            raise
 
     # -- roles ---------------------------------------------------------------------------
 

@@ -21,13 +21,13 @@ import functools
 import logging
 import struct
 import time
-from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from headwater.properties import ConfigError
 
 from .. import apis
 from ..access.service import ANONYMOUS, Access
+from ..background import start_background
 from ..config.broker_config import BrokerConfig, Listener
 from ..group.coordinator import GroupCoordinator
 from ..protocol.codec import (
@@ -188,10 +188,10 @@ class BrokerServer:
             await self._start_replication()  # first: the partition states handed over while joining reach it
             await self._join_cluster()
         self._background = [
-            asyncio.create_task(self._supervise("flush scheduler", self.housekeeping.run_flush_scheduler)),
-            asyncio.create_task(self._supervise("retention", self.housekeeping.run_retention)),
-            asyncio.create_task(self._supervise("log cleaner", self.housekeeping.run_cleaner)),
-            asyncio.create_task(self._supervise("transaction coordinator", self.transactions.run)),
+            start_background("flush scheduler", self.housekeeping.run_flush_scheduler, log),
+            start_background("retention", self.housekeeping.run_retention, log),
+            start_background("log cleaner", self.housekeeping.run_cleaner, log),
+            start_background("transaction coordinator", self.transactions.run, log),
         ]
         if self.config.metrics_listener:
             try:
@@ -243,17 +243,6 @@ class BrokerServer:
         self.metrics_url = await endpoint.start(listener)
         self._metrics = endpoint
         return self.metrics_url
-
-    async def _supervise(self, name: str, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        # The coroutine is made here, inside the task: a task cancelled before its first step (a quick stop)
-        # then leaves no coroutine behind that was never awaited.
-        try:
-            await run()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("background task %s failed", name)
-            raise
 
     async def stop(self) -> None:
         """Stop accepting, end connections, flush and close every log."""
