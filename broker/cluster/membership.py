@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -23,7 +23,7 @@ from .controller import Controller
 from .controller_election import elect
 from .isr_writer import ZkIsrWriter
 from .producer_ids import reserve_producer_id_block
-from .topic_sync import TopicSync
+from .topic_sync import ReplicaRegistry, TopicSync
 from .zk_connect import parse_zookeeper_connect
 from .znodes import (
     BROKER_IDS,
@@ -37,9 +37,6 @@ from .znodes import (
     broker_registration,
     parse_registration,
 )
-
-if TYPE_CHECKING:
-    from ..topics.cluster import Cluster
 
 __all__ = ["BrokerIdTaken", "ClusterMembership", "ZooKeeperUnavailable"]
 
@@ -55,7 +52,7 @@ class ZooKeeperUnavailable(ConfigError):
 
 
 class ClusterMembership:
-    def __init__(self, config: BrokerConfig, cluster: Cluster | None = None) -> None:
+    def __init__(self, config: BrokerConfig, cluster: ReplicaRegistry | None = None) -> None:
         assert config.zookeeper_connect
         self.config = config
         self.cluster = cluster  # the local registry the replicated topics' replicas live in (None: brokers only)

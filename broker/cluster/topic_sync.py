@@ -19,7 +19,7 @@ import functools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -39,8 +39,30 @@ from .znodes import (
 )
 
 if TYPE_CHECKING:
-    from ..topics.cluster import Cluster
-    from ..topics.topic import Partition
+    import uuid
+
+    from ..topics.topic import Partition, Topic
+
+
+class ReplicationHook(Protocol):
+    async def apply(self, partition: Partition, state: PartitionState) -> None: ...
+
+
+class ReplicaRegistry(Protocol):
+    """What TopicSync needs of the broker's topic registry (topics/cluster.py's Cluster, which holds the
+    membership: named by this protocol, not imported, so the two modules do not import each other)."""
+
+    topics: dict[str, Topic]
+    replicated: set[str]
+
+    @property
+    def replication(self) -> ReplicationHook | None: ...
+
+    def local_partition(self, name: str, index: int) -> Partition | None: ...
+
+    def open_replica(self, name: str, topic_id: uuid.UUID, overrides: dict[str, str], index: int) -> Partition: ...
+
+    def drop_replica(self, name: str, index: int) -> None: ...
 
 __all__ = ["TopicSync"]
 
@@ -59,7 +81,7 @@ class _Watched:
 
 
 class TopicSync:
-    def __init__(self, zk: KazooClient, cluster: Cluster, broker_id: int) -> None:
+    def __init__(self, zk: KazooClient, cluster: ReplicaRegistry, broker_id: int) -> None:
         self.zk = zk
         self.cluster = cluster
         self.broker_id = broker_id

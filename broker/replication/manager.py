@@ -14,13 +14,13 @@ import contextlib
 import logging
 import time
 from bisect import bisect_left
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from headwater.kafka.errors import ErrorCode
 from headwater.properties import ConfigError
 
-from ..background import start_background
 from ..security.listeners import parse_protocol_map
+from ..server.background import start_background
 from .checkpoint import HIGH_WATERMARK_FILE, read_checkpoint, write_checkpoint
 from .fetcher import LeaderFetcher
 from .leadership import LeadershipListener
@@ -28,9 +28,24 @@ from .replica import PartitionReplica, Role
 from .state import NO_LEADER, IsrWriter, PartitionState
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..cluster.membership import ClusterMembership
     from ..config.broker_config import BrokerConfig
-    from ..topics.cluster import Cluster
-    from ..topics.topic import Partition
+    from ..log.fd_cache import DescriptorCache
+    from ..topics.topic import Partition, Topic
+
+
+class ReplicaHost(Protocol):
+    """What the manager needs of the broker's topic registry (topics/cluster.py's Cluster, which holds the
+    manager: named by this protocol, not imported, so the two modules do not import each other)."""
+
+    topics: dict[str, Topic]
+    log_dir: Path
+    fd_cache: DescriptorCache
+
+    @property
+    def membership(self) -> ClusterMembership | None: ...
 
 __all__ = ["ReplicaManager", "inter_broker_listener", "topic_of"]
 
@@ -66,7 +81,7 @@ def inter_broker_listener(config: BrokerConfig) -> str:
 
 
 class ReplicaManager:
-    def __init__(self, cluster: Cluster, config: BrokerConfig, isr_writer: IsrWriter | None = None) -> None:
+    def __init__(self, cluster: ReplicaHost, config: BrokerConfig, isr_writer: IsrWriter | None = None) -> None:
         self.cluster = cluster
         self.config = config
         self.broker_id = config.node_id

@@ -27,7 +27,6 @@ from headwater.properties import ConfigError
 
 from .. import apis
 from ..access.service import ANONYMOUS, Access
-from ..background import start_background
 from ..config.broker_config import BrokerConfig, Listener
 from ..group.coordinator import GroupCoordinator
 from ..protocol.codec import (
@@ -50,6 +49,7 @@ from ..topics.housekeeping import LogHousekeeping
 from ..topics.producer_state import ProducerIdManager
 from ..txn import TransactionCoordinator
 from .answers import Answers, Pending, Ready, start_eagerly
+from .background import start_background
 from .connection_limits import ConnectionLimits, ConnectionSlot
 from .open_files import raise_open_files_limit
 

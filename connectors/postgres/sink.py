@@ -282,8 +282,8 @@ _ROW_OPS = frozenset(("c", "r", "u"))  # the ops whose ``after`` row is written
 _UNREAD: Final = object()  # put_encoded: a value not converted (yet)
 
 
-class _NotConverted(Exception):
-    """put_encoded: a key or value its converter refused (the cause)."""
+class _NotConverted(ConnectException):
+    """put_encoded: a key or value its converter refused (the cause; never leaves put_encoded)."""
 
 
 def _convert(converter: Callable[[str, Any], Any], topic: str, data: Any) -> Any:
