@@ -16,7 +16,7 @@ from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.connectproc import wait_for
 from support.workerproc import BROKER_OVERRIDES, Cluster, fast_settings
-from support.zkcluster import agreed_controller, agreed_topic
+from support.zkcluster import agreed_topic, running_cluster
 
 from headwater.testing import unique, wait_until
 
@@ -31,18 +31,9 @@ LINES = 4000
 def brokers(tmp_path_factory: pytest.TempPathFactory, zookeeper: zkserver.ZooKeeperServer
             ) -> Iterator[dict[int, BrokerProcess]]:
     base, chroot = tmp_path_factory.mktemp("zk-connect"), "/" + unique("hw")
-    started = {i: BrokerProcess(base / f"b{i}", f"zookeeper.connect={zookeeper.connect}{chroot}", f"broker.id={i}",
-                                f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}", "default.replication.factor=3",
-                                "min.insync.replicas=2", *BROKER_OVERRIDES) for i in IDS}
-    try:
-        for b in started.values():
-            b.start()
-        every = list(started.values())
-        wait_until(lambda: agreed_controller(every, IDS), "three brokers and a controller", timeout=20)
+    with running_cluster(base, zookeeper.connect + chroot, IDS, SESSION_TIMEOUT_MS, "default.replication.factor=3",
+                         "min.insync.replicas=2", *BROKER_OVERRIDES) as started:
         yield started
-    finally:
-        for b in started.values():
-            b.kill()
 
 
 def test_file_pipeline_loses_nothing_when_a_broker_dies(brokers: dict[int, BrokerProcess], tmp_path: Path) -> None:

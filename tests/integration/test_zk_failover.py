@@ -15,13 +15,12 @@ from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.zkcluster import (
     NumberedProducer,
-    agreed_controller,
     agreed_topic,
     assert_each_acknowledged_once,
-    cluster_broker,
     high_watermarks,
     read_numbers,
     replicas_equal,
+    running_cluster,
 )
 
 from headwater.testing import unique, wait_until
@@ -37,16 +36,8 @@ PARTITIONS = 3
 def brokers(tmp_path_factory: pytest.TempPathFactory, zookeeper: zkserver.ZooKeeperServer
             ) -> Iterator[dict[int, BrokerProcess]]:
     base, chroot = tmp_path_factory.mktemp("zk-failover"), "/" + unique("hw")
-    started = {i: cluster_broker(base, zookeeper.connect + chroot, i, SESSION_TIMEOUT_MS) for i in IDS}
-    try:
-        for b in started.values():
-            b.start()
-        every = list(started.values())
-        wait_until(lambda: agreed_controller(every, IDS), "three brokers and a controller", timeout=20)
+    with running_cluster(base, zookeeper.connect + chroot, IDS, SESSION_TIMEOUT_MS) as started:
         yield started
-    finally:
-        for b in started.values():
-            b.kill()
 
 
 def test_acknowledged_records_survive_killing_each_leader_in_turn(brokers: dict[int, BrokerProcess]) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -14,17 +15,35 @@ from confluent_kafka.admin import AdminClient
 from kafka.protocol.metadata import MetadataResponse
 
 from headwater.kafka.records import iter_batches
-from headwater.testing import unique
+from headwater.testing import unique, wait_until
 
 from .brokerproc import BrokerProcess
 from .rawkafka import metadata_req, request
 
 
-def cluster_broker(base: Path, connect: str, broker_id: int, session_timeout_ms: int) -> BrokerProcess:
+def cluster_broker(base: Path, connect: str, broker_id: int, session_timeout_ms: int,
+                   *overrides: str) -> BrokerProcess:
     """Broker ``broker_id`` of the cluster at ``connect`` (host:port/chroot), logging beside its log dir."""
     base.mkdir(parents=True, exist_ok=True)
     return BrokerProcess(base / f"b{broker_id}", f"zookeeper.connect={connect}", f"broker.id={broker_id}",
-                         f"zookeeper.session.timeout.ms={session_timeout_ms}")
+                         f"zookeeper.session.timeout.ms={session_timeout_ms}", *overrides)
+
+
+@contextmanager
+def running_cluster(base: Path, connect: str, ids: set[int], session_timeout_ms: int,
+                    *overrides: str) -> Iterator[dict[int, BrokerProcess]]:
+    """Brokers ``ids`` of the cluster at ``connect`` started, once every one's Metadata agrees on them and a
+    controller; SIGKILLed at the end."""
+    started = {i: cluster_broker(base, connect, i, session_timeout_ms, *overrides) for i in ids}
+    try:
+        for b in started.values():
+            b.start()
+        every = list(started.values())
+        wait_until(lambda: agreed_controller(every, ids), f"brokers {sorted(ids)} and a controller", timeout=20)
+        yield started
+    finally:
+        for b in started.values():
+            b.kill()
 
 
 def metadata_view(broker: BrokerProcess) -> tuple[set[int], int] | None:
