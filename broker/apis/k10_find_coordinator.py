@@ -26,6 +26,11 @@ from .k03_metadata import brokers
 from .registry import RequestContext, api
 
 GROUP, TRANSACTION = 0, 1
+# A transaction coordinator writes its markers into its own replicas of the transaction's partitions, and its
+# state into a __transaction_state that is not replicated: in a cluster that would make follower logs diverge
+# from their leaders'. Until it is replicated, transactions are refused there (docs/CLUSTER.md).
+TRANSACTIONS_NOT_IN_A_CLUSTER = ("transactions are not supported in a ZooKeeper cluster yet: __transaction_state is "
+                                 "not replicated (docs/CLUSTER.md); idempotent producers are")
 _CREATION_WAIT_S = 3.0  # how long the FindCoordinator that made __consumer_offsets waits for its leaders
 
 
@@ -46,6 +51,8 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> dict[str, 
     live = brokers(ctx.cluster, ctx.advertised)
     if key_type == GROUP and ctx.cluster.membership is not None:
         return await _group_coordinator(ctx, req.key, live)
+    if key_type == TRANSACTION and ctx.cluster.membership is not None:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, TRANSACTIONS_NOT_IN_A_CLUSTER)
     return _answer(live[0])
 
 

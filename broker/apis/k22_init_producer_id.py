@@ -35,6 +35,8 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> dict[str, A
     if req.transactional_id:
         if not ctx.allowed_transactional_id(Op.WRITE, req.transactional_id):
             return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if ctx.cluster.membership is not None:  # k10_find_coordinator.TRANSACTIONS_NOT_IN_A_CLUSTER
+            return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
         code, pid, epoch = ctx.transactions.init_producer(req.transactional_id, req.transaction_timeout_ms,
                                                           pid, epoch)
