@@ -152,8 +152,13 @@ def replica_batches(log_dir: Path, topic: str, partition: int, below: int) -> li
 
 
 def replicas_equal(log_dirs: list[Path], topic: str, highs: dict[int, int]) -> bool:
-    """Whether the replicas in ``log_dirs`` hold the same batches below each partition's high watermark."""
-    return all(len({tuple(replica_batches(d, topic, p, high)) for d in log_dirs}) == 1 for p, high in highs.items())
+    """Whether the replicas in ``log_dirs`` hold the same batches below each partition's high watermark (False
+    while a segment goes away under the read, e.g. a follower truncating: the caller's wait goes on)."""
+    try:
+        return all(len({tuple(replica_batches(d, topic, p, high)) for d in log_dirs}) == 1
+                   for p, high in highs.items())
+    except FileNotFoundError:
+        return False
 
 
 def high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
