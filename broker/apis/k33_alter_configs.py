@@ -27,4 +27,4 @@ def _new_values(res: ConfigResource, _current: dict[str, str],
 
 @api(key=33, min=0, max=1)
 async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> dict[str, Any]:
-    return alter_configs(ctx, req.resources, req.validate_only, _new_values)
+    return await alter_configs(ctx, req.resources, req.validate_only, _new_values)

@@ -57,4 +57,4 @@ async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> di
             _apply(current, definitions, c.config_operation, c.name, c.value)
         return current
 
-    return alter_configs(ctx, req.resources, req.validate_only, new_values)
+    return await alter_configs(ctx, req.resources, req.validate_only, new_values)
