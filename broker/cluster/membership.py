@@ -49,6 +49,8 @@ class SharedConfigs(Protocol):
     """Topic configs and dynamic broker levels kept in ZooKeeper (config_sync.py's ClusterConfigs, named here
     so that the membership does not import it): what the config APIs write through."""
 
+    failures: int  # configs read from ZooKeeper that this broker could not apply (each logged)
+
     async def alter_topic(self, name: str, compute: Callable[[dict[str, str]], dict[str, str]],
                           validate_only: bool) -> None: ...
 
