@@ -8,6 +8,7 @@ set through one broker is every broker's."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,6 +192,10 @@ def _described(broker: BrokerProcess, resource_type: int, name: str, key: str) -
     return result.configs[0].value, result.configs[0].config_source
 
 
+def _describes(broker: BrokerProcess, resource_type: int, name: str, key: str, wanted: tuple[str, int]) -> bool:
+    return _described(broker, resource_type, name, key) == wanted
+
+
 def _segments(broker: BrokerProcess, topic: str) -> int:
     return len(list((broker.log_dir / f"{topic}-0").glob("*.log")))
 
@@ -263,8 +268,9 @@ def test_broker_configs_default_and_per_broker(cluster: Cluster) -> None:
     assert cluster.znode("/config/brokers/<default>")[0] == {"version": 1, "config": {"log.retention.ms": "7777777"}}
     assert cluster.changes()[-1] == {"version": 2, "entity_path": "brokers/<default>"}
     for i in IDS:  # every broker's own value, and its topics' default
-        wait_until(lambda i=i: _described(b[i], BROKER, str(i), "log.retention.ms") ==
-                   ("7777777", DYNAMIC_DEFAULT_BROKER_CONFIG), f"broker {i} has the default", timeout=10)
+        wait_until(functools.partial(_describes, b[i], BROKER, str(i), "log.retention.ms",
+                                     ("7777777", DYNAMIC_DEFAULT_BROKER_CONFIG)), f"broker {i} has the default",
+                   timeout=10)
         assert _described(b[i], TOPIC, topic, "retention.ms") == ("7777777", DYNAMIC_DEFAULT_BROKER_CONFIG)
     assert _described(b[3], BROKER, "", "log.retention.ms") == ("7777777", DYNAMIC_DEFAULT_BROKER_CONFIG)
 
