@@ -19,14 +19,13 @@ import ssl
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from headwater.kafka.jaas import JaasError, parse_jaas
 from headwater.kafka.server_tls import client_context
 from headwater.properties import ConfigError
 
 from .listeners import ListenerSecurity, parse_protocol_map
 from .plain import PLAIN_LOGIN_MODULE
 from .scram import MECHANISMS as SCRAM_MECHANISMS
-from .settings import BadSetting
+from .settings import BadSetting, login_module
 
 if TYPE_CHECKING:
     from ..config.broker_config import BrokerConfig
@@ -63,25 +62,15 @@ class InterBrokerSecurity:
 
 def _login(security: ListenerSecurity, mechanism: str) -> tuple[str, str]:
     """The username and password of the listener's JAAS entry for ``mechanism``; BadSetting naming its key."""
-    settings = security.settings
-    key = "sasl.jaas.config"
-    source = settings.source(key, mechanism)
-    module_name = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
-    text = settings.get(key, mechanism)
-    if text is None:
-        raise BadSetting(source, f'required for inter-broker SASL {mechanism}: {module_name} required '
-                                 f'username="<broker>" password="<secret>" ...;')
-    try:
-        modules = parse_jaas(text)
-    except JaasError as exc:
-        raise BadSetting(source, str(exc)) from None
-    module = next((m for m in modules if m.class_name == module_name), None)
-    if module is None:
-        raise BadSetting(source, f"inter-broker SASL {mechanism} needs the login module {module_name}")
+    class_name = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
+    module = login_module(security.settings, mechanism, class_name,
+                          f'inter-broker SASL {mechanism}: {class_name} required username="<broker>" '
+                          f'password="<secret>" ...;')
     missing = [k for k in ("username", "password") if not module.options.get(k)]
     if missing:
-        raise BadSetting(source, f"{' and '.join(missing)} missing: the login this broker uses towards the "
-                                 f"other brokers on listener {security.name}")
+        raise BadSetting(security.settings.source("sasl.jaas.config", mechanism),
+                         f"{' and '.join(missing)} missing: the login this broker uses towards the other brokers "
+                         f"on listener {security.name}")
     return module.options["username"], module.options["password"]
 
 

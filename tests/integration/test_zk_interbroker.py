@@ -5,10 +5,12 @@ listener's JAAS entry; the authorizer on, the brokers' principal in ``super.user
 
 acks=all records are acknowledged and land on every replica; a SIGKILLed leader's partitions move and the
 broker, restarted with a wrong inter-broker password, logs the refused authentication and retries, then with
-the right one catches up over TLS and rejoins the ISR; a principal without CLUSTER_ACTION fetching as a replica
-is refused (TOPIC_AUTHORIZATION_FAILED) although it may read the topic as a consumer. The inter-broker client
-(broker/replication/peer.py) is also driven directly: SCRAM-SHA-256, mutual TLS, an untrusted certificate.
-The test's own clients use a PLAINTEXT listener, whose ANONYMOUS principal is a super user here."""
+the right one catches up over TLS and rejoins the ISR; the listener's sessions last 2 s
+(``connections.max.reauth.ms``, KIP-368) and the fetchers authenticate again before theirs end; a principal
+without CLUSTER_ACTION fetching as a replica is refused (TOPIC_AUTHORIZATION_FAILED) although it may read the
+topic as a consumer. The inter-broker client (broker/replication/peer.py) is also driven directly:
+SCRAM-SHA-256, mutual TLS, an untrusted certificate. The test's own clients use a PLAINTEXT listener, whose
+ANONYMOUS principal is a super user here."""
 
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ USERS = {"broker": BROKER_PASSWORD, "alice": "alice-secret"}
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 JAAS_KEY = "listener.name.internal.plain.sasl.jaas.config"
+REAUTH_MS = 2000
 
 
 def _jaas(username: str = "broker", password: str = BROKER_PASSWORD) -> str:
@@ -77,6 +80,8 @@ class Secured:
             "listener.name.mtls.ssl.client.auth": "required",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "listener.name.internal.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            # KIP-368: sessions of 2 s, so the fetchers' connections must authenticate again as they go
+            "listener.name.internal.connections.max.reauth.ms": str(REAUTH_MS),
             JAAS_KEY: jaas or _jaas(),
         }
 
@@ -265,3 +270,5 @@ def test_killed_leader_returns_with_a_bad_password_then_catches_up_over_tls(clus
     wait_until(lambda: replicas_equal([b.log_dir for b in every], cluster.topic, highs),
                "the returned broker's replicas equal to the leaders'", timeout=15)
     assert not refusal.search(killed.log_text(since_start=True))
+    # the fetchers' connections, older than a session by now, authenticated again in time: no leader closed one
+    assert not [b.log_dir.name for b in every if "its SASL session expired" in b.log_text()]
