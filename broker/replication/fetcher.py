@@ -69,7 +69,6 @@ class LeaderFetcher:
         self._retry_at: dict[tuple[str, int], float] = {}  # partitions backing off after a failed fetch
         self._changed = asyncio.Event()
         self._connection: PeerConnection | None = None
-        self.authentication_failures = 0  # connections the leader refused (TLS or SASL), logged each time
         self._task: asyncio.Task[None] | None = None
 
     # -- the partitions followed ---------------------------------------------------------
@@ -120,7 +119,6 @@ class LeaderFetcher:
                 raise
             except PeerAuthenticationError as exc:  # a wrong password or certificate: the operator must act
                 log.error("replica fetcher from broker %d: %s; again in %g s", self.leader_id, exc, backoff)
-                self.authentication_failures += 1
                 self._disconnect()
                 await asyncio.sleep(backoff)
             except (OSError, EOFError, TimeoutError, ReplicationError, PeerError) as exc:

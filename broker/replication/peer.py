@@ -77,11 +77,15 @@ class PeerConnection:
     async def _call(self, request: Any, response_cls: Any, timeout: float) -> Any:
         self._cid += 1
         request.with_header(correlation_id=self._cid, client_id=self.client_id)
-        self.writer.write(request.encode(header=True, framed=True))
-        async with asyncio.timeout(timeout):
-            await self.writer.drain()
-            (size,) = _SIZE.unpack(await self.reader.readexactly(4))
-            body = await self.reader.readexactly(size)
+        try:
+            self.writer.write(request.encode(header=True, framed=True))
+            async with asyncio.timeout(timeout):
+                await self.writer.drain()
+                (size,) = _SIZE.unpack(await self.reader.readexactly(4))
+                body = await self.reader.readexactly(size)
+        except ssl.SSLError as exc:  # TLS 1.3: a refused client certificate shows at the first read
+            raise PeerAuthenticationError(f"TLS with the broker at {self.address} (listener "
+                                          f"{self.security.listener}) failed: {exc}") from None
         (cid,) = _SIZE.unpack_from(body)
         if cid != self._cid:
             raise PeerError(f"answer {cid} to request {self._cid}")

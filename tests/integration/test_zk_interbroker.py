@@ -87,7 +87,8 @@ class Secured:
 
     def overrides(self, jaas: str | None = None) -> list[str]:
         return [f"{k}={v}" for k, v in self.security(jaas).items()] + [
-            "authorizer.enabled=true", "super.users=User:broker;User:ANONYMOUS", "min.insync.replicas=2"]
+            "authorizer.enabled=true", "super.users=User:broker;User:ANONYMOUS", "min.insync.replicas=2",
+            "replica.fetch.backoff.ms=300"]  # a refused follower retries, and catches up, sooner
 
     def peer_config(self, listener: str = "INTERNAL", **settings: str) -> BrokerConfig:
         """A broker configuration whose inter-broker client side is ``listener``'s, with ``settings`` over it."""
