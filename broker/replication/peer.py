@@ -6,8 +6,8 @@ listener's ``ssl.*`` settings, then for SASL listeners SaslHandshake v1 and Sasl
 listener's JAAS entry. When the other broker limits the session (``connections.max.reauth.ms``, KIP-368) the
 connection authenticates again on its own before the session ends, as Kafka's clients do.
 
-One request at a time: ``call`` sends a request and waits for its answer (the callers wait for each answer
-anyway). A failed call leaves the connection unusable; the caller closes it and connects again.
+One request at a time: ``call`` sends a request and waits for its answer; concurrent callers of one connection
+take turns. A failed call leaves the connection unusable; the caller closes it and connects again.
 """
 
 from __future__ import annotations
@@ -65,14 +65,16 @@ class PeerConnection:
         self.address = address  # host:port, for messages
         self._cid = 0
         self._reauth_at = 0.0  # time.monotonic() to authenticate again at; 0: never
+        self._lock = asyncio.Lock()
 
     async def call(self, request: Any, response_cls: Any, timeout: float) -> Any:
         """Send ``request`` (a kafka-python protocol request of the version to send) and return its answer,
         decoded with ``response_cls``; TimeoutError after ``timeout`` seconds."""
-        if self._reauth_at and time.monotonic() >= self._reauth_at:
-            async with asyncio.timeout(timeout):
-                await self.authenticate()
-        return await self._call(request, response_cls, timeout)
+        async with self._lock:  # callers sharing a connection take turns: answers come in request order
+            if self._reauth_at and time.monotonic() >= self._reauth_at:
+                async with asyncio.timeout(timeout):
+                    await self.authenticate()
+            return await self._call(request, response_cls, timeout)
 
     async def _call(self, request: Any, response_cls: Any, timeout: float) -> Any:
         self._cid += 1
