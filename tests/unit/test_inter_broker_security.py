@@ -85,3 +85,12 @@ def test_tls_uses_the_listeners_ssl_settings_as_a_client(tmp_path: Path) -> None
         {**tls, "listener.name.internal.ssl.truststore.location": str(tmp_path / "no")})
     with pytest.raises(ConfigError, match=r"^listener\.name\.internal\.ssl\.truststore\.location: cannot read"):
         inter_broker_security(missing)
+
+
+def test_a_cluster_broker_checks_its_client_side_with_its_configuration() -> None:
+    from headwater.cli import _checked_broker_config
+
+    sasl = {"inter.broker.listener.name": "EXTERNAL", "broker.id": "1", "log.dirs": "/nonexistent/hw"}
+    assert _checked_broker_config(_config(**sasl)) is not None  # a single node: no broker-to-broker connection
+    with pytest.raises(ConfigError, match="^sasl.mechanism.inter.broker.protocol: required"):
+        _checked_broker_config(_config(**sasl, **{"zookeeper.connect": "127.0.0.1:2181"}))
