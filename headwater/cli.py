@@ -40,13 +40,18 @@ def _load(invalid: str, load: Callable[[], T], errors: tuple[type[Exception], ..
 
 
 def _checked_broker_config(config: BrokerConfig) -> BrokerConfig:
-    """``config`` once each listener's keystores and SASL settings are read (ConfigError naming the key)."""
+    """``config`` once each listener's keystores and SASL settings are read, and in a cluster the inter-broker
+    listener's client side (ConfigError naming the key)."""
     from headwater.broker.security.settings import BadSetting
 
     try:
         config.listener_security()
     except BadSetting as exc:
         raise ConfigError(str(exc)) from None
+    if config.zookeeper_connect:  # a cluster's brokers connect to each other: their client side too
+        from headwater.broker.security.inter_broker import inter_broker_security
+
+        inter_broker_security(config)
     return config
 
 
