@@ -1,7 +1,8 @@
 """AlterClientQuotas (key 49), v0-v1.
 
 Behavior: sets or removes quota keys on entities (``user``, ``client-id``, ``user`` + ``client-id``, or
-``ip``; a null name is the default entity), persisted in the log directory and applied at once. Each
+``ip``; a null name is the default entity), persisted in the log directory and applied at once (in a cluster
+written to ZooKeeper's ``/config/users``, ``/config/clients``, ``/config/ips`` and applied by every broker). Each
 entry is validated on its own as Kafka validates it (INVALID_REQUEST naming the problem: an unknown
 entity type or key, a key that does not apply to the entity, a value not above 0, a fraction for a
 byte rate, an empty name, duplicates); the others still apply. ``validate_only`` changes nothing.
@@ -17,6 +18,7 @@ from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation
 from ..access.quotas import ENTITY_TYPES, IP, QUOTA_KEYS, Entity, entity
+from ..access.service import SharedStateUnavailable
 from ..protocol.requests import AlterClientQuotasRequest, QuotaEntityPart, QuotaOp
 from .acl_wire import denied
 from .registry import RequestContext, api
@@ -73,5 +75,10 @@ async def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> dict[str
         changes.append((ent, ops))
         results.append({"error_code": 0, "error_message": None, "entity": echo})
     if changes and not req.validate_only:
-        ctx.access.quotas.alter(changes)
+        try:
+            await ctx.access.alter_quotas(changes)
+        except SharedStateUnavailable as exc:
+            for result in results:
+                if not result["error_code"]:
+                    result["error_code"], result["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)
     return {"throttle_time_ms": 0, "entries": results}
