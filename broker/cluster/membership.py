@@ -19,6 +19,7 @@ from headwater.properties import ConfigError
 
 from ..config.broker_config import BrokerConfig, Listener
 from ..security.listeners import parse_protocol_map
+from .config_changes import ConfigChanges
 from .controller import Controller
 from .controller_election import elect
 from .isr_writer import ZkIsrWriter
@@ -59,6 +60,8 @@ class ClusterMembership:
         self.topics: TopicSync | None = None  # the replicated topics, once joined
         self.controller: Controller | None = None
         self.isr_writer: ZkIsrWriter | None = None  # for the replication code's leaders
+        # /config/changes, dispatched by entity type (config_changes.py); handlers added once joined
+        self.config_changes: ConfigChanges | None = None
         self.broker_id = config.node_id
         self.hosts, self.chroot = parse_zookeeper_connect(config.zookeeper_connect)
         self.view = ClusterView()  # replaced whole (never mutated): readers need no lock
@@ -90,6 +93,8 @@ class ClusterMembership:
                 self.isr_writer = ZkIsrWriter(self._zk, self.topics)
                 await self.topics.start()
                 self.controller.view_changed(self.view)
+            self.config_changes = ConfigChanges(self.zk)
+            await self.config_changes.start()
         except BaseException:
             await self.stop()
             raise
@@ -100,6 +105,8 @@ class ClusterMembership:
         """Close the session: ZooKeeper drops this broker's znodes at once, so the others elect without waiting
         for the session timeout."""
         self._stopping = True
+        if self.config_changes is not None:
+            await self.config_changes.stop()
         if self.controller is not None:
             await self.controller.stop()
         if self.topics is not None:

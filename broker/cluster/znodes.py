@@ -160,12 +160,65 @@ def topic_config_data(overrides: dict[str, str]) -> bytes:
 
 def parse_topic_config(topic: str, raw: bytes | None) -> dict[str, str]:
     """The overrides in /config/topics/<t> (none when the znode is missing or empty)."""
+    return parse_entity_config(topic_config_path(topic), raw)
+
+
+# -- entity configs and their change notifications (part 4, cluster configs: Kafka's ConfigEntityZNode,
+# ConfigEntityChangeNotificationZNode and ConfigEntityChangeNotificationSequenceZNode) ---------------------------
+
+CONFIG = "/config"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"  # + ZooKeeper's 10-digit sequence number
+DEFAULT_ENTITY = "<default>"  # Kafka's ZooKeeperInternals.DEFAULT_STRING: /config/brokers/<default> and the like
+
+
+entity_config_data = topic_config_data  # Kafka's ConfigEntityZNode.encode, for every entity type
+
+
+def entity_config_path(entity_type: str, name: str) -> str:
+    """/config/<entity type>/<sanitized name>; ``name`` may be a path (``<user>/clients/<client id>``)."""
+    return f"{CONFIG}/{entity_type}/{name}"
+
+
+def config_change_data(entity_path: str) -> bytes:
+    """A notification's data: version 2, ``entity_path`` = ``<entity type>/<sanitized name>``."""
+    return json.dumps({"version": 2, "entity_path": entity_path}).encode()
+
+
+def parse_config_change(raw: bytes) -> tuple[str, str]:
+    """(entity type, sanitized name) of a change notification, version 2 (``entity_path``) or version 1
+    (``entity_type``, ``entity_name``); ValueError saying what is wrong, as Kafka's DynamicConfigManager."""
+    try:
+        data = json.loads(raw)
+        version = data["version"]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"config change notification is not Kafka's JSON: {exc!r}") from None
+    if version == 1:
+        entity_type, name = data.get("entity_type"), data.get("entity_name")
+        if entity_type not in ("topics", "clients") or not isinstance(name, str):
+            raise ValueError("version 1 config change notification must have 'entity_type' 'clients' or 'topics' "
+                             f"and an 'entity_name': {raw!r}")
+        return entity_type, name
+    if version == 2:
+        path = data.get("entity_path")
+        entity_type, slash, name = path.partition("/") if isinstance(path, str) else ("", "", "")
+        if not slash or not entity_type or not name:
+            raise ValueError(f"version 2 config change notification must have 'entity_path' <type>/<name>: {raw!r}")
+        return entity_type, name
+    raise ValueError(f"config change notification has unsupported version {version!r}, supported versions are 1 "
+                     "and 2")
+
+
+def parse_entity_config(path: str, raw: bytes | None) -> dict[str, str]:
+    """The ``config`` of an entity config znode ({"version":1,"config":{...}}); none when missing or empty;
+    ValueError naming the znode when it is not Kafka's JSON."""
     if not raw:
         return {}
     try:
         return {str(k): str(v) for k, v in json.loads(raw)["config"].items()}
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ValueError(f"{topic_config_path(topic)} is not a topic config: {exc!r}") from None
+        raise ValueError(f"{path} is not an entity config: {exc!r}") from None
+
 
 
 # -- part 5, security state: ACLs (Kafka's ZkAclStore/ZkAclChangeStore) and the config entities SCRAM credentials
