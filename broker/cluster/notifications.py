@@ -16,11 +16,11 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-__all__ = ["CHANGE_EXPIRATION_MS", "SequenceNotifications"]
+from .config_changes import CHANGE_EXPIRATION_MS
+
+__all__ = ["SequenceNotifications"]
 
 log = logging.getLogger(__name__)
-
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's changeExpirationMs
 
 
 class SequenceNotifications:

@@ -220,16 +220,11 @@ def parse_entity_config(path: str, raw: bytes | None) -> dict[str, str]:
         raise ValueError(f"{path} is not an entity config: {exc!r}") from None
 
 
-
-# -- part 5, security state: ACLs (Kafka's ZkAclStore/ZkAclChangeStore) and the config entities SCRAM credentials
-# and client quotas live in (ConfigEntityZNode) ------------------------------------------------------------------
+# -- part 5, security state: ACLs (Kafka's ZkAclStore/ZkAclChangeStore); SCRAM credentials and client quotas are
+# entity configs (/config/users/<user>[/clients/<client id>], /config/clients/<id>, /config/ips/<ip>) ------------
 
 ACL_LITERAL = "/kafka-acl"  # /kafka-acl/<ResourceType>/<name>
 ACL_EXTENDED = "/kafka-acl-extended"  # /kafka-acl-extended/prefixed/<ResourceType>/<name>
 ACL_LITERAL_CHANGES = "/kafka-acl-changes"  # acl_changes_<seq>: "TOPIC:name"
 ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"  # acl_changes_<seq>: {"version":1,"resourceType",...}
 ACL_CHANGE_PREFIX = "acl_changes_"
-CONFIG_USERS = "/config/users"  # /config/users/<user>[/clients/<client-id>]: SCRAM credentials and quotas
-CONFIG_CLIENTS = "/config/clients"  # /config/clients/<client-id>: quotas
-CONFIG_IPS = "/config/ips"  # /config/ips/<ip>: connection_creation_rate
-DEFAULT_ENTITY = "<default>"  # Kafka's ConfigEntityName.Default: the default user, client-id or ip

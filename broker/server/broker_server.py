@@ -55,6 +55,8 @@ from .open_files import raise_open_files_limit
 
 if TYPE_CHECKING:
     from ..access.quotas import Throttler
+    from ..cluster.membership import ClusterMembership
+    from ..cluster.security_state import ClusterSecurity
     from ..metrics.prometheus import MetricsEndpoint
     from ..replication.manager import ReplicaManager
 
@@ -148,6 +150,7 @@ class BrokerServer:
         self._served: dict[str, _Served] = {}
         self._metrics: MetricsEndpoint | None = None
         self._replication: ReplicaManager | None = None  # started here (cluster mode), stopped here
+        self._security: ClusterSecurity | None = None  # the cluster's ACLs, credentials and quotas (cluster mode)
         self.metrics_url: str | None = None  # where Prometheus scrapes, once served
         self._is_closing = lambda: self._closing  # every request's context asks this; made once
 
@@ -214,6 +217,21 @@ class BrokerServer:
             await self.stop()
             raise
         self.services.producer_ids.use_blocks(membership.reserve_producer_ids)  # ids unique in the cluster
+        await self._share_security(membership)
+
+    async def _share_security(self, membership: ClusterMembership) -> None:
+        """ACLs, SCRAM credentials and client quotas from ZooKeeper, shared by every broker (part 5)."""
+        from ..cluster.security_state import ClusterSecurity
+
+        assert membership.config_changes is not None
+        security = ClusterSecurity(membership.zk, membership.config_changes, self.access.acls, self.access.quotas,
+                                   self.access.scram)
+        try:
+            await security.start()
+        except BaseException:
+            await self.stop()
+            raise
+        self._security = self.access.shared = security
 
     async def _start_replication(self) -> None:
         """Leaders and followers of the cluster's partitions (broker/replication/), their ISR changes written
@@ -251,6 +269,9 @@ class BrokerServer:
             replication, self._replication = self._replication, None
             self.cluster.replication = None
             await replication.stop()
+        if self._security is not None:
+            security, self._security = self._security, None
+            await security.stop()
         if self.cluster.membership is not None:  # leave the cluster first: the others elect at once
             membership, self.cluster.membership = self.cluster.membership, None
             await membership.stop()
