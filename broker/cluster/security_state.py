@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from typing import TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError
@@ -81,28 +82,30 @@ def znode_entity(entity_type: str, name: str) -> Entity:
     return entity([(USER, _value(user))])
 
 
-def quota_values(where: str, config: Config) -> dict[str, float]:
-    """The quota keys of an entity config; a value that is not a number is logged and left out."""
-    values: dict[str, float] = {}
+_Value = TypeVar("_Value")
+
+
+def _read_keys(where: str, config: Config, keys: Collection[str], parse: Callable[[str], _Value]) -> dict[str, _Value]:
+    """The config's values of ``keys``, parsed; one that cannot be parsed is logged (never its text: it may be a
+    credential) and left out."""
+    found: dict[str, _Value] = {}
     for key, text in config.items():
-        if key in QUOTA_KEYS:
+        if key in keys:
             try:
-                values[key] = float(text)
-            except ValueError:
-                log.error("%s: quota %s=%r is not a number: not applied", where, key, text)
-    return values
+                found[key] = parse(text)
+            except ValueError as exc:
+                log.error("%s: %s not applied: %s", where, key, exc)
+    return found
+
+
+def quota_values(where: str, config: Config) -> dict[str, float]:
+    """The quota keys of an entity config (numbers)."""
+    return _read_keys(where, config, QUOTA_KEYS, float)
 
 
 def scram_credentials(where: str, config: Config) -> dict[str, ScramCredential]:
-    """The SCRAM credentials of a user's config; one that cannot be read is logged and left out."""
-    found: dict[str, ScramCredential] = {}
-    for key, text in config.items():
-        if key in MECHANISMS:
-            try:
-                found[key] = parse_credential_text(text)
-            except ValueError as exc:
-                log.error("%s: %s credential not used: %s", where, key, exc)
-    return found
+    """The SCRAM credentials of a user's config, by mechanism."""
+    return _read_keys(where, config, MECHANISMS, parse_credential_text)
 
 
 def _set_quotas(ops: dict[str, float | None]) -> ConfigChange:
