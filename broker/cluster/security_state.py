@@ -120,11 +120,13 @@ def _set_quotas(ops: dict[str, float | None]) -> ConfigChange:
     return change
 
 
-def _set_credentials(changes: list[CredentialChange]) -> ConfigChange:
+def _set_credentials(changes: list[CredentialChange], only_absent: bool) -> ConfigChange:
     def change(config: Config) -> Config:
         new = dict(config)
         for ch in changes:
-            if ch.credential is None:
+            if only_absent and ch.mechanism.name in config:
+                log.info("%s credential of user %r already set: kept (--add-scram)", ch.mechanism.name, ch.user)
+            elif ch.credential is None:
                 new.pop(ch.mechanism.name, None)
             else:
                 new[ch.mechanism.name] = credential_text(ch.credential)
@@ -178,11 +180,14 @@ class ClusterSecurity:
     async def alter_quotas(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
         await self._alter({entity_znode(ent): _set_quotas(ops) for ent, ops in changes})
 
-    async def alter_scram(self, changes: list[CredentialChange]) -> None:
+    async def alter_scram(self, changes: list[CredentialChange], only_absent: bool = False) -> None:
+        """``only_absent``: each credential set only if its user has none for that mechanism yet (--add-scram,
+        written once as Kafka's ``format --add-scram``; a password changed since stays)."""
         by_user: dict[str, list[CredentialChange]] = {}
         for ch in changes:
             by_user.setdefault(ch.user, []).append(ch)
-        await self._alter({(USERS, sanitize(user)): _set_credentials(chs) for user, chs in by_user.items()})
+        await self._alter({(USERS, sanitize(user)): _set_credentials(chs, only_absent)
+                           for user, chs in by_user.items()})
 
     async def _alter(self, changes: dict[tuple[str, str], ConfigChange]) -> None:
         """Write each entity's changed config (with its notification), then apply it here at once.

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from ..cluster.security_state import ClusterSecurity
     from ..metrics.prometheus import MetricsEndpoint
     from ..replication.manager import ReplicaManager
+    from ..security.credentials import CredentialChange
 
 __all__ = ["BrokerServer"]
 
@@ -151,6 +152,7 @@ class BrokerServer:
         self._metrics: MetricsEndpoint | None = None
         self._replication: ReplicaManager | None = None  # started here (cluster mode), stopped here
         self._security: ClusterSecurity | None = None  # the cluster's ACLs, credentials and quotas (cluster mode)
+        self.add_scram: list[CredentialChange] = []  # --add-scram's, written to ZooKeeper once joined (cluster)
         self.metrics_url: str | None = None  # where Prometheus scrapes, once served
         self._is_closing = lambda: self._closing  # every request's context asks this; made once
 
@@ -228,6 +230,8 @@ class BrokerServer:
                                    self.access.scram)
         try:
             await security.start()
+            if self.add_scram:
+                await security.alter_scram(self.add_scram, only_absent=True)
         except BaseException:
             await self.stop()
             raise

@@ -2,7 +2,8 @@
 layout: an ACL created through broker 1 is enforced by brokers 2 and 3 within a couple of seconds and its
 deletion likewise; a SCRAM user made through broker 2 authenticates (librdkafka) on brokers 1 and 3; a quota
 set through broker 3 throttles a producer on broker 1; all of it holds on a broker restarted,
-which names the local file from single-node use it does not use. The znodes are read back with kazoo and
+which names the local file from single-node use it does not use; ``--add-scram`` given to a cluster's broker
+writes to ZooKeeper (the user logs in on another broker). The znodes are read back with kazoo and
 compared with Kafka's JSON.
 
 Every change is made with a raw request to one broker's PLAINTEXT listener (its principal, User:ANONYMOUS, is a
@@ -57,6 +58,7 @@ TOPIC_AUTHORIZATION_FAILED = 29
 TOPIC, PREFIXED_TOPIC = "shared-acls", "keep-shared"
 TOPIC_RT, DESCRIBE, ALLOW, LITERAL, PREFIXED, ANY = 2, 8, 3, 3, 4, 1
 SCRAM_USER, SCRAM_PASSWORD, SCRAM_SHA_256 = "carol", "carol-secret", 1
+ADDED_USER, ADDED_PASSWORD = "dave", "dave-secret"  # given to a restarted broker with --add-scram
 QUOTA_CLIENT, QUOTA_RATE = "throttled-client", 50000.0
 PROPAGATION_S = 3.0  # "within a couple of seconds" (a notification takes a ZooKeeper round trip or two)
 
@@ -159,13 +161,14 @@ def test_acls_made_through_one_broker_hold_on_all(cluster: Cluster) -> None:
     assert _alice_topic_error(cluster.sasl(3), PREFIXED_TOPIC) == 0  # the other binding stays
 
 
-def _scram_authenticates(port: int) -> bool:
-    """Whether librdkafka logs in as the SCRAM user on ``port`` (only that broker is known to it)."""
+def _scram_authenticates(port: int, user: str = SCRAM_USER, password: str = SCRAM_PASSWORD,
+                         timeout: float = 3) -> bool:
+    """Whether librdkafka logs in as a SCRAM user on ``port`` (only that broker is known to it) within
+    ``timeout``."""
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
-                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
-                         "sasl.password": SCRAM_PASSWORD})
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": password})
     try:
-        admin.list_topics(timeout=3)
+        admin.list_topics(timeout=timeout)
         return True
     except Exception:  # authentication refused (not yet known there): the caller's wait goes on
         return False
@@ -196,6 +199,7 @@ def test_scram_user_made_through_one_broker_logs_in_on_all(cluster: Cluster) -> 
         wait_until(lambda i=i: _scram_authenticates(cluster.sasl(i)), f"{SCRAM_USER} logging in on broker {i}",
                    timeout=20)
     assert time.monotonic() - started < 15
+    assert not _scram_authenticates(cluster.sasl(3), SCRAM_USER, "wrong-password", timeout=1.5)
 
 
 def _set_quota(cluster: Cluster, broker_id: int) -> None:
@@ -245,6 +249,8 @@ def test_all_of_it_survives_a_restart(cluster: Cluster) -> None:
     (broker.log_dir / "headwater-acls.json").write_text(json.dumps({"acls": [
         {"resource_type": 2, "resource_name": "local-only", "pattern_type": 3, "principal": "User:alice",
          "host": "*", "operation": 8, "permission": 3}]}))
+    broker.cli_args = ["--add-scram", f"SCRAM-SHA-256=[name={SCRAM_USER},password=not-kept]",
+                       "--add-scram", f"SCRAM-SHA-256=[name={ADDED_USER},password={ADDED_PASSWORD}]"]
     broker.stop()  # a clean stop: its registration goes at once
     wait_until(lambda: agreed_controller([cluster.brokers[2], cluster.brokers[3]], {2, 3}), "broker 1 gone",
                timeout=30)
@@ -257,3 +263,7 @@ def test_all_of_it_survives_a_restart(cluster: Cluster) -> None:
     assert _alice_topic_error(cluster.sasl(1), "local-only") == TOPIC_AUTHORIZATION_FAILED
     assert _scram_authenticates(cluster.sasl(1))
     assert _quotas_on(cluster, 1) == {"producer_byte_rate": QUOTA_RATE}
+    # --add-scram in a cluster: written to ZooKeeper, so the new user logs in on another broker; carol's
+    # credential, already there, is kept (her password did not change)
+    wait_until(lambda: _scram_authenticates(cluster.sasl(3), ADDED_USER, ADDED_PASSWORD), "dave on broker 3")
+    assert _scram_authenticates(cluster.sasl(3))
