@@ -112,7 +112,10 @@ class QuotaStore:
                                           for ent, values in sorted(self.quotas.items(), key=lambda kv: str(kv[0]))]})
 
     def put(self, ent: Entity, values: dict[str, float]) -> None:
-        """Set an entity's whole quotas (none: it has no quota), as a cluster's ZooKeeper says; nothing persisted."""
+        """Set an entity's whole quotas (none: it has no quota), as a cluster's ZooKeeper says; nothing persisted.
+        Unchanged quotas change nothing (the clients' sensors keep what they measured)."""
+        if self.quotas.get(ent, {}) == values:
+            return
         if values:
             self.quotas[ent] = dict(values)
         else:
