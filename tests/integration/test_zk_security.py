@@ -17,6 +17,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -149,6 +150,18 @@ def test_acls_made_through_one_broker_hold_on_all(cluster: Cluster) -> None:
                 for c in cluster.zk.get_children("/kafka-acl-extended-changes")]
     assert {"version": 1, "resourceType": "TOPIC", "name": "keep-", "patternType": "PREFIXED"} in extended
     assert all(c.startswith("acl_changes_") for c in cluster.zk.get_children("/kafka-acl-changes"))
+
+    # brokers writing the same pattern at once: each write is conditional on the znode's version, so none is lost
+    def grant(i: int) -> int:
+        creation = CreateAclsRequest[1].AclCreation(
+            resource_type=TOPIC_RT, resource_name="contended", resource_pattern_type=LITERAL,
+            principal=f"User:u{i}", host="*", operation=DESCRIBE, permission_type=ALLOW)
+        return int(cluster.call(i % 3 + 1, CreateAclsRequest[1](creations=[creation]),
+                                CreateAclsResponse).results[0].error_code)
+    with ThreadPoolExecutor(6) as pool:
+        assert list(pool.map(grant, range(6))) == [0] * 6
+    principals = {a["principal"] for a in cluster.znode("/kafka-acl/Topic/contended")["acls"]}
+    assert principals == {f"User:u{i}" for i in range(6)}
 
     F = DeleteAclsRequest[1].DeleteAclsFilter
     deleted = cluster.call(1, DeleteAclsRequest[1](filters=[F(
