@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import pytest
@@ -125,10 +126,14 @@ def _acl(resource_name: str, pattern: int) -> Any:
 def _each_sees(cluster: Cluster, ids: list[int], topic: str, code: int) -> float:
     """Seconds until alice's Metadata for ``topic`` answers ``code`` on every broker of ``ids``."""
     started = time.monotonic()
-    for i in ids:
-        wait_until(lambda i=i: _alice_topic_error(cluster.sasl(i), topic) == code,
-                   f"broker {i} answering alice {code} for {topic}", timeout=15)
+    for port in [cluster.sasl(i) for i in ids]:
+        wait_until(partial(_alice_answers, port, topic, code), f"port {port} answering alice {code} for {topic}",
+                   timeout=15)
     return time.monotonic() - started
+
+
+def _alice_answers(port: int, topic: str, code: int) -> bool:
+    return _alice_topic_error(port, topic) == code
 
 
 def test_acls_made_through_one_broker_hold_on_all(cluster: Cluster) -> None:
@@ -209,7 +214,7 @@ def test_scram_user_made_through_one_broker_logs_in_on_all(cluster: Cluster) -> 
 
     started = time.monotonic()
     for i in (1, 3):
-        wait_until(lambda i=i: _scram_authenticates(cluster.sasl(i)), f"{SCRAM_USER} logging in on broker {i}",
+        wait_until(partial(_scram_authenticates, cluster.sasl(i)), f"{SCRAM_USER} logging in on broker {i}",
                    timeout=20)
     assert time.monotonic() - started < 15
     assert not _scram_authenticates(cluster.sasl(3), SCRAM_USER, "wrong-password", timeout=1.5)
