@@ -1,11 +1,16 @@
 """Shared by the config APIs (32, 33, 44): resource types, describing a topic's or a broker's configs (with
 Kafka's sources, synonyms, types and documentation) and the alter loop of AlterConfigs and
-IncrementalAlterConfigs over topics and broker levels."""
+IncrementalAlterConfigs over topics and broker levels.
+
+In a ZooKeeper cluster a cluster topic's config and the dynamic broker levels are the cluster's
+(broker/cluster/config_sync.py): altered there (read, computed and written in ZooKeeper, every broker told),
+and a cluster topic is described on every broker from its view of the topic, whether or not it holds a
+replica of it. Topics of this broker's own (internal ones, single-node use) stay local."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from headwater.kafka.errors import ErrorCode
 
@@ -17,6 +22,9 @@ from ..protocol.requests import Resource
 from ..topics.cluster import Cluster
 from ..topics.topic import Topic
 from .registry import RequestContext
+
+if TYPE_CHECKING:  # kazoo loads only in cluster mode
+    from ..cluster.membership import SharedConfigs
 
 TOPIC, BROKER = 2, 4
 # ConfigSource values of DescribeConfigs v1+
@@ -86,10 +94,34 @@ def describe_topic_entry(cluster: Cluster, topic: Topic, key: str, include_docum
             "documentation": definition.documentation if include_documentation else None}
 
 
+def _cluster_configs(cluster: Cluster, topic: str | None = None) -> SharedConfigs | None:
+    """The cluster's configs when ``topic`` (None: the broker levels) is the cluster's; None when this broker's."""
+    membership = cluster.membership
+    if membership is None or membership.configs is None:
+        return None
+    if topic is not None and topic in cluster.topics and topic not in cluster.replicated:
+        return None  # this broker's own (internal, or from single-node use)
+    return membership.configs
+
+
+def described_topic(cluster: Cluster, name: str) -> Topic:
+    """The topic whose configs DescribeConfigs answers: a cluster topic as this broker's view has it (its
+    overrides as ZooKeeper last said, over this broker's defaults), else this broker's own."""
+    membership = cluster.membership
+    meta = membership.sync.topics.get(name) if _cluster_configs(cluster, name) and membership else None
+    if meta is None:
+        return cluster.get_topic(name)
+    try:
+        config = cluster.topic_config(meta.overrides)
+    except BrokerError:  # written by another tool: its replicas run on the defaults (Cluster.open_replica)
+        config = cluster.defaults
+    return Topic(name, meta.topic_id, dict(meta.overrides), config)
+
+
 def describe_topic(cluster: Cluster, name: str, keys: list[str] | None, include_synonyms: bool = True,
                    include_documentation: bool = False) -> list[dict[str, Any]]:
     """Every topic config (or those of ``keys`` that exist; unknown names are left out, as Kafka does)."""
-    topic = cluster.get_topic(name)
+    topic = described_topic(cluster, name)
     out = []
     for key in TOPIC_CONFIGS:
         if keys and key not in keys:
@@ -142,13 +174,19 @@ def check_describe_allowed(ctx: RequestContext, resource_type: int, name: str) -
         raise BrokerError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
 
-def alter_configs(ctx: RequestContext, resources: Sequence[R], validate_only: bool,
-                  new_values: Callable[[R, dict[str, str], Mapping[str, TopicConfigDef]], dict[str, str]]
-                  ) -> dict[str, Any]:
+def _computing(new_values: Callable[[R, dict[str, str], Mapping[str, TopicConfigDef]], dict[str, str]], res: R,
+               definitions: Mapping[str, TopicConfigDef]) -> Callable[[dict[str, str]], dict[str, str]]:
+    """``new_values`` for ``res`` as a function of the current values alone (the cluster's read them)."""
+    return lambda current: new_values(res, current, definitions)
+
+
+async def alter_configs(ctx: RequestContext, resources: Sequence[R], validate_only: bool,
+                        new_values: Callable[[R, dict[str, str], Mapping[str, TopicConfigDef]], dict[str, str]]
+                        ) -> dict[str, Any]:
     """The response of AlterConfigs/IncrementalAlterConfigs: per resource, ``new_values`` gives a topic's whole
     new set of overrides, or the whole new set of dynamic configs of a broker level (this node, or the
-    cluster default), which is validated and (unless ``validate_only``) applied; a BrokerError is that
-    resource's error."""
+    cluster default), which is validated and (unless ``validate_only``) applied, in a cluster from and to
+    ZooKeeper; a BrokerError is that resource's error."""
     cluster = ctx.cluster
     responses = []
     for res in resources:
@@ -159,18 +197,27 @@ def alter_configs(ctx: RequestContext, resources: Sequence[R], validate_only: bo
             if res.resource_type == TOPIC:
                 if not ctx.allowed_topic(Op.ALTER_CONFIGS, name):
                     raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
-                overrides = new_values(res, dict(cluster.get_topic(name).overrides), TOPIC_CONFIGS)
-                cluster.topic_config(overrides)
-                if not validate_only:
-                    cluster.alter_topic_config(name, overrides)
+                shared = _cluster_configs(cluster, name)
+                if shared is not None:
+                    await shared.alter_topic(name, _computing(new_values, res, TOPIC_CONFIGS), validate_only)
+                else:
+                    overrides = new_values(res, dict(cluster.get_topic(name).overrides), TOPIC_CONFIGS)
+                    cluster.topic_config(overrides)
+                    if not validate_only:
+                        cluster.alter_topic_config(name, overrides)
             elif res.resource_type == BROKER:
                 if not ctx.allowed_cluster(Op.ALTER_CONFIGS):
                     raise BrokerError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
-                values = new_values(res, dict(cluster.dynamic.level(name)), DYNAMIC_BROKER_CONFIGS)
-                if validate_only:
-                    cluster.check_broker_configs(name, values)
+                shared = _cluster_configs(cluster)
+                if shared is not None:
+                    await shared.alter_broker(name, _computing(new_values, res, DYNAMIC_BROKER_CONFIGS),
+                                              validate_only)
                 else:
-                    cluster.alter_broker_configs(name, values)
+                    values = new_values(res, dict(cluster.dynamic.level(name)), DYNAMIC_BROKER_CONFIGS)
+                    if validate_only:
+                        cluster.check_broker_configs(name, values)
+                    else:
+                        cluster.alter_broker_configs(name, values)
             else:
                 raise InvalidRequest(f"altering resource type {res.resource_type} is not "
                                      "supported; only topics and brokers")

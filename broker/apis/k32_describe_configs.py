@@ -11,6 +11,8 @@ id lists its properties in effect, their source the first of DYNAMIC_BROKER_CONF
 broker), DYNAMIC_DEFAULT_BROKER_CONFIG (on the cluster default, ""), STATIC_BROKER_CONFIG (the properties
 file or --set) and DEFAULT_CONFIG, with Kafka's synonyms when asked; read-only unless Kafka marks the
 property dynamic (config/dynamic_configs.py); "" lists the cluster-wide dynamic values only.
+In a ZooKeeper cluster a cluster topic is described on every broker, replica or not, with the config ZooKeeper
+holds (apis/configs.py, broker/cluster/config_sync.py).
 Not implemented: documentation of broker properties (answered null).
 """
 

@@ -5,7 +5,9 @@ whole set of dynamic configs of a BROKER resource (name = this node's id: per br
 default), as the legacy API does; every value is validated first and nothing changes on error
 (topics: INVALID_CONFIG naming the key, in Kafka's words; brokers: INVALID_REQUEST "Cannot update these
 configs dynamically: Set(...)" for a property Kafka does not mark dynamic, see config/dynamic_configs.py).
-``validate_only`` changes nothing.
+``validate_only`` changes nothing. In a ZooKeeper cluster a cluster topic's config and the broker levels are
+written to ZooKeeper (/config/topics/<t>, /config/brokers/<id>|<default>) and every broker applies them
+(broker/cluster/config_sync.py).
 """
 
 from __future__ import annotations
@@ -27,4 +29,4 @@ def _new_values(res: ConfigResource, _current: dict[str, str],
 
 @api(key=33, min=0, max=1)
 async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> dict[str, Any]:
-    return alter_configs(ctx, req.resources, req.validate_only, _new_values)
+    return await alter_configs(ctx, req.resources, req.validate_only, _new_values)

@@ -7,7 +7,8 @@ topic's (or broker level's) value, or to Kafka's default when it has none, SUBTR
 kept. BROKER resources (this node's id, or "" for the cluster default) change the dynamic broker
 configs, with AlterConfigs' checks (k33_alter_configs.py). The result is validated as a whole before
 anything changes; INVALID_CONFIG carries Kafka's text (``Unknown topic config name: x``,
-``Invalid value ...``, ``Can't APPEND to key k because its type is not LIST.``).
+``Invalid value ...``, ``Can't APPEND to key k because its type is not LIST.``). In a ZooKeeper cluster the
+current values are ZooKeeper's and the result is written there, as AlterConfigs (k33_alter_configs.py).
 """
 
 from __future__ import annotations
@@ -57,4 +58,4 @@ async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> di
             _apply(current, definitions, c.config_operation, c.name, c.value)
         return current
 
-    return alter_configs(ctx, req.resources, req.validate_only, new_values)
+    return await alter_configs(ctx, req.resources, req.validate_only, new_values)

@@ -155,7 +155,7 @@ class ConfigChanges:
     def handle(self, entity_type: str, handler: Handler) -> None:
         """``handler(sanitized entity name, its whole config)`` in the event loop on every change of an entity of
         ``entity_type`` (``topics``, ``brokers``, ``users``, ``clients``), and once for every existing one at
-        start (or now, when added after the start)."""
+        start (or at once, when added after the start). Called in the event loop."""
         self._handlers[entity_type] = handler
         if self._loop is not None and not self._stopping:
             self._spawn(self._bootstrap([entity_type]))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -39,9 +40,24 @@ from .znodes import (
     parse_registration,
 )
 
-__all__ = ["BrokerIdTaken", "ClusterMembership", "ZooKeeperUnavailable"]
+__all__ = ["BrokerIdTaken", "ClusterMembership", "SharedConfigs", "ZooKeeperUnavailable"]
 
 log = logging.getLogger(__name__)
+
+
+class SharedConfigs(Protocol):
+    """Topic configs and dynamic broker levels kept in ZooKeeper (config_sync.py's ClusterConfigs, named here
+    so that the membership does not import it): what the config APIs write through."""
+
+    failures: int  # configs read from ZooKeeper that this broker could not apply (each logged)
+
+    async def alter_topic(self, name: str, compute: Callable[[dict[str, str]], dict[str, str]],
+                          validate_only: bool) -> None: ...
+
+    async def alter_broker(self, level: str, compute: Callable[[dict[str, str]], dict[str, str]],
+                           validate_only: bool) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class BrokerIdTaken(ConfigError):
@@ -62,6 +78,7 @@ class ClusterMembership:
         self.isr_writer: ZkIsrWriter | None = None  # for the replication code's leaders
         # /config/changes, dispatched by entity type (config_changes.py); handlers added once joined
         self.config_changes: ConfigChanges | None = None
+        self.configs: SharedConfigs | None = None  # topic and broker configs through them, set by the server
         self.broker_id = config.node_id
         self.hosts, self.chroot = parse_zookeeper_connect(config.zookeeper_connect)
         self.view = ClusterView()  # replaced whole (never mutated): readers need no lock
@@ -105,6 +122,8 @@ class ClusterMembership:
         """Close the session: ZooKeeper drops this broker's znodes at once, so the others elect without waiting
         for the session timeout."""
         self._stopping = True
+        if self.configs is not None:
+            await self.configs.stop()
         if self.config_changes is not None:
             await self.config_changes.stop()
         if self.controller is not None:

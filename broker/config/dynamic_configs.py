@@ -13,6 +13,7 @@ effect on this broker. The values are kept in the log directory like the topic m
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from .state_file import read_json, write_json
 from .topic_configs import TOPIC_CONFIGS, TopicConfigDef, parse_topic_value
 
 __all__ = ["DYNAMIC_BROKER_CONFIGS", "PER_BROKER_ONLY", "DynamicBrokerConfigs", "broker_synonyms", "honoured_values"]
+
+log = logging.getLogger(__name__)
 
 BROKER_CONFIGS_FILE = "headwater-broker-configs.json"
 
@@ -103,10 +106,13 @@ def parse_dynamic_value(name: str, text: str) -> Any:
 
 @dataclass
 class DynamicBrokerConfigs:
-    """The dynamic values of this node (per broker) and of the cluster-wide default, as Kafka-named text."""
+    """The dynamic values of this node (per broker) and of the cluster-wide default, as Kafka-named text.
+    In a ZooKeeper cluster (``zookeeper``) they are ZooKeeper's (/config/brokers/<id> and
+    /config/brokers/<default>, broker/cluster/config_sync.py sets them) and the file is neither read nor written."""
 
     log_dir: Path
     node_id: int
+    zookeeper: bool = False
     per_broker: dict[str, str] = field(default_factory=dict)
     default: dict[str, str] = field(default_factory=dict)
 
@@ -116,10 +122,17 @@ class DynamicBrokerConfigs:
 
     def load(self) -> None:
         saved = read_json(self.path) or {}
+        if self.zookeeper:
+            if any(saved.get("brokers", {}).values()) or saved.get("default"):
+                log.warning("%s: dynamic broker configs from single-node use are not used in a ZooKeeper cluster "
+                            "(the cluster's are in /config/brokers)", self.path)
+            return
         self.per_broker = dict(saved.get("brokers", {}).get(str(self.node_id), {}))
         self.default = dict(saved.get("default", {}))
 
     def save(self) -> None:
+        if self.zookeeper:
+            return
         saved = read_json(self.path) or {}
         brokers = dict(saved.get("brokers", {}))
         brokers[str(self.node_id)] = self.per_broker

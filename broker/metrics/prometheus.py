@@ -68,6 +68,7 @@ from ..topics.cluster import Cluster
 from .stats import BrokerStats
 
 if TYPE_CHECKING:
+    from ..cluster.membership import ClusterMembership
     from ..group.coordinator import GroupCoordinator
     from ..txn import TransactionCoordinator
 
@@ -113,6 +114,8 @@ class BrokerCollector:
         yield from group_metrics(self.groups, cluster)
         if self.transactions is not None:
             yield from transaction_metrics(self.transactions)
+        if cluster.membership is not None:
+            yield from config_change_metrics(cluster.membership)
 
 
 def topic_metrics(cluster: Cluster) -> Iterator[Metric]:
@@ -242,6 +245,15 @@ def transaction_metrics(coordinator: TransactionCoordinator) -> Iterator[Metric]
     yield CounterMetricFamily("headwater_transaction_coordinator_failures",
                               "Failures of the transaction coordinator, each logged and retried",
                               value=coordinator.failures)
+
+
+def config_change_metrics(membership: ClusterMembership) -> Iterator[Metric]:
+    """Headwater's: config changes from ZooKeeper this broker could not read or apply (each logged;
+    broker/cluster/config_changes.py and config_sync.py)."""
+    changes, configs = membership.config_changes, membership.configs
+    failures = (changes.failures if changes is not None else 0) + (configs.failures if configs is not None else 0)
+    yield CounterMetricFamily("headwater_config_change_failures",
+                              "Config changes from ZooKeeper not read or not applied, each logged", value=failures)
 
 
 def _lag_metrics(groups: list[tuple[str, Group]], cluster: Cluster) -> Iterator[Metric]:

@@ -207,7 +207,8 @@ class BrokerServer:
 
     async def _join_cluster(self) -> None:
         """Register in ZooKeeper (broker/cluster/); a refusal stops what started and is raised to the caller."""
-        from ..cluster.membership import ClusterMembership  # kazoo loads only in cluster mode
+        from ..cluster.config_sync import ClusterConfigs  # kazoo loads only in cluster mode
+        from ..cluster.membership import ClusterMembership
 
         # Set before joining: a client that connects meanwhile sees no brokers and no controller yet (as
         # Kafka's brokers answer before their first metadata update), never a single-node answer.
@@ -219,6 +220,8 @@ class BrokerServer:
             await self.stop()
             raise
         self.services.producer_ids.use_blocks(membership.reserve_producer_ids)  # ids unique in the cluster
+        membership.configs = ClusterConfigs(self.cluster, membership)  # topic and broker configs: the cluster's
+        membership.configs.install()
         await self._share_security(membership)
 
     async def _share_security(self, membership: ClusterMembership) -> None:

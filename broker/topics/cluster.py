@@ -65,7 +65,7 @@ class Cluster:
     def __init__(self, config: BrokerConfig) -> None:
         self.static_config = config  # the properties file and --set
         self.config = config  # with the dynamic broker configs over it
-        self.dynamic = DynamicBrokerConfigs(config.log_dir, config.node_id)
+        self.dynamic = DynamicBrokerConfigs(config.log_dir, config.node_id, zookeeper=bool(config.zookeeper_connect))
         self.log_dir = config.log_dir
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}

@@ -23,14 +23,8 @@ from confluent_kafka.admin import (
 )
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import KafkaAdminClient
-from kafka.protocol.admin import (
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
 from support.hwclients import TIMEOUT, unique
-from support.rawkafka import produce, request
+from support.rawkafka import describe_configs, incremental_alter_configs, produce
 
 from headwater.kafka.records import Record, build_batch
 
@@ -77,14 +71,7 @@ def _legacy_alter(admin: AdminClient, res: ConfigResource) -> None:
 def _alter_raw(port: int, name: str, values: dict[str, str | None],
                validate_only: bool = False) -> tuple[int, str | None]:
     """IncrementalAlterConfigs on BROKER ``name``: SET, or DELETE for None; (error, message)."""
-    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
-    config = resource.AlterableConfig
-    req = IncrementalAlterConfigsRequest[1](validate_only=validate_only, resources=[resource(
-        resource_type=4, resource_name=name, configs=[
-            config(name=k, config_operation=0 if v is not None else 1, value=v)
-            for k, v in values.items()])])
-    [result] = request(port, req, IncrementalAlterConfigsResponse).responses
-    return result.error_code, result.error_message
+    return incremental_alter_configs(port, 4, name, values, validate_only)
 
 
 def _set_default(port: int, values: dict[str, str | None], validate_only: bool = False) -> tuple[int, str | None]:
@@ -94,10 +81,7 @@ def _set_default(port: int, values: dict[str, str | None], validate_only: bool =
 def _describe_raw(port: int, name: str, keys: list[str] | None = None) -> dict[str, Any]:
     """DescribeConfigs v4 with synonyms of BROKER ``name``: {key: (value, source, [(name, value, source)])}
     (confluent-kafka keys synonyms by name, so it shows one of a name's several sources)."""
-    resource = DescribeConfigsRequest.DescribeConfigsResource
-    req = DescribeConfigsRequest[4](resources=[resource(resource_type=4, resource_name=name, configuration_keys=keys)],
-                                    include_synonyms=True, include_documentation=False)
-    [result] = request(port, req, DescribeConfigsResponse).results
+    result = describe_configs(port, 4, name, keys)
     assert result.error_code == 0, result
     return {c.name: (c.value, ConfigSource(c.config_source),
                      [(y.name, y.value, ConfigSource(y.source)) for y in c.synonyms]) for c in result.configs}

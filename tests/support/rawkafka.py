@@ -15,7 +15,14 @@ import time
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
@@ -352,3 +359,26 @@ def create_topic(
         port, create_topic_req(name, partitions, configs), CreateTopicsResponse, client_id=client_id, timeout=timeout
     )
     assert resp.topics[0].error_code in (0, TOPIC_ALREADY_EXISTS), resp
+
+
+def incremental_alter_configs(port: int, resource_type: int, name: str, values: dict[str, str | None],
+                              validate_only: bool = False) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs v1 of one resource (2 topic, 4 broker): SET, or DELETE for None;
+    (error, message)."""
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    config = resource.AlterableConfig
+    req = IncrementalAlterConfigsRequest[1](validate_only=validate_only, resources=[resource(
+        resource_type=resource_type, resource_name=name, configs=[
+            config(name=k, config_operation=0 if v is not None else 1, value=v) for k, v in values.items()])])
+    [result] = request(port, req, IncrementalAlterConfigsResponse).responses
+    return result.error_code, result.error_message
+
+
+def describe_configs(port: int, resource_type: int, name: str, keys: list[str] | None = None) -> Any:
+    """DescribeConfigs v4 with synonyms of one resource (2 topic, 4 broker): its result."""
+    resource = DescribeConfigsRequest.DescribeConfigsResource
+    req = DescribeConfigsRequest[4](resources=[resource(resource_type=resource_type, resource_name=name,
+                                                        configuration_keys=keys)],
+                                    include_synonyms=True, include_documentation=False)
+    [result] = request(port, req, DescribeConfigsResponse).results
+    return result
