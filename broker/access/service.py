@@ -25,7 +25,8 @@ NOT_JOINED = "this broker has not joined the cluster yet: its ACLs, quotas and c
 
 
 class SharedStateUnavailable(Exception):
-    """A change to the cluster's ACLs, quotas or credentials could not be written (the message says why)."""
+    """The cluster's ACLs, quotas or credentials cannot be changed (the message says why): this broker has not
+    joined yet, or one entity's change could not be written."""
 
 
 class SharedSecurityState(Protocol):
@@ -41,12 +42,12 @@ class SharedSecurityState(Protocol):
         """The bindings each filter removed, and those that could not be removed (code, message)."""
         ...
 
-    async def alter_quotas(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
-        """Apply the changes; SharedStateUnavailable when they could not be written."""
+    async def alter_quotas(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> dict[Entity, str]:
+        """Apply the changes; the entities whose change could not be written, with why."""
         ...
 
-    async def alter_scram(self, changes: list[CredentialChange]) -> None:
-        """Apply the changes; SharedStateUnavailable when they could not be written."""
+    async def alter_scram(self, changes: list[CredentialChange]) -> dict[str, str]:
+        """Apply the changes; the users whose change could not be written, with why."""
         ...
 
 
@@ -93,19 +94,19 @@ class Access:
             return self.acls.delete(filters), {}
         return await self._shared().delete_acls(filters)
 
-    async def alter_quotas(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
-        """SharedStateUnavailable when a cluster's could not be written."""
+    async def alter_quotas(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> dict[Entity, str]:
+        """The entities whose change could not be written, with why (none on a single node)."""
         if self.local:
             self.quotas.alter(changes)
-        else:
-            await self._shared().alter_quotas(changes)
+            return {}
+        return await self._shared().alter_quotas(changes)
 
-    async def alter_scram(self, changes: list[CredentialChange]) -> None:
-        """SharedStateUnavailable when a cluster's could not be written."""
+    async def alter_scram(self, changes: list[CredentialChange]) -> dict[str, str]:
+        """The users whose change could not be written, with why (none on a single node)."""
         if self.local:
             self.scram.apply(changes)
-        else:
-            await self._shared().alter_scram(changes)
+            return {}
+        return await self._shared().alter_scram(changes)
 
     def acls_apply(self, principal: str) -> bool:
         """Whether this principal's requests are checked against the ACLs at all (decided once per

@@ -62,7 +62,8 @@ def _check(raw: Sequence[QuotaEntityPart],
 @api(key=49, min=0, max=1)
 async def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> dict[str, Any]:
     refused = denied(ctx, AclOperation.ALTER_CONFIGS)
-    results, changes = [], []
+    results: list[dict[str, Any]] = []
+    changes: dict[int, tuple[Entity, dict[str, float | None]]] = {}  # result index -> change
     for item in req.entries:
         echo = [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in item.entity]
         if refused:
@@ -72,13 +73,15 @@ async def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> dict[str
         if problem or ent is None:
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": problem, "entity": echo})
             continue
-        changes.append((ent, ops))
+        changes[len(results)] = (ent, ops)
         results.append({"error_code": 0, "error_message": None, "entity": echo})
     if changes and not req.validate_only:
         try:
-            await ctx.access.alter_quotas(changes)
+            failed = await ctx.access.alter_quotas(list(changes.values()))
         except SharedStateUnavailable as exc:
-            for result in results:
-                if not result["error_code"]:
-                    result["error_code"], result["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)
+            failed = {ent: str(exc) for ent, _ in changes.values()}
+        for index, (ent, _) in changes.items():
+            if ent in failed:
+                results[index]["error_code"], results[index]["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, \
+                    failed[ent]
     return {"throttle_time_ms": 0, "entries": results}

@@ -90,13 +90,13 @@ async def handle(ctx: RequestContext, req: AlterUserScramCredentialsRequest) -> 
             errors[name] = outcome
         else:
             changes[name] = outcome
-    failure: Problem | None = None
+    failed: dict[str, str] = {}
     if changes:
         try:
-            await ctx.access.alter_scram(list(changes.values()))
+            failed = await ctx.access.alter_scram(list(changes.values()))
         except SharedStateUnavailable as exc:
-            failure = (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
-    code, text = failure or (0, None)
-    results = [{"user": name, "error_code": code, "error_message": text} for name in changes]
+            failed = dict.fromkeys(changes, str(exc))
+    results = [{"user": name, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR if name in failed else 0,
+                "error_message": failed.get(name)} for name in changes]
     results += [{"user": name, "error_code": code, "error_message": text} for name, (code, text) in errors.items()]
     return {"throttle_time_ms": 0, "results": results}

@@ -177,31 +177,39 @@ class ClusterSecurity:
 
     # -- quotas and credentials ------------------------------------------------------------------------
 
-    async def alter_quotas(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
-        await self._alter({entity_znode(ent): _set_quotas(ops) for ent, ops in changes})
+    async def alter_quotas(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> dict[Entity, str]:
+        merged: dict[Entity, dict[str, float | None]] = {}  # one entity in two entries: both applied, in order
+        for ent, ops in changes:
+            merged.setdefault(ent, {}).update(ops)
+        znodes = {ent: entity_znode(ent) for ent in merged}
+        failed = await self._alter({znodes[ent]: _set_quotas(ops) for ent, ops in merged.items()})
+        return {ent: failed[znode] for ent, znode in znodes.items() if znode in failed}
 
-    async def alter_scram(self, changes: list[CredentialChange], only_absent: bool = False) -> None:
+    async def alter_scram(self, changes: list[CredentialChange], only_absent: bool = False) -> dict[str, str]:
         """``only_absent``: each credential set only if its user has none for that mechanism yet (--add-scram,
         written once as Kafka's ``format --add-scram``; a password changed since stays)."""
         by_user: dict[str, list[CredentialChange]] = {}
         for ch in changes:
             by_user.setdefault(ch.user, []).append(ch)
-        await self._alter({(USERS, sanitize(user)): _set_credentials(chs, only_absent)
-                           for user, chs in by_user.items()})
+        failed = await self._alter({(USERS, sanitize(user)): _set_credentials(chs, only_absent)
+                                    for user, chs in by_user.items()})
+        return {user: failed[(USERS, sanitize(user))] for user in by_user if (USERS, sanitize(user)) in failed}
 
-    async def _alter(self, changes: dict[tuple[str, str], ConfigChange]) -> None:
-        """Write each entity's changed config (with its notification), then apply it here at once.
-        SharedStateUnavailable naming the entity when one could not be written (those before it are)."""
+    async def _alter(self, changes: dict[tuple[str, str], ConfigChange]) -> dict[tuple[str, str], str]:
+        """Write each entity's changed config (with its notification), then apply it here at once; the entities
+        that could not be written, with why (the others are written)."""
+        failed: dict[tuple[str, str], str] = {}
         async with self._writing:
             for (entity_type, name), change in changes.items():
                 try:
                     config = await asyncio.to_thread(self._write, entity_type, name, change)
-                except SharedStateUnavailable:
-                    raise
-                except Exception as exc:  # kazoo's connection loss, timeouts: the request answers with the reason
+                except Exception as exc:  # kazoo's connection loss, timeouts: the entity answers with the reason
                     log.error("writing /config/%s/%s failed: %s", entity_type, name, exc)
-                    raise SharedStateUnavailable(f"Failed to update /config/{entity_type}/{name}: {exc}") from None
+                    failed[(entity_type, name)] = str(exc) if isinstance(exc, SharedStateUnavailable) else \
+                        f"Failed to update /config/{entity_type}/{name}: {exc}"
+                    continue
                 self._handler(entity_type)(name, config)
+        return failed
 
     def _write(self, entity_type: str, name: str, change: ConfigChange) -> Config:
         """The read-modify-write of one entity config, conditional on its version (worker thread)."""

@@ -233,8 +233,9 @@ class BrokerServer:
                                    self.access.scram)
         try:
             await security.start()
-            if self.add_scram:
-                await security.alter_scram(self.add_scram, only_absent=True)
+            if self.add_scram:  # a user whose credential could not be written is named; the broker serves on
+                for user, why in (await security.alter_scram(self.add_scram, only_absent=True)).items():
+                    log.error("--add-scram: the credentials of user %r were not written: %s", user, why)
         except BaseException:
             await self.stop()
             raise

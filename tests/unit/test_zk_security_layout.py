@@ -1,15 +1,20 @@
 """Kafka's ZooKeeper layout of a cluster's ACLs, SCRAM credentials and client quotas: the znode paths, the JSON
-(read as Kafka writes it, written as Kafka reads it) and the change notifications, without ZooKeeper."""
+(read as Kafka writes it, written as Kafka reads it) and the change notifications, without ZooKeeper; and what
+the broker answers when ZooKeeper cannot take a change."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
-from headwater.broker.access.acls import AclOperation, AclPermission, PatternType, ResourceType
-from headwater.broker.access.quotas import entity
+from headwater.broker.access.acls import AclBinding, AclOperation, AclPermission, AclStore, PatternType, ResourceType
+from headwater.broker.access.quotas import QuotaStore, entity
 from headwater.broker.cluster.acl_store_zk import (
     acls_data,
     change_data,
@@ -17,8 +22,19 @@ from headwater.broker.cluster.acl_store_zk import (
     parse_change,
     pattern_path,
 )
-from headwater.broker.cluster.security_state import entity_znode, quota_values, scram_credentials, znode_entity
-from headwater.broker.security.credentials import credential_text, parse_credential_text
+from headwater.broker.cluster.security_state import (
+    ClusterSecurity,
+    entity_znode,
+    quota_values,
+    scram_credentials,
+    znode_entity,
+)
+from headwater.broker.security.credentials import (
+    CredentialChange,
+    ScramCredentialStore,
+    credential_text,
+    parse_credential_text,
+)
 from headwater.broker.security.scram import MECHANISMS, ScramCredential
 
 T, TX, CL = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID, ResourceType.CLUSTER
@@ -102,3 +118,36 @@ def test_user_config_holds_quotas_and_credentials() -> None:
     assert scram_credentials("/config/users/u", config) == {"SCRAM-SHA-512": credential}  # the unreadable one left out
     with pytest.raises(ValueError, match="without stored_key, server_key, iterations"):
         parse_credential_text("salt=AAAA")
+
+
+class _Unreachable:
+    """A ZooKeeper client whose every call fails as kazoo's does when the connection is lost."""
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise ConnectionLoss()
+        return fail
+
+
+def test_writes_zookeeper_refuses_are_answered_and_change_nothing(tmp_path: Path) -> None:
+    """Every entity (binding, user, quota entity) ZooKeeper did not take is named with the reason; the broker's
+    stores keep what they had."""
+    acls, quotas = AclStore(tmp_path, local=False), QuotaStore(tmp_path, local=False)
+    scram = ScramCredentialStore(tmp_path, local=False)
+    security = ClusterSecurity(cast(Any, _Unreachable()), cast(Any, None), acls, quotas, scram)
+    binding = AclBinding(T, "t", LIT, "User:a", "*", AclOperation.READ, AclPermission.ALLOW)
+    slash = AclBinding(T, "a/b", LIT, "User:a", "*", AclOperation.READ, AclPermission.ALLOW)
+    credential = ScramCredential.from_password(MECHANISMS["SCRAM-SHA-256"], "pw", b"salt", 4096)
+    client = entity([("client-id", "c")])
+
+    async def run() -> tuple[Any, ...]:
+        return (await security.create_acls([binding, slash]),
+                await security.alter_scram([CredentialChange("carol", MECHANISMS["SCRAM-SHA-256"], credential)]),
+                await security.alter_quotas([(client, {"producer_byte_rate": 10.0})]))
+    created, users, entities = asyncio.run(run())
+    assert created[binding][0] == -1  # UNKNOWN_SERVER_ERROR
+    assert "Failed to update ACLs for /kafka-acl/Topic/t" in created[binding][1]
+    assert created[slash] == (42, "ACL binding contains invalid resource name: a/b")
+    assert set(users) == {"carol"} and "/config/users/carol" in users["carol"]
+    assert set(entities) == {client} and "/config/clients/c" in entities[client]
+    assert acls.bindings == [] and quotas.quotas == {} and scram.users() == []
