@@ -5,7 +5,8 @@ Behavior: sets or removes quota keys on entities (``user``, ``client-id``, ``use
 written to ZooKeeper's ``/config/users``, ``/config/clients``, ``/config/ips`` and applied by every broker). Each
 entry is validated on its own as Kafka validates it (INVALID_REQUEST naming the problem: an unknown
 entity type or key, a key that does not apply to the entity, a value not above 0, a fraction for a
-byte rate, an empty name, duplicates); the others still apply. ``validate_only`` changes nothing.
+byte rate, an empty name, duplicates); the others still apply. ``validate_only`` changes nothing. In a cluster
+an entity ZooKeeper could not take is answered UNKNOWN_SERVER_ERROR with the reason.
 Needs ALTER_CONFIGS on the cluster.
 """
 

@@ -9,7 +9,8 @@ controller answers: DUPLICATE_RESOURCE for a user altered twice in one request (
 upsertions together), UNSUPPORTED_SASL_MECHANISM for a mechanism other than SCRAM-SHA-256 (1) or
 SCRAM-SHA-512 (2), UNACCEPTABLE_CREDENTIAL for an empty name, iterations outside 4096..16384 or an empty
 salt or salted password, RESOURCE_NOT_FOUND to delete a credential that does not exist. The valid
-entries are applied together and saved once. Needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED
+entries are applied together and saved once (in a cluster per user: one ZooKeeper could not take is answered
+UNKNOWN_SERVER_ERROR with the reason). Needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED
 for every user).
 """
 
