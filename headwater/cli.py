@@ -63,6 +63,7 @@ def _broker(args: argparse.Namespace) -> int:
                    lambda: _checked_broker_config(load_broker_config(args.config, args.set)), (ConfigError, OSError))
     if config is None:
         return 2
+    users = []
     if args.add_scram:
         from headwater.broker.security.credentials import ScramCredentialStore, parse_add_scram
 
@@ -71,9 +72,10 @@ def _broker(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"headwater broker: {exc}", file=sys.stderr)
             return 2
-        ScramCredentialStore(config.log_dir).bootstrap(users)
+        if not config.zookeeper_connect:  # a cluster's go to ZooKeeper once the broker has joined
+            ScramCredentialStore(config.log_dir).bootstrap(users)
     try:
-        run(lambda stop: serve(config, stop), record_heavy=False)
+        run(lambda stop: serve(config, stop, users), record_heavy=False)
     except ConfigError as exc:  # what only starting finds: e.g. broker.id taken in ZooKeeper
         print(f"headwater broker: {exc}", file=sys.stderr)
         return 2

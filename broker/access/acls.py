@@ -191,17 +191,26 @@ def invalid_filter(f: AclFilter) -> str | None:
 
 
 class AclStore:
-    """Every binding, persisted in ``headwater-acls.json`` on each change."""
+    """Every binding, persisted in ``headwater-acls.json`` on each change (single node), or a cluster's as
+    ZooKeeper holds them (broker/cluster/acl_store_zk.py keeps ``bindings``)."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, local: bool = True) -> None:
+        """``local``: the bindings are this file's; otherwise (a cluster) they are set from ZooKeeper and the file's,
+        from single-node use, are not used (logged)."""
         self.path = log_dir / ACLS_FILE
+        self.local = local
         self.bindings: list[AclBinding] = []
         saved = read_json(self.path)
-        if saved:
+        if saved and not local:
+            if saved.get("acls"):
+                log.warning("%d ACLs in %s (from single-node use) are not used: a cluster's ACLs are in ZooKeeper",
+                            len(saved["acls"]), self.path)
+        elif saved:
             self.bindings = [AclBinding.from_json(b) for b in saved.get("acls", [])]
             log.info("loaded %d ACLs from %s", len(self.bindings), self.path)
 
     def _save(self) -> None:
+        assert self.local, "a cluster's ACLs are written to ZooKeeper, not to the local file"
         write_json(self.path, {"acls": [b.to_json() for b in self.bindings]})
 
     def create(self, bindings: list[AclBinding]) -> None:

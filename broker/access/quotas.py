@@ -14,7 +14,8 @@ semantics, KIP-219). Kafka computes the time from a rate sampled over ``quota.wi
 once, a client sending in bursts gets about ``1 / (num - 1)`` more than its quota there. Keeping the
 debt itself instead gives the quota exactly over time; a client idle for ``(num - 1)`` windows may burst
 that long's worth at once, as Kafka's window padding allows.
-Quotas persist in one JSON file in the log directory.
+Quotas persist in one JSON file in the log directory; a cluster's are in ZooKeeper
+(broker/cluster/config_entities_zk.py sets them here).
 """
 
 from __future__ import annotations
@@ -72,11 +73,18 @@ class Debt:
 class QuotaStore:
     """The configured quotas, persisted in ``headwater-quotas.json`` on each change."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, local: bool = True) -> None:
+        """``local``: the quotas are this file's; otherwise (a cluster) they are set from ZooKeeper (``put``) and the
+        file's, from single-node use, are not used (logged)."""
         self.path = log_dir / QUOTAS_FILE
+        self.local = local
         self.quotas: dict[Entity, dict[str, float]] = {}
-        saved = read_json(self.path)
-        for item in (saved or {}).get("quotas", []):
+        saved = (read_json(self.path) or {}).get("quotas", [])
+        if saved and not local:
+            log.warning("client quotas of %d entities in %s (from single-node use) are not used: a cluster's quotas "
+                        "are in ZooKeeper", len(saved), self.path)
+            saved = []
+        for item in saved:
             self.quotas[entity((t, n) for t, n in item["entity"])] = dict(item["values"])
         if self.quotas:
             log.info("loaded client quotas for %d entities from %s", len(self.quotas), self.path)
@@ -89,6 +97,7 @@ class QuotaStore:
 
     def alter(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
         """Apply (entity, {key: value, or None to remove}) changes together, then persist them."""
+        assert self.local, "a cluster's quotas are written to ZooKeeper, not to the local file"
         for ent, ops in changes:
             values = self.quotas.setdefault(ent, {})
             for key, value in ops.items():
@@ -98,10 +107,24 @@ class QuotaStore:
                     values[key] = value
             if not values:
                 del self.quotas[ent]
-        self.version += 1
-        self.keys = self._keys()
+        self._changed()
         write_json(self.path, {"quotas": [{"entity": [list(p) for p in ent], "values": values}
                                           for ent, values in sorted(self.quotas.items(), key=lambda kv: str(kv[0]))]})
+
+    def put(self, ent: Entity, values: dict[str, float]) -> None:
+        """Set an entity's whole quotas (none: it has no quota), as a cluster's ZooKeeper says; nothing persisted.
+        Unchanged quotas change nothing (the clients' sensors keep what they measured)."""
+        if self.quotas.get(ent, {}) == values:
+            return
+        if values:
+            self.quotas[ent] = dict(values)
+        else:
+            self.quotas.pop(ent, None)
+        self._changed()
+
+    def _changed(self) -> None:
+        self.version += 1
+        self.keys = self._keys()
 
     def resolve(self, key: str, user: str, client_id: str) -> tuple[Entity, float] | None:
         """The entity whose ``key`` quota applies to this client, and the quota (Kafka's precedence)."""

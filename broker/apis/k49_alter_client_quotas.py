@@ -1,10 +1,12 @@
 """AlterClientQuotas (key 49), v0-v1.
 
 Behavior: sets or removes quota keys on entities (``user``, ``client-id``, ``user`` + ``client-id``, or
-``ip``; a null name is the default entity), persisted in the log directory and applied at once. Each
+``ip``; a null name is the default entity), persisted in the log directory and applied at once (in a cluster
+written to ZooKeeper's ``/config/users``, ``/config/clients``, ``/config/ips`` and applied by every broker). Each
 entry is validated on its own as Kafka validates it (INVALID_REQUEST naming the problem: an unknown
 entity type or key, a key that does not apply to the entity, a value not above 0, a fraction for a
-byte rate, an empty name, duplicates); the others still apply. ``validate_only`` changes nothing.
+byte rate, an empty name, duplicates); the others still apply. ``validate_only`` changes nothing. In a cluster
+an entity ZooKeeper could not take is answered UNKNOWN_SERVER_ERROR with the reason.
 Needs ALTER_CONFIGS on the cluster.
 """
 
@@ -17,6 +19,7 @@ from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation
 from ..access.quotas import ENTITY_TYPES, IP, QUOTA_KEYS, Entity, entity
+from ..access.service import SharedStateUnavailable
 from ..protocol.requests import AlterClientQuotasRequest, QuotaEntityPart, QuotaOp
 from .acl_wire import denied
 from .registry import RequestContext, api
@@ -60,7 +63,8 @@ def _check(raw: Sequence[QuotaEntityPart],
 @api(key=49, min=0, max=1)
 async def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> dict[str, Any]:
     refused = denied(ctx, AclOperation.ALTER_CONFIGS)
-    results, changes = [], []
+    results: list[dict[str, Any]] = []
+    changes: dict[int, tuple[Entity, dict[str, float | None]]] = {}  # result index -> change
     for item in req.entries:
         echo = [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in item.entity]
         if refused:
@@ -70,8 +74,15 @@ async def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> dict[str
         if problem or ent is None:
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": problem, "entity": echo})
             continue
-        changes.append((ent, ops))
+        changes[len(results)] = (ent, ops)
         results.append({"error_code": 0, "error_message": None, "entity": echo})
     if changes and not req.validate_only:
-        ctx.access.quotas.alter(changes)
+        try:
+            failed = await ctx.access.alter_quotas(list(changes.values()))
+        except SharedStateUnavailable as exc:
+            failed = {ent: str(exc) for ent, _ in changes.values()}
+        for index, (ent, _) in changes.items():
+            if ent in failed:
+                results[index]["error_code"], results[index]["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, \
+                    failed[ent]
     return {"throttle_time_ms": 0, "entries": results}

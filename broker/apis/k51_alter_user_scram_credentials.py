@@ -2,13 +2,15 @@
 
 Behavior: deletes and sets users' SCRAM credentials. A set carries the salt, the iteration count and the
 salted password the client computed; the broker keeps only the salt, the iterations, StoredKey and
-ServerKey derived from it (the salted password is dropped here), persisted in the log directory and
-used by SASL/SCRAM listeners from the next authentication on. Each user is answered once, as Kafka's
+ServerKey derived from it (the salted password is dropped here), persisted in the log directory (in a cluster
+in ZooKeeper's ``/config/users/<user>``, for every broker) and used by SASL/SCRAM listeners from the next
+authentication on. Each user is answered once, as Kafka's
 controller answers: DUPLICATE_RESOURCE for a user altered twice in one request (deletions and
 upsertions together), UNSUPPORTED_SASL_MECHANISM for a mechanism other than SCRAM-SHA-256 (1) or
 SCRAM-SHA-512 (2), UNACCEPTABLE_CREDENTIAL for an empty name, iterations outside 4096..16384 or an empty
 salt or salted password, RESOURCE_NOT_FOUND to delete a credential that does not exist. The valid
-entries are applied together and saved once. Needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED
+entries are applied together and saved once (in a cluster per user: one ZooKeeper could not take is answered
+UNKNOWN_SERVER_ERROR with the reason). Needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED
 for every user).
 """
 
@@ -21,6 +23,7 @@ from typing import Any
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation
+from ..access.service import SharedStateUnavailable
 from ..protocol.requests import AlterUserScramCredentialsRequest, ScramCredentialDeletion, ScramCredentialUpsertion
 from ..security.credentials import CredentialChange, ScramCredentialStore
 from ..security.scram import MAX_ITERATIONS, ScramCredential, ScramMechanism, mechanism_by_code
@@ -88,8 +91,13 @@ async def handle(ctx: RequestContext, req: AlterUserScramCredentialsRequest) -> 
             errors[name] = outcome
         else:
             changes[name] = outcome
+    failed: dict[str, str] = {}
     if changes:
-        store.apply(changes.values())
-    results = [{"user": name, "error_code": 0, "error_message": None} for name in changes]
+        try:
+            failed = await ctx.access.alter_scram(list(changes.values()))
+        except SharedStateUnavailable as exc:
+            failed = dict.fromkeys(changes, str(exc))
+    results = [{"user": name, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR if name in failed else 0,
+                "error_message": failed.get(name)} for name in changes]
     results += [{"user": name, "error_code": code, "error_message": text} for name, (code, text) in errors.items()]
     return {"throttle_time_ms": 0, "results": results}

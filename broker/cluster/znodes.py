@@ -218,3 +218,13 @@ def parse_entity_config(path: str, raw: bytes | None) -> dict[str, str]:
         return {str(k): str(v) for k, v in json.loads(raw)["config"].items()}
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"{path} is not an entity config: {exc!r}") from None
+
+
+# -- part 5, security state: ACLs (Kafka's ZkAclStore/ZkAclChangeStore); SCRAM credentials and client quotas are
+# entity configs (/config/users/<user>[/clients/<client id>], /config/clients/<id>, /config/ips/<ip>) ------------
+
+ACL_LITERAL = "/kafka-acl"  # /kafka-acl/<ResourceType>/<name>
+ACL_EXTENDED = "/kafka-acl-extended"  # /kafka-acl-extended/prefixed/<ResourceType>/<name>
+ACL_LITERAL_CHANGES = "/kafka-acl-changes"  # acl_changes_<seq>: "TOPIC:name"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"  # acl_changes_<seq>: {"version":1,"resourceType",...}
+ACL_CHANGE_PREFIX = "acl_changes_"

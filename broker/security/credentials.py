@@ -1,4 +1,5 @@
-"""The broker's SCRAM credentials (KIP-554), kept in ``headwater-scram-credentials.json`` in the log directory.
+"""The broker's SCRAM credentials (KIP-554), kept in ``headwater-scram-credentials.json`` in the log directory (a
+cluster's in ZooKeeper's ``/config/users/<user>``, in Kafka's ``credential_text`` form: broker/cluster/).
 
 Only the salted credential is kept per user and mechanism (salt, iterations, StoredKey, ServerKey, as
 Kafka's UserScramCredentialRecord): neither the password nor the salted password AlterUserScramCredentials
@@ -19,7 +20,8 @@ from pathlib import Path
 from ..config.state_file import read_json, write_json
 from .scram import MAX_ITERATIONS, MECHANISMS, ScramCredential, ScramMechanism, ScramServer
 
-__all__ = ["CREDENTIALS_FILE", "CredentialChange", "ScramCredentialStore", "parse_add_scram"]
+__all__ = ["CREDENTIALS_FILE", "CredentialChange", "ScramCredentialStore", "credential_text", "parse_add_scram",
+           "parse_credential_text"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,24 @@ def parse_add_scram(spec: str) -> CredentialChange:
     return CredentialChange(values["name"], mechanism, credential)
 
 
+def credential_text(c: ScramCredential) -> str:
+    """Kafka's ScramCredentialUtils.credentialToString, the form /config/users/<user> holds:
+    ``salt=<base64>,stored_key=<base64>,server_key=<base64>,iterations=<n>``."""
+    return ",".join(f"{k}={v}" for k, v in _to_json(c).items())
+
+
+def parse_credential_text(text: str) -> ScramCredential:
+    """ScramCredentialUtils.credentialFromString; ValueError naming what is missing or wrong."""
+    fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    missing = [k for k in ("salt", "stored_key", "server_key", "iterations") if k not in fields]
+    if missing:
+        raise ValueError(f"a SCRAM credential without {', '.join(missing)}")
+    try:
+        return _from_json(dict(fields))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"an unreadable SCRAM credential: {exc}") from None
+
+
 def _to_json(c: ScramCredential) -> dict[str, object]:
     enc = base64.b64encode
     return {"salt": enc(c.salt).decode(), "stored_key": enc(c.stored_key).decode(),
@@ -87,13 +107,20 @@ def _from_json(data: dict[str, object]) -> ScramCredential:
 
 
 class ScramCredentialStore:
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, local: bool = True) -> None:
+        """``local``: the credentials are this file's; otherwise (a cluster) they are set from ZooKeeper
+        (``put_user``) and the file's, from single-node use, are not used (logged)."""
         self.path = log_dir / CREDENTIALS_FILE
+        self.local = local
         # user -> mechanism name -> credential
         self._users: dict[str, dict[str, ScramCredential]] = {}
         self._decoy_key = secrets.token_bytes(32)  # salts shown for users without a credential
-        saved = read_json(self.path)
-        for user, mechs in (saved or {}).get("users", {}).items():
+        saved = (read_json(self.path) or {}).get("users", {})
+        if saved and not local:
+            log.warning("SCRAM credentials of %d users in %s (from single-node use) are not used: a cluster's "
+                        "credentials are in ZooKeeper", len(saved), self.path)
+            saved = {}
+        for user, mechs in saved.items():
             for name, data in mechs.items():
                 if name not in MECHANISMS:
                     raise ValueError(f"{self.path}: user {user!r} has a credential for unknown mechanism {name!r}")
@@ -114,8 +141,19 @@ class ScramCredentialStore:
         """Mechanism name -> iteration count of each credential the user has (empty: none)."""
         return {name: c.iterations for name, c in sorted(self._users.get(user, {}).items())}
 
+    def put_user(self, user: str, credentials: dict[str, ScramCredential]) -> None:
+        """Set a user's whole credentials by mechanism name (none: the user has none), as a cluster's ZooKeeper
+        says; nothing persisted."""
+        users = dict(self._users)  # replaced whole: an exchange reading meanwhile sees the old or the new
+        if credentials:
+            users[user] = dict(credentials)
+        else:
+            users.pop(user, None)
+        self._users = users
+
     def apply(self, changes: Iterable[CredentialChange]) -> None:
         """Apply every change, then save once (all or nothing on disk)."""
+        assert self.local, "a cluster's SCRAM credentials are written to ZooKeeper, not to the local file"
         users = {u: dict(m) for u, m in self._users.items()}
         for ch in changes:
             mechs = users.setdefault(ch.user, {})

@@ -55,8 +55,11 @@ from .open_files import raise_open_files_limit
 
 if TYPE_CHECKING:
     from ..access.quotas import Throttler
+    from ..cluster.membership import ClusterMembership
+    from ..cluster.security_state import ClusterSecurity
     from ..metrics.prometheus import MetricsEndpoint
     from ..replication.manager import ReplicaManager
+    from ..security.credentials import CredentialChange
 
 __all__ = ["BrokerServer"]
 
@@ -148,6 +151,8 @@ class BrokerServer:
         self._served: dict[str, _Served] = {}
         self._metrics: MetricsEndpoint | None = None
         self._replication: ReplicaManager | None = None  # started here (cluster mode), stopped here
+        self._security: ClusterSecurity | None = None  # the cluster's ACLs, credentials and quotas (cluster mode)
+        self.add_scram: list[CredentialChange] = []  # --add-scram's, written to ZooKeeper once joined (cluster)
         self.metrics_url: str | None = None  # where Prometheus scrapes, once served
         self._is_closing = lambda: self._closing  # every request's context asks this; made once
 
@@ -217,6 +222,24 @@ class BrokerServer:
         self.services.producer_ids.use_blocks(membership.reserve_producer_ids)  # ids unique in the cluster
         membership.configs = ClusterConfigs(self.cluster, membership)  # topic and broker configs: the cluster's
         membership.configs.install()
+        await self._share_security(membership)
+
+    async def _share_security(self, membership: ClusterMembership) -> None:
+        """ACLs, SCRAM credentials and client quotas from ZooKeeper, shared by every broker (part 5)."""
+        from ..cluster.security_state import ClusterSecurity
+
+        assert membership.config_changes is not None
+        security = ClusterSecurity(membership.zk, membership.config_changes, self.access.acls, self.access.quotas,
+                                   self.access.scram)
+        try:
+            await security.start()
+            if self.add_scram:  # a user whose credential could not be written is named; the broker serves on
+                for user, why in (await security.alter_scram(self.add_scram, only_absent=True)).items():
+                    log.error("--add-scram: the credentials of user %r were not written: %s", user, why)
+        except BaseException:
+            await self.stop()
+            raise
+        self._security = self.access.shared = security
 
     async def _start_replication(self) -> None:
         """Leaders and followers of the cluster's partitions (broker/replication/), their ISR changes written
@@ -254,6 +277,9 @@ class BrokerServer:
             replication, self._replication = self._replication, None
             self.cluster.replication = None
             await replication.stop()
+        if self._security is not None:
+            security, self._security = self._security, None
+            await security.stop()
         if self.cluster.membership is not None:  # leave the cluster first: the others elect at once
             membership, self.cluster.membership = self.cluster.membership, None
             await membership.stop()

@@ -133,6 +133,7 @@ class BrokerProcess(LoggedProcess):
         self.overrides = list(overrides)
         self.port = port
         self.ports: dict[str, int] = {}  # every listener's bound port by name, once started
+        self.cli_args: list[str] = []  # more ``headwater broker`` arguments (``--add-scram ...``) for the next start
         self.log_file = log_file or self.log_dir.parent / f"{self.log_dir.name}-broker.log"
         self.proc = None
 
@@ -145,7 +146,7 @@ class BrokerProcess(LoggedProcess):
                 "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--set", f"log.dirs={self.log_dir}"]
         for o in self.overrides:
             args += ["--set", o]
-        self._spawn(args)
+        self._spawn([*args, *self.cli_args])
         urls = self._wait_ready(_READY, timeout).group(1)
         self.ports = {name: int(port) for name, port in _URL.findall(urls)}
         # ``port`` (and ``bootstrap``): the PLAINTEXT listener's, else the first

@@ -12,10 +12,10 @@ from typing import Any
 from support.brokerproc import BrokerProcess
 from support.certs import CertificateAuthority, Issued
 
-__all__ = ["PLAIN_USERS", "SecureBroker", "start_secure_broker"]
+__all__ = ["PLAIN_JAAS", "PLAIN_USERS", "SecureBroker", "start_secure_broker"]
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
-_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+PLAIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
          'username="admin" password="admin-secret" '
          + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";")
 # MTLS: CN=alice,OU=...,O=... -> alice (lower-cased), anything else as its whole DN
@@ -89,8 +89,8 @@ def start_secure_broker(base: Path, *extra: str) -> SecureBroker:
         "listener.name.mtls.ssl.client.auth=required",
         f"listener.name.mtls.ssl.principal.mapping.rules={MAPPING_RULES}",
         "sasl.enabled.mechanisms=PLAIN",
-        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_JAAS}",
-        f"listener.name.sasl_ssl.plain.sasl.jaas.config={_JAAS}",
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}",
+        f"listener.name.sasl_ssl.plain.sasl.jaas.config={PLAIN_JAAS}",
         "num.partitions=1", "group.initial.rebalance.delay.ms=0",
         *extra)
     proc.start()
