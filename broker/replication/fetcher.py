@@ -327,7 +327,10 @@ class LeaderFetcher:
 
 def append_fetched(replica: PartitionReplica, data: bytes | memoryview) -> int:
     """Append the leader's batches in ``data`` as they are; how many. Batches this log has already are
-    skipped; each other one must start at this log's end and pass its checks (CRC included)."""
+    skipped; each other one must pass its checks (CRC included) and start at or after this log's end: after it
+    where the leader's cleaner removed the batches between (a compacted log's offset gaps, which a follower's
+    log keeps as the leader has them, as Kafka's appendAsFollower). One that starts before the end while ending
+    after it means the logs diverged."""
     partition = replica.partition
     plog = partition.log
     start = plog.log_end_offset
@@ -337,15 +340,15 @@ def append_fetched(replica: PartitionReplica, data: bytes | memoryview) -> int:
         end = plog.log_end_offset
         if header.base_offset + header.last_offset_delta < end:
             continue
-        if header.base_offset != end:
-            raise ReplicationError(f"the leader's batch at offset {header.base_offset} does not continue this log, "
-                                   f"which ends at {end}")
+        if header.base_offset < end:
+            raise ReplicationError(f"the leader's batch at offsets {header.base_offset}-{header.last_offset} "
+                                   f"overlaps this log's end {end}")
         batch = bytearray(view[pos : pos + header.size])
         try:
-            validate_batch(batch, header=header)
+            validate_batch(batch, header=header, compacted=True)
         except InvalidBatch as exc:
             raise ReplicationError(f"the leader's batch at offset {header.base_offset} is damaged: {exc}") from None
-        plog.append(batch, header)
+        plog.append_as_follower(batch, header)
         count += 1
     if count:
         replay(partition.producers, plog, start)  # idempotent producers and transactions, as the leader has them
