@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+)
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
@@ -352,3 +359,17 @@ def create_topic(
         port, create_topic_req(name, partitions, configs), CreateTopicsResponse, client_id=client_id, timeout=timeout
     )
     assert resp.topics[0].error_code in (0, TOPIC_ALREADY_EXISTS), resp
+
+
+def simple_commit(conn: Conn, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """OffsetCommit v2 with generation -1 and no member id (a group without members), every partition
+    answered NONE."""
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    req = OffsetCommitRequest[2](group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                 retention_time_ms=-1,
+                                 topics=[T(name=topic, partitions=[P(partition_index=p, committed_offset=o,
+                                                                     committed_metadata="")
+                                                                   for p, o in offsets.items()])])
+    resp = conn.call(req, OffsetCommitResponse)
+    assert [p.error_code for t in resp.topics for p in t.partitions] == [0] * len(offsets)
