@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import hmac
 
-from headwater.kafka.jaas import JaasError, parse_jaas
-
 from .mechanism import AuthenticationFailed
-from .settings import BadSetting, ListenerSettings
+from .settings import BadSetting, ListenerSettings, login_module
 
 __all__ = ["PLAIN_LOGIN_MODULE", "PlainServer", "plain_users"]
 
@@ -21,22 +19,13 @@ _UNKNOWN_USER = b"\0" * 32  # compared against when the user is unknown, so both
 
 def plain_users(settings: ListenerSettings) -> dict[str, bytes]:
     """The users the listener's PlainLoginModule accepts; BadSetting naming the JAAS key when missing or bad."""
-    key = "sasl.jaas.config"
-    text = settings.get(key, "PLAIN")
-    source = settings.source(key, "PLAIN")
-    if text is None:
-        raise BadSetting(source, f'required for PLAIN: {PLAIN_LOGIN_MODULE} required user_<name>="<password>" ...;')
-    try:
-        modules = parse_jaas(text)
-    except JaasError as exc:
-        raise BadSetting(source, str(exc)) from None
-    module = next((m for m in modules if m.class_name == PLAIN_LOGIN_MODULE), None)
-    if module is None:
-        raise BadSetting(source, f"PLAIN needs the login module {PLAIN_LOGIN_MODULE}")
+    module = login_module(settings, "PLAIN", PLAIN_LOGIN_MODULE,
+                          f'PLAIN: {PLAIN_LOGIN_MODULE} required user_<name>="<password>" ...;')
     users = {name.removeprefix("user_"): value.encode() for name, value in module.options.items()
              if name.startswith("user_") and len(name) > 5}
     if not users:
-        raise BadSetting(source, 'no user_<name>="<password>" option: no client could authenticate')
+        raise BadSetting(settings.source("sasl.jaas.config", "PLAIN"),
+                         'no user_<name>="<password>" option: no client could authenticate')
     return users
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from headwater.kafka.jaas import JaasError, LoginModule, parse_jaas
 from headwater.kafka.server_tls import BadSetting
 
-__all__ = ["BadSetting", "ListenerSettings"]
+__all__ = ["BadSetting", "ListenerSettings", "login_module"]
 
 
 @dataclass
@@ -50,3 +51,22 @@ class ListenerSettings:
         out = {k: v for k, v in self.plain.items() if k in keys}
         out.update({k: v for k, v in self.prefixed.items() if k in keys})
         return out
+
+
+def login_module(settings: ListenerSettings, mechanism: str, class_name: str, usage: str) -> LoginModule:
+    """The listener's JAAS login module ``class_name`` for ``mechanism``
+    (``listener.name.<l>.<mechanism>.sasl.jaas.config``); BadSetting naming the key when it is missing (``usage``
+    says what the entry should hold), unreadable or without that module."""
+    key = "sasl.jaas.config"
+    text = settings.get(key, mechanism)
+    source = settings.source(key, mechanism)
+    if text is None:
+        raise BadSetting(source, f"required for {usage}")
+    try:
+        modules = parse_jaas(text)
+    except JaasError as exc:
+        raise BadSetting(source, str(exc)) from None
+    module = next((m for m in modules if m.class_name == class_name), None)
+    if module is None:
+        raise BadSetting(source, f"{mechanism} needs the login module {class_name}")
+    return module
