@@ -1,6 +1,8 @@
 """A follower's fetching from one leader broker (Kafka's ReplicaFetcherThread / AbstractFetcherThread, as one
 asyncio task): one connection to the leader's inter-broker listener (peer.py), one Fetch with ``replica_id`` =
-this broker's id carrying every partition that broker leads for this one, again and again.
+this broker's id for every partition that broker leads for this one, again and again, in a fetch session
+(fetch_sessions.py, KIP-227): after the first, full, Fetch each carries only the partitions whose fetch offset,
+log start or leader epoch changed, and the leader answers only the partitions with something new.
 
 Before a partition's first fetch under a new leader epoch, its log is truncated to where it agrees with the
 leader's: the leader answers OffsetForLeaderEpoch for this log's latest epoch with the end offset of that epoch
@@ -35,6 +37,7 @@ from ..log.fd_cache import DescriptorCache
 from ..log.flusher import PartitionFlusher
 from ..log.recovery import LOG_START_OFFSET_FILE, write_offset_file
 from ..topics.producer_state import rebuild_after_truncation, replay
+from .fetch_sessions import FetchSessionHandler
 from .peer import PeerAuthenticationError, PeerConnection, PeerError, connect_peer
 
 if TYPE_CHECKING:
@@ -69,6 +72,7 @@ class LeaderFetcher:
         self._retry_at: dict[tuple[str, int], float] = {}  # partitions backing off after a failed fetch
         self._changed = asyncio.Event()
         self._connection: PeerConnection | None = None
+        self._session = FetchSessionHandler()  # the fetch session with the leader (KIP-227)
         self.authentication_failures = 0  # connections the leader refused (TLS or SASL), logged each time
         self._task: asyncio.Task[None] | None = None
 
@@ -156,6 +160,7 @@ class LeaderFetcher:
         return self._connection
 
     def _disconnect(self) -> None:
+        self._session.reset()  # a new connection starts a new fetch session
         if self._connection is not None:
             self._connection.close()
             self._connection = None
@@ -248,22 +253,34 @@ class LeaderFetcher:
     # -- fetching ------------------------------------------------------------------------
 
     async def _fetch(self, connection: PeerConnection, replicas: list[PartitionReplica]) -> None:
+        """One Fetch of ``replicas`` in this fetcher's session with the leader (fetch_sessions.py): a full one
+        opening it, then incremental ones carrying only the partitions whose fetch data changed."""
         config = self.config
         Topic = FetchRequest.FetchTopic
+        wanted = {r.key: (r.partition.log.log_end_offset, r.partition.log.log_start_offset, r.state.leader_epoch,
+                          config.replica_fetch_max_bytes) for r in replicas}
+        session = self._session
+        send, forget = session.build(wanted)
         by_topic: dict[str, list[Any]] = {}
-        for r in replicas:
-            plog = r.partition.log
-            by_topic.setdefault(r.topic, []).append(Topic.FetchPartition(
-                partition=r.partition.index, current_leader_epoch=r.state.leader_epoch,
-                fetch_offset=plog.log_end_offset, log_start_offset=plog.log_start_offset,
-                partition_max_bytes=config.replica_fetch_max_bytes))
+        for (topic, index), (offset, log_start, epoch, max_bytes) in send.items():
+            by_topic.setdefault(topic, []).append(Topic.FetchPartition(
+                partition=index, current_leader_epoch=epoch, fetch_offset=offset, log_start_offset=log_start,
+                partition_max_bytes=max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
         sent = {r.key: r for r in replicas}
         request = FetchRequest[FETCH_VERSION](
             replica_id=self.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
             min_bytes=config.replica_fetch_min_bytes, max_bytes=config.replica_fetch_response_max_bytes,
-            isolation_level=0, session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+            isolation_level=0, session_id=session.session_id, session_epoch=session.epoch, rack_id="",
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
             topics=[Topic(topic=t, partitions=ps) for t, ps in by_topic.items()])
         response = await connection.call(request, FetchResponse, self._timeout())
+        if not session.answered(response.error_code, response.session_id):
+            log.info("broker %d answered %s to fetch session %d: a full Fetch next", self.leader_id,
+                     ErrorCode(response.error_code).name, request.session_id)
+            return
         if response.error_code:
             raise ReplicationError(f"Fetch answered {ErrorCode(response.error_code).name}")
         for topic in response.responses:
