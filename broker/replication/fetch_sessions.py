@@ -11,7 +11,8 @@ epoch INVALID_FETCH_SESSION_EPOCH, and the follower starts a new session with a 
 connection dropped. ``session_epoch`` -1 with a session id closes it (a sessionless full Fetch).
 
 Sessions are kept for followers only (one per follower broker: its new session replaces its old one, so the
-cache stays within the cluster's size); consumers' fetches stay sessionless (session id 0 in every answer,
+cache stays within the cluster's size; ``max.incremental.fetch.session.cache.slots`` bounds them, 0 turning
+sessions off); consumers' fetches stay sessionless (session id 0 in every answer,
 which KIP-227 lets a broker answer).
 """
 
@@ -108,9 +109,11 @@ class LeaderSession:
 
 
 class FetchSessionCache:
-    """A leader's sessions, one per follower broker."""
+    """A leader's sessions, one per follower broker, at most ``slots`` (Kafka's
+    ``max.incremental.fetch.session.cache.slots``; 0: no sessions, every follower Fetch a full one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, slots: int = 1000) -> None:
+        self.slots = slots
         self._ids = itertools.count(1)
         self._by_id: dict[int, LeaderSession] = {}
         self._by_replica: dict[int, int] = {}
@@ -118,11 +121,14 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def create(self, replica_id: int, topics: Any) -> LeaderSession:
-        """A new session for ``replica_id``'s full Fetch (its former session, if any, goes)."""
+    def create(self, replica_id: int, topics: Any) -> LeaderSession | None:
+        """A new session for ``replica_id``'s full Fetch (its former session, if any, goes); None when every slot
+        is taken (the Fetch is answered without a session)."""
         former = self._by_replica.pop(replica_id, None)
         if former is not None:
             self._by_id.pop(former, None)
+        if len(self._by_id) >= self.slots:
+            return None
         session = LeaderSession(next(self._ids), replica_id)
         session.update(topics, ())
         self._by_id[session.session_id] = session

@@ -76,7 +76,8 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._isr_writes: set[asyncio.Task[None]] = set()
         self.listeners: list[LeadershipListener] = []  # told when this broker starts or stops leading a partition
-        self.fetch_sessions = FetchSessionCache()  # the followers' fetch sessions with this broker (KIP-227)
+        # the followers' fetch sessions with this broker (KIP-227)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
 
     # -- lifecycle -----------------------------------------------------------------------
 
