@@ -42,6 +42,16 @@ def _offsets(groups: dict) -> dict[str, dict[tuple[str, int], int]]:  # type: ig
     return {g: {tp: o.offset for tp, o in group.offsets.items()} for g, group in groups.items()}
 
 
+def _coordinator(tmp_path: Path, buffer_size: int) -> tuple[Cluster, Partition, GroupCoordinator]:
+    """A cluster broker's coordinator (not yet leading) and an offsets partition of 30 rounds of commits."""
+    cluster, partition = _cluster(tmp_path)
+    for r in range(30):
+        _commit(partition, r)
+    config = BrokerConfig.model_validate({"log.dirs": str(tmp_path / "data"), "zookeeper.connect": "zk:2181",
+                                          "broker.id": 1, "offsets.load.buffer.size": buffer_size})
+    return cluster, partition, GroupCoordinator(cluster, config)
+
+
 def test_the_background_load_finds_what_the_load_at_start_finds_and_lets_the_loop_run(tmp_path: Path) -> None:
     cluster, partition = _cluster(tmp_path)
     for r in range(20):
@@ -91,12 +101,7 @@ def test_commits_appended_while_it_loads_are_loaded_too(tmp_path: Path) -> None:
 
 
 def test_a_cluster_coordinator_answers_load_in_progress_until_its_groups_are_loaded(tmp_path: Path) -> None:
-    cluster, partition = _cluster(tmp_path)
-    for r in range(30):
-        _commit(partition, r)
-    config = BrokerConfig.model_validate({"log.dirs": str(tmp_path / "data"), "zookeeper.connect": "zk:2181",
-                                          "broker.id": 1, "offsets.load.buffer.size": 4096})
-    coordinator = GroupCoordinator(cluster, config)
+    cluster, partition, coordinator = _coordinator(tmp_path, 4096)
     assert offsets_partition("g1", 1) == 0 and coordinator.store.partition_count() == 1
 
     async def scenario() -> list[object]:
@@ -121,12 +126,7 @@ def test_a_cluster_coordinator_answers_load_in_progress_until_its_groups_are_loa
 
 
 def test_resigning_stops_a_load_and_nothing_is_handed_over(tmp_path: Path) -> None:
-    cluster, partition = _cluster(tmp_path)
-    for r in range(30):
-        _commit(partition, r)
-    config = BrokerConfig.model_validate({"log.dirs": str(tmp_path / "data"), "zookeeper.connect": "zk:2181",
-                                          "broker.id": 1, "offsets.load.buffer.size": 1024})
-    coordinator = GroupCoordinator(cluster, config)
+    cluster, partition, coordinator = _coordinator(tmp_path, 1024)
 
     async def scenario() -> None:
         coordinator.became_leader(OFFSETS_TOPIC, partition)
