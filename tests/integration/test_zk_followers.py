@@ -58,7 +58,7 @@ def _all_up(brokers: dict[int, BrokerProcess]) -> None:
 
 def _record_counts(log_dir: Path, topic: str) -> list[tuple[int, int, int]]:
     """(base offset, last offset, record count) of every batch in a replica's segment files."""
-    out = []
+    out: list[tuple[int, int, int]] = []
     for segment in sorted((log_dir / f"{topic}-0").glob("*.log")):
         out.extend((h.base_offset, h.last_offset, h.record_count) for _, h in iter_batches(segment.read_bytes()))
     return out
@@ -88,7 +88,7 @@ def test_a_wiped_replica_of_a_cleaned_compacted_log_catches_up_with_its_gaps(
         for key in keys:
             producer.produce(topic, f"{r}".encode() * 20, key=key.encode(), partition=0)
         assert producer.flush(30) == 0
-    tail: list[int] = []
+    tail: list[int | None] = []
     producer.produce(topic, b"t" * 3500, key=b"tail", partition=0, on_delivery=lambda _, m: tail.append(m.offset()))
     assert producer.flush(30) == 0 and tail
 

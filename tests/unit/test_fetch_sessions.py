@@ -12,6 +12,7 @@ from kafka.protocol.consumer import FetchRequest
 from headwater.broker.replication.fetch_sessions import (
     FetchSessionCache,
     FetchSessionHandler,
+    LeaderSession,
     next_epoch,
 )
 from headwater.kafka.errors import ErrorCode
@@ -26,6 +27,12 @@ def _topics(parts: dict[tuple[str, int], tuple[int, int, int, int]]) -> list[Any
                                                                fetch_offset=offset, log_start_offset=start,
                                                                partition_max_bytes=max_bytes))
     return [Topic(topic=t, partitions=ps) for t, ps in by_topic.items()]
+
+
+def _create(cache: FetchSessionCache, replica_id: int, topics: list[Any]) -> LeaderSession:
+    session = cache.create(replica_id, topics)
+    assert session is not None
+    return session
 
 
 def _entry(index: int, hw: int, records: bytes = b"", error: int = 0) -> dict[str, Any]:
@@ -56,7 +63,7 @@ def test_the_follower_sends_all_then_only_what_changed() -> None:
 def test_the_leader_answers_an_incremental_fetch_only_what_changed() -> None:
     cache = FetchSessionCache()
     parts = {("a", 0): (10, 0, 1, 100), ("a", 1): (20, 0, 1, 100)}
-    session = cache.create(2, _topics(parts))
+    session = _create(cache, 2, _topics(parts))
     full = [{"topic": "a", "partitions": [_entry(0, 10), _entry(1, 20)]}]
     assert session.changed_only(full) == full  # the first answer: everything is new
     assert cache.incremental(session.session_id, 1, 2) is session
@@ -76,11 +83,11 @@ def test_the_leader_answers_an_incremental_fetch_only_what_changed() -> None:
 
 def test_the_leader_checks_ids_and_epochs_and_keeps_one_session_a_follower() -> None:
     cache = FetchSessionCache()
-    first = cache.create(2, _topics({("a", 0): (0, 0, 1, 100)}))
+    first = _create(cache, 2, _topics({("a", 0): (0, 0, 1, 100)}))
     assert cache.incremental(first.session_id + 100, 1, 2) == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     assert cache.incremental(first.session_id, 5, 2) == ErrorCode.INVALID_FETCH_SESSION_EPOCH
     assert cache.incremental(first.session_id, 1, 3) == ErrorCode.FETCH_SESSION_ID_NOT_FOUND  # another's
-    second = cache.create(2, _topics({("a", 0): (0, 0, 1, 100)}))  # the follower reconnected
+    second = _create(cache, 2, _topics({("a", 0): (0, 0, 1, 100)}))  # the follower reconnected
     assert len(cache) == 1 and second.session_id != first.session_id
     assert cache.incremental(first.session_id, 1, 2) == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     cache.create(3, [])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.group.coordinator import GroupCoordinator
+from headwater.broker.group.group import Group
 from headwater.broker.group.loading import load_partition, load_partitions
 from headwater.broker.group.records import OffsetAndMetadata, encode_offset_key, encode_offset_value
 from headwater.broker.group.requests import HeartbeatRequest
@@ -38,7 +39,7 @@ def _commit(partition: Partition, round_: int, partitions: int = 50) -> None:
     partition.log.append(batch, parse_header(batch))
 
 
-def _offsets(groups: dict) -> dict[str, dict[tuple[str, int], int]]:  # type: ignore[type-arg]
+def _offsets(groups: dict[str, Group]) -> dict[str, dict[tuple[str, int], int]]:
     return {g: {tp: o.offset for tp, o in group.offsets.items()} for g, group in groups.items()}
 
 
@@ -56,10 +57,10 @@ def test_the_background_load_finds_what_the_load_at_start_finds_and_lets_the_loo
     cluster, partition = _cluster(tmp_path)
     for r in range(20):
         _commit(partition, r)
-    at_start: dict = {}  # type: ignore[type-arg]
+    at_start: dict[str, Group] = {}
     load_partitions(at_start, [partition], 1 << 20)
 
-    async def scenario() -> tuple[dict, int]:  # type: ignore[type-arg]
+    async def scenario() -> tuple[dict[str, Group], int]:
         ticks = 0
 
         async def ticker() -> None:
@@ -85,7 +86,7 @@ def test_commits_appended_while_it_loads_are_loaded_too(tmp_path: Path) -> None:
     for r in range(20):
         _commit(partition, r)
 
-    async def scenario() -> dict:  # type: ignore[type-arg]
+    async def scenario() -> dict[str, Group]:
         async def late_commit() -> None:
             await asyncio.sleep(0)
             _commit(partition, 99, partitions=1)  # appended while the load is under way
