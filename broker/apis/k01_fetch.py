@@ -124,8 +124,11 @@ def _aborted(plog: PartitionLog, fetch_offset: int, data: bytes) -> list[dict[st
 
 @api(key=1, min=0, max=11)
 async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
+    # a fetch as a replica (replica_id >= 0) needs CLUSTER_ACTION on the cluster, and then no topic's READ
+    replica_allowed = req.replica_id >= 0 and ctx.allowed_cluster(Op.CLUSTER_ACTION)
     replication = ctx.cluster.replication
-    sessions = replication.fetch_sessions if replication is not None and req.replica_id >= 0 else None
+    # fetch sessions for followers only (one allowed to fetch as a replica: no other can take a follower's)
+    sessions = replication.fetch_sessions if replication is not None and replica_allowed else None
     opened = _session(sessions, req, ctx.version)
     if isinstance(opened, ErrorCode):
         return {"throttle_time_ms": 0, "error_code": opened, "session_id": 0, "responses": []}
@@ -133,8 +136,6 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
     topics = session.topics() if session is not None and incremental else req.topics
     max_bytes = min(req.max_bytes if ctx.version >= 3 else 2**31 - 1, ctx.cluster.config.fetch_max_bytes)
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
-    # a fetch as a replica (replica_id >= 0) needs CLUSTER_ACTION on the cluster, and then no topic's READ
-    replica_allowed = req.replica_id >= 0 and ctx.allowed_cluster(Op.CLUSTER_ACTION)
     while True:
         responses, total, errors = _read_all(ctx, req, topics, max_bytes, replica_allowed)
         remaining = deadline - time.monotonic()
