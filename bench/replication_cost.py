@@ -13,6 +13,7 @@ each rate: CPU seconds of each broker, ZooKeeper and the producer (this process)
 the share of the machine everything else used.
 
     .venv/bin/python bench/replication_cost.py [--records 500000] [--size 100] [--partitions 6] [--rounds 2]
+        [--broker-config KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a property of the three brokers (repeatable), e.g. "
+                             "max.incremental.fetch.session.cache.slots=0 for full follower fetches")
     args = parser.parse_args()
     if (why := available()) is not None:
         print(why, file=sys.stderr)
@@ -99,7 +103,8 @@ def main() -> int:
     rf3_rates: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, ZooKeeperServer(Path(tmp) / "zk") as zk:
         single = BrokerProcess(Path(tmp) / "single").start()
-        brokers = {i: cluster_broker(Path(tmp), zk.connect + "/bench", i, args.session_timeout_ms) for i in IDS}
+        brokers = {i: cluster_broker(Path(tmp), zk.connect + "/bench", i, args.session_timeout_ms, *args.broker_config)
+                   for i in IDS}
         try:
             every = [b.start() for b in brokers.values()]
             wait_until(lambda: agreed_controller(every, IDS), "three brokers and a controller", timeout=30)

@@ -11,8 +11,10 @@ from the segments' aborted-transaction indexes, for the client to drop: no recor
 Every answer (v4+) carries the partition's last stable offset. Every requested partition is listed.
 The broker's ``fetch.max.bytes`` (Kafka's, 55 MiB by default) bounds every answer whatever the request
 asks, as in Kafka's KafkaApis: v0-v2 have no ``max_bytes`` and may ask 2^31-1 bytes of each partition.
-Version notes: fetch sessions are not kept: the answer always has session id 0 (the
-client then keeps sending full fetches); a request naming a session gets
+Fetch sessions (KIP-227, v7+) are kept for followers in a cluster (replication/fetch_sessions.py): a full
+Fetch with session epoch 0 opens one, incremental Fetches carry only the partitions whose fetch data changed and
+are answered only the partitions with something new. Consumers' fetches stay sessionless: the answer has
+session id 0 (the client then keeps sending full fetches); a consumer's request naming a session gets
 FETCH_SESSION_ID_NOT_FOUND.
 In a ZooKeeper cluster (``Partition.replica`` set): only the partition's leader answers (else
 NOT_LEADER_OR_FOLLOWER); consumers read below the high watermark (read_committed below the smaller of it and the
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
@@ -39,13 +42,14 @@ from ..errors import BrokerError
 from ..log import OffsetOutOfRange, PartitionLog
 from ..protocol.requests import FetchRequest
 from ..replication.epochs import check_leader_epoch
+from ..replication.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSessionCache, LeaderSession, next_epoch
 from ..replication.produce import consumer_bounds, follower_bounds
 from .registry import RequestContext, api
 
 _LENGTH = struct.Struct(">i")  # a batch's length field, after its 8-byte base offset
 
 
-def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int,
+def _read_all(ctx: RequestContext, req: FetchRequest, topics: Sequence[Any], max_bytes: int,
               replica_allowed: bool) -> tuple[list[dict[str, Any]], int, bool]:
     cluster = ctx.cluster
     total = 0
@@ -53,7 +57,7 @@ def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int,
     responses = []
     read_committed = ctx.version >= 4 and getattr(req, "isolation_level", 0) == 1
     follower = req.replica_id  # a broker's id when a follower fetches (the partition's leader is asked)
-    for topic in req.topics:
+    for topic in topics:
         partitions = []
         for p in topic.partitions:
             entry: dict[str, Any] = {"partition_index": p.partition, "error_code": 0, "high_watermark": -1,
@@ -120,20 +124,24 @@ def _aborted(plog: PartitionLog, fetch_offset: int, data: bytes) -> list[dict[st
 
 @api(key=1, min=0, max=11)
 async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
-    session_id = getattr(req, "session_id", 0) or 0
-    if session_id != 0:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
-                "responses": []}
-    max_bytes = min(req.max_bytes if ctx.version >= 3 else 2**31 - 1, ctx.cluster.config.fetch_max_bytes)
-    deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     # a fetch as a replica (replica_id >= 0) needs CLUSTER_ACTION on the cluster, and then no topic's READ
     replica_allowed = req.replica_id >= 0 and ctx.allowed_cluster(Op.CLUSTER_ACTION)
+    replication = ctx.cluster.replication
+    # fetch sessions for followers only (one allowed to fetch as a replica: no other can take a follower's)
+    sessions = replication.fetch_sessions if replication is not None and replica_allowed else None
+    opened = _session(sessions, req, ctx.version)
+    if isinstance(opened, ErrorCode):
+        return {"throttle_time_ms": 0, "error_code": opened, "session_id": 0, "responses": []}
+    session, incremental = opened
+    topics = session.topics() if session is not None and incremental else req.topics
+    max_bytes = min(req.max_bytes if ctx.version >= 3 else 2**31 - 1, ctx.cluster.config.fetch_max_bytes)
+    deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     while True:
-        responses, total, errors = _read_all(ctx, req, max_bytes, replica_allowed)
+        responses, total, errors = _read_all(ctx, req, topics, max_bytes, replica_allowed)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or ctx.closing():
             break
-        await ctx.cluster.wait_for_data(remaining, [(t.topic, p.partition) for t in req.topics for p in t.partitions])
+        await ctx.cluster.wait_for_data(remaining, [(t.topic, p.partition) for t in topics for p in t.partitions])
     throttle = 0
     from_follower = req.replica_id >= 0 and ctx.cluster.replication is not None
     if ctx.throttler is not None and total and not from_follower:  # consumer_byte_rate
@@ -143,8 +151,36 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
             for topic in responses:
                 for entry in topic["partitions"]:
                     entry["records"] = b""
+    if session is None:
+        session_id = 0
+    else:  # the session remembers what this answer says; an incremental one carries only what is new
+        changed = session.changed_only(responses)
+        if incremental:
+            responses = changed
+            session.epoch = next_epoch(session.epoch)
+        session_id = session.session_id
     _count(ctx, responses, from_follower)
-    return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": throttle, "error_code": 0, "session_id": session_id, "responses": responses}
+
+
+def _session(sessions: FetchSessionCache | None, req: FetchRequest,
+             version: int) -> tuple[LeaderSession | None, bool] | ErrorCode:
+    """(the fetch session of a follower's Fetch, whether the Fetch is incremental), or the error to answer
+    (Kafka's FetchManager.newContext). Epoch -1 is a sessionless full Fetch (closing the session it names), epoch
+    0 a full one opening a session, a later epoch an incremental one in the session named."""
+    session_id = getattr(req, "session_id", 0) or 0
+    epoch = getattr(req, "session_epoch", FINAL_EPOCH) if version >= 7 else FINAL_EPOCH
+    if sessions is None:  # consumers, and a single node: no sessions
+        return ErrorCode.FETCH_SESSION_ID_NOT_FOUND if session_id else (None, False)
+    if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
+        if session_id:
+            sessions.remove(session_id)
+        return (sessions.create(req.replica_id, req.topics) if epoch == INITIAL_EPOCH else None), False
+    found = sessions.incremental(session_id, epoch, req.replica_id)
+    if isinstance(found, ErrorCode):
+        return found
+    found.update(req.topics, getattr(req, "forgotten_topics_data", None))
+    return found, True
 
 
 def _count(ctx: RequestContext, responses: list[dict[str, Any]], from_follower: bool) -> None:

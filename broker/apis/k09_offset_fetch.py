@@ -24,8 +24,9 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> dict[str, Any]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
     if not ctx.allowed_group(Op.DESCRIBE, req.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
-    if not ctx.groups.coordinates(req.group_id):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR, "topics": []}
+    refused = ctx.groups.coordinator_error(req.group_id)  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
+    if refused is not None:
+        return {"throttle_time_ms": 0, "error_code": refused, "topics": []}
     wanted = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
     found = ctx.groups.offsets.fetch(req.group_id, wanted)
     unstable = ctx.groups.offsets.unstable(req.group_id) if ctx.version >= 7 and req.require_stable else set()

@@ -1,11 +1,15 @@
 """ListGroups (key 16), v0-v4.
 
-Behavior: every group this node coordinates; v4 filters by state.
+Behavior: every group this node coordinates; v4 filters by state. While a cluster's coordinator loads the groups
+of a ``__consumer_offsets`` partition the answer carries COORDINATOR_LOAD_IN_PROGRESS with the groups it has, as
+Kafka's.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
 from ..protocol.requests import ListGroupsRequest
@@ -18,4 +22,5 @@ async def handle(ctx: RequestContext, req: ListGroupsRequest) -> dict[str, Any]:
     listed = ctx.groups.list_groups(states, None)
     if not ctx.allowed_cluster(Op.DESCRIBE):  # then only the groups the client may describe, as Kafka
         listed = [g for g in listed if ctx.allowed_group(Op.DESCRIBE, g["group_id"])]
-    return {"throttle_time_ms": 0, "error_code": 0, "groups": listed}
+    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.groups.loading else ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": error, "groups": listed}

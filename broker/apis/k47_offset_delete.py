@@ -20,8 +20,9 @@ async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> dict[str, Any
     groups = ctx.groups
     if not ctx.allowed_group(Op.DELETE, req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
-    if not groups.coordinates(req.group_id):
-        return {"error_code": ErrorCode.NOT_COORDINATOR, "throttle_time_ms": 0, "topics": []}
+    refused = groups.coordinator_error(req.group_id)
+    if refused is not None:
+        return {"error_code": refused, "throttle_time_ms": 0, "topics": []}
     if req.group_id not in groups.groups:
         return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
     denied = {t.name for t in req.topics if not ctx.allowed_topic(Op.READ, t.name)}

@@ -385,6 +385,13 @@ class BrokerConfig(_KafkaModel):
                                                            ge=0)
     security_properties: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold passwords
 
+    # Followers and group loading (replication/fetcher.py, group/loading.py): Kafka's names and defaults
+    # the bytes a coordinator reads of __consumer_offsets at a time while it loads a partition's groups
+    offsets_load_buffer_size: int = Field(5242880, alias="offsets.load.buffer.size", ge=1)
+    # the followers' fetch sessions (KIP-227) a leader keeps; 0: none, every follower Fetch is a full one
+    max_incremental_fetch_session_cache_slots: int = Field(1000, alias="max.incremental.fetch.session.cache.slots",
+                                                           ge=0)
+
     @model_validator(mode="before")
     @classmethod
     def _gather_security_properties(cls, values: Any) -> Any:

@@ -53,7 +53,12 @@ class GroupCoordinator:
         # a ZooKeeper cluster's coordinator: the __consumer_offsets partitions this broker leads, whose groups
         # it coordinates; None on one node, which coordinates every group
         self.led: set[int] | None = set() if config.zookeeper_connect else None
-        self.offsets = CommittedOffsets(self.groups, self.store, self._check_member, self._touch, self.coordinates)
+        self.offsets = CommittedOffsets(self.groups, self.store, self._check_member, self._touch,
+                                        self.coordinator_error)
+        # partitions whose groups are loading (Kafka's loadingPartitions): their groups answer
+        # COORDINATOR_LOAD_IN_PROGRESS until the load hands them over
+        self._loading: dict[int, asyncio.Task[None]] = {}
+        self.load_failures = 0  # loads that failed (logged, and tried again while this broker leads)
         # ids handed out with MEMBER_ID_REQUIRED: forgotten unless they join within the session timeout
         self._pending_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
 
@@ -68,33 +73,79 @@ class GroupCoordinator:
 
     def coordinates(self, group_id: str) -> bool:
         """Whether this broker is the group's coordinator (in a cluster: it leads the group's partition of
-        ``__consumer_offsets``); group requests elsewhere answer NOT_COORDINATOR."""
+        ``__consumer_offsets`` and has loaded it); group requests elsewhere answer NOT_COORDINATOR."""
+        return self.coordinator_error(group_id) is None
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        """What a request for the group is answered when this broker cannot serve it (Kafka's
+        validateGroupStatus): COORDINATOR_LOAD_IN_PROGRESS while its partition loads, NOT_COORDINATOR when
+        another broker coordinates it; None when this broker serves it."""
         if self.led is None:
-            return True
+            return None
         count = self.store.partition_count()
-        return count > 0 and offsets_partition(group_id, count) in self.led
+        if count <= 0:
+            return ErrorCode.NOT_COORDINATOR
+        partition = offsets_partition(group_id, count)
+        if partition in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None if partition in self.led else ErrorCode.NOT_COORDINATOR
+
+    @property
+    def loading(self) -> bool:
+        """Whether some partition's groups are loading (ListGroups then answers COORDINATOR_LOAD_IN_PROGRESS)."""
+        return bool(self._loading)
 
     # -- leadership of __consumer_offsets partitions (replication/leadership.py's listener) ------------
 
     def became_leader(self, topic: str, partition: Partition) -> None:
-        """Load the groups of an offsets partition this broker now leads, and arm their members' sessions."""
+        """Load the groups of an offsets partition this broker now leads, in the background; its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS until they are loaded."""
         if topic != OFFSETS_TOPIC or self.led is None:
             return
-        loaded: dict[str, Group] = {}
-        self.store.load_partitions(loaded, [partition])
+        index = partition.index
+        former = self._loading.pop(index, None)
+        if former is not None:  # never expected: resigning cancels a load
+            former.cancel()
+        log.info("loading the groups of %s-%d (offsets %d-%d)", OFFSETS_TOPIC, index, partition.log.log_start_offset,
+                 partition.log.log_end_offset)
+        self._loading[index] = asyncio.get_running_loop().create_task(
+            self._load(partition), name=f"loading the groups of {OFFSETS_TOPIC}-{index}")
+
+    async def _load(self, partition: Partition) -> None:
+        """Load until it works (a failure is logged and counted, and tried again while this broker leads), then
+        hand the groups over and arm their members' sessions."""
+        index = partition.index
+        started = self._now()
+        while True:
+            try:
+                loaded = await self.store.load_partition(partition)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.load_failures += 1
+                log.exception("loading the groups of %s-%d failed; again in 1 s", OFFSETS_TOPIC, index)
+                await asyncio.sleep(1)
+        # no pause from the load's last step to here: nothing was appended after what it read
         for group_id, group in loaded.items():
             self._unload(self.groups.pop(group_id, None))  # a stale copy (never expected: unloaded on resigning)
             self.groups[group_id] = group
             for member in group.members.values():
                 self._touch(group, member)
-        self.led.add(partition.index)
-        log.info("coordinating the groups of %s-%d (%d loaded)", OFFSETS_TOPIC, partition.index, len(loaded))
+        assert self.led is not None
+        self.led.add(index)
+        del self._loading[index]
+        log.info("coordinating the groups of %s-%d (%d loaded in %.3f s)", OFFSETS_TOPIC, index, len(loaded),
+                 self._now() - started)
 
     def resigned(self, topic: str, partition: Partition) -> None:
-        """Unload the groups of an offsets partition this broker no longer leads: their waiting members are
-        answered NOT_COORDINATOR and find the new coordinator."""
+        """Unload the groups of an offsets partition this broker no longer leads (or stop loading them): their
+        waiting members are answered NOT_COORDINATOR and find the new coordinator."""
         if topic != OFFSETS_TOPIC or self.led is None:
             return
+        loading = self._loading.pop(partition.index, None)
+        if loading is not None:
+            loading.cancel()
         self.led.discard(partition.index)
         count = self.store.partition_count()
         gone = [g for g in self.groups if count == 0 or offsets_partition(g, count) == partition.index]
@@ -102,8 +153,8 @@ class GroupCoordinator:
             self._unload(self.groups.pop(group_id))
         for key in [k for k in self._pending_timers if k[0] in gone]:
             self._pending_timers.pop(key).cancel()
-        log.info("no longer coordinating the groups of %s-%d (%d unloaded)", OFFSETS_TOPIC, partition.index,
-                 len(gone))
+        log.info("no longer coordinating the groups of %s-%d (%d unloaded%s)", OFFSETS_TOPIC, partition.index,
+                 len(gone), ", its load stopped" if loading is not None else "")
 
     @staticmethod
     def _unload(group: Group | None) -> None:
@@ -125,6 +176,11 @@ class GroupCoordinator:
                 self._touch(group, member)
 
     async def stop(self) -> None:
+        loads = list(self._loading.values())
+        self._loading.clear()
+        for task in loads:
+            task.cancel()
+        await asyncio.gather(*loads, return_exceptions=True)
         for group in self.groups.values():
             for member in group.members.values():
                 if member.expiry is not None:
@@ -148,8 +204,9 @@ class GroupCoordinator:
         client_id = req.client_id
         if not group_id:
             return join_error(ErrorCode.INVALID_GROUP_ID, member_id)
-        if not self.coordinates(group_id):
-            return join_error(ErrorCode.NOT_COORDINATOR, member_id)
+        refused = self.coordinator_error(group_id)
+        if refused is not None:
+            return join_error(refused, member_id)
         config = self.config
         if not config.group_min_session_timeout_ms <= req.session_timeout_ms <= config.group_max_session_timeout_ms:
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
@@ -402,8 +459,12 @@ class GroupCoordinator:
         return None
 
     async def sync(self, req: SyncRequest) -> dict[str, Any]:
-        if not self.coordinates(req.group_id):
-            return _error(ErrorCode.NOT_COORDINATOR, assignment=b"")
+        refused = self.coordinator_error(req.group_id)
+        if refused is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # as Kafka: the rebalance under way was lost with the coordinator; the member joins again, here
+            return _error(ErrorCode.REBALANCE_IN_PROGRESS, assignment=b"")
+        if refused is not None:
+            return _error(refused, assignment=b"")
         group = self.groups.get(req.group_id)
         err = self._check_member(group, req.member_id, req.instance_id)
         if err is not None:
@@ -437,8 +498,11 @@ class GroupCoordinator:
         return await member.sync_future
 
     def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
-        if not self.coordinates(req.group_id):
-            return ErrorCode.NOT_COORDINATOR
+        refused = self.coordinator_error(req.group_id)
+        if refused is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # as Kafka: the member's session is armed once its group is loaded
+        if refused is not None:
+            return refused
         group = self.groups.get(req.group_id)
         if group is not None and group.state == GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -455,8 +519,9 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def leave(self, group_id: str, identities: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[dict[str, Any]]]:
-        if not self.coordinates(group_id):
-            return ErrorCode.NOT_COORDINATOR, []
+        refused = self.coordinator_error(group_id)
+        if refused is not None:
+            return refused, []
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.UNKNOWN_MEMBER_ID, []
@@ -482,8 +547,9 @@ class GroupCoordinator:
         return ErrorCode.NONE, results
 
     def delete_group(self, group_id: str) -> ErrorCode:
-        if not self.coordinates(group_id):
-            return ErrorCode.NOT_COORDINATOR
+        refused = self.coordinator_error(group_id)
+        if refused is not None:
+            return refused
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -497,8 +563,9 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def describe(self, group_id: str) -> dict[str, Any]:
-        if not self.coordinates(group_id):
-            return {"error_code": ErrorCode.NOT_COORDINATOR, "group_id": group_id, "group_state": "",
+        refused = self.coordinator_error(group_id)
+        if refused is not None:
+            return {"error_code": refused, "group_id": group_id, "group_state": "",
                     "protocol_type": "", "protocol_data": "", "members": []}
         group = self.groups.get(group_id)
         if group is None:

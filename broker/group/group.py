@@ -16,7 +16,7 @@ from headwater.kafka.types import DecodeError, Reader
 
 from .records import OffsetAndMetadata
 
-__all__ = ["Group", "GroupState", "Member"]
+__all__ = ["Group", "GroupState", "Member", "group_of"]
 
 
 class GroupState(StrEnum):
@@ -137,3 +137,11 @@ def _consumer_subscription(metadata: bytes) -> set[str]:
         return {topic or "" for topic in Reader(metadata, 2).array(Reader.string) or []}
     except DecodeError:
         return set()
+
+
+def group_of(groups: dict[str, Group], group_id: str) -> Group:
+    """``groups[group_id]``, created empty when missing."""
+    group = groups.get(group_id)
+    if group is None:
+        group = groups[group_id] = Group(group_id)
+    return group

@@ -31,19 +31,21 @@ Touch = Callable[[Group, Member], None]  # a sign of life: the member's session 
 
 class CommittedOffsets:
     def __init__(self, groups: dict[str, Group], store: GroupStore, check_member: CheckMember,
-                 touch: Touch, coordinates: Callable[[str], bool]) -> None:
+                 touch: Touch, coordinator_error: Callable[[str], ErrorCode | None]) -> None:
         self.groups = groups
         self.store = store
         self.check_member = check_member
         self.touch = touch
-        self.coordinates = coordinates  # whether this broker coordinates the group (else NOT_COORDINATOR)
+        # what a request for the group is refused with here (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), if so
+        self.coordinator_error = coordinator_error
 
     def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode | None:
         """Whether this member may commit now; creates a group for simple (generation -1) commits."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
-        if not self.coordinates(group_id):
-            return ErrorCode.NOT_COORDINATOR
+        refused = self.coordinator_error(group_id)
+        if refused is not None:
+            return refused
         group = self.groups.get(group_id)
         if generation < 0 and not member_id:
             if group is None:
@@ -75,7 +77,7 @@ class CommittedOffsets:
         code = await self.store.replicated(group_id, end, self.store.config.offsets_commit_timeout_ms)
         if code:
             return _COMMIT_ERRORS.get(ErrorCode(code), ErrorCode.UNKNOWN_SERVER_ERROR)
-        if self.coordinates(group_id):
+        if self.coordinator_error(group_id) is None:
             group_of(self.groups, group_id).offsets.update(offsets)
         return ErrorCode.NONE
 

@@ -180,24 +180,37 @@ class PartitionLog:
         """Append one validated v2 batch, assigning offsets from the log end; returns its base offset.
 
         ``batch`` is modified in place (its baseOffset field, and given ``leader_epoch`` -- a leader's append --
-        its partitionLeaderEpoch; a follower appends the leader's batches with their epochs as they are). A
-        new epoch is recorded in ``leader_epochs``. Header-only work: no record parsing.
+        its partitionLeaderEpoch). A new epoch is recorded in ``leader_epochs``. Header-only work: no record
+        parsing.
         """
+        return self._append(self._log_end_offset, batch, header, leader_epoch)
+
+    def append_as_follower(self, batch: bytearray, header: BatchHeader) -> int:
+        """Append one of the leader's batches with its offsets and partition leader epoch as they are (Kafka's
+        UnifiedLog.appendAsFollower); returns its base offset. The batch may begin past the log end -- the leader's
+        cleaner removed the batches between (a compacted log's offset gaps) -- but never before it (ValueError:
+        the logs diverged). The log then ends after the batch's last offset."""
+        if header.base_offset < self._log_end_offset:
+            raise ValueError(f"batch at offset {header.base_offset} begins before the log end {self._log_end_offset}")
+        return self._append(header.base_offset, batch, header, None)
+
+    def _append(self, base: int, batch: bytearray, header: BatchHeader, leader_epoch: int | None) -> int:
         if self._closed:
             raise LogClosed(f"log {self.directory} is closed")
         seg = self._active
         now = self._clock()
-        base = self._log_end_offset
         size = seg.size
         if not size:
             seg.rolling_base_ms = now  # segment.ms counts from the first append
+            if base + header.last_offset_delta - seg.base_offset > MAX_RELATIVE_OFFSET:  # a follower's huge gap
+                seg = self._roll(now, base)
         elif (
             size + len(batch) > self._segment_bytes
             or now - (seg.rolling_base_ms or now) > self._segment_ms - self._roll_jitter_ms
             or base + header.last_offset_delta - seg.base_offset > MAX_RELATIVE_OFFSET
             or (size >= self._index_full_floor and self._index_full(seg))
         ):
-            seg = self._roll(now)
+            seg = self._roll(now, base)
         if type(batch) is not bytearray:
             batch = bytearray(batch)
         set_base_offset(batch, 0, base)  # outside the CRC: no re-checksum needed
@@ -216,11 +229,12 @@ class PartitionLog:
         """Kafka rolls a segment whose offset or time index is full (segment.index.bytes)."""
         return len(seg.offset_index) >= self._max_offset_entries or len(seg.time_index) >= self._max_time_entries
 
-    def _roll(self, now: int) -> LogSegment:
+    def _roll(self, now: int, base: int) -> LogSegment:
+        """A new active segment starting at ``base``: the log end, or past it where a follower's batch begins
+        after a gap (Kafka rolls at the batch's first offset, so its offsets fit the new segment's index)."""
         old = self._active
         old.seal()
-        new = LogSegment.create(self.directory, self._log_end_offset, self.config.index_interval_bytes,
-                                cache=self._fd_cache)
+        new = LogSegment.create(self.directory, base, self.config.index_interval_bytes, cache=self._fd_cache)
         new.rolling_base_ms = now
         self._roll_jitter_ms = self._random_jitter()
         with self._lock:

@@ -1,6 +1,8 @@
 """A follower's fetching from one leader broker (Kafka's ReplicaFetcherThread / AbstractFetcherThread, as one
 asyncio task): one connection to the leader's inter-broker listener (peer.py), one Fetch with ``replica_id`` =
-this broker's id carrying every partition that broker leads for this one, again and again.
+this broker's id for every partition that broker leads for this one, again and again, in a fetch session
+(fetch_sessions.py, KIP-227): after the first, full, Fetch each carries only the partitions whose fetch offset,
+log start or leader epoch changed, and the leader answers only the partitions with something new.
 
 Before a partition's first fetch under a new leader epoch, its log is truncated to where it agrees with the
 leader's: the leader answers OffsetForLeaderEpoch for this log's latest epoch with the end offset of that epoch
@@ -35,6 +37,7 @@ from ..log.fd_cache import DescriptorCache
 from ..log.flusher import PartitionFlusher
 from ..log.recovery import LOG_START_OFFSET_FILE, write_offset_file
 from ..topics.producer_state import rebuild_after_truncation, replay
+from .fetch_sessions import FetchSessionHandler
 from .peer import PeerAuthenticationError, PeerConnection, PeerError, connect_peer
 
 if TYPE_CHECKING:
@@ -69,6 +72,7 @@ class LeaderFetcher:
         self._retry_at: dict[tuple[str, int], float] = {}  # partitions backing off after a failed fetch
         self._changed = asyncio.Event()
         self._connection: PeerConnection | None = None
+        self._session = FetchSessionHandler()  # the fetch session with the leader (KIP-227)
         self._task: asyncio.Task[None] | None = None
 
     # -- the partitions followed ---------------------------------------------------------
@@ -154,6 +158,7 @@ class LeaderFetcher:
         return self._connection
 
     def _disconnect(self) -> None:
+        self._session.reset()  # a new connection starts a new fetch session
         if self._connection is not None:
             self._connection.close()
             self._connection = None
@@ -246,22 +251,34 @@ class LeaderFetcher:
     # -- fetching ------------------------------------------------------------------------
 
     async def _fetch(self, connection: PeerConnection, replicas: list[PartitionReplica]) -> None:
+        """One Fetch of ``replicas`` in this fetcher's session with the leader (fetch_sessions.py): a full one
+        opening it, then incremental ones carrying only the partitions whose fetch data changed."""
         config = self.config
         Topic = FetchRequest.FetchTopic
+        wanted = {r.key: (r.partition.log.log_end_offset, r.partition.log.log_start_offset, r.state.leader_epoch,
+                          config.replica_fetch_max_bytes) for r in replicas}
+        session = self._session
+        send, forget = session.build(wanted)
         by_topic: dict[str, list[Any]] = {}
-        for r in replicas:
-            plog = r.partition.log
-            by_topic.setdefault(r.topic, []).append(Topic.FetchPartition(
-                partition=r.partition.index, current_leader_epoch=r.state.leader_epoch,
-                fetch_offset=plog.log_end_offset, log_start_offset=plog.log_start_offset,
-                partition_max_bytes=config.replica_fetch_max_bytes))
+        for (topic, index), (offset, log_start, epoch, max_bytes) in send.items():
+            by_topic.setdefault(topic, []).append(Topic.FetchPartition(
+                partition=index, current_leader_epoch=epoch, fetch_offset=offset, log_start_offset=log_start,
+                partition_max_bytes=max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
         sent = {r.key: r for r in replicas}
         request = FetchRequest[FETCH_VERSION](
             replica_id=self.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
             min_bytes=config.replica_fetch_min_bytes, max_bytes=config.replica_fetch_response_max_bytes,
-            isolation_level=0, session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+            isolation_level=0, session_id=session.session_id, session_epoch=session.epoch, rack_id="",
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
             topics=[Topic(topic=t, partitions=ps) for t, ps in by_topic.items()])
         response = await connection.call(request, FetchResponse, self._timeout())
+        if not session.answered(response.error_code, response.session_id):
+            log.info("broker %d answered %s to fetch session %d: a full Fetch next", self.leader_id,
+                     ErrorCode(response.error_code).name, request.session_id)
+            return
         if response.error_code:
             raise ReplicationError(f"Fetch answered {ErrorCode(response.error_code).name}")
         for topic in response.responses:
@@ -306,7 +323,10 @@ class LeaderFetcher:
 
 def append_fetched(replica: PartitionReplica, data: bytes | memoryview) -> int:
     """Append the leader's batches in ``data`` as they are; how many. Batches this log has already are
-    skipped; each other one must start at this log's end and pass its checks (CRC included)."""
+    skipped; each other one must pass its checks (CRC included) and start at or after this log's end: after it
+    where the leader's cleaner removed the batches between (a compacted log's offset gaps, which a follower's
+    log keeps as the leader has them, as Kafka's appendAsFollower). One that starts before the end while ending
+    after it means the logs diverged."""
     partition = replica.partition
     plog = partition.log
     start = plog.log_end_offset
@@ -316,15 +336,15 @@ def append_fetched(replica: PartitionReplica, data: bytes | memoryview) -> int:
         end = plog.log_end_offset
         if header.base_offset + header.last_offset_delta < end:
             continue
-        if header.base_offset != end:
-            raise ReplicationError(f"the leader's batch at offset {header.base_offset} does not continue this log, "
-                                   f"which ends at {end}")
+        if header.base_offset < end:
+            raise ReplicationError(f"the leader's batch at offsets {header.base_offset}-{header.last_offset} "
+                                   f"overlaps this log's end {end}")
         batch = bytearray(view[pos : pos + header.size])
         try:
-            validate_batch(batch, header=header)
+            validate_batch(batch, header=header, compacted=True)
         except InvalidBatch as exc:
             raise ReplicationError(f"the leader's batch at offset {header.base_offset} is damaged: {exc}") from None
-        plog.append(batch, header)
+        plog.append_as_follower(batch, header)
         count += 1
     if count:
         replay(partition.producers, plog, start)  # idempotent producers and transactions, as the leader has them

@@ -21,6 +21,7 @@ from headwater.kafka.errors import ErrorCode
 from ..security.inter_broker import inter_broker_listener, inter_broker_security
 from ..server.background import start_background
 from .checkpoint import HIGH_WATERMARK_FILE, read_checkpoint, write_checkpoint
+from .fetch_sessions import FetchSessionCache
 from .fetcher import LeaderFetcher
 from .leadership import LeadershipListener
 from .replica import PartitionReplica, Role
@@ -75,6 +76,8 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._isr_writes: set[asyncio.Task[None]] = set()
         self.listeners: list[LeadershipListener] = []  # told when this broker starts or stops leading a partition
+        # the followers' fetch sessions with this broker (KIP-227)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -82,9 +82,15 @@ class LogHousekeeping:
                     if state.producers:
                         state.snapshot(plog.log_end_offset)
 
+                uncleanable_from = partition.last_stable_offset()
+                if partition.replica is not None:
+                    # A cluster's replica is cleaned below its high watermark only, as Kafka's (its last stable
+                    # offset is bounded by it): records above it may yet be truncated, and cleaning away an
+                    # older record of the same key below it would lose a committed one.
+                    uncleanable_from = min(uncleanable_from, partition.replica.high_watermark)
                 try:
                     result = await clean_partition_async(plog, int(time.time() * 1000), before_pass=snapshot,
-                                                         uncleanable_from=partition.last_stable_offset())
+                                                         uncleanable_from=uncleanable_from)
                 except CleanerAborted:
                     continue  # the topic was deleted or the broker is stopping
                 except Exception:

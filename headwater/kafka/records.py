@@ -134,9 +134,11 @@ def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0,
 
 
 def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None,
-                   header: BatchHeader | None = None) -> BatchHeader:
+                   header: BatchHeader | None = None, *, compacted: bool = False) -> BatchHeader:
     """Check one batch that starts at ``pos`` and must end exactly at ``end`` (``header``: its header, when the
-    caller has parsed it already).
+    caller has parsed it already). A producer's batch holds one record per offset; with ``compacted`` (a
+    leader's batch a follower copies) it may hold fewer, even none: a cleaner keeps a batch's offset range
+    while removing its records.
 
     Raises InvalidBatch with Kafka's distinction: damaged bytes (size, magic, CRC) are
     CORRUPT_MESSAGE; a well-formed batch with impossible contents is INVALID_RECORD.
@@ -154,7 +156,8 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int |
         )
     if not crc_ok(buf, pos, header):
         raise InvalidBatch("record batch CRC-32C does not match its contents")
-    if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+    if (not 0 <= header.record_count <= header.last_offset_delta + 1 if compacted
+            else header.record_count <= 0 or header.last_offset_delta != header.record_count - 1):
         raise InvalidBatch(
             f"record batch says {header.record_count} records but last offset delta {header.last_offset_delta}",
             corrupt=False,

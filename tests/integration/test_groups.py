@@ -65,7 +65,7 @@ from kafka.protocol.consumer import (
 )
 from support.brokerproc import BrokerProcess
 from support.confluent import position
-from support.rawkafka import Conn
+from support.rawkafka import Conn, simple_commit
 
 from headwater.testing.names import unique
 from headwater.testing.waiting import wait_until
@@ -801,19 +801,6 @@ def join_two_step(conn: Conn, group: str, **kw: Any) -> Any:
     resp = conn.call(join_req(group, first.member_id, **kw), JoinGroupResponse)
     assert resp.member_id == first.member_id
     return resp
-
-
-def simple_commit(conn: Conn, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """OffsetCommit v2 with generation -1 and no member id (a group without members)."""
-    T = OffsetCommitRequest.OffsetCommitRequestTopic
-    P = T.OffsetCommitRequestPartition
-    req = OffsetCommitRequest[2](group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                                 retention_time_ms=-1,
-                                 topics=[T(name=topic, partitions=[P(partition_index=p, committed_offset=o,
-                                                                     committed_metadata="")
-                                                                   for p, o in offsets.items()])])
-    resp = conn.call(req, OffsetCommitResponse)
-    assert [p.error_code for t in resp.topics for p in t.partitions] == [NONE] * len(offsets)
 
 
 # --------------------------------------------------------------------------- 5. group admin

@@ -23,7 +23,14 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+)
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
@@ -382,3 +389,15 @@ def describe_configs(port: int, resource_type: int, name: str, keys: list[str] |
                                     include_synonyms=True, include_documentation=False)
     [result] = request(port, req, DescribeConfigsResponse).results
     return result
+def simple_commit(conn: Conn, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """OffsetCommit v2 with generation -1 and no member id (a group without members), every partition
+    answered NONE."""
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    req = OffsetCommitRequest[2](group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                 retention_time_ms=-1,
+                                 topics=[T(name=topic, partitions=[P(partition_index=p, committed_offset=o,
+                                                                     committed_metadata="")
+                                                                   for p, o in offsets.items()])])
+    resp = conn.call(req, OffsetCommitResponse)
+    assert [p.error_code for t in resp.topics for p in t.partitions] == [0] * len(offsets)
