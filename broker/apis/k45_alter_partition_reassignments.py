@@ -39,6 +39,7 @@ async def handle(ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -
     if not ctx.allowed_cluster(Op.ALTER):
         error = BrokerError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, UNAUTHORIZED)
         return _answer({key: error for key in requested}, allow_rf_change, error)
+    results: dict[tuple[str, int], BrokerError | None]
     try:
         controller = cluster_controller(ctx)
         if controller is not None:
@@ -47,8 +48,8 @@ async def handle(ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -
             results = {key: _single_node(ctx, key, target, allow_rf_change) for key, target in requested.items()}
     except BrokerError as exc:  # NOT_CONTROLLER: the top level only, as Kafka
         return _answer({}, allow_rf_change, exc)
-    for (name, index), error in sorted(results.items(), key=lambda item: item[0]):
-        if error is None:
+    for (name, index), result in sorted(results.items(), key=lambda item: item[0]):
+        if result is None:
             log.info("%s: %s-%d to replicas %s", API, name, index, requested[(name, index)])
     return _answer(results, allow_rf_change, None)
 

@@ -96,10 +96,8 @@ class LeaderElections:
             keys = {(name, index) for name, index, _, _ in writes if (name, index) not in written}
             if not keys:
                 return results
-            versions = {key: sync.state_version(*key) for key in keys}
             # (changed meanwhile: decided again once the view has the new state)
-            await sync.wait_for(lambda seen=versions: all(sync.state_version(*k) != v for k, v in seen.items()),
-                                _RETRY_WAIT)
+            await sync.wait_for_new_states({key: sync.state_version(*key) for key in keys}, _RETRY_WAIT)
         for key in keys:
             results[key] = BrokerError(_FAILED[election_type], f"The state of partition {key[0]}-{key[1]} kept "
                                                                f"changing under the election.")

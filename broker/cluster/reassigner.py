@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 
 _TRIES = 5  # conditional writes tried again on a concurrent change (a leader's ISR write) before giving up
 _VIEW_WAIT = 10.0  # seconds for this broker's view to show the topic znode just written
+_RETRY_WAIT = 2.0  # seconds for a state written meanwhile to reach the view (the controller's lock is held)
 
 NO_PARTITION = "The partition does not exist."
 
@@ -184,9 +185,9 @@ class Reassigner:
             error = await self._start(key, new)
             if error is not None:
                 refused[key] = error
-        for (name, index), exc in sorted(refused.items()):
+        for (name, index), why in sorted(refused.items()):
             log.warning("%s: the reassignment of %s-%d to %s is refused: %s: %s", REASSIGN_PARTITIONS, name, index,
-                        list(targets[(name, index)]), ErrorCode(exc.code).name, exc.message)
+                        list(targets[(name, index)]), ErrorCode(why.code).name, why.message)
         if refused:
             await asyncio.to_thread(self._drop_legacy, lambda key, _target: key in refused)
 
@@ -219,8 +220,7 @@ class Reassigner:
                 return False
             if not await controller.write([(name, index, written, False)]):
                 # its state changed meanwhile (a leader's ISR write): decide again on the new one
-                await self.sync.wait_for(
-                    lambda seen=state.zk_version: self.sync.state_version(name, index) != seen, _VIEW_WAIT)
+                await self.sync.wait_for_new_states({key: state.zk_version}, _RETRY_WAIT)
                 continue
             await self._write_assignment(key, wanted)
             if wanted.reassigning:

@@ -136,6 +136,11 @@ class TopicSync:
         state = meta.states.get(index) if meta is not None else None
         return state.zk_version if state is not None else None
 
+    async def wait_for_new_states(self, versions: dict[Key, int | None], timeout: float) -> bool:
+        """Until the view holds a state of each partition past the version given (a conditional write lost to
+        another one waits for that one), or ``timeout`` seconds; whether it does."""
+        return await self.wait_for(lambda: all(self.state_version(*k) != v for k, v in versions.items()), timeout)
+
     async def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
         """Until ``done()`` holds after some change of the view, or ``timeout`` seconds; whether it holds."""
         loop = asyncio.get_running_loop()
