@@ -37,21 +37,11 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsResponse,
 )
 from kazoo.client import KazooClient
+from support import zkcluster as zc
 from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.rawkafka import request
-from support.zkcluster import (
-    NumberedProducer,
-    PartitionView,
-    agreed_controller,
-    agreed_topic,
-    assert_each_acknowledged_once,
-    high_watermarks,
-    read_numbers,
-    replicas_equal,
-    running_cluster,
-    topic_view,
-)
+from support.zkcluster import PartitionView, agreed_controller, agreed_topic, running_cluster, topic_view
 
 from headwater.kafka.errors import ErrorCode
 from headwater.testing import unique, wait_until
@@ -152,7 +142,7 @@ def test_partition_moved_with_its_records_while_an_acks_all_producer_writes(clus
     a, b = sorted(IDS - {x})
     topic = unique("move")
     cluster.create(topic, [[a, b], [a, b]])
-    producer = NumberedProducer(cluster.bootstrap, topic, 2, only=0)
+    producer = zc.NumberedProducer(cluster.bootstrap, topic, 2, only=0)
     producer.start()
     try:
         wait_until(lambda: len(producer.acked[0]) >= 2000, "records acknowledged before the move", timeout=30)
@@ -209,10 +199,10 @@ def test_partition_moved_with_its_records_while_an_acks_all_producer_writes(clus
                not (cluster.brokers[x].log_dir / f"{topic}-1").exists(), "the removed replicas' logs deleted")
     assert (cluster.brokers[a].log_dir / f"{topic}-1").is_dir() and (cluster.brokers[x].log_dir / f"{topic}-0").is_dir()
     # every acknowledged record once, and the new replicas hold the same batches
-    assert_each_acknowledged_once(producer.acked, read_numbers(cluster.bootstrap, topic, 2))
-    highs = high_watermarks(cluster.bootstrap, topic, 2)
+    zc.assert_each_acknowledged_once(producer.acked, zc.read_numbers(cluster.bootstrap, topic, 2))
+    highs = zc.high_watermarks(cluster.bootstrap, topic, 2)
     assert highs[0] >= len(producer.acked[0])
-    wait_until(lambda: replicas_equal([cluster.brokers[x].log_dir, cluster.brokers[b].log_dir], topic,
+    wait_until(lambda: zc.replicas_equal([cluster.brokers[x].log_dir, cluster.brokers[b].log_dir], topic,
                                       {0: highs[0]}), "the new replicas' logs equal below the high watermark")
 
 
