@@ -225,7 +225,6 @@ class Controller:
         """Watch the two admin znodes a tool may write (once: kazoo's watches outlive reconnections)."""
         if self._admin_watched:
             return
-        self._admin_watched = True
         loop = asyncio.get_running_loop()
 
         def changed(_data: bytes | None, _stat: Any) -> bool | None:  # kazoo's thread
@@ -238,6 +237,7 @@ class Controller:
             for path in (REASSIGN_PARTITIONS, PREFERRED_REPLICA_ELECTION):
                 self.zk.DataWatch(path, changed)
         await asyncio.to_thread(install)
+        self._admin_watched = True  # (a failed install is tried again by the next pass that takes over)
 
     def _read_epoch(self) -> bool:
         try:
