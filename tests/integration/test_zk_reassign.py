@@ -9,7 +9,8 @@
 - ElectLeaders (confluent-kafka's elect_leaders and raw requests) moves the leader to the preferred replica, with
   Kafka's errors: ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION,
   NOT_CONTROLLER on the other brokers;
-- a tool's /admin/reassign_partitions and /admin/preferred_replica_election znodes carried out and deleted.
+- a tool's /admin/reassign_partitions and /admin/preferred_replica_election znodes carried out and deleted;
+- a move under way when the controller stops completed by the next controller.
 """
 
 from __future__ import annotations
@@ -276,3 +277,32 @@ def test_bad_reassignments_refused_with_kafkas_errors(cluster: Reassign3) -> Non
     # nothing changed
     data = cluster.znode(f"/brokers/topics/{topic}")
     assert data["partitions"] == {"0": [1, 2]} and data["adding_replicas"] == {}
+
+
+def test_reassignment_under_way_completed_by_the_next_controller(cluster: Reassign3) -> None:
+    """The topic znode says where a move is (adding_replicas / removing_replicas), so a controller stopped while
+    one is under way leaves it to the next, which completes it once the target is in sync."""
+    controller = cluster.controller()
+    x, y = (i for i in sorted(IDS) if cluster.brokers[i] is not controller)
+    topic = unique("failover")
+    cluster.create(topic, [[y]])
+    paused = cluster.brokers[x]
+    assert paused.proc is not None
+    paused.proc.send_signal(signal.SIGSTOP)
+    try:
+        assert _alter(controller, {(topic, 0): [x]}) == (0, {(topic, 0): 0})
+        controller.stop()  # a clean stop: its session closes, y takes over at once (x is paused)
+        wait_until(lambda: cluster.exists("/controller") and cluster.znode("/controller")["brokerid"] == y,
+                   "broker y controller")
+        assert _listed(cluster.brokers[y]) == (0, {(topic, 0): ([x, y], [x], [y])})
+    finally:
+        paused.proc.send_signal(signal.SIGCONT)
+    try:
+        wait_until(lambda: _listed(cluster.brokers[y]) == (0, {}), "the move completed by the new controller")
+        data = cluster.znode(f"/brokers/topics/{topic}")
+        assert data["partitions"] == {"0": [x]} and data["adding_replicas"] == {} and data["removing_replicas"] == {}
+        state = cluster.znode(f"/brokers/topics/{topic}/partitions/0/state")
+        assert state["leader"] == x and state["isr"] == [x]
+        wait_until(lambda: not (cluster.brokers[y].log_dir / f"{topic}-0").exists(), "y's replica deleted")
+    finally:
+        controller.start()
