@@ -40,7 +40,9 @@ def _answers(tmp_path: Path, authorizer: bool, requests: list[Any]) -> list[dict
             for req in requests:
                 header = RequestHeader(req.API_KEY, req.API_VERSION, 7, "test", 0)
                 ctx = apis.RequestContext(server.cluster, header, "127.0.0.1:1", server.services)
-                answers.append(await apis.REGISTRY[req.API_KEY].handler(ctx, req))
+                answer = await apis.REGISTRY[req.API_KEY].handler(ctx, req)
+                assert answer is not None
+                answers.append(answer)
             return answers
         finally:
             await server.stop()
