@@ -294,7 +294,9 @@ def test_reassignment_under_way_completed_by_the_next_controller(cluster: Reassi
         controller.stop()  # a clean stop: its session closes, y takes over at once (x is paused)
         wait_until(lambda: cluster.exists("/controller") and cluster.znode("/controller")["brokerid"] == y,
                    "broker y controller")
-        assert _listed(cluster.brokers[y]) == (0, {(topic, 0): ([x, y], [x], [y])})
+        # (NOT_CONTROLLER until y has read its controller epoch)
+        wait_until(lambda: _listed(cluster.brokers[y]) == (0, {(topic, 0): ([x, y], [x], [y])}),
+                   "the move under way, listed by the new controller", timeout=10)
     finally:
         paused.proc.send_signal(signal.SIGCONT)
     try:
