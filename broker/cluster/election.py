@@ -6,7 +6,7 @@ brokers, as Kafka's PartitionStateMachine and ReplicaStateMachine decide it in Z
   live members; with none, ``unclean.leader.election.enable`` takes the first live replica (the ISR becomes
   it alone), else the partition has no leader (-1) and keeps its last in-sync replica in the ISR, so that
   replica can lead cleanly when it returns;
-- a follower gone: it leaves the ISR (the leader stays);
+- a follower gone (or no longer a replica): it leaves the ISR (the leader stays);
 - ``auto.leader.rebalance.enable``: the preferred replica (the assignment's first) leads again once it is
   live and in the ISR.
 
@@ -35,7 +35,8 @@ def decide(replicas: tuple[int, ...], state: PartitionState | None, live: Collec
         if not isr:
             return None
         return PartitionState(isr[0], 0, isr, controller_epoch, replicas)
-    live_isr = tuple(b for b in state.isr if b in live)
+    # (a replica a reassignment removed leaves the ISR too: its leader may have taken it in again meanwhile)
+    live_isr = tuple(b for b in state.isr if b in live and b in replicas)
     leader = state.leader
     if leader == NO_LEADER or leader not in live or leader not in replicas:
         leader, isr = _elect(replicas, state.isr, live_isr, live, unclean)

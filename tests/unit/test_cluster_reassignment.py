@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from headwater.broker.cluster.election import elect_preferred, elect_unclean
+from headwater.broker.cluster.election import decide, elect_preferred, elect_unclean
 from headwater.broker.cluster.reassignment import ReplicaAssignment, check_target, next_state
 from headwater.broker.cluster.znodes import (
     parse_preferred_replica_election,
@@ -98,6 +98,12 @@ def test_cancel_drops_the_added_replicas_and_a_leader_among_them() -> None:
     assert back == ReplicaAssignment((1, 2))
     assert next_state(state(3, (1, 2, 3), (3, 1, 2)), current, back, {1, 2, 3}, 9) == \
         PartitionState(1, 4, (1, 2), 9, (1, 2), zk_version=6)
+
+
+def test_an_isr_member_reassigned_away_leaves_the_isr() -> None:
+    # its leader took it in again before it learned of the move: the controller takes it out
+    assert decide((2, 3), state(2, (3, 2, 1), (2, 3)), {1, 2, 3}, 9, unclean=False, preferred=False) == \
+        PartitionState(2, 4, (3, 2), 9, (2, 3), zk_version=6)
 
 
 def test_preferred_election_needs_the_preferred_replica_live_and_in_sync() -> None:
