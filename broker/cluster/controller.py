@@ -7,23 +7,38 @@ death touches all it led or followed), a topic's new partitions, a partition's s
 the view every broker keeps (topic_sync.py); the writes go out in a worker thread, pipelined, each one a
 ZooKeeper transaction that checks /controller_epoch's version (a controller that lost its place writes
 nothing: Kafka's controller epoch fence) and the state's own version (written over only the state decided on).
+
+Replica reassignments (broker/cluster/reassigner.py) and elections asked for (broker/cluster/leader_elections.py)
+run on the same controller: each pass, reassignment and election holds the controller's lock, so every decision
+is taken on the state the one before wrote. A topic being reassigned is deleted once its reassignment completes
+(Kafka marks it ineligible for deletion meanwhile).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from headwater.kafka.errors import ErrorCode
+
+from ..errors import BrokerError
 from ..replication.state import PartitionState
+from .controller_election import Fenced, commit_fenced, fenced_transaction
 from .election import decide
+from .leader_elections import LeaderElections
+from .reassigner import Reassigner
 from .znodes import (
     CONTROLLER,
     CONTROLLER_EPOCH,
+    PREFERRED_REPLICA_ELECTION,
+    REASSIGN_PARTITIONS,
     ClusterView,
     delete_topic_path,
     parse_controller,
@@ -45,10 +60,6 @@ log = logging.getLogger(__name__)
 _TRUE = "true"
 
 
-class _Fenced(Exception):
-    """/controller_epoch moved on: another broker is controller."""
-
-
 class Controller:
     def __init__(self, zk: KazooClient, sync: TopicSync, broker_id: int, config: BrokerConfig) -> None:
         self.zk = zk
@@ -57,18 +68,25 @@ class Controller:
         self.config = config
         self.active = False  # this broker is the controller and has read its epoch
         self.epoch = 0
-        self._epoch_version = -1
+        self.epoch_version = -1  # /controller_epoch's znode version: every write checks it
         self._elected = False  # the view names this broker controller
         self._live: frozenset[int] = frozenset()
         self._dirty: set[Key] = set()
         self._all = False
         self._deletions = False
         self._running: asyncio.Task[None] | None = None
+        self.lock = asyncio.Lock()  # one pass, reassignment or election at a time
+        self._admin = False  # /admin/reassign_partitions or /admin/preferred_replica_election to look at
+        self._admin_watched = False
+        self._stopped = False
+        self.reassigner = Reassigner(self)
+        self.elections = LeaderElections(self)
         sync.on_change = self.mark
         sync.on_deletions = self._mark_deletions
 
     async def stop(self) -> None:
         self._elected = self.active = False
+        self._stopped = True
         if self._running is not None:
             self._running.cancel()
             await asyncio.gather(self._running, return_exceptions=True)
@@ -100,43 +118,89 @@ class Controller:
         self._deletions = True
         self._kick()
 
+    def mark_admin(self) -> None:
+        """/admin/reassign_partitions or /admin/preferred_replica_election changed (their watches)."""
+        self._admin = True
+        self._kick()
+
+    @property
+    def live(self) -> frozenset[int]:
+        return self._live
+
+    def check_active(self) -> None:
+        """NOT_CONTROLLER unless this broker is the active controller (Kafka's ``isActive``)."""
+        if not (self.active and self._elected):
+            raise BrokerError(ErrorCode.NOT_CONTROLLER, f"Broker {self.broker_id} is not the controller.")
+
+    @contextlib.asynccontextmanager
+    async def acting(self) -> AsyncIterator[None]:
+        """The controller's lock held as the active controller: NOT_CONTROLLER (BrokerError) when this broker is
+        not, or turns out not to be (fenced) meanwhile."""
+        async with self.lock:
+            self.check_active()
+            try:
+                yield
+            except Fenced:
+                self.fenced()
+                raise BrokerError(ErrorCode.NOT_CONTROLLER,
+                                  f"Broker {self.broker_id} is no longer the controller.") from None
+
+    def fenced(self) -> None:
+        """Another broker is controller now: stop acting until the view names this one again."""
+        log.warning("broker %d is no longer the controller (controller epoch moved past %d)", self.broker_id,
+                    self.epoch)
+        self.active = self._elected = False
+
     def _kick(self) -> None:
         if self._elected and (self._running is None or self._running.done()):
             self._running = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        while self._elected and (self._all or self._dirty or self._deletions or not self.active):
+        while self._elected and (self._all or self._dirty or self._deletions or self._admin or not self.active):
             try:
-                if not self.active:
-                    self.active = await asyncio.to_thread(self._read_epoch)
-                    if not self.active:
-                        return  # the next view change tells
-                    log.info("broker %d acts as controller (controller epoch %d)", self.broker_id, self.epoch)
-                if self._deletions:
-                    self._deletions = False
-                    await self._delete_marked()
-                if self._all:
-                    keys: set[Key] = {(t, p) for t, meta in self.sync.topics.items() for p in meta.assignment}
-                    self._all = False
-                    self._dirty.clear()
-                else:
-                    keys, self._dirty = self._dirty, set()
-                started = time.perf_counter()
-                writes = self._decide(keys)
-                if writes:
-                    await self._write(writes)
-                    log.info("controller: %d of %d partition states written in %.0f ms", len(writes), len(keys),
-                             (time.perf_counter() - started) * 1000)
-            except _Fenced:
-                log.warning("broker %d is no longer the controller (controller epoch moved past %d)",
-                            self.broker_id, self.epoch)
-                self.active = self._elected = False
+                async with self.lock:
+                    if not await self._pass():
+                        return
+            except Fenced:
+                self.fenced()
                 return
             except Exception:  # connection loss and the like: the reconnect's view change runs it all again
                 log.exception("the controller's pass failed; it runs again on the next change")
                 self.active = False
                 self._all = self._deletions = True
                 return
+
+    async def _pass(self) -> bool:
+        """One pass over what changed; False when this broker turns out not to be the controller."""
+        if not self.active:
+            self.active = await asyncio.to_thread(self._read_epoch)
+            if not self.active:
+                return False  # the next view change tells
+            log.info("broker %d acts as controller (controller epoch %d)", self.broker_id, self.epoch)
+            await self._watch_admin()
+            self._admin = True  # what was asked while no controller was active
+        if self._admin:
+            self._admin = False
+            await self.reassigner.read_legacy()
+            await self.elections.read_znode()
+        if self._deletions:
+            self._deletions = False
+            await self._delete_marked()
+        if self._all:
+            keys: set[Key] = {(t, p) for t, meta in self.sync.topics.items() for p in meta.assignment}
+            self._all = False
+            self._dirty.clear()
+        else:
+            keys, self._dirty = self._dirty, set()
+        started = time.perf_counter()
+        writes = self._decide(keys)
+        if writes:
+            await self.write(writes)
+            log.info("controller: %d of %d partition states written in %.0f ms", len(writes), len(keys),
+                     (time.perf_counter() - started) * 1000)
+        if await self.reassigner.advance(keys) and self.sync.deleting:
+            self._deletions = True  # a topic's deletion may have waited for its reassignment
+        return True
 
     # -- decisions (event loop) ----------------------------------------------------------
 
@@ -157,6 +221,24 @@ class Controller:
 
     # -- ZooKeeper (worker threads) ------------------------------------------------------
 
+    async def _watch_admin(self) -> None:
+        """Watch the two admin znodes a tool may write (once: kazoo's watches outlive reconnections)."""
+        if self._admin_watched:
+            return
+        loop = asyncio.get_running_loop()
+
+        def changed(_data: bytes | None, _stat: Any) -> bool | None:  # kazoo's thread
+            if self._stopped:
+                return False  # ends the watch
+            loop.call_soon_threadsafe(self.mark_admin)
+            return None
+
+        def install() -> None:
+            for path in (REASSIGN_PARTITIONS, PREFERRED_REPLICA_ELECTION):
+                self.zk.DataWatch(path, changed)
+        await asyncio.to_thread(install)
+        self._admin_watched = True  # (a failed install is tried again by the next pass that takes over)
+
     def _read_epoch(self) -> bool:
         try:
             if parse_controller(self.zk.get(CONTROLLER)[0]) != self.broker_id:
@@ -164,15 +246,20 @@ class Controller:
         except (NoNodeError, ValueError):
             return False
         raw, stat = self.zk.get(CONTROLLER_EPOCH)
-        self.epoch, self._epoch_version = int(raw or b"0"), stat.version
+        self.epoch, self.epoch_version = int(raw or b"0"), stat.version
         return True
 
-    async def _write(self, writes: list[tuple[str, int, PartitionState, bool]]) -> None:
+    async def write(self, writes: list[tuple[str, int, PartitionState, bool]]) -> set[Key]:
+        """Write the states (name, index, state, whether its znode is new); the partitions written (the others
+        changed meanwhile: their watch events bring the new state). Fenced when another broker is controller."""
+        written = set()
         for name, index, state in await asyncio.to_thread(self._write_states, writes):
             self.sync.record(name, index, state)  # at once: the next pass decides on what was written
+            written.add((name, index))
+        return written
 
     def _write_states(self, writes: list[tuple[str, int, PartitionState, bool]]) -> list[tuple[str, int, Any]]:
-        """Write the states (pipelined); those written, with their new znode versions. _Fenced when
+        """Write the states (pipelined); those written, with their new znode versions. Fenced when
         /controller_epoch moved on."""
         zk = self.zk
         for name in sorted({name for name, _, _, create in writes if create}):
@@ -185,8 +272,7 @@ class Controller:
                 pass
         commits = []
         for name, index, state, create in writes:
-            tx = zk.transaction()
-            tx.check(CONTROLLER_EPOCH, self._epoch_version)
+            tx = fenced_transaction(zk, self.epoch_version)
             if create:
                 tx.create(state_path(name, index), state.to_json())
             else:
@@ -207,11 +293,15 @@ class Controller:
             written.append((name, index, PartitionState(state.leader, state.leader_epoch, state.isr,
                                                         state.controller_epoch, state.replicas, version)))
         if fenced and not written:
-            raise _Fenced
+            raise Fenced
         return written
 
     async def _delete_marked(self) -> None:
         for name in sorted(self.sync.deleting):
+            meta = self.sync.topics.get(name)
+            if meta is not None and meta.reassigning():
+                log.info("topic %s: its deletion waits for its partitions' reassignment to complete", name)
+                continue
             await asyncio.to_thread(self._delete_topic, name)
             log.info("topic %s deleted (controller)", name)
 
@@ -220,8 +310,7 @@ class Controller:
         fenced by the controller epoch. Re-read and tried again when the znodes changed meanwhile."""
         zk = self.zk
         for _ in range(5):
-            tx = zk.transaction()
-            tx.check(CONTROLLER_EPOCH, self._epoch_version)
+            tx = fenced_transaction(zk, self.epoch_version)
             try:
                 indexes = zk.get_children(partitions_path(name))
             except NoNodeError:
@@ -237,9 +326,6 @@ class Controller:
             if zk.exists(topic_config_path(name)) is not None:
                 tx.delete(topic_config_path(name))
             tx.delete(delete_topic_path(name))
-            results = tx.commit()
-            if isinstance(results[0], BadVersionError):
-                raise _Fenced
-            if not any(isinstance(r, Exception) for r in results):
+            if not any(isinstance(r, Exception) for r in commit_fenced(tx)):
                 return
         raise RuntimeError(f"topic {name}: its znodes kept changing while being deleted")

@@ -6,11 +6,16 @@ brokers, as Kafka's PartitionStateMachine and ReplicaStateMachine decide it in Z
   live members; with none, ``unclean.leader.election.enable`` takes the first live replica (the ISR becomes
   it alone), else the partition has no leader (-1) and keeps its last in-sync replica in the ISR, so that
   replica can lead cleanly when it returns;
-- a follower gone: it leaves the ISR (the leader stays);
+- a follower gone (or no longer a replica): it leaves the ISR (the leader stays);
 - ``auto.leader.rebalance.enable``: the preferred replica (the assignment's first) leads again once it is
   live and in the ISR.
 
 Every change the controller writes raises the leader epoch by one (Kafka's ``newLeaderAndIsr``).
+
+Elections asked for (ElectLeaders, /admin/preferred_replica_election: broker/cluster/leader_elections.py) use
+Kafka's two strategies: the preferred replica when it is live and in the ISR
+(PreferredReplicaPartitionLeaderElectionStrategy), and the offline election with unclean allowed (the first live
+in-sync replica, else the first live replica, the ISR becoming it alone).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Collection
 
 from ..replication.state import NO_LEADER, PartitionState
 
-__all__ = ["decide"]
+__all__ = ["decide", "elect_preferred", "elect_unclean"]
 
 
 def decide(replicas: tuple[int, ...], state: PartitionState | None, live: Collection[int], controller_epoch: int,
@@ -30,7 +35,8 @@ def decide(replicas: tuple[int, ...], state: PartitionState | None, live: Collec
         if not isr:
             return None
         return PartitionState(isr[0], 0, isr, controller_epoch, replicas)
-    live_isr = tuple(b for b in state.isr if b in live)
+    # (a replica a reassignment removed leaves the ISR too: its leader may have taken it in again meanwhile)
+    live_isr = tuple(b for b in state.isr if b in live and b in replicas)
     leader = state.leader
     if leader == NO_LEADER or leader not in live or leader not in replicas:
         leader, isr = _elect(replicas, state.isr, live_isr, live, unclean)
@@ -58,3 +64,22 @@ def _elect(replicas: tuple[int, ...], isr: tuple[int, ...], live_isr: tuple[int,
             return dirty, (dirty,)
     # no leader: the ISR keeps its live members, or (none live) stays as it was, naming the last in sync
     return NO_LEADER, live_isr or isr
+
+
+def elect_preferred(replicas: tuple[int, ...], state: PartitionState, live: Collection[int],
+                    controller_epoch: int) -> PartitionState | None:
+    """The preferred replica leading, when it is live and in the ISR; None when it cannot lead."""
+    preferred = replicas[0] if replicas else NO_LEADER
+    if preferred == NO_LEADER or preferred not in live or preferred not in state.isr:
+        return None
+    return PartitionState(preferred, state.leader_epoch + 1, state.isr, controller_epoch, replicas, state.zk_version)
+
+
+def elect_unclean(replicas: tuple[int, ...], state: PartitionState, live: Collection[int],
+                  controller_epoch: int) -> PartitionState | None:
+    """A leader for a partition without a live one, out of the ISR if need be; None when no replica is live."""
+    live_isr = tuple(b for b in state.isr if b in live)
+    leader, isr = _elect(replicas, state.isr, live_isr, live, unclean=True)
+    if leader == NO_LEADER:
+        return None
+    return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch, replicas, state.zk_version)

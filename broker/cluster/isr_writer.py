@@ -34,6 +34,9 @@ class ZkIsrWriter:
                                            state.zk_version)
         except (BadVersionError, NoNodeError):
             return None
-        written = replace(wanted, zk_version=stat.version)
+        # with the replicas as they are now (a reassignment may have changed them while the write was out)
+        meta = self.sync.topics.get(topic)
+        replicas = meta.assignment.get(index, state.replicas) if meta is not None else state.replicas
+        written = replace(wanted, zk_version=stat.version, replicas=replicas)
         self.sync.record(topic, index, written)
         return written

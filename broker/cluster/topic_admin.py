@@ -23,6 +23,7 @@ from .assignment import assign_replicas, check_assignment
 from .znodes import (
     Assignment,
     delete_topic_path,
+    parse_reassigning,
     parse_topic,
     topic_config_data,
     topic_config_path,
@@ -110,6 +111,9 @@ def plan_partitions(cluster: Cluster, name: str, count: int,
         raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
     if name in membership.sync.deleting:
         raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' is marked for deletion.")
+    if meta.reassigning():  # as Kafka's ZkAdminManager: the controller rewrites the assignment meanwhile
+        raise BrokerError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                          f"A partition reassignment is in progress for the topic '{name}'.")
     current = meta.partition_count
     if count <= current:
         raise BrokerError(ErrorCode.INVALID_PARTITIONS,
@@ -141,6 +145,9 @@ def _write_partitions(zk: KazooClient, name: str, added: Assignment) -> None:
     except NoNodeError:
         raise UnknownTopicOrPartition(f"topic {name!r} does not exist") from None
     topic_id, assignment = parse_topic(name, raw)
+    if any(parse_reassigning(name, raw)):  # begun since the view was read: the rewrite would lose it
+        raise BrokerError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                          f"A partition reassignment is in progress for the topic '{name}'.")
     if set(added) & set(assignment):
         raise BrokerError(ErrorCode.INVALID_PARTITIONS, f"Topic {name}'s partitions changed meanwhile; try again.")
     try:

@@ -31,6 +31,7 @@ from .topic_meta import TopicMeta
 from .znodes import (
     BROKER_TOPICS,
     DELETE_TOPICS,
+    parse_reassigning,
     parse_topic,
     parse_topic_config,
     state_path,
@@ -128,6 +129,17 @@ class TopicSync:
     def has_partition(self, name: str, index: int) -> bool:
         meta = self.topics.get(name)
         return meta is not None and index in meta.assignment
+
+    def state_version(self, name: str, index: int) -> int | None:
+        """The version of the partition's state znode as last seen (None: no state)."""
+        meta = self.topics.get(name)
+        state = meta.states.get(index) if meta is not None else None
+        return state.zk_version if state is not None else None
+
+    async def wait_for_new_states(self, versions: dict[Key, int | None], timeout: float) -> bool:
+        """Until the view holds a state of each partition past the version given (a conditional write lost to
+        another one waits for that one), or ``timeout`` seconds; whether it does."""
+        return await self.wait_for(lambda: all(self.state_version(*k) != v for k, v in versions.items()), timeout)
 
     async def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
         """Until ``done()`` holds after some change of the view, or ``timeout`` seconds; whether it holds."""
@@ -252,13 +264,14 @@ class TopicSync:
             return
         try:
             topic_id, assignment = parse_topic(name, data)
+            adding, removing = parse_reassigning(name, data)
         except ValueError as exc:
             log.error("%s", exc)
             return
         meta = self.topics.get(name)
         if meta is None:
             meta = self.topics[name] = TopicMeta(name, topic_id, assignment, overrides, stat.version, stat.czxid,
-                                                 leaderless=set(assignment))
+                                                 leaderless=set(assignment), adding=adding, removing=removing)
             changed = set(assignment)
             added = sorted(assignment)
             log.info("topic %s: %d partitions, replicas %s", name, len(assignment),
@@ -268,7 +281,11 @@ class TopicSync:
                 return
             added = sorted(set(assignment) - set(meta.assignment))
             changed = {p for p, r in assignment.items() if meta.assignment.get(p) != r}
+            # a reassignment's progress (for the controller), even when the replicas stay
+            changed |= {p for p in {*adding, *removing, *meta.adding, *meta.removing} & set(assignment)
+                        if adding.get(p) != meta.adding.get(p) or removing.get(p) != meta.removing.get(p)}
             meta.assignment, meta.zk_version = assignment, stat.version
+            meta.adding, meta.removing = adding, removing
             meta.leaderless.update(added)
             for p in changed:
                 if p in meta.states:

@@ -134,11 +134,15 @@ def parse_kafka_uuid(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
-def topic_data(topic_id: uuid.UUID, assignment: Assignment) -> bytes:
-    """Kafka's TopicZNode (version 3, as Kafka 2.8+ writes it: the topic id beside the assignment)."""
+def topic_data(topic_id: uuid.UUID, assignment: Assignment, adding: Assignment | None = None,
+               removing: Assignment | None = None) -> bytes:
+    """Kafka's TopicZNode (version 3, as Kafka 2.8+ writes it: the topic id beside the assignment, and the
+    replicas being added and removed by a reassignment, only for the partitions that have some)."""
     return json.dumps({"version": 3, "topic_id": kafka_uuid(topic_id),
                        "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-                       "adding_replicas": {}, "removing_replicas": {}}).encode()
+                       "adding_replicas": {str(p): list(r) for p, r in sorted((adding or {}).items()) if r},
+                       "removing_replicas": {str(p): list(r) for p, r in sorted((removing or {}).items()) if r},
+                       }).encode()
 
 
 def parse_topic(topic: str, raw: bytes) -> tuple[uuid.UUID, Assignment]:
@@ -163,7 +167,7 @@ def parse_topic_config(topic: str, raw: bytes | None) -> dict[str, str]:
     return parse_entity_config(topic_config_path(topic), raw)
 
 
-# -- entity configs and their change notifications (part 4, cluster configs: Kafka's ConfigEntityZNode,
+# -- entity configs and their change notifications (Kafka's ConfigEntityZNode,
 # ConfigEntityChangeNotificationZNode and ConfigEntityChangeNotificationSequenceZNode) ---------------------------
 
 CONFIG = "/config"
@@ -220,7 +224,7 @@ def parse_entity_config(path: str, raw: bytes | None) -> dict[str, str]:
         raise ValueError(f"{path} is not an entity config: {exc!r}") from None
 
 
-# -- part 5, security state: ACLs (Kafka's ZkAclStore/ZkAclChangeStore); SCRAM credentials and client quotas are
+# -- the security state: ACLs (Kafka's ZkAclStore/ZkAclChangeStore); SCRAM credentials and client quotas are
 # entity configs (/config/users/<user>[/clients/<client id>], /config/clients/<id>, /config/ips/<ip>) ------------
 
 ACL_LITERAL = "/kafka-acl"  # /kafka-acl/<ResourceType>/<name>
@@ -228,3 +232,54 @@ ACL_EXTENDED = "/kafka-acl-extended"  # /kafka-acl-extended/prefixed/<ResourceTy
 ACL_LITERAL_CHANGES = "/kafka-acl-changes"  # acl_changes_<seq>: "TOPIC:name"
 ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"  # acl_changes_<seq>: {"version":1,"resourceType",...}
 ACL_CHANGE_PREFIX = "acl_changes_"
+
+
+# -- replica reassignment and leader elections on request (Kafka's TopicZNode's
+# adding_replicas/removing_replicas, ReassignPartitionsZNode, PreferredReplicaElectionZNode) ---------------------
+
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+
+
+def parse_reassigning(topic: str, raw: bytes) -> tuple[Assignment, Assignment]:
+    """(adding replicas, removing replicas) by partition from /brokers/topics/<t> (empty for versions 1 and 2,
+    which have none); ValueError naming the znode when they are not Kafka's JSON."""
+    def replicas(key: str) -> Assignment:
+        return {int(p): tuple(int(b) for b in r) for p, r in (data.get(key) or {}).items() if r}
+    try:
+        data = json.loads(raw)
+        return replicas("adding_replicas"), replicas("removing_replicas")
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{topic_path(topic)} is not a topic assignment: {exc!r}") from None
+
+
+def reassign_partitions_data(targets: dict[tuple[str, int], tuple[int, ...]]) -> bytes:
+    """Kafka's ReassignPartitionsZNode (the legacy way to ask for a reassignment, kafka-reassign-partitions
+    --zookeeper): ``{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}``."""
+    return json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                    for (t, p), r in sorted(targets.items())]}).encode()
+
+
+def parse_reassign_partitions(raw: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    """The target replicas by (topic, partition) in /admin/reassign_partitions; ValueError naming the znode
+    and the problem when it is not Kafka's JSON."""
+    try:
+        return {(str(e["topic"]), int(e["partition"])): tuple(int(b) for b in e["replicas"])
+                for e in json.loads(raw)["partitions"]}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{REASSIGN_PARTITIONS} is not a partition reassignment: {exc!r}") from None
+
+
+def preferred_replica_election_data(partitions: set[tuple[str, int]]) -> bytes:
+    """Kafka's PreferredReplicaElectionZNode: ``{"version":1,"partitions":[{"topic":..,"partition":..}]}``."""
+    return json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p}
+                                                    for t, p in sorted(partitions)]}).encode()
+
+
+def parse_preferred_replica_election(raw: bytes) -> set[tuple[str, int]]:
+    """The partitions named in /admin/preferred_replica_election; ValueError naming the znode and the problem
+    when it is not Kafka's JSON."""
+    try:
+        return {(str(e["topic"]), int(e["partition"])) for e in json.loads(raw)["partitions"]}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{PREFERRED_REPLICA_ELECTION} is not a preferred replica election: {exc!r}") from None

@@ -12,16 +12,18 @@ from collections.abc import Sequence
 from typing import Protocol
 
 __all__ = [
-    "AlterClientQuotasRequest", "AlterConfigsRequest", "AlterUserScramCredentialsRequest", "ApiVersionsRequest",
+    "AlterClientQuotasRequest", "AlterConfigsRequest", "AlterPartitionReassignmentsRequest",
+    "AlterUserScramCredentialsRequest", "ApiVersionsRequest",
     "ConfigResource", "CreateAclsRequest",
     "CreatePartitionsRequest", "CreateTopicsRequest", "DeleteAclsRequest", "DeleteGroupsRequest",
     "DeleteRecordsRequest", "DeleteTopicsRequest", "DescribeAclsRequest", "DescribeClientQuotasRequest",
     "DescribeClusterRequest", "DescribeConfigsRequest", "DescribeGroupsRequest",
-    "DescribeUserScramCredentialsRequest", "FetchRequest",
+    "DescribeUserScramCredentialsRequest", "ElectLeadersRequest", "FetchRequest",
     "FindCoordinatorRequest", "HeartbeatRequest", "IncrementalAlterConfigsRequest", "IncrementalConfigResource",
     "InitProducerIdRequest", "Resource", "AddPartitionsToTxnRequest", "AddOffsetsToTxnRequest", "EndTxnRequest",
     "TxnOffsetCommitRequest", "DescribeTransactionsRequest", "ListTransactionsRequest",
-    "JoinGroupRequest", "LeaveGroupRequest", "ListGroupsRequest", "ListOffsetsRequest", "MetadataRequest",
+    "JoinGroupRequest", "LeaveGroupRequest", "ListGroupsRequest", "ListOffsetsRequest",
+    "ListPartitionReassignmentsRequest", "MetadataRequest",
     "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "OffsetForLeaderEpochRequest",
     "ProduceRequest", "SaslAuthenticateRequest",
     "SaslHandshakeRequest", "SyncGroupRequest",
@@ -496,3 +498,40 @@ class ScramCredentialUpsertion(Protocol):
 class AlterUserScramCredentialsRequest(Protocol):  # key 51
     deletions: Sequence[ScramCredentialDeletion]
     upsertions: Sequence[ScramCredentialUpsertion]
+
+
+# -- replica reassignment and leader elections --------------------------------------------------------------
+
+class ReassignablePartition(Protocol):
+    partition_index: int
+    replicas: Sequence[int] | None  # null: cancel the partition's reassignment
+
+
+class ReassignableTopic(Protocol):
+    name: str
+    partitions: Sequence[ReassignablePartition]
+
+
+class AlterPartitionReassignmentsRequest(Protocol):  # key 45; allow_replication_factor_change (v1+) by getattr
+    timeout_ms: int
+    topics: Sequence[ReassignableTopic]
+
+
+class ListPartitionReassignmentsTopic(Protocol):
+    name: str
+    partition_indexes: Sequence[int]
+
+
+class ListPartitionReassignmentsRequest(Protocol):  # key 46
+    timeout_ms: int
+    topics: Sequence[ListPartitionReassignmentsTopic] | None  # null: every reassignment under way
+
+
+class ElectLeadersTopic(Protocol):
+    topic: str
+    partitions: Sequence[int]
+
+
+class ElectLeadersRequest(Protocol):  # key 43; election_type (v1+) by getattr
+    topic_partitions: Sequence[ElectLeadersTopic] | None  # null: every partition
+    timeout_ms: int

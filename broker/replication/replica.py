@@ -101,6 +101,8 @@ class PartitionReplica:
             for r in state.replicas:
                 if r != self.broker_id and r not in self.followers:
                     self.followers[r] = FollowerPosition(0)
+            for r in [r for r in self.followers if r not in state.replicas]:
+                del self.followers[r]  # reassigned away: no longer counted, nor taken into the ISR
         self.advance_high_watermark()
 
     def become_follower(self, state: PartitionState) -> None:

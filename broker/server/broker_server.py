@@ -225,7 +225,7 @@ class BrokerServer:
         await self._share_security(membership)
 
     async def _share_security(self, membership: ClusterMembership) -> None:
-        """ACLs, SCRAM credentials and client quotas from ZooKeeper, shared by every broker (part 5)."""
+        """ACLs, SCRAM credentials and client quotas from ZooKeeper, shared by every broker."""
         from ..cluster.security_state import ClusterSecurity
 
         assert membership.config_changes is not None

@@ -89,6 +89,19 @@ def test_who_may_join_the_isr(tmp_path: Path) -> None:
     assert replica.ready_to_join() == [3]
 
 
+def test_a_replica_reassigned_away_no_longer_holds_the_high_watermark(tmp_path: Path) -> None:
+    """Its ISR place may outlive it for a moment (the leader took it in before it learned of the move): the
+    leader counts its own replicas only, and does not take it in again."""
+    replica, _ = _leader(tmp_path, isr=(1, 2, 3))
+    _append(replica.partition, 5)
+    replica.follower_fetched(2, 5, 10_100)
+    assert replica.high_watermark == 0  # 3 has not fetched
+    replica.become_leader(PartitionState(1, 1, (1, 2, 3), 1, (1, 2), 0), now_ms=10_200)  # same epoch: 3 moved away
+    assert 3 not in replica.followers and replica.high_watermark == 5
+    replica.follower_fetched(3, 5, 10_300)
+    assert replica.ready_to_join() == [] and replica.out_of_sync(10_300 + LAG + 1, LAG) == []
+
+
 def test_acks_all_waits_for_the_high_watermark_and_min_insync(tmp_path: Path) -> None:
     async def run() -> None:
         replica, _ = _leader(tmp_path, isr=(1, 2), **{"min.insync.replicas": 2})
