@@ -35,11 +35,9 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> dict[str, A
     if req.transactional_id:
         if not ctx.allowed_transactional_id(Op.WRITE, req.transactional_id):
             return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        if ctx.cluster.membership is not None:  # k10_find_coordinator.TRANSACTIONS_NOT_IN_A_CLUSTER
-            return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
-        code, pid, epoch = ctx.transactions.init_producer(req.transactional_id, req.transaction_timeout_ms,
-                                                          pid, epoch)
+        code, pid, epoch = await ctx.transactions.init_producer(req.transactional_id, req.transaction_timeout_ms,
+                                                                pid, epoch)
         return _answer(fenced_for(code, ctx.version, 4), pid, epoch)
     if not (ctx.allowed_cluster(Op.IDEMPOTENT_WRITE)
             or ctx.access.allowed_any(ctx.principal, ctx.host, Op.WRITE, ResourceType.TOPIC)):

@@ -33,8 +33,8 @@ def _results(codes: dict[TP, ErrorCode]) -> list[dict[str, Any]]:
     return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
 
 
-def _add(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Sequence[AddPartitionsToTxnTopic],
-         verify_only: bool) -> dict[TP, ErrorCode]:
+async def _add(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Sequence[AddPartitionsToTxnTopic],
+               verify_only: bool) -> dict[TP, ErrorCode]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     if not ctx.allowed_transactional_id(Op.WRITE, tid):
         return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -47,21 +47,21 @@ def _add(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Sequence[A
                          else ErrorCode.NONE if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if any(codes.values()):
         return {tp: code or ErrorCode.OPERATION_NOT_ATTEMPTED for tp, code in codes.items()}
-    code = fenced_for(ctx.transactions.add_partitions(tid, pid, epoch, wanted), ctx.version, 2)
+    code = fenced_for(await ctx.transactions.add_partitions(tid, pid, epoch, wanted), ctx.version, 2)
     return dict.fromkeys(wanted, code)
 
 
 @api(key=24, min=0, max=4)
 async def handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> dict[str, Any]:
     if ctx.version < 4:
-        codes = _add(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-                     req.v3_and_below_producer_epoch, req.v3_and_below_topics, verify_only=False)
+        codes = await _add(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                           req.v3_and_below_producer_epoch, req.v3_and_below_topics, verify_only=False)
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _results(codes)}
     if not ctx.allowed_cluster(Op.CLUSTER_ACTION):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "results_by_transaction": []}
     results = [{"transactional_id": t.transactional_id,
-                "topic_results": _results(_add(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
-                                               t.verify_only))}
+                "topic_results": _results(await _add(ctx, t.transactional_id, t.producer_id, t.producer_epoch,
+                                                     t.topics, t.verify_only))}
                for t in req.transactions]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}

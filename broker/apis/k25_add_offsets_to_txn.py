@@ -26,6 +26,6 @@ async def handle(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> dict[str, 
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
         txns = ctx.transactions
-        code = fenced_for(txns.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                              [txns.offsets_partition(req.group_id)]), ctx.version, 2)
+        code = fenced_for(await txns.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                    [txns.offsets_partition(req.group_id)]), ctx.version, 2)
     return {"throttle_time_ms": 0, "error_code": code}

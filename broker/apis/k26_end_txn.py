@@ -25,6 +25,6 @@ async def handle(ctx: RequestContext, req: EndTxnRequest) -> dict[str, Any]:
     if not ctx.allowed_transactional_id(Op.WRITE, req.transactional_id):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
-        code = fenced_for(ctx.transactions.end_transaction(req.transactional_id, req.producer_id,
-                                                           req.producer_epoch, req.committed), ctx.version, 2)
+        code = fenced_for(await ctx.transactions.end_transaction(req.transactional_id, req.producer_id,
+                                                                 req.producer_epoch, req.committed), ctx.version, 2)
     return {"throttle_time_ms": 0, "error_code": code}

@@ -161,7 +161,7 @@ class BrokerServer:
         self.groups.load()
         producer_ids = ProducerIdManager(self.cluster.log_dir)
         self.transactions = TransactionCoordinator(self.cluster, self.config, producer_ids, self.groups.offsets)
-        self.transactions.load()
+        await self.transactions.load()
         self.services = apis.Services(self.access, producer_ids, self.groups, self.transactions)
         try:
             security = self.config.listener_security(self.services)  # keystores read, mechanisms ready
@@ -229,6 +229,7 @@ class BrokerServer:
             await self.stop()  # leave nothing half started: the caller gets only the error
             raise
         manager.listeners.append(self.groups)  # group coordinators move with __consumer_offsets' leadership
+        manager.listeners.append(self.transactions)  # transaction coordinators with __transaction_state's
         self.cluster.replication = self._replication = manager
         manager.start()
 
