@@ -326,10 +326,9 @@ class BrokerConfig(_KafkaModel):
     replica_high_watermark_checkpoint_interval_ms: int = Field(
         5000, alias="replica.high.watermark.checkpoint.interval.ms", ge=1)
     # Transaction coordinators in a ZooKeeper cluster (txn/): the replicated __transaction_state, Kafka's names and
-    # defaults; request.timeout.ms bounds a coordinator's wait for the ISR to have each of its state writes
+    # defaults (request.timeout.ms, below, bounds a coordinator's wait for the ISR to have each of its state writes)
     transaction_state_log_replication_factor: int = Field(3, alias="transaction.state.log.replication.factor", ge=1)
     transaction_state_log_min_isr: int = Field(2, alias="transaction.state.log.min.isr", ge=1)
-    request_timeout_ms: int = Field(30000, alias="request.timeout.ms", ge=1)
 
     @model_validator(mode="before")
     @classmethod
