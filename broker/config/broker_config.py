@@ -325,6 +325,9 @@ class BrokerConfig(_KafkaModel):
     replica_socket_timeout_ms: int = Field(30000, alias="replica.socket.timeout.ms", ge=1)
     replica_high_watermark_checkpoint_interval_ms: int = Field(
         5000, alias="replica.high.watermark.checkpoint.interval.ms", ge=1)
+    # transaction markers (docs/CLUSTER.md "Transactions"): how long WriteTxnMarkers waits for the ISR to have a
+    # marker, and how long a cluster's marker sender retries a partition's marker before the coordinator's next try
+    request_timeout_ms: int = Field(30000, alias="request.timeout.ms", ge=1)
 
     @model_validator(mode="before")
     @classmethod
