@@ -329,6 +329,9 @@ class BrokerConfig(_KafkaModel):
     # defaults (request.timeout.ms, below, bounds a coordinator's wait for the ISR to have each of its state writes)
     transaction_state_log_replication_factor: int = Field(3, alias="transaction.state.log.replication.factor", ge=1)
     transaction_state_log_min_isr: int = Field(2, alias="transaction.state.log.min.isr", ge=1)
+    # transaction markers (docs/CLUSTER.md "Transactions"): how long WriteTxnMarkers waits for the ISR to have a
+    # marker, and how long a cluster's marker sender retries a partition's marker before the coordinator's next try
+    request_timeout_ms: int = Field(30000, alias="request.timeout.ms", ge=1)
 
     @model_validator(mode="before")
     @classmethod

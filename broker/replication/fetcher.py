@@ -1,6 +1,6 @@
 """A follower's fetching from one leader broker (Kafka's ReplicaFetcherThread / AbstractFetcherThread, as one
-asyncio task): one connection to the leader's inter-broker listener, one Fetch with ``replica_id`` = this
-broker's id carrying every partition that broker leads for this one, again and again.
+asyncio task): one connection to the leader's inter-broker listener (peer.py), one Fetch with ``replica_id`` =
+this broker's id carrying every partition that broker leads for this one, again and again.
 
 Before a partition's first fetch under a new leader epoch, its log is truncated to where it agrees with the
 leader's: the leader answers OffsetForLeaderEpoch for this log's latest epoch with the end offset of that epoch
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from ..log.fd_cache import DescriptorCache
 from ..log.flusher import PartitionFlusher
 from ..log.recovery import LOG_START_OFFSET_FILE, write_offset_file
 from ..topics.producer_state import rebuild_after_truncation, replay
+from .peer import PeerConnection, PeerError, connect_peer
 
 if TYPE_CHECKING:
     from ..config.broker_config import BrokerConfig
@@ -45,7 +45,6 @@ __all__ = ["LeaderFetcher", "ReplicationError"]
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
 FETCH_VERSION = 11  # current_leader_epoch (v9+), the highest the broker serves
 EPOCH_VERSION = 3  # OffsetForLeaderEpoch with replica_id
 UNDEFINED = -1
@@ -53,30 +52,6 @@ UNDEFINED = -1
 
 class ReplicationError(Exception):
     """A leader's answer this follower cannot apply (logged; the partition backs off and fetches again)."""
-
-
-class _Connection:
-    """One connection to a leader; one request at a time (the fetcher waits for each answer)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
-        self.reader, self.writer, self.client_id = reader, writer, client_id
-        self._cid = 0
-
-    async def call(self, request: Any, response_cls: Any, timeout: float) -> Any:
-        self._cid += 1
-        request.with_header(correlation_id=self._cid, client_id=self.client_id)
-        self.writer.write(request.encode(header=True, framed=True))
-        await self.writer.drain()
-        async with asyncio.timeout(timeout):
-            (size,) = _SIZE.unpack(await self.reader.readexactly(4))
-            body = await self.reader.readexactly(size)
-        (cid,) = _SIZE.unpack_from(body)
-        if cid != self._cid:
-            raise ReplicationError(f"answer {cid} to request {self._cid}")
-        return response_cls.decode(body, version=request.API_VERSION, header=True)
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 class LeaderFetcher:
@@ -93,7 +68,7 @@ class LeaderFetcher:
         self.replicas: dict[tuple[str, int], PartitionReplica] = {}
         self._retry_at: dict[tuple[str, int], float] = {}  # partitions backing off after a failed fetch
         self._changed = asyncio.Event()
-        self._connection: _Connection | None = None
+        self._connection: PeerConnection | None = None
         self._task: asyncio.Task[None] | None = None
 
     # -- the partitions followed ---------------------------------------------------------
@@ -142,7 +117,7 @@ class LeaderFetcher:
                     await self._fetch(connection, ready)
             except asyncio.CancelledError:
                 raise
-            except (OSError, EOFError, TimeoutError, ReplicationError) as exc:
+            except (OSError, EOFError, TimeoutError, ReplicationError, PeerError) as exc:
                 log.warning("replica fetcher from broker %d: %s; again in %g s", self.leader_id,
                             exc or type(exc).__name__, backoff)
                 self._disconnect()
@@ -161,16 +136,15 @@ class LeaderFetcher:
     def _back_off(self, key: tuple[str, int]) -> None:
         self._retry_at[key] = time.monotonic() + self.config.replica_fetch_backoff_ms / 1000
 
-    async def _connect(self) -> _Connection:
+    async def _connect(self) -> PeerConnection:
         if self._connection is not None:
             return self._connection
         address = self._address(self.leader_id)
         if address is None:
             raise ReplicationError(f"broker {self.leader_id} is not registered on the inter-broker listener")
         host, port = address
-        async with asyncio.timeout(self.config.replica_socket_timeout_ms / 1000):
-            reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-        self._connection = _Connection(reader, writer, f"replica-fetcher-{self.broker_id}")
+        self._connection = await connect_peer(self.config, host, port, f"replica-fetcher-{self.broker_id}",
+                                              self.config.replica_socket_timeout_ms / 1000)
         log.info("broker %d fetching from broker %d at %s:%d", self.broker_id, self.leader_id, host, port)
         return self._connection
 
@@ -184,7 +158,7 @@ class LeaderFetcher:
 
     # -- truncation ----------------------------------------------------------------------
 
-    async def _truncate(self, connection: _Connection, replicas: list[PartitionReplica]) -> None:
+    async def _truncate(self, connection: PeerConnection, replicas: list[PartitionReplica]) -> None:
         """Cut each log back to where it agrees with the leader's (OffsetForLeaderEpoch for its latest epoch)."""
         asked: dict[str, list[Any]] = {}
         latest: dict[tuple[str, int], int] = {}
@@ -266,7 +240,7 @@ class LeaderFetcher:
 
     # -- fetching ------------------------------------------------------------------------
 
-    async def _fetch(self, connection: _Connection, replicas: list[PartitionReplica]) -> None:
+    async def _fetch(self, connection: PeerConnection, replicas: list[PartitionReplica]) -> None:
         config = self.config
         Topic = FetchRequest.FetchTopic
         by_topic: dict[str, list[Any]] = {}
