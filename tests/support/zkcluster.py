@@ -170,10 +170,12 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, in
         consumer.close()
 
 
-def read_numbers(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> dict[int, list[int]]:
-    """Every record's number in each partition, read from offset 0 to the end (librdkafka, no group)."""
+def read_numbers(bootstrap: str, topic: str, partitions: int, timeout: float = 60,
+                 isolation: str = "read_committed") -> dict[int, list[int]]:
+    """Every record's number in each partition, read from offset 0 to the end (librdkafka, no group; its
+    default isolation, read_committed, unless ``isolation`` says read_uncommitted)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True, "isolation.level": isolation})
     read: dict[int, list[int]] = {p: [] for p in range(partitions)}
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

@@ -1,0 +1,225 @@
+"""Transaction coordinators on a real ZooKeeper with three real brokers: ``__transaction_state`` is a cluster
+topic (made by the first FindCoordinator for a transactional id, replicated on all three), an id's coordinator is
+the leader of its partition and the other brokers answer NOT_COORDINATOR, and when that broker is SIGKILLed the
+partition's new leader loads the id and coordinates it. librdkafka's transactional producer commits and aborts
+before, across and after the kill, and a read_committed consumer sees exactly the committed records; a
+consume-transform-produce loop (send_offsets_to_transaction) whose coordinator is killed inside a transaction
+writes every input record to its output exactly once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.produce import InitProducerIdRequest, InitProducerIdResponse
+from support import zkserver
+from support.brokerproc import BrokerProcess
+from support.rawkafka import request
+from support.zkcluster import agreed_topic, read_numbers, running_cluster, topic_view
+
+from headwater.broker.txn.store import txn_partition
+from headwater.testing import unique, wait_until
+
+pytestmark = pytest.mark.skipif(zkserver.available() is not None, reason=str(zkserver.available()))
+
+SESSION_TIMEOUT_MS = 4000
+IDS = {1, 2, 3}
+PARTITIONS = 3
+TXN_PARTITIONS = 5
+NOT_COORDINATOR = 16
+TXN_STATE = "__transaction_state"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: zkserver.ZooKeeperServer
+            ) -> Iterator[dict[int, BrokerProcess]]:
+    with running_cluster(tmp_path_factory.mktemp("zk-txn"), f"{zookeeper.connect}/{unique('hw')}", IDS,
+                         SESSION_TIMEOUT_MS, f"transaction.state.log.num.partitions={TXN_PARTITIONS}",
+                         "offsets.topic.num.partitions=5", "group.initial.rebalance.delay.ms=0") as brokers:
+        yield brokers
+
+
+def _bootstrap(cluster: dict[int, BrokerProcess]) -> str:
+    return ",".join(b.bootstrap for b in cluster.values())
+
+
+def _live(cluster: dict[int, BrokerProcess]) -> list[BrokerProcess]:
+    return [b for b in cluster.values() if b.running]
+
+
+def _make_topics(cluster: dict[int, BrokerProcess], *topics: str) -> None:
+    admin = AdminClient({"bootstrap.servers": _bootstrap(cluster)})
+    for future in admin.create_topics([NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+                                       for t in topics]).values():
+        future.result(30)
+    for t in topics:
+        wait_until(lambda t=t: agreed_topic(_live(cluster), t, lambda v: all(p[0] > 0 for p in v.values())),
+                   f"{t}'s leaders on every broker", timeout=20)
+
+
+def _coordinator(cluster: dict[int, BrokerProcess], tid: str) -> int | None:
+    """The id's coordinator once every live broker's FindCoordinator answers the same broker and that broker
+    leads the id's __transaction_state partition; None meanwhile."""
+    live = _live(cluster)
+    try:
+        found = {int(request(b.port, FindCoordinatorRequest[2](key=tid, key_type=1), FindCoordinatorResponse,
+                             timeout=5).node_id) for b in live}
+    except Exception:  # a broker not answering (yet): the caller's wait goes on
+        return None
+    view = topic_view(live[0], TXN_STATE)
+    if len(found) != 1 or view is None:
+        return None
+    node = found.pop()
+    return node if view[txn_partition(tid, len(view))][0] == node else None
+
+
+def _fully_replicated(cluster: dict[int, BrokerProcess], *topics: str) -> bool:
+    """Whether every partition of ``topics`` has all three brokers in its ISR, as every live broker sees it."""
+    for t in topics:
+        view = agreed_topic(_live(cluster), t)
+        if view is None or any(len(p[3]) != 3 for p in view.values()):
+            return False
+    return True
+
+
+def _txn_producer(cluster: dict[int, BrokerProcess], tid: str) -> Producer:
+    producer = Producer({"bootstrap.servers": _bootstrap(cluster), "transactional.id": tid,
+                         "transaction.timeout.ms": 30000, "topic.metadata.refresh.interval.ms": 500})
+    producer.init_transactions(30)
+    return producer
+
+
+def _end(producer: Producer, commit: bool) -> bool:
+    """Commit (or abort) the open transaction as an application does while its coordinator moves: what is
+    retriable is retried, what needs an abort is aborted. Whether it committed."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+            return commit
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.txn_requires_abort():
+                commit = False
+            elif not error.retriable() or time.monotonic() > deadline:
+                raise
+
+
+def test_commits_and_aborts_through_the_coordinators_kill(cluster: dict[int, BrokerProcess]) -> None:
+    topic, tid = unique("txn-out"), unique("tid")
+    _make_topics(cluster, topic)
+    producer = _txn_producer(cluster, tid)  # its FindCoordinator made __transaction_state
+    view = wait_until(lambda: agreed_topic(_live(cluster), TXN_STATE, lambda v: all(p[0] > 0 for p in v.values())),
+                      "__transaction_state's leaders", timeout=20)
+    assert len(view) == TXN_PARTITIONS and all(len(p[2]) == 3 for p in view.values())  # replicated on all three
+    coordinator = wait_until(lambda: _coordinator(cluster, tid), "the id's coordinator", timeout=20)
+    for broker_id, broker in cluster.items():  # the others refuse to coordinate it
+        if broker_id != coordinator:
+            answer = request(broker.port, InitProducerIdRequest[1](transactional_id=tid, transaction_timeout_ms=30000),
+                             InitProducerIdResponse)
+            assert answer.error_code == NOT_COORDINATOR
+
+    committed: set[int] = set()
+    aborted: set[int] = set()
+    first = 0
+
+    def transaction(commit: bool) -> None:
+        nonlocal first
+        numbers = range(first, first + 30)
+        first += 30
+        producer.begin_transaction()
+        for n in numbers:
+            producer.produce(topic, str(n).encode(), partition=n % PARTITIONS)
+        (committed if _end(producer, commit) else aborted).update(numbers)
+
+    transaction(True)
+    transaction(False)
+    transaction(True)
+    cluster[coordinator].kill()  # between transactions: the next one waits for the partition's new leader
+    transaction(True)
+    moved = wait_until(lambda: _coordinator(cluster, tid), "the id's new coordinator", timeout=20)
+    assert moved != coordinator
+    transaction(False)
+    transaction(True)
+    cluster[coordinator].start()  # it catches up and leads its preferred partitions again
+    wait_until(lambda: _fully_replicated(cluster, TXN_STATE, topic), "the restarted broker in every ISR", timeout=30)
+    transaction(True)
+    producer.flush(30)
+
+    assert committed and aborted
+    read = read_numbers(_bootstrap(cluster), topic, PARTITIONS)
+    everything = [n for numbers in read.values() for n in numbers]
+    assert len(everything) == len(set(everything)), "a committed record read twice"
+    assert set(everything) == committed, (f"lost: {sorted(committed - set(everything))[:5]}, "
+                                          f"aborted but read: {sorted(set(everything) & aborted)[:5]}")
+    uncommitted = read_numbers(_bootstrap(cluster), topic, PARTITIONS, isolation="read_uncommitted")
+    assert aborted <= {n for numbers in uncommitted.values() for n in numbers}  # written, and hidden by the aborts
+
+
+def _rewind(consumer: Consumer) -> None:
+    """Back to the group's committed offsets (an aborted transaction's input is processed again)."""
+    for tp in consumer.committed(consumer.assignment(), timeout=30):
+        consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+
+def test_consume_transform_produce_is_exactly_once_through_the_coordinators_kill(
+        cluster: dict[int, BrokerProcess]) -> None:
+    wait_until(lambda: _fully_replicated(cluster, TXN_STATE), "every broker in __transaction_state's ISRs",
+               timeout=30)
+    source, sink, group, tid = unique("ctp-in"), unique("ctp-out"), unique("ctp"), unique("ctp-tid")
+    _make_topics(cluster, source, sink)
+    total = 600
+    loader = Producer({"bootstrap.servers": _bootstrap(cluster), "enable.idempotence": True})
+    for n in range(total):
+        loader.produce(source, str(n).encode(), partition=n % PARTITIONS)
+    assert loader.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": _bootstrap(cluster), "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([source])
+    producer = _txn_producer(cluster, tid)
+    killed: int | None = None
+    batches = 0
+    try:
+        def step() -> bool:
+            """One transaction of what the consumer read; True once the group's committed offsets cover the
+            whole input."""
+            nonlocal killed, batches
+            messages = [m for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+            if not messages:
+                done = consumer.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=10)
+                return sum(max(tp.offset, 0) for tp in done) == total
+            producer.begin_transaction()
+            for m in messages:
+                producer.produce(sink, m.value(), partition=m.partition())
+            batches += 1
+            if killed is None and batches == 3:  # inside the transaction: records sent, offsets and commit not yet
+                killed = wait_until(lambda: _coordinator(cluster, tid), "the loop's coordinator", timeout=20)
+                cluster[killed].kill()
+            try:
+                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                     consumer.consumer_group_metadata(), 30)
+                commit = True
+            except KafkaException as exc:
+                if not (exc.args[0].txn_requires_abort() or exc.args[0].retriable()):
+                    raise
+                commit = False
+            if not _end(producer, commit):
+                _rewind(consumer)
+            return False
+
+        wait_until(step, "the whole input transformed and committed", timeout=90, interval=0)
+    finally:
+        consumer.close()
+    assert killed is not None
+    read = read_numbers(_bootstrap(cluster), sink, PARTITIONS)
+    everything = sorted(n for numbers in read.values() for n in numbers)
+    assert everything == list(range(total)), (f"{len(everything)} read, {len(set(everything))} distinct, "
+                                              f"missing {sorted(set(range(total)) - set(everything))[:5]}")
+    cluster[killed].start()  # the module's cluster whole again for whatever runs next
