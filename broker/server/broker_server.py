@@ -160,7 +160,10 @@ class BrokerServer:
         self.groups = GroupCoordinator(self.cluster, self.config)
         self.groups.load()
         producer_ids = ProducerIdManager(self.cluster.log_dir)
-        self.transactions = TransactionCoordinator(self.cluster, self.config, producer_ids, self.groups.offsets)
+        from ..txn.marker_sender import marker_sender  # it imports the inter-broker client, which imports this
+
+        self.transactions = TransactionCoordinator(self.cluster, self.config, producer_ids, self.groups.offsets,
+                                                   marker_sender(self.cluster, self.groups.offsets))
         await self.transactions.load()
         self.services = apis.Services(self.access, producer_ids, self.groups, self.transactions)
         try:
@@ -266,6 +269,7 @@ class BrokerServer:
             task.cancel()
         await asyncio.gather(*self._connections, *self._background, return_exceptions=True)
         await self.groups.stop()
+        self.transactions.stop()
         for server in self._servers:
             try:
                 await server.wait_closed()

@@ -27,6 +27,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from headwater.kafka.errors import ErrorCode
 
@@ -38,9 +39,11 @@ from ..replication.epochs import current_leader_epoch
 from ..topics.cluster import Cluster
 from ..topics.producer_state import ProducerIdManager
 from ..topics.topic import Partition
-from .marker_sender import LocalMarkerSender, MarkerError, MarkerSender
 from .state import COMPLETE, PREPARED, TP, TxnMetadata, TxnState
 from .store import TRANSACTION_STATE_TOPIC, TxnStore, txn_partition
+
+if TYPE_CHECKING:  # marker_sender.py imports the inter-broker client, which imports the server and its APIs
+    from .marker_sender import MarkerSender
 
 __all__ = ["TransactionCoordinator"]
 
@@ -64,12 +67,12 @@ def _now() -> int:
 
 class TransactionCoordinator:
     def __init__(self, cluster: Cluster, config: BrokerConfig, producer_ids: ProducerIdManager,
-                 offsets: CommittedOffsets, markers: MarkerSender | None = None) -> None:
+                 offsets: CommittedOffsets, markers: MarkerSender) -> None:
         self.cluster = cluster
         self.config = config
         self.producer_ids = producer_ids
         self.offsets = offsets
-        self.markers: MarkerSender = markers if markers is not None else LocalMarkerSender(cluster, offsets)
+        self.markers = markers  # txn/marker_sender.py's: one node's, or a cluster's
         self.store = TxnStore(cluster, config)
         self.txns: dict[str, TxnMetadata] = {}
         self.by_producer: dict[int, str] = {}  # producer id -> transactional id, for Produce's check
@@ -89,6 +92,15 @@ class TransactionCoordinator:
         self.txns = self.store.load()
         self.by_producer = {t.producer_id: tid for tid, t in self.txns.items()}
         await self.complete_prepared()
+
+    def stop(self) -> None:
+        """Stop sending markers (a prepared transaction stays so in the log: completed by its next coordinator)
+        and close the marker sender's connections to the other brokers."""
+        for task in self._completing.values():
+            task.cancel()
+        close = getattr(self.markers, "close", None)  # a cluster's sender holds connections
+        if callable(close):
+            close()
 
     async def run(self) -> None:
         """The periodic task: markers of prepared transactions sent again, timed-out transactions aborted, idle
@@ -230,10 +242,10 @@ class TransactionCoordinator:
         commit = txn.state == TxnState.PREPARE_COMMIT
         try:
             await self.markers.send(txn.copy(), commit, epoch)
-        except MarkerError:  # logged by the sender; the prepare is durable
+        except Exception as exc:  # MarkerError, logged by the sender; the prepare is durable
             self.failures += 1
-            log.warning("transactional id %s stays %s: its markers are sent again every "
-                        "transaction.abort.timed.out.transaction.cleanup.interval.ms", tid, txn.state.kafka_name)
+            log.warning("transactional id %s stays %s (%s): its markers are sent again every "
+                        "transaction.abort.timed.out.transaction.cleanup.interval.ms", tid, txn.state.kafka_name, exc)
             return
         target = txn.copy()
         target.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
-from kafka.protocol.produce import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.rawkafka import request

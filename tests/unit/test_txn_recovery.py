@@ -21,6 +21,7 @@ from headwater.broker.log.control import read_marker
 from headwater.broker.topics.cluster import Cluster
 from headwater.broker.topics.producer_state import ProducerIdManager
 from headwater.broker.txn import TransactionCoordinator, TxnState
+from headwater.broker.txn.marker_sender import LocalMarkerSender
 from headwater.kafka.errors import ErrorCode
 
 T = TypeVar("T")
@@ -41,7 +42,7 @@ class Node:
         self.groups = GroupCoordinator(self.cluster, config)
         self.groups.load()
         self.txns = TransactionCoordinator(self.cluster, config, ProducerIdManager(self.cluster.log_dir),
-                                           self.groups.offsets)
+                                           self.groups.offsets, LocalMarkerSender(self.cluster, self.groups.offsets))
         asyncio.run(self.txns.load())
 
     def markers(self, topic: str, index: int) -> list[tuple[int, bool]]:
