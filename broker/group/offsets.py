@@ -13,7 +13,7 @@ from headwater.kafka.errors import ErrorCode
 from ..errors import BrokerError
 from .group import Group, GroupState, Member
 from .records import OffsetAndMetadata
-from .store import GroupStore, group_of
+from .store import OFFSETS_TOPIC, GroupStore, group_of
 
 __all__ = ["CommittedOffsets"]
 
@@ -88,6 +88,8 @@ class CommittedOffsets:
             end = self.store.write_offsets(group_id, offsets, producer_id, producer_epoch)
         except BrokerError as exc:  # leadership moved meanwhile
             return ErrorCode(exc.code)
+        # the followers' fetches parked on the partition take the commit now, not at their wait's end
+        self.store.cluster.notify_data(((OFFSETS_TOPIC, self.store.partition_for(group_id)),))
         code = await self.store.replicated(group_id, end, self.store.config.offsets_commit_timeout_ms)
         if code:
             return _COMMIT_ERRORS.get(ErrorCode(code), ErrorCode.UNKNOWN_SERVER_ERROR)

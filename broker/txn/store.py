@@ -100,10 +100,13 @@ class TxnStore:
     def append(self, transactional_id: str, metadata: TxnMetadata | None) -> int:
         """Append the id's new state (None: a tombstone); the offset after it, for ``replicated``.
         BrokerError(NOT_LEADER_OR_FOLLOWER) when this broker no longer leads the id's partition."""
-        partition = self.cluster.partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+        index = self.partition_for(transactional_id)
+        partition = self.cluster.partition(TRANSACTION_STATE_TOPIC, index)
         value = None if metadata is None else encode_value(metadata)
         batch = bytearray(build_batch([Record(0, int(time.time() * 1000), encode_key(transactional_id), value)]))
-        return append_as_leader(partition, batch)
+        end = append_as_leader(partition, batch)
+        self.cluster.notify_data([(TRANSACTION_STATE_TOPIC, index)])  # the followers' parked fetches take it now
+        return end
 
     async def replicated(self, transactional_id: str, end_offset: int) -> int:
         """0 once the ISR of the id's partition has its log up to ``end_offset`` (at once on one node), else

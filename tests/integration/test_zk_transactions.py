@@ -77,15 +77,6 @@ def _coordinator(cluster: dict[int, BrokerProcess], tid: str) -> int | None:
     return node if view[txn_partition(tid, len(view))][0] == node else None
 
 
-def _fully_replicated(cluster: dict[int, BrokerProcess], *topics: str) -> bool:
-    """Whether every partition of ``topics`` has all three brokers in its ISR, as every live broker sees it."""
-    for t in topics:
-        view = agreed_topic(_live(cluster), t)
-        if view is None or any(len(p[3]) != 3 for p in view.values()):
-            return False
-    return True
-
-
 def _txn_producer(cluster: dict[int, BrokerProcess], tid: str) -> Producer:
     producer = Producer({"bootstrap.servers": _bootstrap(cluster), "transactional.id": tid,
                          "transaction.timeout.ms": 30000, "topic.metadata.refresh.interval.ms": 500})
@@ -112,9 +103,73 @@ def _end(producer: Producer, commit: bool) -> bool:
                 raise
 
 
-def test_commits_and_aborts_through_the_coordinators_kill(cluster: dict[int, BrokerProcess]) -> None:
-    topic, tid = unique("txn-out"), unique("tid")
-    _make_topics(cluster, topic)
+class _Pipeline:
+    """A consume-transform-produce loop as Kafka's exactly-once applications write it: each transaction holds
+    what the consumer read, written to ``sink``, and the consumer's positions (send_offsets_to_transaction); an
+    aborted one rewinds the consumer to the group's committed offsets."""
+
+    def __init__(self, cluster: dict[int, BrokerProcess], source: str, sink: str, tid: str, total: int) -> None:
+        self.source, self.sink, self.total = source, sink, total
+        self.consumer = Consumer({"bootstrap.servers": _bootstrap(cluster), "group.id": unique("ctp"),
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "isolation.level": "read_committed"})
+        self.consumer.subscribe([source])
+        self.producer = _txn_producer(cluster, tid)
+        self.transactions = 0
+
+    def send(self) -> bool:
+        """Begin a transaction with what the consumer reads next, its records sent; False when it read nothing."""
+        messages = [m for m in self.consumer.consume(100, timeout=0.5) if m.error() is None]
+        if not messages:
+            return False
+        self.producer.begin_transaction()
+        for m in messages:
+            self.producer.produce(self.sink, m.value(), partition=m.partition())
+        return True
+
+    def commit(self) -> None:
+        """The open transaction's offsets sent and the transaction committed (else aborted and rewound)."""
+        try:
+            self.producer.send_offsets_to_transaction(self.consumer.position(self.consumer.assignment()),
+                                                      self.consumer.consumer_group_metadata(), 30)
+            commit = True
+        except KafkaException as exc:
+            if not (exc.args[0].txn_requires_abort() or exc.args[0].retriable()):
+                raise
+            commit = False
+        if not _end(self.producer, commit):
+            for tp in self.consumer.committed(self.consumer.assignment(), timeout=30):
+                self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+        self.transactions += 1
+
+    def step(self) -> bool:
+        """One transaction; True once the group's committed offsets cover the whole input."""
+        if self.send():
+            self.commit()
+            return False
+        done = self.consumer.committed([TopicPartition(self.source, p) for p in range(PARTITIONS)], timeout=10)
+        return sum(max(tp.offset, 0) for tp in done) == self.total
+
+
+def _same_partition(tid: str, prefix: str) -> str:
+    """A transactional id starting with ``prefix`` in the same __transaction_state partition as ``tid`` (so that
+    one broker coordinates both)."""
+    return next(t for t in (f"{prefix}-{i}" for i in range(1000))
+                if txn_partition(t, TXN_PARTITIONS) == txn_partition(tid, TXN_PARTITIONS))
+
+
+def test_transactions_and_an_exactly_once_pipeline_through_the_coordinators_kill(
+        cluster: dict[int, BrokerProcess]) -> None:
+    """One kill of the coordinator of two ids: one producer's transactions commit and abort before it and
+    after it (the kill falls between two of them), a consume-transform-produce loop's transaction is open
+    across it (records sent before, offsets and commit after)."""
+    topic, source, sink, tid = unique("txn-out"), unique("ctp-in"), unique("ctp-out"), unique("tid")
+    _make_topics(cluster, topic, source, sink)
+    total = 600
+    loader = Producer({"bootstrap.servers": _bootstrap(cluster), "enable.idempotence": True})
+    for n in range(total):
+        loader.produce(source, str(n).encode(), partition=n % PARTITIONS)
+    assert loader.flush(30) == 0
     producer = _txn_producer(cluster, tid)  # its FindCoordinator made __transaction_state
     view = wait_until(lambda: agreed_topic(_live(cluster), TXN_STATE, lambda v: all(p[0] > 0 for p in v.values())),
                       "__transaction_state's leaders", timeout=20)
@@ -144,15 +199,21 @@ def test_commits_and_aborts_through_the_coordinators_kill(cluster: dict[int, Bro
     transaction(True)
     transaction(False)
     transaction(True)
-    cluster[coordinator].kill()  # between transactions: the next one waits for the partition's new leader
-    transaction(True)
+    pipeline = _Pipeline(cluster, source, sink, _same_partition(tid, "ctp"), total)
+    wait_until(lambda: pipeline.step() or pipeline.transactions >= 2, "the pipeline's first transactions", timeout=30,
+               interval=0)
+    assert pipeline.transactions >= 2 and pipeline.send()  # a transaction open, its records sent
+    cluster[coordinator].kill()
+    transaction(True)  # begun after the kill: it waits for the partition's new leader
     moved = wait_until(lambda: _coordinator(cluster, tid), "the id's new coordinator", timeout=20)
     assert moved != coordinator
+    pipeline.commit()  # the transaction open across the kill: its offsets and commit go to the new coordinator
     transaction(False)
     transaction(True)
-    cluster[coordinator].start()  # it catches up and leads its preferred partitions again
-    wait_until(lambda: _fully_replicated(cluster, TXN_STATE, topic), "the restarted broker in every ISR", timeout=30)
-    transaction(True)
+    try:
+        wait_until(pipeline.step, "the whole input transformed and committed", timeout=60, interval=0)
+    finally:
+        pipeline.consumer.close()
     producer.flush(30)
 
     assert committed and aborted
@@ -163,65 +224,8 @@ def test_commits_and_aborts_through_the_coordinators_kill(cluster: dict[int, Bro
                                           f"aborted but read: {sorted(set(everything) & aborted)[:5]}")
     uncommitted = read_numbers(_bootstrap(cluster), topic, PARTITIONS, isolation="read_uncommitted")
     assert aborted <= {n for numbers in uncommitted.values() for n in numbers}  # written, and hidden by the aborts
-
-
-def _rewind(consumer: Consumer) -> None:
-    """Back to the group's committed offsets (an aborted transaction's input is processed again)."""
-    for tp in consumer.committed(consumer.assignment(), timeout=30):
-        consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
-
-
-def test_consume_transform_produce_is_exactly_once_through_the_coordinators_kill(
-        cluster: dict[int, BrokerProcess]) -> None:
-    wait_until(lambda: _fully_replicated(cluster, TXN_STATE), "every broker in __transaction_state's ISRs",
-               timeout=30)
-    source, sink, group, tid = unique("ctp-in"), unique("ctp-out"), unique("ctp"), unique("ctp-tid")
-    _make_topics(cluster, source, sink)
-    total = 600
-    loader = Producer({"bootstrap.servers": _bootstrap(cluster), "enable.idempotence": True})
-    for n in range(total):
-        loader.produce(source, str(n).encode(), partition=n % PARTITIONS)
-    assert loader.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": _bootstrap(cluster), "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
-    consumer.subscribe([source])
-    producer = _txn_producer(cluster, tid)
-    killed: int | None = None
-    batches = 0
-    try:
-        def step() -> bool:
-            """One transaction of what the consumer read; True once the group's committed offsets cover the
-            whole input."""
-            nonlocal killed, batches
-            messages = [m for m in consumer.consume(100, timeout=0.5) if m.error() is None]
-            if not messages:
-                done = consumer.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=10)
-                return sum(max(tp.offset, 0) for tp in done) == total
-            producer.begin_transaction()
-            for m in messages:
-                producer.produce(sink, m.value(), partition=m.partition())
-            batches += 1
-            if killed is None and batches == 3:  # inside the transaction: records sent, offsets and commit not yet
-                killed = wait_until(lambda: _coordinator(cluster, tid), "the loop's coordinator", timeout=20)
-                cluster[killed].kill()
-            try:
-                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                     consumer.consumer_group_metadata(), 30)
-                commit = True
-            except KafkaException as exc:
-                if not (exc.args[0].txn_requires_abort() or exc.args[0].retriable()):
-                    raise
-                commit = False
-            if not _end(producer, commit):
-                _rewind(consumer)
-            return False
-
-        wait_until(step, "the whole input transformed and committed", timeout=90, interval=0)
-    finally:
-        consumer.close()
-    assert killed is not None
-    read = read_numbers(_bootstrap(cluster), sink, PARTITIONS)
-    everything = sorted(n for numbers in read.values() for n in numbers)
-    assert everything == list(range(total)), (f"{len(everything)} read, {len(set(everything))} distinct, "
-                                              f"missing {sorted(set(range(total)) - set(everything))[:5]}")
-    cluster[killed].start()  # the module's cluster whole again for whatever runs next
+    output = read_numbers(_bootstrap(cluster), sink, PARTITIONS)
+    transformed = sorted(n for numbers in output.values() for n in numbers)
+    assert transformed == list(range(total)), (f"{len(transformed)} read, {len(set(transformed))} distinct, "
+                                               f"missing {sorted(set(range(total)) - set(transformed))[:5]}")
+    cluster[coordinator].start()  # the module's cluster whole again for whatever runs next
