@@ -4,7 +4,8 @@ the leader of its partition and the other brokers answer NOT_COORDINATOR, and wh
 partition's new leader loads the id and coordinates it. librdkafka's transactional producer commits and aborts
 before, across and after the kill, and a read_committed consumer sees exactly the committed records; a
 consume-transform-produce loop (send_offsets_to_transaction) whose coordinator is killed inside a transaction
-writes every input record to its output exactly once."""
+writes every input record to its output exactly once. With fewer live brokers than
+transaction.state.log.replication.factor, FindCoordinator refuses and makes nothing."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.rawkafka import request
-from support.zkcluster import agreed_topic, read_numbers, running_cluster, topic_view
+from support.zkcluster import agreed_controller, agreed_topic, read_numbers, running_cluster, topic_view
 
 from headwater.broker.txn.store import txn_partition
 from headwater.testing import unique, wait_until
@@ -30,7 +31,7 @@ SESSION_TIMEOUT_MS = 4000
 IDS = {1, 2, 3}
 PARTITIONS = 3
 TXN_PARTITIONS = 5
-NOT_COORDINATOR = 16
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 15, 16
 TXN_STATE = "__transaction_state"
 
 
@@ -39,7 +40,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: zkserver.ZooKee
             ) -> Iterator[dict[int, BrokerProcess]]:
     with running_cluster(tmp_path_factory.mktemp("zk-txn"), f"{zookeeper.connect}/{unique('hw')}", IDS,
                          SESSION_TIMEOUT_MS, f"transaction.state.log.num.partitions={TXN_PARTITIONS}",
-                         "offsets.topic.num.partitions=5", "group.initial.rebalance.delay.ms=0") as brokers:
+                         "offsets.topic.num.partitions=5", "group.initial.rebalance.delay.ms=0",
+                         first={1, 2}) as brokers:  # the test starts the third once two have refused
         yield brokers
 
 
@@ -164,6 +166,13 @@ def test_transactions_and_an_exactly_once_pipeline_through_the_coordinators_kill
     after it (the kill falls between two of them), a consume-transform-produce loop's transaction is open
     across it (records sent before, offsets and commit after)."""
     topic, source, sink, tid = unique("txn-out"), unique("ctp-in"), unique("ctp-out"), unique("tid")
+    # fewer live brokers than transaction.state.log.replication.factor (3): no coordinator, nothing made
+    refused = request(cluster[1].port, FindCoordinatorRequest[2](key=tid, key_type=1), FindCoordinatorResponse)
+    assert refused.error_code == COORDINATOR_NOT_AVAILABLE
+    assert "transaction.state.log.replication.factor" in refused.error_message
+    assert topic_view(cluster[2], TXN_STATE) is None
+    cluster[3].start()
+    wait_until(lambda: agreed_controller(_live(cluster), IDS), "three brokers and a controller", timeout=20)
     _make_topics(cluster, topic, source, sink)
     total = 600
     loader = Producer({"bootstrap.servers": _bootstrap(cluster), "enable.idempotence": True})

@@ -31,15 +31,17 @@ def cluster_broker(base: Path, connect: str, broker_id: int, session_timeout_ms:
 
 @contextmanager
 def running_cluster(base: Path, connect: str, ids: set[int], session_timeout_ms: int,
-                    *overrides: str) -> Iterator[dict[int, BrokerProcess]]:
-    """Brokers ``ids`` of the cluster at ``connect`` started, once every one's Metadata agrees on them and a
-    controller; SIGKILLed at the end."""
+                    *overrides: str, first: set[int] | None = None) -> Iterator[dict[int, BrokerProcess]]:
+    """Brokers ``ids`` of the cluster at ``connect`` (only those of ``first`` when given: the test starts the
+    others) started, once every one's Metadata agrees on them and a controller; SIGKILLed at the end."""
     started = {i: cluster_broker(base, connect, i, session_timeout_ms, *overrides) for i in ids}
+    running = ids if first is None else first
     try:
-        for b in started.values():
-            b.start()
-        every = list(started.values())
-        wait_until(lambda: agreed_controller(every, ids), f"brokers {sorted(ids)} and a controller", timeout=20)
+        for i in running:
+            started[i].start()
+        every = [started[i] for i in running]
+        wait_until(lambda: agreed_controller(every, running), f"brokers {sorted(running)} and a controller",
+                   timeout=20)
         yield started
     finally:
         for b in started.values():
