@@ -79,9 +79,8 @@ class TxnStore:
                     skipped += 1
                     log.error("skipped the record at offset %d of %s-%d: it does not decode (%s)",
                               record.offset, TRANSACTION_STATE_TOPIC, partition.index, exc)
-        log.info("loaded %d transactional ids from %s %s%s", len(found), TRANSACTION_STATE_TOPIC,
-                 ",".join(str(p.index) for p in partitions) if len(partitions) < 4 else f"({len(partitions)} partitions)",
-                 f"; {skipped} records skipped" if skipped else "")
+        log.info("loaded %d transactional ids from %d partitions of %s%s", len(found), len(partitions),
+                 TRANSACTION_STATE_TOPIC, f"; {skipped} records skipped" if skipped else "")
         return found
 
     def partition_count(self) -> int:

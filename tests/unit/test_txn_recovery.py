@@ -9,8 +9,8 @@ ONGOING past its timeout is aborted by the first periodic round, its epoch bumpe
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from collections.abc import Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
