@@ -3,7 +3,8 @@
 A partition refuses a marker from an older coordinator epoch than the producer's last marker there
 (TRANSACTION_COORDINATOR_FENCED) or of an older producer epoch (INVALID_PRODUCER_EPOCH), as Kafka's
 ProducerStateManager, and remembers the epoch across a restart and a rebuild from the log. The one-node sender
-writes each marker locally and skips deleted topics; the cluster sender's rounds retry what its leaders refuse
+writes each marker locally (a ``__consumer_offsets`` one ends the producer's pending TxnOffsetCommit offsets) and
+skips deleted topics; the cluster sender's rounds retry what its leaders refuse
 or cannot take yet, with the leaders as they are then, until ``request.timeout.ms``.
 """
 
@@ -18,6 +19,8 @@ import pytest
 from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.errors import BrokerError
 from headwater.broker.group.coordinator import GroupCoordinator
+from headwater.broker.group.records import OffsetAndMetadata
+from headwater.broker.group.store import OFFSETS_TOPIC
 from headwater.broker.log.control import read_marker
 from headwater.broker.topics.cluster import Cluster
 from headwater.broker.topics.producer_state import SNAPSHOT_FILE
@@ -92,6 +95,22 @@ def test_the_one_node_sender_writes_each_marker_and_skips_deleted_topics(tmp_pat
         asyncio.run(sender.send(txn({("t", 0)}), False, 2))
     assert raised.value.fenced and "TRANSACTION_COORDINATOR_FENCED" in str(raised.value)
     assert markers(cluster, "t", 0) == [(0, True, 3)]
+    cluster.close()
+
+
+def test_a_consumer_offsets_marker_ends_the_producers_pending_offsets(tmp_path: Path) -> None:
+    cluster, groups = open_node(tmp_path)
+    cluster.create_topic("out", 1)
+    groups.offsets.commit_pending("g", 7, 0, {("out", 0): OffsetAndMetadata(5)})
+    groups.offsets.commit_pending("h", 8, 0, {("out", 0): OffsetAndMetadata(9)})
+    assert groups.offsets.fetch("g", None) == {}  # held until the marker
+    offsets_tp = (OFFSETS_TOPIC, groups.store.partition_for("g"))
+    sender = LocalMarkerSender(cluster, groups.offsets)
+    asyncio.run(sender.send(txn({offsets_tp, ("out", 0)}), True, 0))
+    assert groups.offsets.fetch("g", None) == {("out", 0): OffsetAndMetadata(5)}
+    asyncio.run(sender.send(txn({(OFFSETS_TOPIC, groups.store.partition_for("h"))}, producer_id=8), False, 0))
+    assert groups.offsets.fetch("h", None) == {}  # aborted: dropped
+    assert 8 not in groups.groups["h"].pending_txn
     cluster.close()
 
 
