@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 from kafka.protocol.consumer import ListOffsetsResponse
 from support import zkserver
 from support.brokerproc import BrokerProcess
-from support.hwclients import consume_confluent
+from support.eoskit import read_isolated
 from support.rawkafka import Conn, create_topic, list_offsets_req, request
 from support.rawtxn import begin_transaction, write_markers
 from support.zkcluster import agreed_topic, running_cluster, topic_view
@@ -194,8 +194,7 @@ def test_one_node_markers_end_transactions_and_need_cluster_action(tmp_path: Pat
         # no ACL on the cluster yet: allowed, as allow.everyone.if.no.acl.found says
         assert write_markers(proc.port, pid, epoch, True, 0, {topic: [0]}) == {(topic, 0): ErrorCode.NONE}
         assert _lso(proc.port, topic) == 3  # two records and the marker
-        got = consume_confluent(proc.bootstrap, topic, 1, expected=2, **{"isolation.level": "read_committed"})
-        assert [g.value for g in got] == [b"a", b"b"]
+        assert [r.value for r in read_isolated(proc.bootstrap, topic, "read_committed")] == [b"a", b"b"]
 
         # the cluster now has an ACL, but ANONYMOUS only DESCRIBE: neither ALTER nor CLUSTER_ACTION
         rule = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
