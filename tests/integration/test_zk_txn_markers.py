@@ -19,15 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka import admin as ck
 from kafka.protocol.consumer import ListOffsetsResponse
 from support import zkserver
 from support.brokerproc import BrokerProcess
@@ -48,7 +40,6 @@ from headwater.testing import unique, wait_until
 pytestmark = pytest.mark.skipif(zkserver.available() is not None, reason=str(zkserver.available()))
 
 SESSION_TIMEOUT_MS = 4000
-IDS = {1, 2, 3}
 PARTITIONS = 3
 PRODUCER_IDS = itertools.count(900_000)  # markers need no producer the brokers know
 
@@ -57,7 +48,7 @@ PRODUCER_IDS = itertools.count(900_000)  # markers need no producer the brokers 
 def brokers(tmp_path_factory: pytest.TempPathFactory, zookeeper: zkserver.ZooKeeperServer
             ) -> Iterator[dict[int, BrokerProcess]]:
     base, chroot = tmp_path_factory.mktemp("zk-txn-markers"), "/" + unique("hw")
-    with running_cluster(base, f"{zookeeper.connect}{chroot}", IDS, SESSION_TIMEOUT_MS) as started:
+    with running_cluster(base, f"{zookeeper.connect}{chroot}", {1, 2, 3}, SESSION_TIMEOUT_MS) as started:
         yield started
 
 
@@ -65,8 +56,8 @@ def _topic(brokers: dict[int, BrokerProcess]) -> str:
     """A new topic of three partitions on all three brokers (min.insync.replicas 2), once every ISR is full."""
     topic = unique("markers")
     live = [b for b in brokers.values() if b.running]
-    admin = AdminClient({"bootstrap.servers": live[0].bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+    admin = ck.AdminClient({"bootstrap.servers": live[0].bootstrap})
+    admin.create_topics([ck.NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
     wait_until(lambda: agreed_topic(live, topic, lambda v: all(len(p[3]) == 3 for p in v.values())),
                f"{topic}'s full ISRs on every broker", timeout=20)
     return topic
@@ -197,9 +188,9 @@ def test_one_node_markers_end_transactions_and_need_cluster_action(tmp_path: Pat
         assert [r.value for r in read_isolated(proc.bootstrap, topic, "read_committed")] == [b"a", b"b"]
 
         # the cluster now has an ACL, but ANONYMOUS only DESCRIBE: neither ALTER nor CLUSTER_ACTION
-        rule = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
-                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)
-        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        rule = ck.AclBinding(ck.ResourceType.BROKER, "kafka-cluster", ck.ResourcePatternType.LITERAL,
+                             "User:ANONYMOUS", "*", ck.AclOperation.DESCRIBE, ck.AclPermissionType.ALLOW)
+        admin = ck.AdminClient({"bootstrap.servers": proc.bootstrap})
         for future in admin.create_acls([rule], request_timeout=10).values():
             future.result()
         pid, epoch = _open_transaction(proc, topic, [b"c"])
