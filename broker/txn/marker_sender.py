@@ -34,9 +34,9 @@ from headwater.kafka.errors import ErrorCode
 
 from ..config.broker_config import BrokerConfig
 from ..group.offsets import CommittedOffsets
-from ..replication.manager import inter_broker_listener
 from ..replication.peer import PeerConnection, PeerError, connect_peer
 from ..replication.state import NO_LEADER
+from ..security.inter_broker import inter_broker_listener
 from ..topics.cluster import Cluster
 from .marker_append import MarkerEntry, append_markers
 from .state import TxnMetadata
