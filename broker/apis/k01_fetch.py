@@ -19,6 +19,9 @@ NOT_LEADER_OR_FOLLOWER); consumers read below the high watermark (read_committed
 last stable offset); a follower's fetch (``replica_id`` = its broker id) reads to the log end, moves its
 position, the high watermark and the ISR (replication/manager.py), is not throttled by client quotas and its
 bytes are not counted as consumer bytes out.
+Authorization as Kafka's KafkaApis: a consumer needs READ on each topic; a fetch as a replica (``replica_id``
+>= 0) needs CLUSTER_ACTION on the cluster (the brokers' own principals, in ``super.users`` as Kafka advises),
+every partition of it answering TOPIC_AUTHORIZATION_FAILED without.
 Not implemented: preferred read replicas.
 """
 
@@ -42,7 +45,8 @@ from .registry import RequestContext, api
 _LENGTH = struct.Struct(">i")  # a batch's length field, after its 8-byte base offset
 
 
-def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int,
+              replica_allowed: bool) -> tuple[list[dict[str, Any]], int, bool]:
     cluster = ctx.cluster
     total = 0
     errors = False
@@ -56,7 +60,7 @@ def _read_all(ctx: RequestContext, req: FetchRequest, max_bytes: int) -> tuple[l
                                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                                      "preferred_read_replica": -1, "records": b""}
             try:
-                if not ctx.allowed_topic(Op.READ, topic.topic):
+                if not (replica_allowed if follower >= 0 else ctx.allowed_topic(Op.READ, topic.topic)):
                     raise BrokerError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = cluster.partition(topic.topic, p.partition)
                 check_leader_epoch(partition, p.current_leader_epoch)
@@ -122,8 +126,10 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
                 "responses": []}
     max_bytes = min(req.max_bytes if ctx.version >= 3 else 2**31 - 1, ctx.cluster.config.fetch_max_bytes)
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
+    # a fetch as a replica (replica_id >= 0) needs CLUSTER_ACTION on the cluster, and then no topic's READ
+    replica_allowed = req.replica_id >= 0 and ctx.allowed_cluster(Op.CLUSTER_ACTION)
     while True:
-        responses, total, errors = _read_all(ctx, req, max_bytes)
+        responses, total, errors = _read_all(ctx, req, max_bytes, replica_allowed)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or ctx.closing():
             break

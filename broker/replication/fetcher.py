@@ -35,7 +35,7 @@ from ..log.fd_cache import DescriptorCache
 from ..log.flusher import PartitionFlusher
 from ..log.recovery import LOG_START_OFFSET_FILE, write_offset_file
 from ..topics.producer_state import rebuild_after_truncation, replay
-from .peer import PeerConnection, PeerError, connect_peer
+from .peer import PeerAuthenticationError, PeerConnection, PeerError, connect_peer
 
 if TYPE_CHECKING:
     from ..config.broker_config import BrokerConfig
@@ -69,6 +69,7 @@ class LeaderFetcher:
         self._retry_at: dict[tuple[str, int], float] = {}  # partitions backing off after a failed fetch
         self._changed = asyncio.Event()
         self._connection: PeerConnection | None = None
+        self.authentication_failures = 0  # connections the leader refused (TLS or SASL), logged each time
         self._task: asyncio.Task[None] | None = None
 
     # -- the partitions followed ---------------------------------------------------------
@@ -117,6 +118,11 @@ class LeaderFetcher:
                     await self._fetch(connection, ready)
             except asyncio.CancelledError:
                 raise
+            except PeerAuthenticationError as exc:  # a wrong password or certificate: the operator must act
+                log.error("replica fetcher from broker %d: %s; again in %g s", self.leader_id, exc, backoff)
+                self.authentication_failures += 1
+                self._disconnect()
+                await asyncio.sleep(backoff)
             except (OSError, EOFError, TimeoutError, ReplicationError, PeerError) as exc:
                 log.warning("replica fetcher from broker %d: %s; again in %g s", self.leader_id,
                             exc or type(exc).__name__, backoff)
@@ -145,7 +151,8 @@ class LeaderFetcher:
         host, port = address
         self._connection = await connect_peer(self.config, host, port, f"replica-fetcher-{self.broker_id}",
                                               self.config.replica_socket_timeout_ms / 1000)
-        log.info("broker %d fetching from broker %d at %s:%d", self.broker_id, self.leader_id, host, port)
+        log.info("broker %d fetching from broker %d at %s:%d (listener %s, %s)", self.broker_id, self.leader_id,
+                 host, port, self._connection.security.listener, self._connection.security.protocol)
         return self._connection
 
     def _disconnect(self) -> None:

@@ -17,9 +17,8 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING, Protocol
 
 from headwater.kafka.errors import ErrorCode
-from headwater.properties import ConfigError
 
-from ..security.listeners import parse_protocol_map
+from ..security.inter_broker import inter_broker_listener, inter_broker_security
 from ..server.background import start_background
 from .checkpoint import HIGH_WATERMARK_FILE, read_checkpoint, write_checkpoint
 from .fetcher import LeaderFetcher
@@ -61,25 +60,6 @@ def topic_of(partition: Partition) -> str:
     return partition.log.directory.name.rpartition("-")[0]
 
 
-def inter_broker_listener(config: BrokerConfig) -> str:
-    """The listener followers fetch from (Kafka's inter.broker.listener.name, else the listener named after
-    security.inter.broker.protocol, PLAINTEXT by default). ConfigError when it is not a PLAINTEXT one: the
-    fetcher speaks plain TCP only."""
-    protocols = parse_protocol_map(config.listener_security_protocol_map)
-    names = [listener.name for listener in config.listener_list()]
-    if config.inter_broker_listener_name:
-        name = config.inter_broker_listener_name.upper()
-    else:
-        wanted = (config.security_inter_broker_protocol or "PLAINTEXT").upper()
-        name = next((n for n in names if n == wanted), None) or \
-            next((n for n in names if protocols.get(n) == wanted), names[0])
-    if protocols.get(name) != "PLAINTEXT":
-        raise ConfigError(f"inter.broker.listener.name: replication between brokers runs on a PLAINTEXT listener "
-                          f"only; {name} is {protocols.get(name)} (set inter.broker.listener.name to a PLAINTEXT "
-                          f"listener)")
-    return name
-
-
 class ReplicaManager:
     def __init__(self, cluster: ReplicaHost, config: BrokerConfig, isr_writer: IsrWriter | None = None) -> None:
         self.cluster = cluster
@@ -87,6 +67,7 @@ class ReplicaManager:
         self.broker_id = config.node_id
         self.isr_writer = isr_writer  # None: the membership's (ZooKeeper), looked up when an ISR changes
         self.listener = inter_broker_listener(config)
+        inter_broker_security(config)  # ConfigError now (nothing started) for settings the fetchers cannot use
         self.replicas: dict[tuple[str, int], PartitionReplica] = {}
         self.fetchers: dict[int, LeaderFetcher] = {}
         self._checkpoint = cluster.log_dir / HIGH_WATERMARK_FILE

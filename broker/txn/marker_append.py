@@ -66,6 +66,10 @@ def _append_one(cluster: Cluster, marker: MarkerEntry, tp: TP,
     except BrokerError as exc:
         entry["error_code"] = exc.code
         return entry
+    except OSError:  # the log's disk: Kafka answers KAFKA_STORAGE_ERROR, which the coordinator retries
+        log.exception("%s marker of producer %d not written to %s-%d", marker.kind, marker.producer_id, *tp)
+        entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+        return entry
     if replica is not None:
         waits.append((entry, replica.wait_for(offset + 1)))
     return entry
@@ -77,10 +81,12 @@ async def append_markers(cluster: Cluster, offsets: CommittedOffsets, markers: S
     error code by partition (NONE: written and replicated)."""
     waits: list[tuple[dict[str, Any], asyncio.Future[int]]] = []
     entries = [{tp: _append_one(cluster, marker, tp, waits) for tp in marker.partitions} for marker in markers]
-    await wait_for_isr(waits, timeout_ms)
-    appended = [tp for marker in markers for tp in marker.partitions]
+    appended = [tp for by_partition in entries for tp, entry in by_partition.items() if not entry["error_code"]]
     if appended:
-        cluster.notify_data(appended)  # read_committed fetches parked on these partitions may read on
+        cluster.notify_data(appended)  # the followers' fetches parked here take the markers now
+    await wait_for_isr(waits, timeout_ms)
+    if appended and waits:
+        cluster.notify_data(appended)  # the high watermarks moved: read_committed fetches may read on
     results: list[dict[TP, ErrorCode]] = []
     for marker, by_partition in zip(markers, entries, strict=True):
         codes = {tp: ErrorCode(entry["error_code"]) for tp, entry in by_partition.items()}

@@ -34,9 +34,9 @@ from headwater.kafka.errors import ErrorCode
 
 from ..config.broker_config import BrokerConfig
 from ..group.offsets import CommittedOffsets
-from ..replication.manager import inter_broker_listener
 from ..replication.peer import PeerConnection, PeerError, connect_peer
 from ..replication.state import NO_LEADER
+from ..security.inter_broker import inter_broker_listener
 from ..topics.cluster import Cluster
 from .marker_append import MarkerEntry, append_markers
 from .state import TxnMetadata
@@ -110,8 +110,8 @@ def _settle(txn: TxnMetadata, marker: MarkerEntry, outcomes: dict[TP, Outcome], 
             log.warning("%s: %s-%d no longer exists; skipped", _describe(txn, marker), *tp)
             pending.discard(tp)
         elif outcome in FENCED:
-            log.warning("%s refused by %s-%d (%s): a newer producer or coordinator has taken the transaction over; "
-                        "not sent again", _describe(txn, marker), tp[0], tp[1], outcome.name)  # type: ignore[union-attr]
+            log.warning("%s refused (%s): a newer producer or coordinator has taken the transaction over; not sent "
+                        "again", _describe(txn, marker), _named({tp: outcome}))
             raise MarkerError(f"{_describe(txn, marker)}: {_named({tp: outcome})}", fenced=True)
         elif isinstance(outcome, str) or outcome in RETRIABLE:
             retry[tp] = outcome
@@ -243,8 +243,8 @@ class ClusterMarkerSender:
 
     async def _send_to(self, leader: int, marker: MarkerEntry, deadline: float) -> dict[TP, Outcome]:
         if leader == self.broker_id:
-            [codes] = await self.local([marker], self.config.request_timeout_ms)
-            return dict(codes)
+            [local] = await self.local([marker], self.config.request_timeout_ms)
+            return dict[TP, Outcome](local)
         lock = self._locks.setdefault(leader, asyncio.Lock())
         async with lock:
             try:

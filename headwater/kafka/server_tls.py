@@ -1,5 +1,7 @@
 """The server side of TLS from Kafka's ``ssl.*`` properties: an ``ssl.SSLContext`` for the broker's SSL and
-SASL_SSL listeners and for Connect's ``https://`` REST listeners.
+SASL_SSL listeners and for Connect's ``https://`` REST listeners; and, from the same properties, the client side
+a broker uses towards the other brokers' inter-broker listener (``client_context``, as Kafka's broker builds its
+client channel from that listener's ``ssl.*`` settings).
 
 Keystores: PEM (a file with key and chain, or KIP-651's inline ``ssl.keystore.certificate.chain`` +
 ``ssl.keystore.key``) and PKCS12. Java's JKS format has no well-kept Python reader: such a file is refused
@@ -22,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-__all__ = ["SSL_KEYS", "BadSetting", "SslConfig", "server_context"]
+__all__ = ["SSL_KEYS", "BadSetting", "SslConfig", "client_context", "server_context"]
 
 _JKS_MAGIC = (b"\xfe\xed\xfe\xed", b"\xce\xce\xce\xce")  # JKS, JCEKS
 _PROTOCOLS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1, "TLSv1.2": ssl.TLSVersion.TLSv1_2,
@@ -243,5 +245,29 @@ def server_context(cfg: SslConfig) -> ssl.SSLContext:
         ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
                        "required": ssl.CERT_REQUIRED}[cfg.client_auth]
+    _ciphers(ctx, cfg.cipher_suites)
+    return ctx
+
+
+def client_context(cfg: SslConfig) -> ssl.SSLContext:
+    """The client side of a listener's TLS settings, as a broker connecting to another broker's listener of the
+    same name: the other broker's certificate checked against the truststore (the system's CAs without one) and,
+    with ``ssl.endpoint.identification.algorithm=https`` (the default), against the host connected to; this
+    broker's keystore presented as its client certificate (for ``ssl.client.auth``); the same protocols and
+    cipher suites. BadSetting naming the key as ``server_context``."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _protocols(ctx, cfg.enabled_protocols)
+    if cfg.keystore_location is not None or cfg.keystore_key is not None:
+        key, chain = _keystore(cfg)
+        _load_chain(ctx, key, chain)
+    trusted = _trusted(cfg)
+    if trusted is not None:
+        ctx.load_verify_locations(cadata=trusted)
+    else:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    algorithm = cfg.endpoint_identification_algorithm.strip().lower()
+    if algorithm not in ("https", ""):
+        raise BadSetting("ssl.endpoint.identification.algorithm", f"{algorithm!r}: expected https or empty")
+    ctx.check_hostname = algorithm == "https"
     _ciphers(ctx, cfg.cipher_suites)
     return ctx

@@ -8,13 +8,10 @@ import asyncio
 import time
 from pathlib import Path
 
-import pytest
-
-from headwater.broker.config.broker_config import BrokerConfig, TopicConfig
+from headwater.broker.config.broker_config import TopicConfig
 from headwater.broker.log import PartitionLog
 from headwater.broker.log.flusher import PartitionFlusher
 from headwater.broker.replication.checkpoint import read_checkpoint, write_checkpoint
-from headwater.broker.replication.manager import inter_broker_listener
 from headwater.broker.replication.produce import leader_refusal
 from headwater.broker.replication.replica import PartitionReplica, Role
 from headwater.broker.replication.state import PartitionState
@@ -22,7 +19,6 @@ from headwater.broker.topics.producer_state import PartitionProducerState
 from headwater.broker.topics.topic import Partition
 from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import Record, build_batch, parse_header
-from headwater.properties import ConfigError
 
 LAG = 1000
 
@@ -127,15 +123,3 @@ def test_high_watermark_checkpoint_in_kafkas_layout(tmp_path: Path) -> None:
     path.write_text("0\n3\na 0 42\n")  # torn: fewer entries than its count
     assert read_checkpoint(path) == {}
 
-
-def test_followers_fetch_on_the_inter_broker_listener_which_must_be_plaintext() -> None:
-    base = {"listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
-            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.external.plain.sasl.jaas.config":
-                'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'}
-    # no listener named PLAINTEXT: the first one whose protocol is security.inter.broker.protocol's (PLAINTEXT)
-    assert inter_broker_listener(BrokerConfig.model_validate(base)) == "INTERNAL"
-    sasl = BrokerConfig.model_validate({**base, "inter.broker.listener.name": "EXTERNAL"})
-    with pytest.raises(ConfigError, match="inter.broker.listener.name: .*EXTERNAL is SASL_PLAINTEXT"):
-        inter_broker_listener(sasl)
