@@ -101,8 +101,8 @@ def test_the_one_node_sender_writes_each_marker_and_skips_deleted_topics(tmp_pat
 def test_a_consumer_offsets_marker_ends_the_producers_pending_offsets(tmp_path: Path) -> None:
     cluster, groups = open_node(tmp_path)
     cluster.create_topic("out", 1)
-    groups.offsets.commit_pending("g", 7, 0, {("out", 0): OffsetAndMetadata(5)})
-    groups.offsets.commit_pending("h", 8, 0, {("out", 0): OffsetAndMetadata(9)})
+    asyncio.run(groups.offsets.commit_pending("g", 7, 0, {("out", 0): OffsetAndMetadata(5)}))
+    asyncio.run(groups.offsets.commit_pending("h", 8, 0, {("out", 0): OffsetAndMetadata(9)}))
     assert groups.offsets.fetch("g", None) == {}  # held until the marker
     offsets_tp = (OFFSETS_TOPIC, groups.store.partition_for("g"))
     sender = LocalMarkerSender(cluster, groups.offsets)
