@@ -20,7 +20,14 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.rawkafka import request
-from support.zkcluster import agreed_controller, agreed_topic, read_numbers, running_cluster, topic_view
+from support.zkcluster import (
+    agreed_controller,
+    agreed_topic,
+    read_numbers,
+    running_cluster,
+    topic_view,
+    txn_coordinator,
+)
 
 from headwater.broker.txn.store import txn_partition
 from headwater.testing import unique, wait_until
@@ -61,22 +68,6 @@ def _make_topics(cluster: dict[int, BrokerProcess], *topics: str) -> None:
     for t in topics:
         wait_until(lambda t=t: agreed_topic(_live(cluster), t, lambda v: all(p[0] > 0 for p in v.values())),
                    f"{t}'s leaders on every broker", timeout=20)
-
-
-def _coordinator(cluster: dict[int, BrokerProcess], tid: str) -> int | None:
-    """The id's coordinator once every live broker's FindCoordinator answers the same broker and that broker
-    leads the id's __transaction_state partition; None meanwhile."""
-    live = _live(cluster)
-    try:
-        found = {int(request(b.port, FindCoordinatorRequest[2](key=tid, key_type=1), FindCoordinatorResponse,
-                             timeout=5).node_id) for b in live}
-    except Exception:  # a broker not answering (yet): the caller's wait goes on
-        return None
-    view = topic_view(live[0], TXN_STATE)
-    if len(found) != 1 or view is None:
-        return None
-    node = found.pop()
-    return node if view[txn_partition(tid, len(view))][0] == node else None
 
 
 def _txn_producer(cluster: dict[int, BrokerProcess], tid: str) -> Producer:
@@ -183,7 +174,7 @@ def test_transactions_and_an_exactly_once_pipeline_through_the_coordinators_kill
     view = wait_until(lambda: agreed_topic(_live(cluster), TXN_STATE, lambda v: all(p[0] > 0 for p in v.values())),
                       "__transaction_state's leaders", timeout=20)
     assert len(view) == TXN_PARTITIONS and all(len(p[2]) == 3 for p in view.values())  # replicated on all three
-    coordinator = wait_until(lambda: _coordinator(cluster, tid), "the id's coordinator", timeout=20)
+    coordinator = wait_until(lambda: txn_coordinator(_live(cluster), tid), "the id's coordinator", timeout=20)
     for broker_id, broker in cluster.items():  # the others refuse to coordinate it
         if broker_id != coordinator:
             answer = request(broker.port, InitProducerIdRequest[1](transactional_id=tid, transaction_timeout_ms=30000),
@@ -214,7 +205,7 @@ def test_transactions_and_an_exactly_once_pipeline_through_the_coordinators_kill
     assert pipeline.transactions >= 2 and pipeline.send()  # a transaction open, its records sent
     cluster[coordinator].kill()
     transaction(True)  # begun after the kill: it waits for the partition's new leader
-    moved = wait_until(lambda: _coordinator(cluster, tid), "the id's new coordinator", timeout=20)
+    moved = wait_until(lambda: txn_coordinator(_live(cluster), tid), "the id's new coordinator", timeout=20)
     assert moved != coordinator
     pipeline.commit()  # the transaction open across the kill: its offsets and commit go to the new coordinator
     transaction(False)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse, MetadataResponse
 
+from headwater.broker.txn.store import txn_partition
 from headwater.kafka.records import iter_batches
 from headwater.testing import unique, wait_until
 
@@ -93,6 +94,22 @@ def agreed_topic(brokers: list[BrokerProcess], topic: str,
     if first is None or any(v != first for v in views) or not wanted(first):
         return None
     return first
+
+
+def txn_coordinator(brokers: list[BrokerProcess], transactional_id: str) -> int | None:
+    """The id's transaction coordinator once every broker's FindCoordinator (the first one makes
+    ``__transaction_state``) answers the same broker and that broker leads the id's ``__transaction_state``
+    partition; None meanwhile."""
+    try:
+        found = {int(request(b.port, FindCoordinatorRequest[2](key=transactional_id, key_type=1),
+                             FindCoordinatorResponse, timeout=5).node_id) for b in brokers}
+    except Exception:  # a broker not answering (yet): the caller's wait goes on
+        return None
+    view = topic_view(brokers[0], "__transaction_state")
+    if len(found) != 1 or view is None:
+        return None
+    node = found.pop()
+    return node if view[txn_partition(transactional_id, len(view))][0] == node else None
 
 
 class NumberedProducer(threading.Thread):
