@@ -84,14 +84,8 @@ class TxnStore:
         return found
 
     def partition_count(self) -> int:
-        """``__transaction_state``'s partitions: the cluster's (a broker holds only some of them), else this
-        broker's; 0 while it does not exist."""
-        membership = self.cluster.membership
-        if membership is not None:
-            meta = membership.sync.topics.get(TRANSACTION_STATE_TOPIC)
-            return 0 if meta is None else meta.partition_count
-        topic = self.cluster.topics.get(TRANSACTION_STATE_TOPIC)
-        return 0 if topic is None else len(topic.partitions)
+        """``__transaction_state``'s partitions (the cluster's); 0 while it does not exist."""
+        return self.cluster.partition_count(TRANSACTION_STATE_TOPIC)
 
     def partition_for(self, transactional_id: str) -> int:
         return txn_partition(transactional_id, self.partition_count())
