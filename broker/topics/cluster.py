@@ -381,7 +381,7 @@ class Cluster:
         i = bisect.bisect_left(parts, index, key=lambda p: p.index)
         return parts[i] if i < len(parts) and parts[i].index == index else None
 
-    def partition_count(self, name: str) -> int:
+    def partitions_of(self, name: str) -> int:
         """The topic's partitions: in a ZooKeeper cluster the cluster's (this broker may hold only some of them),
         else this broker's; 0 while it does not exist."""
         membership = self.membership

@@ -85,7 +85,7 @@ class TxnStore:
 
     def partition_count(self) -> int:
         """``__transaction_state``'s partitions (the cluster's); 0 while it does not exist."""
-        return self.cluster.partition_count(TRANSACTION_STATE_TOPIC)
+        return self.cluster.partitions_of(TRANSACTION_STATE_TOPIC)
 
     def partition_for(self, transactional_id: str) -> int:
         return txn_partition(transactional_id, self.partition_count())

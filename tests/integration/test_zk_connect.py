@@ -36,7 +36,8 @@ def brokers(tmp_path_factory: pytest.TempPathFactory, zookeeper: zkserver.ZooKee
             ) -> Iterator[dict[int, BrokerProcess]]:
     base, chroot = tmp_path_factory.mktemp("zk-connect"), "/" + unique("hw")
     with running_cluster(base, zookeeper.connect + chroot, IDS, SESSION_TIMEOUT_MS, "default.replication.factor=3",
-                         "min.insync.replicas=2", *BROKER_OVERRIDES) as started:
+                         "min.insync.replicas=2", "transaction.state.log.num.partitions=5", *BROKER_OVERRIDES
+                         ) as started:
         yield started
 
 

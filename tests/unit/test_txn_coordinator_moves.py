@@ -33,7 +33,7 @@ class Replication:
         self.waiting: list[asyncio.Future[int]] = []
         self.auto: int | None = 0  # None: writes wait for ``release``
 
-    async def replicated(self, tid: str, end_offset: int) -> int:
+    async def replicated(self, transactional_id: str, end_offset: int) -> int:
         if self.auto is not None:
             return self.auto
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -59,7 +59,7 @@ def _node(log_dir: Path) -> tuple[Cluster, TransactionCoordinator, Replication]:
     txns = TransactionCoordinator(cluster, config, ProducerIdManager(cluster.log_dir), groups.offsets,
                                   LocalMarkerSender(cluster, groups.offsets))
     replication = Replication()
-    txns.store.replicated = replication.replicated  # type: ignore[method-assign]
+    txns.store.replicated = replication.replicated  # type: ignore[method-assign]  # the test's ISR
     return cluster, txns, replication
 
 
@@ -84,7 +84,7 @@ def test_ids_are_coordinated_while_their_partition_is_led(tmp_path: Path) -> Non
         assert (await txns.init_producer(other, 60000))[0] == ErrorCode.NOT_COORDINATOR
         assert await txns.add_partitions(mine, pid, epoch, [("out", 0)]) == ErrorCode.NONE
         # the prepare is written, then this broker stops leading the partition before the markers
-        txns.markers.send = _never  # type: ignore[method-assign]
+        txns.markers.send = _never  # type: ignore[method-assign]  # markers that never get written
         assert await txns.end_transaction(mine, pid, epoch, commit=True) == ErrorCode.NONE  # answered on the prepare
         assert txns.describe(mine).state == TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
         txns.resigned(TRANSACTION_STATE_TOPIC, cluster.partition(TRANSACTION_STATE_TOPIC, 0))
@@ -105,7 +105,7 @@ def test_ids_are_coordinated_while_their_partition_is_led(tmp_path: Path) -> Non
     asyncio.run(run())
 
 
-async def _never(*_: object) -> None:
+async def _never(txn: object, commit: bool, coordinator_epoch: int) -> None:
     await asyncio.Event().wait()
 
 
