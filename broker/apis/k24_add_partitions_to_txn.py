@@ -5,7 +5,10 @@ TRANSACTIONAL_ID is needed (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for all) 
 (TOPIC_AUTHORIZATION_FAILED); an unknown partition is UNKNOWN_TOPIC_OR_PARTITION; when any partition fails,
 the others are OPERATION_NOT_ATTEMPTED and nothing is added, as in Kafka. The producer's id and epoch must be
 the transactional id's current ones (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED; INVALID_PRODUCER_EPOCH
-before v2); a transaction being ended is CONCURRENT_TRANSACTIONS.
+before v2); a transaction being ended, or a change of it still being written, is CONCURRENT_TRANSACTIONS. In a
+ZooKeeper cluster a broker that does not coordinate the id answers NOT_COORDINATOR, and the coordinator answers
+once the ISR of the id's ``__transaction_state`` partition has the change (COORDINATOR_NOT_AVAILABLE when it
+cannot).
 v4 (KIP-890 part 1, broker to broker, CLUSTER_ACTION): a batch of transactions; ``verify_only`` ones are only
 checked (INVALID_TXN_STATE for a partition not in the ongoing transaction), the others added.
 Not implemented: v5 (KIP-890 part 2's transaction version 2).

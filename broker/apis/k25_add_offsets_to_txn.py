@@ -3,7 +3,8 @@
 Behavior: the group's ``__consumer_offsets`` partition joins the producer's transaction, so that the offsets
 TxnOffsetCommit then holds for the group are committed or dropped with it. WRITE on the TRANSACTIONAL_ID
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and READ on the group (GROUP_AUTHORIZATION_FAILED) are needed; the
-producer checks are AddPartitionsToTxn's (PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before).
+producer checks are AddPartitionsToTxn's (PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before), and so are a
+cluster's (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
 """
 
 from __future__ import annotations

@@ -375,9 +375,15 @@ class TransactionCoordinator:
         """Whether TxnOffsetCommit may hold offsets for this producer: its transaction is open and has the
         group's offsets partition (AddOffsetsToTxn came first). In a cluster the group's coordinator checks
         this only when it coordinates the transactional id too; elsewhere, as Kafka's group coordinator, it
-        leaves the producer's epoch to the ``__consumer_offsets`` partition's producer state."""
+        checks the producer's epoch against the ``__consumer_offsets`` partition's producer state (a marker of a
+        newer epoch there: INVALID_PRODUCER_EPOCH, a fenced zombie's offsets)."""
         if self.led is not None and not self.coordinates(tid):
-            return None
+            try:
+                partition = self.cluster.partition(*self.offsets_partition(group_id))
+            except BrokerError:  # not a replica here: the group check answers NOT_COORDINATOR
+                return None
+            entry = partition.producers.producers.get(producer_id)
+            return ErrorCode.INVALID_PRODUCER_EPOCH if entry is not None and producer_epoch < entry.epoch else None
         error = self._producer_error(tid, producer_id, producer_epoch)
         if error is not None:
             return error

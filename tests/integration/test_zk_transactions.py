@@ -21,6 +21,7 @@ from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.rawkafka import request
 from support.zkcluster import (
+    PartitionView,
     agreed_controller,
     agreed_topic,
     read_numbers,
@@ -66,8 +67,12 @@ def _make_topics(cluster: dict[int, BrokerProcess], *topics: str) -> None:
                                        for t in topics]).values():
         future.result(30)
     for t in topics:
-        wait_until(lambda t=t: agreed_topic(_live(cluster), t, lambda v: all(p[0] > 0 for p in v.values())),
-                   f"{t}'s leaders on every broker", timeout=20)
+        _wait_for_leaders(cluster, t)
+
+
+def _wait_for_leaders(cluster: dict[int, BrokerProcess], topic: str) -> dict[int, PartitionView]:
+    return wait_until(lambda: agreed_topic(_live(cluster), topic, lambda v: all(p[0] > 0 for p in v.values())),
+                      f"{topic}'s leaders on every broker", timeout=20)
 
 
 def _txn_producer(cluster: dict[int, BrokerProcess], tid: str) -> Producer:
@@ -117,7 +122,7 @@ class _Pipeline:
             return False
         self.producer.begin_transaction()
         for m in messages:
-            self.producer.produce(self.sink, m.value(), partition=m.partition())
+            self.producer.produce(self.sink, m.value(), partition=m.partition() or 0)
         return True
 
     def commit(self) -> None:
@@ -171,8 +176,7 @@ def test_transactions_and_an_exactly_once_pipeline_through_the_coordinators_kill
         loader.produce(source, str(n).encode(), partition=n % PARTITIONS)
     assert loader.flush(30) == 0
     producer = _txn_producer(cluster, tid)  # its FindCoordinator made __transaction_state
-    view = wait_until(lambda: agreed_topic(_live(cluster), TXN_STATE, lambda v: all(p[0] > 0 for p in v.values())),
-                      "__transaction_state's leaders", timeout=20)
+    view = _wait_for_leaders(cluster, TXN_STATE)
     assert len(view) == TXN_PARTITIONS and all(len(p[2]) == 3 for p in view.values())  # replicated on all three
     coordinator = wait_until(lambda: txn_coordinator(_live(cluster), tid), "the id's coordinator", timeout=20)
     for broker_id, broker in cluster.items():  # the others refuse to coordinate it
