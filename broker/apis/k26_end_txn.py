@@ -5,7 +5,8 @@ Behavior: commits or aborts the producer's ongoing transaction: PREPARE_* is wri
 TxnOffsetCommits become visible on commit, are dropped on abort), then COMPLETE_*; on one node the answer comes
 after all three. In a ZooKeeper cluster, as Kafka, the answer comes once the prepare is replicated (the markers are
 written by each partition's leader afterwards; the id's next transaction is CONCURRENT_TRANSACTIONS until they
-are), and a broker that does not coordinate the id answers NOT_COORDINATOR. Repeating the request that ended it answers NONE; ending with nothing open is INVALID_TXN_STATE.
+are), and a broker that does not coordinate the id answers NOT_COORDINATOR. Repeating the request that ended it
+answers NONE; ending with nothing open is INVALID_TXN_STATE.
 WRITE on the TRANSACTIONAL_ID is needed; PRODUCER_FENCED from v2 (INVALID_PRODUCER_EPOCH before).
 Not implemented: v5 (KIP-890 part 2: the epoch bumped by every EndTxn).
 """
