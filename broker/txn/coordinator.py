@@ -162,6 +162,9 @@ class TransactionCoordinator:
         gone = [tid for tid in self.txns if count == 0 or txn_partition(tid, count) == partition.index]
         for tid in gone:
             self.by_producer.pop(self.txns.pop(tid).producer_id, None)
+            completing = self._completing.pop(tid, None)
+            if completing is not None:  # the partition's new leader sends its markers again
+                completing.cancel()
         log.info("no longer coordinating the transactional ids of %s-%d (%d unloaded)", TRANSACTION_STATE_TOPIC,
                  partition.index, len(gone))
 
