@@ -206,7 +206,7 @@ def test_transactions_and_an_exactly_once_pipeline_through_the_coordinators_kill
     pipeline = _Pipeline(cluster, source, sink, _same_partition(tid, "ctp"), total)
     wait_until(lambda: pipeline.step() or pipeline.transactions >= 2, "the pipeline's first transactions", timeout=30,
                interval=0)
-    assert pipeline.transactions >= 2 and pipeline.send()  # a transaction open, its records sent
+    wait_until(pipeline.send, "a transaction of the pipeline open, its records sent", timeout=20, interval=0)
     cluster[coordinator].kill()
     transaction(True)  # begun after the kill: it waits for the partition's new leader
     moved = wait_until(lambda: txn_coordinator(_live(cluster), tid), "the id's new coordinator", timeout=20)
@@ -232,4 +232,3 @@ def test_transactions_and_an_exactly_once_pipeline_through_the_coordinators_kill
     transformed = sorted(n for numbers in output.values() for n in numbers)
     assert transformed == list(range(total)), (f"{len(transformed)} read, {len(set(transformed))} distinct, "
                                                f"missing {sorted(set(range(total)) - set(transformed))[:5]}")
-    cluster[coordinator].start()  # the module's cluster whole again for whatever runs next
