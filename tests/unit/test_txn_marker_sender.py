@@ -202,7 +202,7 @@ def test_a_cluster_broker_finds_leaders_in_its_zookeeper_watches(tmp_path: Path)
     cluster, groups = open_node(tmp_path, **{"zookeeper.connect": "127.0.0.1:2181", "broker.id": "1"})
     sender = marker_sender(cluster, groups.offsets)
     assert isinstance(sender, ClusterMarkerSender) and sender.broker_id == 1
-    meta = TopicMeta("t", uuid.uuid4(), {0: [2, 1], 1: [1, 2]}, {}, 0, 0,
+    meta = TopicMeta("t", uuid.uuid4(), {0: (2, 1), 1: (1, 2)}, {}, 0, 0,
                      states={0: PartitionState(leader=2, leader_epoch=3, isr=(2, 1), controller_epoch=1)})
     # what the ZooKeeper watches keep (cluster/membership.py): the topics' partition states, the live brokers
     cluster.membership = SimpleNamespace(  # type: ignore[assignment]
