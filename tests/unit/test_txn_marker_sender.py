@@ -11,21 +11,32 @@ or cannot take yet, with the leaders as they are then, until ``request.timeout.m
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from headwater.broker.cluster.topic_meta import TopicMeta
+from headwater.broker.cluster.znodes import ClusterView, RegisteredBroker
 from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.errors import BrokerError
 from headwater.broker.group.coordinator import GroupCoordinator
 from headwater.broker.group.records import OffsetAndMetadata
 from headwater.broker.group.store import OFFSETS_TOPIC
 from headwater.broker.log.control import read_marker
+from headwater.broker.replication.state import NO_LEADER, PartitionState
 from headwater.broker.topics.cluster import Cluster
 from headwater.broker.topics.producer_state import SNAPSHOT_FILE
 from headwater.broker.txn.marker_append import MarkerEntry
-from headwater.broker.txn.marker_sender import GONE, ClusterMarkerSender, LocalMarkerSender, MarkerError
+from headwater.broker.txn.marker_sender import (
+    GONE,
+    ClusterMarkerSender,
+    LocalMarkerSender,
+    MarkerError,
+    marker_sender,
+)
 from headwater.broker.txn.state import TxnMetadata, TxnState
 from headwater.kafka.errors import ErrorCode
 
@@ -182,3 +193,25 @@ def test_the_cluster_sender_gives_up_after_the_request_timeout_and_at_once_when_
     with pytest.raises(MarkerError) as unexpected:
         asyncio.run(cluster_sender(Leaders({a: 1}), broken).send(txn({a}), True, 4))
     assert not unexpected.value.fenced and broken.asked == [(a,)]
+
+
+def test_a_cluster_broker_finds_leaders_in_its_zookeeper_watches(tmp_path: Path) -> None:
+    cluster, groups = open_node(tmp_path)
+    assert isinstance(marker_sender(cluster, groups.offsets), LocalMarkerSender)  # one node
+    cluster.close()
+    cluster, groups = open_node(tmp_path, **{"zookeeper.connect": "127.0.0.1:2181", "broker.id": "1"})
+    sender = marker_sender(cluster, groups.offsets)
+    assert isinstance(sender, ClusterMarkerSender) and sender.broker_id == 1
+    meta = TopicMeta("t", uuid.uuid4(), {0: (2, 1), 1: (1, 2)}, {}, 0, 0,
+                     states={0: PartitionState(leader=2, leader_epoch=3, isr=(2, 1), controller_epoch=1)})
+    # what the ZooKeeper watches keep (cluster/membership.py): the topics' partition states, the live brokers
+    cluster.membership = SimpleNamespace(  # type: ignore[assignment]
+        sync=SimpleNamespace(topics={"t": meta}),
+        view=ClusterView({2: RegisteredBroker(2, {"PLAINTEXT": ("10.0.0.2", 9092), "OTHER": ("10.0.0.2", 9093)})}))
+    view = sender.view
+    assert [view.leader_of("t", 0), view.leader_of("t", 1), view.leader_of("t", 2), view.leader_of("u", 0)] == [
+        2, NO_LEADER, GONE, GONE]  # partition 1 has no state yet; t-2 and topic u do not exist
+    assert view.address_of(2) == ("10.0.0.2", 9092)  # on the inter-broker listener
+    assert view.address_of(3) is None  # not registered
+    cluster.membership = None
+    cluster.close()
