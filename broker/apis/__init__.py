@@ -24,6 +24,7 @@ from . import (  # noqa: F401 - imported for their @api registrations
     k24_add_partitions_to_txn,
     k25_add_offsets_to_txn,
     k26_end_txn,
+    k27_write_txn_markers,
     k28_txn_offset_commit,
     k29_describe_acls,
     k30_create_acls,

@@ -20,7 +20,7 @@ from headwater.kafka.errors import ErrorCode
 from ..access.acls import AclOperation as Op
 from ..group.store import OFFSETS_TOPIC
 from ..protocol.requests import OffsetCommitRequest
-from .offset_entries import check_entries
+from .offset_entries import check_entries, fail_accepted
 from .registry import RequestContext, api
 
 
@@ -36,9 +36,5 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> dict[str, Any
     if accepted:
         code = await offsets.commit(req.group_id, accepted)
         ctx.cluster.notify_data(((OFFSETS_TOPIC, offsets.store.partition_for(req.group_id)),))
-        if code:
-            for t in topics:
-                for p in t["partitions"]:
-                    if (t["name"], p["partition_index"]) in accepted:
-                        p["error_code"] = code
+        fail_accepted(topics, accepted, code)
     return {"throttle_time_ms": 0, "topics": topics}

@@ -4,34 +4,34 @@ Behavior: this node coordinates every group (key type 0; DESCRIBE on the group, 
 GROUP_AUTHORIZATION_FAILED) and every transactional id (key type 1; DESCRIBE on the TRANSACTIONAL_ID, else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Other key types are INVALID_REQUEST.
 In a ZooKeeper cluster a group's coordinator is the leader of its ``__consumer_offsets`` partition
-(group/store.py's ``offsets_partition``), as Kafka's: the first FindCoordinator for a group makes the topic
-(``offsets.topic.num.partitions``, ``offsets.topic.replication.factor``; COORDINATOR_NOT_AVAILABLE while fewer
-brokers are live than that factor, and until its partitions have leaders), and a partition without a leader is
-COORDINATOR_NOT_AVAILABLE. A transactional id's coordinator is still the lowest-id live broker (each broker's
-``__transaction_state`` is its own).
+(group/store.py's ``offsets_partition``) and a transactional id's the leader of its ``__transaction_state``
+partition (txn/store.py's ``txn_partition``), as Kafka's: the first FindCoordinator of its kind makes the topic
+(``offsets.topic.num.partitions`` / ``transaction.state.log.num.partitions`` partitions,
+``offsets.topic.replication.factor`` / ``transaction.state.log.replication.factor`` replicas;
+COORDINATOR_NOT_AVAILABLE while fewer brokers are live than that factor, and until its partitions have leaders),
+and a partition without a leader is COORDINATOR_NOT_AVAILABLE.
 Not implemented: v4's batched keys (KIP-699).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
+from ..config.broker_config import BrokerConfig
 from ..errors import BrokerError
 from ..group.store import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG, offsets_partition
 from ..protocol.requests import FindCoordinatorRequest
+from ..txn.store import TRANSACTION_STATE_TOPIC, transaction_state_config, txn_partition
 from .k03_metadata import brokers
 from .registry import RequestContext, api
 
 GROUP, TRANSACTION = 0, 1
-# A transaction coordinator writes its markers into its own replicas of the transaction's partitions, and its
-# state into a __transaction_state that is not replicated: in a cluster that would make follower logs diverge
-# from their leaders'. Until it is replicated, transactions are refused there (docs/CLUSTER.md).
-TRANSACTIONS_NOT_IN_A_CLUSTER = ("transactions are not supported in a ZooKeeper cluster yet: __transaction_state is "
-                                 "not replicated (docs/CLUSTER.md); idempotent producers are")
-_CREATION_WAIT_S = 3.0  # how long the FindCoordinator that made __consumer_offsets waits for its leaders
+_CREATION_WAIT_S = 3.0  # how long the FindCoordinator that made a topic waits for its leaders
 
 
 def _error(code: ErrorCode, message: str) -> dict[str, Any]:
@@ -49,10 +49,8 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> dict[str, 
     if key_type not in (GROUP, TRANSACTION):
         return _error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
     live = brokers(ctx.cluster, ctx.advertised)
-    if key_type == GROUP and ctx.cluster.membership is not None:
-        return await _group_coordinator(ctx, req.key, live)
-    if key_type == TRANSACTION and ctx.cluster.membership is not None:
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, TRANSACTIONS_NOT_IN_A_CLUSTER)
+    if ctx.cluster.membership is not None:
+        return await _coordinator(ctx, _GROUPS if key_type == GROUP else _TRANSACTIONS, req.key, live)
     return _answer(live[0])
 
 
@@ -61,33 +59,54 @@ def _answer(broker: dict[str, Any]) -> dict[str, Any]:
             "host": broker["host"], "port": broker["port"]}
 
 
-async def _group_coordinator(ctx: RequestContext, group_id: str, live: list[dict[str, Any]]) -> dict[str, Any]:
-    """The leader of the group's ``__consumer_offsets`` partition, the topic made first when missing."""
+@dataclass(frozen=True)
+class _Kind:
+    """A coordinator's internal topic: its name and configs, the properties it is made with, and where a key's
+    partition is."""
+
+    topic: str
+    partitions: Callable[[BrokerConfig], int]
+    factor: Callable[[BrokerConfig], int]
+    factor_property: str
+    what: str  # as Kafka's refusal names the topic
+    configs: Callable[[BrokerConfig], dict[str, str]]
+    partition_of: Callable[[str, int], int]
+
+
+_GROUPS = _Kind(OFFSETS_TOPIC, lambda c: c.offsets_topic_num_partitions, lambda c: c.offsets_topic_replication_factor,
+                "offsets.topic.replication.factor", "the offsets topic", lambda c: dict(OFFSETS_TOPIC_CONFIG),
+                offsets_partition)
+_TRANSACTIONS = _Kind(TRANSACTION_STATE_TOPIC, lambda c: c.transaction_state_log_num_partitions,
+                      lambda c: c.transaction_state_log_replication_factor, "transaction.state.log.replication.factor",
+                      "the transactions state topic", transaction_state_config, txn_partition)
+
+
+async def _coordinator(ctx: RequestContext, kind: _Kind, key: str, live: list[dict[str, Any]]) -> dict[str, Any]:
+    """The leader of the key's partition of the kind's topic, the topic made first when missing."""
     from ..cluster.topic_admin import create_topic, plan_topic, wait_for_leaders  # kazoo: cluster mode only
 
     cluster, config = ctx.cluster, ctx.cluster.config
     membership = cluster.membership
     assert membership is not None
-    meta = membership.sync.topics.get(OFFSETS_TOPIC)
+    meta = membership.sync.topics.get(kind.topic)
     if meta is None:
-        factor = config.offsets_topic_replication_factor
+        factor = kind.factor(config)
         if len(membership.view.brokers) < factor:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                           f"Number of alive brokers '{len(membership.view.brokers)}' does not meet the required "
-                          f"replication factor '{factor}' for the offsets topic (configured via "
-                          f"'offsets.topic.replication.factor').")
+                          f"replication factor '{factor}' for {kind.what} (configured via "
+                          f"'{kind.factor_property}').")
         try:
-            plan = plan_topic(cluster, OFFSETS_TOPIC, config.offsets_topic_num_partitions, factor, None,
-                              dict(OFFSETS_TOPIC_CONFIG))
-            await create_topic(cluster, OFFSETS_TOPIC, plan, dict(OFFSETS_TOPIC_CONFIG))
+            plan = plan_topic(cluster, kind.topic, kind.partitions(config), factor, None, kind.configs(config))
+            await create_topic(cluster, kind.topic, plan, kind.configs(config))
         except BrokerError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # made by another broker meanwhile: on its way
-                return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} could not be made: {exc}")
-        await wait_for_leaders(cluster, [OFFSETS_TOPIC], _CREATION_WAIT_S)  # then answered, or retried
-        meta = membership.sync.topics.get(OFFSETS_TOPIC)
+                return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{kind.topic} could not be made: {exc}")
+        await wait_for_leaders(cluster, [kind.topic], _CREATION_WAIT_S)  # then answered, or retried
+        meta = membership.sync.topics.get(kind.topic)
         if meta is None:
-            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being made.")
-    state = meta.states.get(offsets_partition(group_id, meta.partition_count))
+            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{kind.topic} is being made.")
+    state = meta.states.get(kind.partition_of(key, meta.partition_count))
     leader = next((b for b in live if state is not None and b["node_id"] == state.leader), None)
     if leader is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")

@@ -6,7 +6,11 @@ sequence, unless the epoch is exhausted); ids are reserved in blocks persisted b
 repeat across restarts. With one (WRITE on the
 TRANSACTIONAL_ID, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), the transaction coordinator (txn/) gives the
 id's producer id with its epoch bumped, fencing the older producer and aborting its open transaction;
-``transaction_timeout_ms`` must be in 1..``transaction.max.timeout.ms`` (INVALID_TRANSACTION_TIMEOUT).
+``transaction_timeout_ms`` must be in 1..``transaction.max.timeout.ms`` (INVALID_TRANSACTION_TIMEOUT). In a
+ZooKeeper cluster only the id's coordinator (the leader of its ``__transaction_state`` partition) answers it, the
+other brokers NOT_COORDINATOR; the new epoch is answered once the partition's ISR has it (COORDINATOR_NOT_AVAILABLE
+when it cannot), and an open transaction of the id is aborted first (CONCURRENT_TRANSACTIONS until its markers
+are written: the client retries).
 Version notes: v3+ carries the caller's producer id and epoch (KIP-360), which must still be the id's (else
 PRODUCER_FENCED; INVALID_PRODUCER_EPOCH before v4).
 Not implemented: v6's two-phase commit (KIP-939).
@@ -35,11 +39,9 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> dict[str, A
     if req.transactional_id:
         if not ctx.allowed_transactional_id(Op.WRITE, req.transactional_id):
             return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        if ctx.cluster.membership is not None:  # k10_find_coordinator.TRANSACTIONS_NOT_IN_A_CLUSTER
-            return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
-        code, pid, epoch = ctx.transactions.init_producer(req.transactional_id, req.transaction_timeout_ms,
-                                                          pid, epoch)
+        code, pid, epoch = await ctx.transactions.init_producer(req.transactional_id, req.transaction_timeout_ms,
+                                                                pid, epoch)
         return _answer(fenced_for(code, ctx.version, 4), pid, epoch)
     if not (ctx.allowed_cluster(Op.IDEMPOTENT_WRITE)
             or ctx.access.allowed_any(ctx.principal, ctx.host, Op.WRITE, ResourceType.TOPIC)):

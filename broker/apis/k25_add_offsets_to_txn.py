@@ -3,7 +3,8 @@
 Behavior: the group's ``__consumer_offsets`` partition joins the producer's transaction, so that the offsets
 TxnOffsetCommit then holds for the group are committed or dropped with it. WRITE on the TRANSACTIONAL_ID
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and READ on the group (GROUP_AUTHORIZATION_FAILED) are needed; the
-producer checks are AddPartitionsToTxn's (PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before).
+producer checks are AddPartitionsToTxn's (PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before), and so are a
+cluster's (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -26,6 +27,6 @@ async def handle(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> dict[str, 
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
         txns = ctx.transactions
-        code = fenced_for(txns.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                              [txns.offsets_partition(req.group_id)]), ctx.version, 2)
+        code = fenced_for(await txns.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                    [txns.offsets_partition(req.group_id)]), ctx.version, 2)
     return {"throttle_time_ms": 0, "error_code": code}

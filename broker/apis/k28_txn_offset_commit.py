@@ -8,7 +8,10 @@ producer's current epoch (else INVALID_PRODUCER_EPOCH in every version: Kafka fi
 appends to ``__consumer_offsets``, and answers that since 2.7 so that the client may abort). v3+ carries the consumer's
 member id and generation, checked as OffsetCommit checks them when a member id is given (KIP-447).
 ACLs: WRITE on the TRANSACTIONAL_ID, READ on the group and on each topic.
-In a ZooKeeper cluster a broker that does not coordinate the group answers NOT_COORDINATOR.
+In a ZooKeeper cluster a broker that does not coordinate the group answers NOT_COORDINATOR, and the answer waits
+until the ISR of the group's partition has the offsets (COORDINATOR_NOT_AVAILABLE when it does not within
+``offsets.commit.timeout.ms``), as OffsetCommit's; the transaction itself is checked only when this broker
+coordinates its transactional id too (Kafka's group coordinator does not ask the transaction coordinator).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
 from ..protocol.requests import TxnOffsetCommitRequest
-from .offset_entries import check_entries
+from .offset_entries import check_entries, fail_accepted
 from .registry import RequestContext, api
 
 
@@ -46,5 +49,6 @@ async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> dict[str, 
     group_error = _group_error(ctx, req)
     accepted, topics = check_entries(ctx, req.topics, group_error, ctx.version >= 2)
     if accepted:
-        ctx.groups.offsets.commit_pending(req.group_id, req.producer_id, req.producer_epoch, accepted)
+        code = await ctx.groups.offsets.commit_pending(req.group_id, req.producer_id, req.producer_epoch, accepted)
+        fail_accepted(topics, accepted, code)
     return {"throttle_time_ms": 0, "topics": topics}

@@ -3,7 +3,8 @@
 Behavior: each transactional id's state as the coordinator holds it: Kafka's state name, timeout, start time
 of the open transaction (-1 when none), producer id and epoch, and the partitions in the transaction.
 DESCRIBE on the TRANSACTIONAL_ID is needed (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an id the coordinator
-does not know is TRANSACTIONAL_ID_NOT_FOUND.
+does not know is TRANSACTIONAL_ID_NOT_FOUND, and one it does not coordinate (a ZooKeeper cluster's: another broker
+leads its ``__transaction_state`` partition) NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ async def handle(ctx: RequestContext, req: DescribeTransactionsRequest) -> dict[
     for tid in req.transactional_ids:
         if not ctx.allowed_transactional_id(Op.DESCRIBE, tid):
             states.append(_state(tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
+        if not ctx.transactions.coordinates(tid):  # a cluster's: another broker leads its partition
+            states.append(_state(tid, ErrorCode.NOT_COORDINATOR))
             continue
         txn = ctx.transactions.describe(tid)
         if txn is None:

@@ -3,7 +3,8 @@
 Behavior: the transactional ids the principal may DESCRIBE, filtered by state names (Kafka's: Ongoing,
 CompleteCommit, ...; names it does not know come back in ``unknown_state_filters``), producer ids, v1's
 ``duration_filter`` (ongoing for at least that many ms; KIP-994) and v2's ``transactional_id_pattern`` (a
-regular expression the whole id must match; a bad one is INVALID_REQUEST).
+regular expression the whole id must match; a bad one is INVALID_REQUEST). In a ZooKeeper cluster each broker
+lists the ids it coordinates, as Kafka's (the admin client asks every broker).
 """
 
 from __future__ import annotations

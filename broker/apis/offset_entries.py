@@ -13,7 +13,7 @@ from ..access.acls import AclOperation as Op
 from ..group.records import OffsetAndMetadata
 from .registry import RequestContext
 
-__all__ = ["Accepted", "check_entries"]
+__all__ = ["Accepted", "check_entries", "fail_accepted"]
 
 Accepted = dict[tuple[str, int], OffsetAndMetadata]
 
@@ -56,3 +56,13 @@ def check_entries(ctx: RequestContext, topics: Sequence[_Topic], group_error: Er
             partitions.append({"partition_index": p.partition_index, "error_code": code})
         answer.append({"name": t.name, "partitions": partitions})
     return accepted, answer
+
+
+def fail_accepted(topics: list[dict[str, Any]], accepted: Accepted, code: ErrorCode) -> None:
+    """The accepted entries' answers become ``code`` (their store failed); the refused keep their own."""
+    if not code:
+        return
+    for t in topics:
+        for p in t["partitions"]:
+            if (t["name"], p["partition_index"]) in accepted:
+                p["error_code"] = code

@@ -325,6 +325,13 @@ class BrokerConfig(_KafkaModel):
     replica_socket_timeout_ms: int = Field(30000, alias="replica.socket.timeout.ms", ge=1)
     replica_high_watermark_checkpoint_interval_ms: int = Field(
         5000, alias="replica.high.watermark.checkpoint.interval.ms", ge=1)
+    # Transaction coordinators in a ZooKeeper cluster (txn/): the replicated __transaction_state, Kafka's names and
+    # defaults (request.timeout.ms, below, bounds a coordinator's wait for the ISR to have each of its state writes)
+    transaction_state_log_replication_factor: int = Field(3, alias="transaction.state.log.replication.factor", ge=1)
+    transaction_state_log_min_isr: int = Field(2, alias="transaction.state.log.min.isr", ge=1)
+    # transaction markers (docs/CLUSTER.md "Transactions"): how long WriteTxnMarkers waits for the ISR to have a
+    # marker, and how long a cluster's marker sender retries a partition's marker before the coordinator's next try
+    request_timeout_ms: int = Field(30000, alias="request.timeout.ms", ge=1)
 
     @model_validator(mode="before")
     @classmethod

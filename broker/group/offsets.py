@@ -70,22 +70,30 @@ class CommittedOffsets:
         """Store the commits and answer once they are safe: on one node at once; in a cluster once the ISR of
         the group's partition has them (``offsets.commit.timeout.ms``), mapping the wait's error as Kafka's
         GroupMetadataManager does. They count (OffsetFetch sees them) only then."""
+        code = await self._store(group_id, offsets)
+        if not code and self.coordinator_error(group_id) is None:
+            group_of(self.groups, group_id).offsets.update(offsets)
+        return code
+
+    async def commit_pending(self, group_id: str, producer_id: int, producer_epoch: int,
+                             offsets: dict[TP, OffsetAndMetadata]) -> ErrorCode:
+        """TxnOffsetCommit: stored as ``commit`` stores, then held until the producer's transaction ends
+        (``end_transaction``)."""
+        code = await self._store(group_id, offsets, producer_id, producer_epoch)
+        if not code and self.coordinator_error(group_id) is None:
+            group_of(self.groups, group_id).pending_txn.setdefault(producer_id, {}).update(offsets)
+        return code
+
+    async def _store(self, group_id: str, offsets: dict[TP, OffsetAndMetadata], producer_id: int = -1,
+                     producer_epoch: int = -1) -> ErrorCode:
         try:
-            end = self.store.write_offsets(group_id, offsets)
+            end = self.store.write_offsets(group_id, offsets, producer_id, producer_epoch)
         except BrokerError as exc:  # leadership moved meanwhile
             return ErrorCode(exc.code)
         code = await self.store.replicated(group_id, end, self.store.config.offsets_commit_timeout_ms)
         if code:
             return _COMMIT_ERRORS.get(ErrorCode(code), ErrorCode.UNKNOWN_SERVER_ERROR)
-        if self.coordinator_error(group_id) is None:
-            group_of(self.groups, group_id).offsets.update(offsets)
         return ErrorCode.NONE
-
-    def commit_pending(self, group_id: str, producer_id: int, producer_epoch: int,
-                       offsets: dict[TP, OffsetAndMetadata]) -> None:
-        """TxnOffsetCommit: stored now, held until the producer's transaction ends (``end_transaction``)."""
-        group_of(self.groups, group_id).pending_txn.setdefault(producer_id, {}).update(offsets)
-        self.store.write_offsets(group_id, offsets, producer_id, producer_epoch)
 
     def end_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """The producer's transaction ended in ``__consumer_offsets`` partition ``partition`` (its marker is

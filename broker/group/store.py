@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
 
 from headwater.kafka.errors import ErrorCode
-from headwater.kafka.records import ATTR_TRANSACTIONAL, Record, build_batch, parse_header
+from headwater.kafka.records import ATTR_TRANSACTIONAL, Record, build_batch
 
 from ..config.broker_config import BrokerConfig
 from ..errors import BrokerError
-from ..replication.epochs import current_leader_epoch
-from ..replication.produce import wait_for_isr
+from ..replication.leader_append import append_as_leader, isr_has
 from ..topics.cluster import Cluster
 from ..topics.topic import Partition
 from .group import Group, group_of
@@ -90,34 +88,19 @@ class GroupStore:
         partition = self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         if partition.replica is not None and not partition.replica.is_leader:  # leadership moved meanwhile
             raise BrokerError(ErrorCode.NOT_COORDINATOR, f"this broker no longer coordinates group {group_id}")
-        plog = partition.log
-        now = int(time.time() * 1000)
-        batch = bytearray(build_batch([Record(offset=i, timestamp=now, key=k, value=v)
+        batch = bytearray(build_batch([Record(offset=i, timestamp=int(time.time() * 1000), key=k, value=v)
                                        for i, (k, v) in enumerate(records)],
                                       producer_id=producer_id, producer_epoch=producer_epoch,
                                       attributes=ATTR_TRANSACTIONAL if producer_id >= 0 else 0))
-        if partition.replica is None:  # one node
-            plog.append(batch, parse_header(batch))
-            return plog.log_end_offset
-        plog.append(batch, parse_header(batch), current_leader_epoch(partition))  # stamped as a leader's
-        partition.replica.advance_high_watermark()  # an ISR of the leader alone has it now
-        if partition.on_append is not None:
-            # the followers' fetches parked on the partition take the records now, not after their
-            # replica.fetch.wait.max.ms: the commit's answer waits for them
-            partition.on_append()
-        return plog.log_end_offset
+        return append_as_leader(partition, batch)
 
     async def replicated(self, group_id: str, end_offset: int, timeout_ms: int) -> int:
         """Once the ISR of the group's partition holds the log up to ``end_offset`` (the acks=all wait of a
         cluster's Produce, replication/produce.py): 0, or the error code to answer with. At once on one node."""
         if end_offset < 0:
             return 0
-        partition = self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id))
-        if partition.replica is None:
-            return 0
-        entry: dict[str, Any] = {"error_code": 0}
-        await wait_for_isr([(entry, partition.replica.wait_for(end_offset))], timeout_ms)
-        return int(entry["error_code"])
+        return await isr_has(self.cluster.partition(OFFSETS_TOPIC, self.partition_for(group_id)), end_offset,
+                             timeout_ms)
 
     def write_group(self, group: Group) -> None:
         meta = GroupMetadata(

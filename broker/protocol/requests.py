@@ -27,6 +27,7 @@ __all__ = [
     "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "OffsetForLeaderEpochRequest",
     "ProduceRequest", "SaslAuthenticateRequest",
     "SaslHandshakeRequest", "SyncGroupRequest",
+    "WriteTxnMarkersRequest",
 ]
 
 
@@ -181,6 +182,23 @@ class TxnOffsetCommitRequest(Protocol):  # key 28
     producer_id: int
     producer_epoch: int
     topics: Sequence[TxnOffsetCommitTopic]  # generation_id, member_id, group_instance_id (v3+) by getattr
+
+
+class WritableTxnMarkerTopic(Protocol):
+    name: str
+    partition_indexes: Sequence[int]
+
+
+class WritableTxnMarker(Protocol):
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool  # true: commit
+    topics: Sequence[WritableTxnMarkerTopic]
+    coordinator_epoch: int
+
+
+class WriteTxnMarkersRequest(Protocol):  # key 27 (broker to broker)
+    markers: Sequence[WritableTxnMarker]
 
 
 class DescribeTransactionsRequest(Protocol):  # key 65

@@ -165,8 +165,11 @@ class BrokerServer:
         self.groups = GroupCoordinator(self.cluster, self.config)
         self.groups.load()
         producer_ids = ProducerIdManager(self.cluster.log_dir)
-        self.transactions = TransactionCoordinator(self.cluster, self.config, producer_ids, self.groups.offsets)
-        self.transactions.load()
+        from ..txn.marker_sender import marker_sender  # it imports the inter-broker client, which imports this
+
+        self.transactions = TransactionCoordinator(self.cluster, self.config, producer_ids, self.groups.offsets,
+                                                   marker_sender(self.cluster, self.groups.offsets))
+        await self.transactions.load()
         self.services = apis.Services(self.access, producer_ids, self.groups, self.transactions)
         try:
             security = self.config.listener_security(self.services)  # keystores read, mechanisms ready
@@ -255,6 +258,7 @@ class BrokerServer:
             await self.stop()  # leave nothing half started: the caller gets only the error
             raise
         manager.listeners.append(self.groups)  # group coordinators move with __consumer_offsets' leadership
+        manager.listeners.append(self.transactions)  # transaction coordinators with __transaction_state's
         self.cluster.replication = self._replication = manager
         manager.start()
 
@@ -294,6 +298,7 @@ class BrokerServer:
             task.cancel()
         await asyncio.gather(*self._connections, *self._background, return_exceptions=True)
         await self.groups.stop()
+        self.transactions.stop()
         for server in self._servers:
             try:
                 await server.wait_closed()

@@ -381,6 +381,16 @@ class Cluster:
         i = bisect.bisect_left(parts, index, key=lambda p: p.index)
         return parts[i] if i < len(parts) and parts[i].index == index else None
 
+    def partitions_of(self, name: str) -> int:
+        """The topic's partitions: in a ZooKeeper cluster the cluster's (this broker may hold only some of them),
+        else this broker's; 0 while it does not exist."""
+        membership = self.membership
+        if membership is not None:
+            meta = membership.sync.topics.get(name)
+            return 0 if meta is None else meta.partition_count
+        topic = self.topics.get(name)
+        return 0 if topic is None else len(topic.partitions)
+
     def has_partition(self, name: str, index: int) -> bool:
         """Whether the topic has partition ``index``: here, or (in a cluster) anywhere in it."""
         if self.local_partition(name, index) is not None:

@@ -86,6 +86,9 @@ class BatchMeta:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    # the coordinator epoch of the producer's last marker here: a marker from an older coordinator is fenced
+    # (Kafka's ProducerStateEntry.coordinatorEpoch, kept across producer epochs)
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -134,21 +137,40 @@ class PartitionProducerState:
     def update(self, header: BatchHeader, base_offset: int) -> None:
         entry = self.producers.get(header.producer_id)
         if entry is None or header.producer_epoch != entry.epoch:
-            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
+            coordinator_epoch = -1 if entry is None else entry.coordinator_epoch
+            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch,
+                                                                       coordinator_epoch=coordinator_epoch)
         last_seq = (header.base_sequence + header.last_offset_delta) % 2**31
         entry.batches.append(BatchMeta(header.base_sequence, last_seq, base_offset,
                                        base_offset + header.last_offset_delta))
         if header.is_transactional:
             self.transactions.begin(header.producer_id, base_offset)
 
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> ErrorCode:
+        """Whether a transaction coordinator may append this marker (Kafka's ProducerAppendInfo checks, for a
+        coordinator's append): INVALID_PRODUCER_EPOCH for an epoch older than the producer's,
+        TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than its last marker's (a zombie
+        coordinator's), else NONE."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return ErrorCode.NONE
+        if producer_epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        return ErrorCode.NONE
+
     def end_transaction(self, producer_id: int, producer_epoch: int, marker_offset: int,
-                        commit: bool) -> AbortedTxn | None:
+                        commit: bool, coordinator_epoch: int = -1) -> AbortedTxn | None:
         """The marker at ``marker_offset`` closed ``producer_id``'s transaction; the aborted-index entry it
         makes, if any. Markers carry no sequence: the producer's sequences go on across its transactions,
-        and restart at 0 only when the marker bumped its epoch (Kafka's appendEndTxnMarker)."""
+        and restart at 0 only when the marker bumped its epoch (Kafka's appendEndTxnMarker). The marker's
+        coordinator epoch is recorded as it is (a replica takes the leader's log as it is, as Kafka's
+        replication origin only logs an older one)."""
         entry = self.producers.get(producer_id)
         if entry is None or producer_epoch > entry.epoch:
-            self.producers[producer_id] = ProducerEntry(producer_epoch)
+            entry = self.producers[producer_id] = ProducerEntry(producer_epoch)
+        entry.coordinator_epoch = coordinator_epoch
         return self.transactions.end(producer_id, marker_offset, commit)
 
     def last_stable_offset(self, log_end_offset: int) -> int:
@@ -158,8 +180,8 @@ class PartitionProducerState:
         data = {
             "offset": log_end_offset,
             "producers": {
-                str(pid): {"epoch": e.epoch, "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset]
-                                                         for b in e.batches]}
+                str(pid): {"epoch": e.epoch, "coordinator_epoch": e.coordinator_epoch,
+                           "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches]}
                 for pid, e in self.producers.items()
             },
             "transactions": {str(pid): first for pid, first in self.transactions.first_offsets.items()},
@@ -181,7 +203,7 @@ class PartitionProducerState:
         except (OSError, ValueError):
             return 0  # unreadable snapshot: replay the whole log instead
         for pid, e in data["producers"].items():
-            entry = ProducerEntry(e["epoch"])
+            entry = ProducerEntry(e["epoch"], coordinator_epoch=e.get("coordinator_epoch", -1))
             entry.batches.extend(BatchMeta(*b) for b in e["batches"])
             self.producers[int(pid)] = entry
         for pid, first in data.get("transactions", {}).items():
@@ -210,7 +232,7 @@ def replay(state: PartitionProducerState, plog: PartitionLog, from_offset: int) 
                             plog.directory, header.base_offset, exc)
                 continue
             aborted = state.end_transaction(header.producer_id, header.producer_epoch, header.base_offset,
-                                            marker.commit)
+                                            marker.commit, marker.coordinator_epoch)
             if aborted is not None:
                 plog.record_aborted(aborted)
         else:

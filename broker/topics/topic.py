@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.kafka.records import parse_header
 
 from ..config.broker_config import TopicConfig
-from ..errors import InvalidTopic
+from ..errors import BrokerError, InvalidTopic
 from ..log import PartitionLog
 from ..log.control import marker_batch
 from ..log.flusher import PartitionFlusher
@@ -70,10 +70,17 @@ class Partition:
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
         """End ``producer_id``'s transaction in this partition with a commit or abort marker; its offset. The
-        transaction coordinator's one way to write a marker (the partition's transaction state follows it)."""
+        transaction coordinator's one way to write a marker (the partition's transaction state follows it).
+        BrokerError(INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED) for a marker of an older producer
+        epoch or coordinator epoch than the producer's last here, nothing appended (Kafka's ProducerAppendInfo)."""
+        refused = self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if refused:
+            raise BrokerError(refused, f"{'commit' if commit else 'abort'} marker of producer {producer_id} epoch "
+                                       f"{producer_epoch} from coordinator epoch {coordinator_epoch}: the partition "
+                                       f"has seen a newer one")
         batch = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
         offset = self.log.append(bytearray(batch), parse_header(batch), current_leader_epoch(self))
-        aborted = self.producers.end_transaction(producer_id, producer_epoch, offset, commit)
+        aborted = self.producers.end_transaction(producer_id, producer_epoch, offset, commit, coordinator_epoch)
         if aborted is not None:
             self.log.record_aborted(aborted)
         if self.replica is not None:  # a leader alone in its ISR commits the marker at once

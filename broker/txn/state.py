@@ -7,7 +7,7 @@ read the topic as they read Kafka's own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from headwater.kafka.types import Reader, Writer
@@ -58,6 +58,19 @@ class TxnMetadata:
     # The epoch before the last bump, so a KIP-360 producer that missed the answer can still re-init (in memory,
     # as in Kafka).
     last_producer_epoch: int = -1
+    # Kafka's pendingState (in memory): the state a write in flight moves to; another transition meanwhile is
+    # refused (CONCURRENT_TRANSACTIONS)
+    pending: TxnState | None = None
+
+    def copy(self) -> TxnMetadata:
+        """The target of a transition: changed, written, and only then ``apply``'d."""
+        return replace(self, partitions=set(self.partitions), pending=None)
+
+    def apply(self, target: TxnMetadata) -> None:
+        """Take ``target``'s state once its write is replicated (Kafka's completeTransitionTo)."""
+        for name in ("producer_id", "producer_epoch", "last_producer_epoch", "timeout_ms", "state", "partitions",
+                     "last_update_ms", "start_ms"):
+            setattr(self, name, getattr(target, name))
 
 
 def encode_key(transactional_id: str) -> bytes:

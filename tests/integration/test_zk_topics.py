@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 from kazoo.client import KazooClient
 from support import zkserver
@@ -362,19 +361,3 @@ def test_idempotent_producers_get_producer_ids_unique_in_the_cluster(cluster: Cl
     assert len(set(ids)) == len(ids), f"producer ids given by brokers {[b.port for b in cluster.live()]}: {ids}"
     block = cluster.znode("/latest_producer_id_block")
     assert block["version"] == 1 and int(block["block_end"]) >= max(ids), block
-
-
-def test_transactions_are_refused_in_a_cluster_with_a_reason(cluster: Cluster3) -> None:
-    """The transaction coordinator and __transaction_state are each broker's own: a transactional producer on a
-    cluster would have markers written into follower replicas. Refused (COORDINATOR_NOT_AVAILABLE, naming why)
-    until they are replicated; idempotent producers are served (the test above)."""
-    broker = cluster.live()[0]
-    with Conn(broker.port) as conn:
-        found = conn.call(FindCoordinatorRequest[2](key="tx-1", key_type=1),
-                          FindCoordinatorResponse)
-        assert found.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-        assert "transactions are not supported in a ZooKeeper cluster" in found.error_message
-        init = conn.call(InitProducerIdRequest[4](transactional_id="tx-1", transaction_timeout_ms=60000,
-                                                  producer_id=-1, producer_epoch=-1), InitProducerIdResponse)
-        assert init.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-

@@ -1,5 +1,6 @@
 """A raw transactional producer's first steps: InitProducerId for a transactional id, then the partitions
-added to its transaction (AddPartitionsToTxn v3), so that its transactional batches are accepted by Produce."""
+added to its transaction (AddPartitionsToTxn v3), so that its transactional batches are accepted by Produce;
+and a transaction coordinator's WriteTxnMarkers to a partition's leader."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from kafka.protocol.producer import (
     AddPartitionsToTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 from support.rawkafka import Conn
 
-__all__ = ["add_partitions", "begin_transaction", "init_producer"]
+__all__ = ["add_partitions", "begin_transaction", "init_producer", "write_markers"]
 
 
 def init_producer(conn: Conn, transactional_id: str, timeout_ms: int = 60000) -> InitProducerIdResponse:
@@ -44,3 +47,17 @@ def begin_transaction(port: int, transactional_id: str, topic: str, partitions: 
         added = add_partitions(conn, transactional_id, init.producer_id, init.producer_epoch, topic, partitions)
         assert set(added.values()) == {0}, added
     return init.producer_id, init.producer_epoch
+
+
+def write_markers(port: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                  partitions: dict[str, list[int]]) -> dict[tuple[str, int], int]:
+    """WriteTxnMarkers v1 of one marker to the broker at ``port``: each partition's error code."""
+    entry = WriteTxnMarkersRequest.WritableTxnMarker
+    marker = entry(producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+                   coordinator_epoch=coordinator_epoch,
+                   topics=[entry.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in partitions.items()])
+    with Conn(port) as conn:
+        answer = conn.call(WriteTxnMarkersRequest[1](markers=[marker]), WriteTxnMarkersResponse)
+    [result] = answer.markers
+    assert result.producer_id == producer_id, answer
+    return {(t.name, p.partition_index): p.error_code for t in result.topics for p in t.partitions}

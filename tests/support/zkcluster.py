@@ -12,8 +12,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse, MetadataResponse
 
+from headwater.broker.txn.store import txn_partition
 from headwater.kafka.records import iter_batches
 from headwater.testing import unique, wait_until
 
@@ -31,15 +32,17 @@ def cluster_broker(base: Path, connect: str, broker_id: int, session_timeout_ms:
 
 @contextmanager
 def running_cluster(base: Path, connect: str, ids: set[int], session_timeout_ms: int,
-                    *overrides: str) -> Iterator[dict[int, BrokerProcess]]:
-    """Brokers ``ids`` of the cluster at ``connect`` started, once every one's Metadata agrees on them and a
-    controller; SIGKILLed at the end."""
+                    *overrides: str, first: set[int] | None = None) -> Iterator[dict[int, BrokerProcess]]:
+    """Brokers ``ids`` of the cluster at ``connect`` (only those of ``first`` when given: the test starts the
+    others) started, once every one's Metadata agrees on them and a controller; SIGKILLed at the end."""
     started = {i: cluster_broker(base, connect, i, session_timeout_ms, *overrides) for i in ids}
+    running = ids if first is None else first
     try:
-        for b in started.values():
-            b.start()
-        every = list(started.values())
-        wait_until(lambda: agreed_controller(every, ids), f"brokers {sorted(ids)} and a controller", timeout=20)
+        for i in running:
+            started[i].start()
+        every = [started[i] for i in running]
+        wait_until(lambda: agreed_controller(every, running), f"brokers {sorted(running)} and a controller",
+                   timeout=20)
         yield started
     finally:
         for b in started.values():
@@ -91,6 +94,22 @@ def agreed_topic(brokers: list[BrokerProcess], topic: str,
     if first is None or any(v != first for v in views) or not wanted(first):
         return None
     return first
+
+
+def txn_coordinator(brokers: list[BrokerProcess], transactional_id: str) -> int | None:
+    """The id's transaction coordinator once every broker's FindCoordinator (the first one makes
+    ``__transaction_state``) answers the same broker and that broker leads the id's ``__transaction_state``
+    partition; None meanwhile."""
+    try:
+        found = {int(request(b.port, FindCoordinatorRequest[2](key=transactional_id, key_type=1),
+                             FindCoordinatorResponse, timeout=5).node_id) for b in brokers}
+    except Exception:  # a broker not answering (yet): the caller's wait goes on
+        return None
+    view = topic_view(brokers[0], "__transaction_state")
+    if len(found) != 1 or view is None:
+        return None
+    node = found.pop()
+    return node if view[txn_partition(transactional_id, len(view))][0] == node else None
 
 
 class NumberedProducer(threading.Thread):
@@ -170,10 +189,12 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, in
         consumer.close()
 
 
-def read_numbers(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> dict[int, list[int]]:
-    """Every record's number in each partition, read from offset 0 to the end (librdkafka, no group)."""
+def read_numbers(bootstrap: str, topic: str, partitions: int, timeout: float = 60,
+                 isolation: str = "read_committed") -> dict[int, list[int]]:
+    """Every record's number in each partition, read from offset 0 to the end (librdkafka, no group; its
+    default isolation, read_committed, unless ``isolation`` says read_uncommitted)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True, "isolation.level": isolation})
     read: dict[int, list[int]] = {p: [] for p in range(partitions)}
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

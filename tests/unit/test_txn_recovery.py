@@ -8,8 +8,11 @@ ONGOING past its timeout is aborted by the first periodic round, its epoch bumpe
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.group.coordinator import GroupCoordinator
@@ -18,7 +21,14 @@ from headwater.broker.log.control import read_marker
 from headwater.broker.topics.cluster import Cluster
 from headwater.broker.topics.producer_state import ProducerIdManager
 from headwater.broker.txn import TransactionCoordinator, TxnState
+from headwater.broker.txn.marker_sender import LocalMarkerSender
 from headwater.kafka.errors import ErrorCode
+
+T = TypeVar("T")
+
+
+def run(awaitable: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(awaitable)
 
 
 class Node:
@@ -32,8 +42,8 @@ class Node:
         self.groups = GroupCoordinator(self.cluster, config)
         self.groups.load()
         self.txns = TransactionCoordinator(self.cluster, config, ProducerIdManager(self.cluster.log_dir),
-                                           self.groups.offsets)
-        self.txns.load()
+                                           self.groups.offsets, LocalMarkerSender(self.cluster, self.groups.offsets))
+        asyncio.run(self.txns.load())
 
     def markers(self, topic: str, index: int) -> list[tuple[int, bool]]:
         plog = self.cluster.partition(topic, index).log
@@ -44,14 +54,14 @@ class Node:
 def test_a_prepared_commit_is_completed_on_load(tmp_path: Path) -> None:
     node = Node(tmp_path)
     node.cluster.create_topic("out", 1, 1, {})
-    code, pid, epoch = node.txns.init_producer("tid", 60000)
+    code, pid, epoch = run(node.txns.init_producer("tid", 60000))
     assert code == ErrorCode.NONE
     offsets_tp = node.txns.offsets_partition("g")
-    assert node.txns.add_partitions("tid", pid, epoch, [("out", 0), offsets_tp]) == ErrorCode.NONE
-    node.groups.offsets.commit_pending("g", pid, epoch, {("out", 0): OffsetAndMetadata(5)})
+    assert run(node.txns.add_partitions("tid", pid, epoch, [("out", 0), offsets_tp])) == ErrorCode.NONE
+    run(node.groups.offsets.commit_pending("g", pid, epoch, {("out", 0): OffsetAndMetadata(5)}))
     assert node.groups.offsets.fetch("g", [("out", 0)]) == {("out", 0): None}
     # The crash came after the prepare was written, before any marker
-    node.txns.store.write("tid", replace(node.txns.txns["tid"], state=TxnState.PREPARE_COMMIT))
+    node.txns.store.append("tid", replace(node.txns.txns["tid"], state=TxnState.PREPARE_COMMIT))
     node.cluster.close()
 
     node = Node(tmp_path)
@@ -70,40 +80,40 @@ def test_a_prepared_commit_is_completed_on_load(tmp_path: Path) -> None:
 def test_an_ongoing_transaction_past_its_timeout_is_aborted_after_a_restart(tmp_path: Path) -> None:
     node = Node(tmp_path)
     node.cluster.create_topic("out", 1, 1, {})
-    _, pid, epoch = node.txns.init_producer("tid", 1)
+    _, pid, epoch = run(node.txns.init_producer("tid", 1))
     offsets_tp = node.txns.offsets_partition("g")
-    assert node.txns.add_partitions("tid", pid, epoch, [("out", 0), offsets_tp]) == ErrorCode.NONE
-    node.groups.offsets.commit_pending("g", pid, epoch, {("out", 0): OffsetAndMetadata(7)})
+    assert run(node.txns.add_partitions("tid", pid, epoch, [("out", 0), offsets_tp])) == ErrorCode.NONE
+    run(node.groups.offsets.commit_pending("g", pid, epoch, {("out", 0): OffsetAndMetadata(7)}))
     node.cluster.close()
 
     node = Node(tmp_path)
     assert node.txns.describe("tid").state == TxnState.ONGOING  # type: ignore[union-attr]
-    assert node.txns.abort_timed_out() == ["tid"]
+    assert run(node.txns.abort_timed_out()) == ["tid"]
     txn = node.txns.describe("tid")
     assert txn is not None and (txn.state, txn.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 1)
     assert node.markers("out", 0) == [(0, False)]
     assert node.groups.offsets.fetch("g", [("out", 0)]) == {("out", 0): None}
     assert node.groups.groups["g"].pending_txn == {}
     # The fenced producer's requests are refused; a new init gets the next epoch
-    assert node.txns.end_transaction("tid", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
-    assert node.txns.init_producer("tid", 1000, pid, epoch + 1)[1:] == (pid, epoch + 2)
+    assert run(node.txns.end_transaction("tid", pid, epoch, commit=True)) == ErrorCode.PRODUCER_FENCED
+    assert run(node.txns.init_producer("tid", 1000, pid, epoch + 1))[1:] == (pid, epoch + 2)
     node.cluster.close()
 
 
 def test_an_idle_transactional_id_expires(tmp_path: Path) -> None:
     node = Node(tmp_path)
     node.cluster.create_topic("out", 1, 1, {})
-    _, pid, epoch = node.txns.init_producer("idle", 60000)
-    _, busy_pid, busy_epoch = node.txns.init_producer("busy", 60000)
-    assert node.txns.add_partitions("busy", busy_pid, busy_epoch, [("out", 0)]) == ErrorCode.NONE
+    _, pid, epoch = run(node.txns.init_producer("idle", 60000))
+    _, busy_pid, busy_epoch = run(node.txns.init_producer("busy", 60000))
+    assert run(node.txns.add_partitions("busy", busy_pid, busy_epoch, [("out", 0)])) == ErrorCode.NONE
     node.txns.config = node.txns.config.model_copy(update={"transactional_id_expiration_ms": 1})
     for txn in node.txns.txns.values():
         txn.last_update_ms -= 10
-    node.txns.remove_expired()
+    run(node.txns.remove_expired())
     assert node.txns.describe("idle") is None  # its transaction is not open: forgotten
     assert node.txns.describe("busy") is not None  # an open transaction is aborted by its timeout, not expired
     node.cluster.close()
     node = Node(tmp_path)  # the tombstone is replayed
     assert node.txns.describe("idle") is None and node.txns.describe("busy") is not None
-    assert node.txns.init_producer("idle", 60000)[1] != pid  # a new producer id for the id used again
+    assert run(node.txns.init_producer("idle", 60000))[1] != pid  # a new producer id for the id used again
     node.cluster.close()
