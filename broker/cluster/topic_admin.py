@@ -19,7 +19,7 @@ from headwater.kafka.errors import ErrorCode
 
 from ..errors import BrokerError, UnknownTopicOrPartition
 from ..topics.topic import validate_topic_name
-from .assignment import assign_replicas, check_assignment
+from .assignment import assign_replicas, broker_racks, check_assignment
 from .znodes import (
     Assignment,
     delete_topic_path,
@@ -63,7 +63,7 @@ def plan_topic(cluster: Cluster, name: str, partitions: int, replication_factor:
                           f"Number of partitions must be larger than 0 (got {partitions}).")
     if replication_factor == -1:
         replication_factor = cluster.config.default_replication_factor
-    return assign_replicas(partitions, replication_factor, live)
+    return assign_replicas(partitions, replication_factor, broker_racks(membership.view.brokers))
 
 
 async def create_topic(cluster: Cluster, name: str, assignment: Assignment, overrides: dict[str, str]) -> None:
@@ -129,8 +129,8 @@ def plan_partitions(cluster: Cluster, name: str, count: int,
                                 meta.replication_factor)
     first = meta.assignment[0][0]
     start = max(0, next((i for i, b in enumerate(live) if b >= first), 0))
-    return assign_replicas(count - current, meta.replication_factor, live, start_partition=current,
-                           start_index=start)
+    return assign_replicas(count - current, meta.replication_factor, broker_racks(membership.view.brokers),
+                           start_partition=current, start_index=start)
 
 
 async def add_partitions(cluster: Cluster, name: str, added: Assignment) -> None:
