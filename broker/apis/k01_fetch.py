@@ -16,15 +16,20 @@ Fetch with session epoch 0 opens one, incremental Fetches carry only the partiti
 are answered only the partitions with something new. Consumers' fetches stay sessionless: the answer has
 session id 0 (the client then keeps sending full fetches); a consumer's request naming a session gets
 FETCH_SESSION_ID_NOT_FOUND.
-In a ZooKeeper cluster (``Partition.replica`` set): only the partition's leader answers (else
-NOT_LEADER_OR_FOLLOWER); consumers read below the high watermark (read_committed below the smaller of it and the
-last stable offset); a follower's fetch (``replica_id`` = its broker id) reads to the log end, moves its
-position, the high watermark and the ISR (replication/manager.py), is not throttled by client quotas and its
-bytes are not counted as consumer bytes out.
+In a ZooKeeper cluster (``Partition.replica`` set): consumers read below the high watermark (read_committed below
+the smaller of it and the last stable offset); a follower's fetch (``replica_id`` = its broker id) reads to the log
+end, moves its position, the high watermark and the ISR (replication/manager.py), is not throttled by client
+quotas and its bytes are not counted as consumer bytes out. Only the partition's leader answers a follower, and a
+consumer's Fetch before v11 (else NOT_LEADER_OR_FOLLOWER); a consumer's Fetch v11+ is answered by a follower too,
+below the follower's own high watermark (KIP-392: fetching from the closest replica), with the same errors as on
+the leader (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH against the epoch the follower knows, OFFSET_OUT_OF_RANGE
+outside its own log). With ``replica.selector.class`` set, the leader answers a consumer's Fetch v11+ for which
+the selector prefers another replica (replication/replica_selector.py: one in the consumer's ``rack_id``) with
+``preferred_read_replica`` = that broker, the high watermark, last stable offset and log start, and no records,
+at once (no long poll), as Kafka's ReplicaManager does; the consumer then fetches from that broker.
 Authorization as Kafka's KafkaApis: a consumer needs READ on each topic; a fetch as a replica (``replica_id``
 >= 0) needs CLUSTER_ACTION on the cluster (the brokers' own principals, in ``super.users`` as Kafka advises),
 every partition of it answering TOPIC_AUTHORIZATION_FAILED without.
-Not implemented: preferred read replicas.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from ..log import OffsetOutOfRange, PartitionLog
 from ..protocol.requests import FetchRequest
 from ..replication.epochs import check_leader_epoch
 from ..replication.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSessionCache, LeaderSession, next_epoch
-from ..replication.produce import consumer_bounds, follower_bounds
+from ..replication.produce import NO_PREFERRED_REPLICA, consumer_bounds, follower_bounds, preferred_read_replica
 from .registry import RequestContext, api
 
 _LENGTH = struct.Struct(">i")  # a batch's length field, after its 8-byte base offset
@@ -51,12 +56,16 @@ _LENGTH = struct.Struct(">i")  # a batch's length field, after its 8-byte base o
 
 def _read_all(ctx: RequestContext, req: FetchRequest, topics: Sequence[Any], max_bytes: int,
               replica_allowed: bool) -> tuple[list[dict[str, Any]], int, bool]:
+    """(every partition's answer entry, the record bytes read, whether to answer at once: an error, or a
+    consumer sent to a preferred read replica)."""
     cluster = ctx.cluster
     total = 0
-    errors = False
+    at_once = False
     responses = []
     read_committed = ctx.version >= 4 and getattr(req, "isolation_level", 0) == 1
     follower = req.replica_id  # a broker's id when a follower fetches (the partition's leader is asked)
+    closest = ctx.version >= 11  # KIP-392: a consumer may fetch from a follower, and be sent to one
+    rack = getattr(req, "rack_id", "") or ""
     for topic in topics:
         partitions = []
         for p in topic.partitions:
@@ -70,7 +79,7 @@ def _read_all(ctx: RequestContext, req: FetchRequest, topics: Sequence[Any], max
                 check_leader_epoch(partition, p.current_leader_epoch)
             except BrokerError as exc:
                 entry["error_code"] = exc.code
-                errors = True
+                at_once = True
                 partitions.append(entry)
                 continue
             plog = partition.log
@@ -82,16 +91,25 @@ def _read_all(ctx: RequestContext, req: FetchRequest, topics: Sequence[Any], max
             else:  # a ZooKeeper cluster: consumers below the high watermark, followers to the log end
                 try:
                     if follower >= 0:
-                        hw, lso = follower_bounds(cluster, partition, replica, follower, p.fetch_offset)
+                        hw, lso = follower_bounds(cluster, partition, replica, follower, p.fetch_offset,
+                                                  p.log_start_offset)
                         end, upto = plog.log_end_offset, None
                     else:
-                        hw, lso = consumer_bounds(partition, replica)
+                        hw, lso = consumer_bounds(partition, replica, on_follower=closest)
                         end, upto = hw, lso if read_committed else hw
                 except BrokerError as exc:
                     entry["error_code"] = exc.code
-                    errors = True
+                    at_once = True
                     partitions.append(entry)
                     continue
+                if follower < 0 and closest:
+                    preferred = preferred_read_replica(cluster, replica, rack, p.fetch_offset, ctx.advertised.name)
+                    if preferred != NO_PREFERRED_REPLICA:  # no read: the consumer goes there, answered at once
+                        entry.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset,
+                                     preferred_read_replica=preferred)
+                        at_once = True
+                        partitions.append(entry)
+                        continue
             entry.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
             budget = min(p.partition_max_bytes, max_bytes - total)
             if p.fetch_offset != end:
@@ -99,7 +117,7 @@ def _read_all(ctx: RequestContext, req: FetchRequest, topics: Sequence[Any], max
                     data = plog.read(p.fetch_offset, max(budget, 0), min_one=total == 0, max_offset=upto)
                 except OffsetOutOfRange:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                    errors = True
+                    at_once = True
                     data = b""
                 entry["records"] = data
                 total += len(data)
@@ -107,7 +125,7 @@ def _read_all(ctx: RequestContext, req: FetchRequest, topics: Sequence[Any], max
                     entry["aborted_transactions"] = _aborted(plog, p.fetch_offset, data)
             partitions.append(entry)
         responses.append({"topic": topic.topic, "partitions": partitions})
-    return responses, total, errors
+    return responses, total, at_once
 
 
 def _aborted(plog: PartitionLog, fetch_offset: int, data: bytes) -> list[dict[str, int]]:
@@ -137,9 +155,9 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> dict[str, Any]:
     max_bytes = min(req.max_bytes if ctx.version >= 3 else 2**31 - 1, ctx.cluster.config.fetch_max_bytes)
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     while True:
-        responses, total, errors = _read_all(ctx, req, topics, max_bytes, replica_allowed)
+        responses, total, at_once = _read_all(ctx, req, topics, max_bytes, replica_allowed)
         remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or errors or remaining <= 0 or ctx.closing():
+        if total >= req.min_bytes or at_once or remaining <= 0 or ctx.closing():
             break
         await ctx.cluster.wait_for_data(remaining, [(t.topic, p.partition) for t in topics for p in t.partitions])
     throttle = 0

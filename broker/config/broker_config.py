@@ -18,6 +18,7 @@ from headwater.properties import ConfigError, load_properties, parse_overrides, 
 
 from ..cluster.zk_connect import parse_zookeeper_connect
 from ..errors import BrokerError, InvalidConfig
+from ..replication.replica_selector import check_selector_class
 from ..security.listeners import DEFAULT_PROTOCOL_MAP, ListenerSecurity, check_keys, is_security_key, parse_protocol_map
 from ..security.settings import BadSetting, ListenerSettings
 from .topic_configs import (
@@ -398,6 +399,15 @@ class BrokerConfig(_KafkaModel):
     # the followers' fetch sessions (KIP-227) a leader keeps; 0: none, every follower Fetch is a full one
     max_incremental_fetch_session_cache_slots: int = Field(1000, alias="max.incremental.fetch.session.cache.slots",
                                                            ge=0)
+
+    # Fetching from the closest replica (KIP-392, replication/replica_selector.py): the leader's choice of replica
+    # for a consumer's Fetch v11+; unset: every consumer reads from leaders
+    replica_selector_class: str | None = Field(None, alias="replica.selector.class")
+
+    @field_validator("replica_selector_class")
+    @classmethod
+    def _replica_selector_class(cls, v: str | None) -> str | None:
+        return check_selector_class(v)
 
     @model_validator(mode="before")
     @classmethod

@@ -187,10 +187,11 @@ class ReplicaManager:
 
     # -- the leader's side of a follower fetch -------------------------------------------
 
-    def follower_fetched(self, replica: PartitionReplica, replica_id: int, fetch_offset: int) -> None:
+    def follower_fetched(self, replica: PartitionReplica, replica_id: int, fetch_offset: int,
+                         log_start_offset: int = -1) -> None:
         """A follower's Fetch reached the leader: its position, the high watermark, and the ISR when it has
         caught up."""
-        replica.follower_fetched(replica_id, fetch_offset, _now_ms())
+        replica.follower_fetched(replica_id, fetch_offset, _now_ms(), log_start_offset)
         if replica_id not in replica.state.isr and not replica.isr_changing:
             joining = replica.ready_to_join()
             if joining:

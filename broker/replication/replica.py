@@ -38,20 +38,22 @@ class Role(enum.Enum):
 class FollowerPosition:
     """What the leader knows of one follower (Kafka's Replica)."""
 
-    __slots__ = ("last_caught_up_ms", "last_fetch_leader_end", "last_fetch_ms", "log_end_offset")
+    __slots__ = ("last_caught_up_ms", "last_fetch_leader_end", "last_fetch_ms", "log_end_offset", "log_start_offset")
 
     def __init__(self, last_caught_up_ms: int) -> None:
         self.log_end_offset = -1  # unknown until it fetches
+        self.log_start_offset = -1  # its log's start, as its last Fetch said (-1: unknown)
         self.last_caught_up_ms = last_caught_up_ms
         self.last_fetch_leader_end = -1
         self.last_fetch_ms = 0
 
-    def fetched(self, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+    def fetched(self, fetch_offset: int, leader_end: int, now_ms: int, log_start_offset: int = -1) -> None:
         if fetch_offset >= leader_end:
             self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
         elif fetch_offset >= self.last_fetch_leader_end:
             self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
         self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
         self.last_fetch_leader_end = leader_end
         self.last_fetch_ms = now_ms
 
@@ -119,12 +121,13 @@ class PartitionReplica:
 
     # -- leader ------------------------------------------------------------------------
 
-    def follower_fetched(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A follower's Fetch at ``fetch_offset``: its position moves, and the high watermark with it."""
+    def follower_fetched(self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1) -> None:
+        """A follower's Fetch at ``fetch_offset`` (its log starting at ``log_start_offset``): its position moves, and
+        the high watermark with it."""
         position = self.followers.get(replica_id)
         if position is None:  # not an assigned replica (Kafka answers it NOT_LEADER_OR_FOLLOWER before this)
             return
-        position.fetched(fetch_offset, self.partition.log.log_end_offset, now_ms)
+        position.fetched(fetch_offset, self.partition.log.log_end_offset, now_ms, log_start_offset)
         self.advance_high_watermark()
 
     def advance_high_watermark(self) -> bool:
@@ -203,10 +206,14 @@ class PartitionReplica:
     # -- follower ----------------------------------------------------------------------
 
     def follow_high_watermark(self, leader_hw: int) -> None:
-        """The leader's high watermark, as far as this log reaches."""
+        """The leader's high watermark, as far as this log reaches. Consumers parked on this follower (fetching
+        from the closest replica, KIP-392) are woken when it moves: they read below it."""
         hw = min(leader_hw, self.partition.log.log_end_offset)
         if hw > self.high_watermark:
             self.high_watermark = hw
+            on_append = self.partition.on_append
+            if on_append is not None:
+                on_append()
 
     def truncated(self) -> None:
         """The log was cut: the high watermark cannot stay above its end."""

@@ -32,10 +32,12 @@ def cluster_broker(base: Path, connect: str, broker_id: int, session_timeout_ms:
 
 @contextmanager
 def running_cluster(base: Path, connect: str, ids: set[int], session_timeout_ms: int,
-                    *overrides: str, first: set[int] | None = None) -> Iterator[dict[int, BrokerProcess]]:
+                    *overrides: str, first: set[int] | None = None,
+                    each: Callable[[int], tuple[str, ...]] = lambda _: ()) -> Iterator[dict[int, BrokerProcess]]:
     """Brokers ``ids`` of the cluster at ``connect`` (only those of ``first`` when given: the test starts the
-    others) started, once every one's Metadata agrees on them and a controller; SIGKILLed at the end."""
-    started = {i: cluster_broker(base, connect, i, session_timeout_ms, *overrides) for i in ids}
+    others) started, once every one's Metadata agrees on them and a controller; SIGKILLed at the end. ``each``
+    gives a broker's own overrides (e.g. its ``broker.rack``) from its id."""
+    started = {i: cluster_broker(base, connect, i, session_timeout_ms, *overrides, *each(i)) for i in ids}
     running = ids if first is None else first
     try:
         for i in running:
