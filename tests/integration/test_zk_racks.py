@@ -112,9 +112,14 @@ def test_replicas_spread_over_the_racks(cluster: Racks3) -> None:
     assert topic_view(first, "mixed") is None  # nothing was made
 
 
-def _fetch(broker: BrokerProcess, topic: str, partition: int, version: int = 11, **kwargs: Any) -> Any:
-    answer = request(broker.port, fetch_req(topic, partition=partition, version=version, **kwargs), FetchResponse)
-    return answer.responses[0].partitions[0]
+def _fetch(broker: BrokerProcess, topic: str, partition: int, version: int = 11, offset: int = 0, rack_id: str = "",
+           current_leader_epoch: int = -1) -> Any:
+    """A consumer's Fetch of one partition from ``broker`` (v11: naming its rack and the leader epoch it knows)."""
+    req = fetch_req(topic, offset, partition, version=version)
+    if version >= 11:
+        req.rack_id = rack_id
+    req.topics[0].partitions[0].current_leader_epoch = current_leader_epoch
+    return request(broker.port, req, FetchResponse).responses[0].partitions[0]
 
 
 def _produce(bootstrap: str, topic: str, numbers: range, partitions: int) -> None:

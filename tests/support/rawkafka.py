@@ -239,8 +239,6 @@ def fetch_req(
     isolation_level: int = 0,
     max_bytes: int = 50 << 20,
     partition_max_bytes: int = 10 << 20,
-    rack_id: str = "",
-    current_leader_epoch: int = -1,
 ) -> Any:
     T = FetchRequest.FetchTopic
     return FetchRequest[version](
@@ -251,7 +249,7 @@ def fetch_req(
         isolation_level=isolation_level,
         session_id=0,
         session_epoch=-1,
-        rack_id=rack_id,
+        rack_id="",
         forgotten_topics_data=[],
         topics=[
             T(
@@ -259,7 +257,7 @@ def fetch_req(
                 partitions=[
                     T.FetchPartition(
                         partition=partition,
-                        current_leader_epoch=current_leader_epoch,
+                        current_leader_epoch=-1,
                         fetch_offset=offset,
                         log_start_offset=-1,
                         partition_max_bytes=partition_max_bytes,
