@@ -18,7 +18,7 @@ refused, as Kafka refuses it.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from headwater.kafka.errors import ErrorCode
@@ -70,11 +70,15 @@ def assign_replicas(partitions: int, replication_factor: int, live: Iterable[int
                        start_index)
 
 
-def _starts(n: int, start_index: int) -> tuple[int, int]:
-    """(the first replica's start index, the followers' first shift): both random for a new topic."""
-    if start_index >= 0:
-        return start_index, start_index
-    return random.randrange(n), random.randrange(n)
+def _first_replicas(partitions: int, n: int, start_partition: int, start_index: int) -> Iterator[tuple[int, int, int]]:
+    """(partition, its first replica's index in the broker list, the followers' shift) of each partition: the
+    first replicas round-robin from ``start_index``, the shift one more every ``n`` partitions (both random for a
+    new topic)."""
+    start, shift = (start_index, start_index) if start_index >= 0 else (random.randrange(n), random.randrange(n))
+    for p in range(start_partition, start_partition + partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        yield p, (p + start) % n, shift
 
 
 def _replica_index(first: int, shift: int, j: int, n: int) -> int:
@@ -85,15 +89,8 @@ def _replica_index(first: int, shift: int, j: int, n: int) -> int:
 def _round_robin(partitions: int, replication_factor: int, brokers: list[int], start_partition: int,
                  start_index: int) -> Assignment:
     n = len(brokers)
-    start, shift = _starts(n, start_index)
-    assignment: Assignment = {}
-    for p in range(start_partition, start_partition + partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
-        assignment[p] = (brokers[first],
-                         *(brokers[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)))
-    return assignment
+    return {p: (brokers[first], *(brokers[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)))
+            for p, first, shift in _first_replicas(partitions, n, start_partition, start_index)}
 
 
 def rack_alternated(racks: Mapping[int, str]) -> list[int]:
@@ -109,12 +106,8 @@ def _rack_aware(partitions: int, replication_factor: int, racks: Mapping[int, st
                 start_index: int) -> Assignment:
     arranged = rack_alternated(racks)
     n, rack_count = len(arranged), len(set(racks.values()))
-    start, shift = _starts(n, start_index)
     assignment: Assignment = {}
-    for p in range(start_partition, start_partition + partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
+    for p, first, shift in _first_replicas(partitions, n, start_partition, start_index):
         leader = arranged[first]
         replicas = [leader]
         racks_used, brokers_used = {racks[leader]}, {leader}
