@@ -108,7 +108,8 @@ def test_replicas_spread_over_the_racks(cluster: Racks3) -> None:
         assert "Brokers without broker.rack: [4]" in result.error_message
     finally:
         cluster.zk.delete("/brokers/ids/4")
-    wait_until(lambda: (metadata_view(first) or (set(), -1))[0] == IDS, "broker 4 gone", timeout=10)
+    wait_until(lambda: all((metadata_view(b) or (set(), -1))[0] == IDS for b in cluster.live()), "broker 4 gone",
+               timeout=10)
     assert topic_view(first, "mixed") is None  # nothing was made
 
 
