@@ -25,11 +25,13 @@ from kafka.protocol.consumer import FetchResponse
 from kazoo.client import KazooClient
 from support import zkserver
 from support.brokerproc import BrokerProcess
-from support.rawkafka import create_topic_req, fetch_req, request
+from support.rawkafka import Conn, create_topic_req, fetch_req, request
+from support.rawtxn import write_markers
 from support.zkcluster import PartitionView, agreed_topic, metadata_view, running_cluster, topic_view
 from test_broker_metrics import metrics_url, scrape, value
 
 from headwater.kafka.errors import ErrorCode
+from headwater.kafka.records import ATTR_TRANSACTIONAL, Record, build_batch, iter_batches
 from headwater.testing import unique, wait_until
 
 pytestmark = pytest.mark.skipif(zkserver.available() is not None, reason=str(zkserver.available()))
@@ -114,9 +116,9 @@ def test_replicas_spread_over_the_racks(cluster: Racks3) -> None:
 
 
 def _fetch(broker: BrokerProcess, topic: str, partition: int, version: int = 11, offset: int = 0, rack_id: str = "",
-           current_leader_epoch: int = -1) -> Any:
+           current_leader_epoch: int = -1, isolation_level: int = 0) -> Any:
     """A consumer's Fetch of one partition from ``broker`` (v11: naming its rack and the leader epoch it knows)."""
-    req = fetch_req(topic, offset, partition, version=version)
+    req = fetch_req(topic, offset, partition, version=version, isolation_level=isolation_level)
     if version >= 11:
         req.rack_id = rack_id
     req.topics[0].partitions[0].current_leader_epoch = current_leader_epoch
@@ -141,8 +143,11 @@ def test_consumer_reads_from_its_rack_then_from_the_leaders(cluster: Racks3) -> 
     topic = "near"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     # leaders 1, 2 (rack-c broker a follower: the consumer is sent there) and 3 (read where it leads)
-    admin.create_topics([NewTopic(topic, 3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])])[topic].result(15)
+    for future in admin.create_topics([NewTopic(topic, 3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]]),
+                                       NewTopic("pending", 1, replica_assignment=[[1, 2, 3]])]).values():
+        future.result(15)
     cluster.topic(topic, lambda v: all(len(p[3]) == 3 for p in v.values()))
+    cluster.topic("pending", lambda v: len(v[0][3]) == 3)
     _produce(cluster.bootstrap, topic, range(300), 3)
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique("g"), "client.rack": "c",
@@ -179,6 +184,7 @@ def test_consumer_reads_from_its_rack_then_from_the_leaders(cluster: Racks3) -> 
         epoch = cluster.topic(topic)[0][1]
         assert _fetch(follower, topic, 0, current_leader_epoch=epoch + 1).error_code == \
             ErrorCode.UNKNOWN_LEADER_EPOCH
+        _read_committed_on_a_follower(leader, follower)
 
         # the rack-c broker dies: the consumer carries on from the leaders
         killed = time.monotonic()
@@ -200,3 +206,26 @@ def test_consumer_reads_from_its_rack_then_from_the_leaders(cluster: Racks3) -> 
     assert _fetch(follower_of_0, topic, 0, current_leader_epoch=epoch_0 - 1).error_code == \
         ErrorCode.FENCED_LEADER_EPOCH
     assert _fetch(follower_of_0, topic, 0, current_leader_epoch=epoch_0).error_code == 0
+
+
+def _read_committed_on_a_follower(leader: BrokerProcess, follower: BrokerProcess) -> None:
+    """A read_committed consumer on a follower reads below its last stable offset, which follows the leader's
+    transactions: 3 records, then an open transaction of 2 (a raw producer's), then its commit marker."""
+    pid = 4_200_001  # no coordinator knows it: the leader checks its batches against the partition's state alone
+    with Conn(leader.port) as conn:
+        assert conn.produce("pending", build_batch([Record(i, 1000 + i, None, b"c") for i in range(3)]), 0,
+                            acks=-1).error_code == 0
+        assert conn.produce("pending", build_batch([Record(i, 2000 + i, None, b"t") for i in range(2)],
+                                                   attributes=ATTR_TRANSACTIONAL, producer_id=pid, producer_epoch=0,
+                                                   base_sequence=0), 0, acks=-1).error_code == 0
+
+    def on_follower(stable: int, end: int) -> Any:
+        answer = _fetch(follower, "pending", 0, isolation_level=1)
+        return answer if (answer.last_stable_offset, answer.high_watermark) == (stable, end) else None
+    held = wait_until(lambda: on_follower(3, 5), "the follower's last stable offset at the open transaction",
+                      timeout=10, seen=lambda: _fetch(follower, "pending", 0, isolation_level=1))
+    assert [h.last_offset for _, h in iter_batches(bytes(held.records or b""))] == [2]  # not the open one
+    assert write_markers(leader.port, pid, 0, True, 0, {"pending": [0]}) == {("pending", 0): ErrorCode.NONE}
+    done = wait_until(lambda: on_follower(6, 6), "the follower's last stable offset past the commit", timeout=10,
+                      seen=lambda: _fetch(follower, "pending", 0, isolation_level=1))
+    assert [h.last_offset for _, h in iter_batches(bytes(done.records or b""))] == [2, 4, 5]  # and the marker
