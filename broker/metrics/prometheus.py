@@ -21,16 +21,28 @@ From ``kafka.network:type=RequestMetrics,name=RequestsPerSec,request=R,version=V
 the summary ``kafka_network_requestmetrics_totaltimems{request,quantile}`` with quantiles 0.50, 0.75,
 0.95, 0.98, 0.99 and 0.999, ``..._totaltimems_count{request}`` and the ``_sum`` the exporter lacks.
 Request names are Kafka's (``Produce``, ``Fetch``, ``Metadata``, ...); a Fetch counts under both
-``Fetch`` and ``FetchConsumer``, as Kafka counts a consumer's fetch (there are no followers here).
+``Fetch`` and ``FetchConsumer``, as Kafka counts a consumer's fetch (a follower's too: Kafka's FetchFollower).
 
 From ``kafka.log:type=Log,name=<X>,topic=T,partition=P`` attribute ``Value`` (rule
 ``kafka.(\\w+)<type=(.+), name=(.+), (.+)=(.+), (.+)=(.+)><>Value`` -> ``kafka_$1_$2_$3``), gauges
 ``{topic,partition}``: ``kafka_log_log_logendoffset``, ``kafka_log_log_logstartoffset``,
-``kafka_log_log_size``, ``kafka_log_log_numlogsegments``. From ``kafka.server:type=ReplicaManager`` and
-``kafka.controller:type=KafkaController`` (rule ``...name=(.+)><>Value`` -> ``kafka_$1_$2_$3``):
-``kafka_server_replicamanager_partitioncount``, ``..._leadercount``,
-``..._underreplicatedpartitions`` (0: one node), ``kafka_controller_kafkacontroller_activecontrollercount``
-(1) and ``..._offlinepartitionscount`` (0).
+``kafka_log_log_size``, ``kafka_log_log_numlogsegments``.
+
+Replication and the controller (replication.py works the figures out; on a single node: every partition led,
+nothing under-replicated, this node the controller). From ``kafka.server:type=ReplicaManager,name=<X>`` (rule
+``...name=(.+)><>Value`` -> ``kafka_$1_$2_$3``): ``kafka_server_replicamanager_partitioncount``,
+``..._leadercount``, ``..._underreplicatedpartitions``, ``..._underminisrpartitioncount``,
+``..._atminisrpartitioncount``, ``..._reassigningpartitions``, and its meters ``..._isrshrinks_total``,
+``..._isrexpands_total``, ``..._failedisrupdates_total``. From ``kafka.cluster:type=Partition,name=<X>,topic=T,
+partition=P``: ``kafka_cluster_partition_underreplicated``, ``..._underminisr``, ``..._atminisr``,
+``..._insyncreplicascount``, ``..._replicascount``. ``kafka_server_replicafetchermanager_maxlag{clientId="Replica"}``
+and ``kafka_server_fetcherlagmetrics_consumerlag{clientId,topic,partition}`` (the followers' lag). From
+``kafka.controller:type=KafkaController``: ``kafka_controller_kafkacontroller_activecontrollercount``,
+``..._offlinepartitionscount``, ``..._preferredreplicaimbalancecount``, ``..._globaltopiccount``,
+``..._globalpartitioncount`` (the controller's; 0 on the other brokers, as Kafka's); from
+``kafka.controller:type=ControllerStats``: the summary ``kafka_controller_controllerstats_leaderelectionrateandtimems``
+and ``..._uncleanleaderelections_total``. From ``kafka.server:type=SessionExpireListener``:
+``kafka_server_sessionexpirelistener_sessionstate{state}`` and ``..._zookeeper<event>_total``.
 
 From ``kafka.coordinator.group:type=GroupMetadataManager,name=<X>`` (rule
 ``kafka.coordinator.(\\w+)<type=(.+), name=(.+)><>Value`` -> ``kafka_coordinator_$1_$2_$3``):
