@@ -24,11 +24,11 @@ from kafka.protocol.admin import CreateTopicsResponse
 from kafka.protocol.consumer import FetchResponse
 from kazoo.client import KazooClient
 from support import zkserver
+from support.brokermetrics import metrics_url, scrape, value
 from support.brokerproc import BrokerProcess
 from support.rawkafka import Conn, create_topic_req, fetch_req, request
 from support.rawtxn import write_markers
 from support.zkcluster import PartitionView, agreed_topic, metadata_view, running_cluster, topic_view
-from test_broker_metrics import metrics_url, scrape, value
 
 from headwater.kafka.errors import ErrorCode
 from headwater.kafka.records import ATTR_TRANSACTIONAL, Record, build_batch, iter_batches
