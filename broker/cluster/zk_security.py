@@ -228,8 +228,9 @@ class _SecuredTransaction(TransactionRequest):  # type: ignore[misc]
 def secured_client(hosts: str, timeout: float, security: ZkSecurity) -> SecuredKazooClient:
     """The broker's ZooKeeper client with its TLS, SASL and ACLs."""
     handler = _TlsHandler(security.tls) if security.tls is not None else None
+    # use_ssl only for kazoo's "Connecting to ..." log line: the handler does the TLS
     return SecuredKazooClient(hosts=hosts, timeout=timeout, handler=handler, sasl_options=security.sasl,
-                              set_acl=security.set_acl)
+                              set_acl=security.set_acl, use_ssl=handler is not None)
 
 
 def start_session(zk: SecuredKazooClient, timeout: float) -> bool:
