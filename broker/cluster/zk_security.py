@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient, TransactionRequest
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.protocol.states import KeeperState
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
@@ -190,7 +191,7 @@ class ZkSecurityFailure(ConfigError):
     """ZooKeeper refused this broker's TLS or SASL: its settings must change, so it does not retry."""
 
 
-class SecuredKazooClient(KazooClient):  # type: ignore[misc]
+class SecuredKazooClient(KazooClient):
     """A KazooClient whose creates get Kafka's default ACLs for their path (the caller's ACL when it gives one)."""
 
     def __init__(self, *args: Any, set_acl: bool = False, **kwargs: Any) -> None:
@@ -219,7 +220,7 @@ class SecuredKazooClient(KazooClient):  # type: ignore[misc]
         super()._session_callback(state)
 
 
-class _SecuredTransaction(TransactionRequest):  # type: ignore[misc]
+class _SecuredTransaction(TransactionRequest):
     def create(self, path: str, value: bytes = b"", acl: Any = None, *args: Any, **kwargs: Any) -> None:
         acl = acl if acl is not None else self.client.acls_for(path)
         super().create(path, value, acl, *args, **kwargs)
@@ -240,7 +241,7 @@ def start_session(zk: SecuredKazooClient, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     zk.start_async()
     while time.monotonic() < deadline:
-        if zk.connected:
+        if zk.connected and _answers(zk):
             return True
         failure = _security_failure(zk)
         if failure is not None:
@@ -250,6 +251,16 @@ def start_session(zk: SecuredKazooClient, timeout: float) -> bool:
     if failure is not None:
         raise ZkSecurityFailure(failure)
     return bool(zk.connected)
+
+
+def _answers(zk: SecuredKazooClient) -> bool:
+    """Whether a first request succeeds: kazoo reports CONNECTED before its SASL login ends, and a request waits
+    for the login (failing with it)."""
+    try:
+        zk.exists("/")
+    except KazooException:  # refused login (auth_failed is set) or a dropped connection: the caller looks again
+        return False
+    return True
 
 
 def _security_failure(zk: SecuredKazooClient, timed_out: bool = False) -> str | None:

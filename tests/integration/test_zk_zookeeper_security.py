@@ -32,8 +32,7 @@ from support.zkcluster import agreed_topic, cluster_broker, running_cluster
 
 from headwater.testing import unique, wait_until
 
-pytestmark = [pytest.mark.skipif(zkserver.available() is not None, reason=str(zkserver.available())),
-              pytest.mark.timeout(120)]
+pytestmark = [zkserver.needs_zookeeper(), pytest.mark.timeout(120)]
 
 IDS = {1, 2}
 ZK_USER, ZK_PASSWORD = "kafka", "kafka-zk-secret"

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
+import pytest
+
 from headwater.testing import free_port, wait_until
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -30,6 +32,12 @@ def available() -> str | None:
     if shutil.which("java") is None:
         return "java is missing: apt-get install openjdk-17-jre-headless"
     return None
+
+
+def needs_zookeeper() -> pytest.MarkDecorator:
+    """Skips a module's tests where ZooKeeper cannot run, saying why."""
+    why = available()
+    return pytest.mark.skipif(why is not None, reason=str(why))
 
 
 @dataclass(frozen=True)
