@@ -10,7 +10,7 @@ from kazoo.security import ACL, Id, Permissions
 from support.certs import CertificateAuthority
 
 from headwater.broker.cluster.zk_security import default_acls, sensitive_path, zk_security
-from headwater.broker.config.broker_config import load_broker_config
+from headwater.broker.config.broker_config import BrokerConfig, load_broker_config
 from headwater.properties import ConfigError
 
 CREATOR_ALL = ACL(Permissions.ALL, Id("auth", ""))
@@ -18,7 +18,7 @@ WORLD_READ = ACL(Permissions.READ, Id("world", "anyone"))
 DIGEST = "org.apache.zookeeper.server.auth.DigestLoginModule"
 
 
-def _config(*props: str):  # type: ignore[no-untyped-def]
+def _config(*props: str) -> BrokerConfig:
     return load_broker_config(None, ["zookeeper.connect=127.0.0.1:2181", "broker.id=1", *props])
 
 
