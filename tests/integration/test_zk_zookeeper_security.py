@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 )
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
-from kazoo.security import ACL, Id, Permissions
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.certs import CertificateAuthority
@@ -120,7 +120,9 @@ def test_znodes_carry_kafkas_acls(secured: Secured) -> None:
         assert WORLD_READ in acls and not [a for a in acls if a.id.scheme == "world" and a.perms != 1], (path, acls)
     writes = [lambda: zk.create("/brokers/ids/9", b"{}"), lambda: zk.set(f"/brokers/topics/{TOPIC}", b"{}"),
               lambda: zk.delete("/controller"), lambda: zk.create("/config/topics/intruder", b"{}"),
-              lambda: zk.create("/admin/delete_topics/" + TOPIC, b""), lambda: zk.set("/controller_epoch", b"99")]
+              lambda: zk.create("/admin/delete_topics/" + TOPIC, b""), lambda: zk.set("/controller_epoch", b"99"),
+              lambda: zk.create("/intruder", b""),  # the chroot itself, made by the first broker
+              lambda: zk.set_acls("/brokers/ids", list(OPEN_ACL_UNSAFE))]
     for write in writes:
         with pytest.raises(NoAuthError):
             write()
