@@ -57,7 +57,8 @@ _SSL_KEYS = {
     "zookeeper.ssl.cipher.suites": "ssl.cipher.suites",
     "zookeeper.ssl.endpoint.identification.algorithm": "ssl.endpoint.identification.algorithm",
 }
-_FROM_SSL_KEY = {v: k for k, v in _SSL_KEYS.items()}
+# a PEM keystore's password is its key's (_tls_context)
+_FROM_SSL_KEY = {v: k for k, v in _SSL_KEYS.items()} | {"ssl.key.password": "zookeeper.ssl.keystore.password"}
 
 
 def sensitive_path(path: str) -> bool:
@@ -115,10 +116,13 @@ def _tls_context(config: BrokerConfig) -> ssl.SSLContext:
                     ("zookeeper.ssl.ocsp.enable", config.zookeeper_ssl_ocsp_enable)):
         if on:
             raise ConfigError(f"{key}: revocation checking is not supported here; set it to false")
+    keystore_type = _store_type(config.zookeeper_ssl_keystore_type, config.zookeeper_ssl_keystore_location)
+    # ZooKeeper's PEM keystore takes its password as the key's (the listeners' ssl.key.password)
+    password_key = "ssl.key.password" if keystore_type.upper() == "PEM" else "ssl.keystore.password"
     values: dict[str, Any] = {
         "ssl.keystore.location": config.zookeeper_ssl_keystore_location,
-        "ssl.keystore.password": config.zookeeper_ssl_keystore_password,
-        "ssl.keystore.type": _store_type(config.zookeeper_ssl_keystore_type, config.zookeeper_ssl_keystore_location),
+        password_key: config.zookeeper_ssl_keystore_password,
+        "ssl.keystore.type": keystore_type,
         "ssl.truststore.location": config.zookeeper_ssl_truststore_location,
         "ssl.truststore.password": config.zookeeper_ssl_truststore_password,
         "ssl.truststore.type": _store_type(config.zookeeper_ssl_truststore_type,

@@ -90,6 +90,9 @@ def test_tls_from_zookeeper_ssl_properties(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"zookeeper\.ssl\.keystore\.location: not a PKCS12 store, or the password"):
         zk_security(_config("zookeeper.ssl.client.enable=true", f"zookeeper.ssl.keystore.location={store}",
                             "zookeeper.ssl.keystore.password=wrong"))
+    locked = ca.issue("locked", key_password="key-pass", CN="broker")  # a PEM keystore: the password is the key's
+    assert zk_security(_config("zookeeper.ssl.client.enable=true", f"zookeeper.ssl.keystore.location={locked.pem}",
+                               "zookeeper.ssl.keystore.password=key-pass")).tls is not None
     unchecked = zk_security(_config("zookeeper.ssl.client.enable=true", f"zookeeper.ssl.truststore.location={ca.cert}",
                                     "zookeeper.ssl.endpoint.identification.algorithm="))
     assert unchecked.tls is not None and not unchecked.tls.check_hostname
