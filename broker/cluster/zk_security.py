@@ -74,7 +74,6 @@ def default_acls(secure: bool, path: str) -> list[ACL]:
     return list(CREATOR_ALL_ACL) + ([] if sensitive_path(path) else list(READ_ACL_UNSAFE))
 
 
-
 @dataclass(frozen=True)
 class ZkSecurity:
     """What the broker's ZooKeeper client uses: a TLS context, SASL options for kazoo, and whether its znodes
@@ -104,11 +103,11 @@ def zk_security(config: BrokerConfig) -> ZkSecurity:
 
 
 def _store_type(given: str | None, location: str | None) -> str:
-    """ZooKeeper's rule for an unset store type: from the file's extension (.pem, .p12/.pfx, .jks), else JKS."""
+    """ZooKeeper's rule for an unset store type: from the file's extension (.pem, .p12, .pfx), else JKS."""
     if given:
         return given
     suffix = Path(location or "").suffix.lower()
-    return {".pem": "PEM", ".crt": "PEM", ".p12": "PKCS12", ".pfx": "PKCS12"}.get(suffix, "JKS")
+    return {".pem": "PEM", ".p12": "PKCS12", ".pfx": "PKCS12"}.get(suffix, "JKS")
 
 
 def _tls_context(config: BrokerConfig) -> ssl.SSLContext:
@@ -127,7 +126,9 @@ def _tls_context(config: BrokerConfig) -> ssl.SSLContext:
         "ssl.truststore.password": config.zookeeper_ssl_truststore_password,
         "ssl.truststore.type": _store_type(config.zookeeper_ssl_truststore_type,
                                            config.zookeeper_ssl_truststore_location),
-        "ssl.enabled.protocols": config.zookeeper_ssl_enabled_protocols or config.zookeeper_ssl_protocol,
+        # unset: the protocol alone, as ZooKeeper's client (the generic "TLS": every version offered)
+        "ssl.enabled.protocols": config.zookeeper_ssl_enabled_protocols or (
+            "TLSv1.2,TLSv1.3" if config.zookeeper_ssl_protocol == "TLS" else config.zookeeper_ssl_protocol),
         "ssl.cipher.suites": config.zookeeper_ssl_cipher_suites or "",
         "ssl.endpoint.identification.algorithm": config.zookeeper_ssl_endpoint_identification_algorithm,
         "ssl.protocol": config.zookeeper_ssl_protocol,
@@ -172,8 +173,7 @@ class _TlsHandler(SequentialThreadingHandler):
     def __init__(self, context: ssl.SSLContext) -> None:
         super().__init__()
         self.context = context
-        self.last_error: ssl.SSLError | None = None
-        self._lock = threading.Lock()
+        self.last_error: ssl.SSLError | None = None  # set in kazoo's connection thread, read in the starter's
 
     def create_connection(self, address: tuple[str, int], hostname: str | None = None,
                           timeout: float | None = None, **_: Any) -> ssl.SSLSocket:
@@ -182,8 +182,7 @@ class _TlsHandler(SequentialThreadingHandler):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return self.context.wrap_socket(sock, server_hostname=hostname or address[0])
         except ssl.SSLError as exc:
-            with self._lock:
-                self.last_error = exc
+            self.last_error = exc
             sock.close()
             raise
         except BaseException:
