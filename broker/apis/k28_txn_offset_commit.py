@@ -35,8 +35,9 @@ def _group_error(ctx: RequestContext, req: TxnOffsetCommitRequest) -> ErrorCode 
                                                      req.group_id)
     if error is not None:
         return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
-    if req.group_id and not ctx.groups.coordinates(req.group_id):  # a cluster's coordinator is elsewhere
-        return ErrorCode.NOT_COORDINATOR
+    refused = ctx.groups.coordinator_error(req.group_id) if req.group_id else None
+    if refused is not None:  # a cluster's coordinator is elsewhere, or still loading the group's partition
+        return refused
     member_id = getattr(req, "member_id", "") if ctx.version >= 3 else ""
     if member_id:
         return ctx.groups.offsets.commit_check(req.group_id, member_id, getattr(req, "generation_id", -1),

@@ -29,7 +29,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from headwater.kafka.errors import ErrorCode
 
 from ..errors import BrokerError
-from ..replication.state import PartitionState
+from ..metrics.stats import ControllerStats
+from ..replication.state import NO_LEADER, PartitionState
 from .controller_election import Fenced, commit_fenced, fenced_transaction
 from .election import decide
 from .leader_elections import LeaderElections
@@ -79,6 +80,8 @@ class Controller:
         self._admin = False  # /admin/reassign_partitions or /admin/preferred_replica_election to look at
         self._admin_watched = False
         self._stopped = False
+        self._broker_change = False  # the live brokers changed: the next pass is timed (Kafka's BrokerChange)
+        self.stats = ControllerStats()  # for the metrics
         self.reassigner = Reassigner(self)
         self.elections = LeaderElections(self)
         sync.on_change = self.mark
@@ -103,6 +106,7 @@ class Controller:
         if live != self._live:
             self._live = live
             self._all = True
+            self._broker_change = True
         self._kick()
 
     def mark(self, keys: set[Key] | None) -> None:
@@ -126,6 +130,11 @@ class Controller:
     @property
     def live(self) -> frozenset[int]:
         return self._live
+
+    @property
+    def is_active(self) -> bool:
+        """This broker is the controller and acts as one (Kafka's ``isActive``, its ActiveControllerCount)."""
+        return self.active and self._elected
 
     def check_active(self) -> None:
         """NOT_CONTROLLER unless this broker is the active controller (Kafka's ``isActive``)."""
@@ -157,10 +166,16 @@ class Controller:
 
     async def _run(self) -> None:
         while self._elected and (self._all or self._dirty or self._deletions or self._admin or not self.active):
+            broker_change, self._broker_change = self._broker_change, False
             try:
                 async with self.lock:
-                    if not await self._pass():
-                        return
+                    started = time.perf_counter()
+                    try:
+                        if not await self._pass():
+                            return
+                    finally:
+                        if broker_change:  # Kafka times its BrokerChange events as LeaderElectionRateAndTimeMs
+                            self.stats.leader_elections.record_ms((time.perf_counter() - started) * 1000)
             except Fenced:
                 self.fenced()
                 return
@@ -252,11 +267,19 @@ class Controller:
     async def write(self, writes: list[tuple[str, int, PartitionState, bool]]) -> set[Key]:
         """Write the states (name, index, state, whether its znode is new); the partitions written (the others
         changed meanwhile: their watch events bring the new state). Fenced when another broker is controller."""
+        before = {(name, index): self._held(name, index) for name, index, _, _ in writes}
         written = set()
         for name, index, state in await asyncio.to_thread(self._write_states, writes):
+            held = before[(name, index)]
+            if held is not None and state.leader not in (NO_LEADER, held.leader) and state.leader not in held.isr:
+                self.stats.unclean_elections += 1  # a leader from outside the ISR (Kafka's UncleanLeaderElections)
             self.sync.record(name, index, state)  # at once: the next pass decides on what was written
             written.add((name, index))
         return written
+
+    def _held(self, name: str, index: int) -> PartitionState | None:
+        meta = self.sync.topics.get(name)
+        return meta.states.get(index) if meta is not None else None
 
     def _write_states(self, writes: list[tuple[str, int, PartitionState, bool]]) -> list[tuple[str, int, Any]]:
         """Write the states (pipelined); those written, with their new znode versions. Fenced when

@@ -19,6 +19,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from headwater.properties import ConfigError
 
 from ..config.broker_config import BrokerConfig, Listener
+from ..metrics.stats import ZkSessionStats
 from ..security.listeners import parse_protocol_map
 from .config_changes import ConfigChanges
 from .controller import Controller
@@ -91,6 +92,7 @@ class ClusterMembership:
         self._syncing: asyncio.Task[None] | None = None
         self._session_lost = False
         self._stopping = False
+        self.session_stats = ZkSessionStats()  # the ZooKeeper connection's events, for the metrics
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -102,6 +104,7 @@ class ClusterMembership:
             endpoints, parse_protocol_map(self.config.listener_security_protocol_map), self.config.broker_rack)
         self.security = await asyncio.to_thread(zk_security, self.config)  # reads keystores and JAAS file
         await asyncio.to_thread(self._connect)
+        self.session_stats.observe(str(self.zk.client_state))  # the first connection (before the listener was added)
         try:
             await asyncio.to_thread(self._register)
             await asyncio.to_thread(self._watch)
@@ -147,6 +150,12 @@ class ClusterMembership:
     def zk(self) -> KazooClient:
         assert self._zk is not None, "not connected to ZooKeeper"
         return self._zk
+
+    @property
+    def session_state(self) -> str:
+        """kazoo's state of the ZooKeeper connection (a KeeperState: ``CONNECTED``, ``CONNECTING``, ...)."""
+        zk = self._zk
+        return str(zk.client_state) if zk is not None else "CLOSED"
 
     @property
     def sync(self) -> TopicSync:
@@ -245,6 +254,9 @@ class ClusterMembership:
         """kazoo's session state (its thread). After an expired session the registration is gone: make it again."""
         if self._stopping:
             return  # closing the session on purpose
+        zk, loop = self._zk, self._loop
+        if zk is not None and loop is not None:  # counted in the event loop, which the metrics read in
+            loop.call_soon_threadsafe(self.session_stats.observe, str(zk.client_state))
         if state == KazooState.LOST:
             self._session_lost = True
             log.warning("ZooKeeper session expired; broker %d is out of the cluster until it reconnects",

@@ -21,16 +21,28 @@ From ``kafka.network:type=RequestMetrics,name=RequestsPerSec,request=R,version=V
 the summary ``kafka_network_requestmetrics_totaltimems{request,quantile}`` with quantiles 0.50, 0.75,
 0.95, 0.98, 0.99 and 0.999, ``..._totaltimems_count{request}`` and the ``_sum`` the exporter lacks.
 Request names are Kafka's (``Produce``, ``Fetch``, ``Metadata``, ...); a Fetch counts under both
-``Fetch`` and ``FetchConsumer``, as Kafka counts a consumer's fetch (there are no followers here).
+``Fetch`` and ``FetchConsumer``, as Kafka counts a consumer's fetch (a follower's too: Kafka's FetchFollower).
 
 From ``kafka.log:type=Log,name=<X>,topic=T,partition=P`` attribute ``Value`` (rule
 ``kafka.(\\w+)<type=(.+), name=(.+), (.+)=(.+), (.+)=(.+)><>Value`` -> ``kafka_$1_$2_$3``), gauges
 ``{topic,partition}``: ``kafka_log_log_logendoffset``, ``kafka_log_log_logstartoffset``,
-``kafka_log_log_size``, ``kafka_log_log_numlogsegments``. From ``kafka.server:type=ReplicaManager`` and
-``kafka.controller:type=KafkaController`` (rule ``...name=(.+)><>Value`` -> ``kafka_$1_$2_$3``):
-``kafka_server_replicamanager_partitioncount``, ``..._leadercount``,
-``..._underreplicatedpartitions`` (0: one node), ``kafka_controller_kafkacontroller_activecontrollercount``
-(1) and ``..._offlinepartitionscount`` (0).
+``kafka_log_log_size``, ``kafka_log_log_numlogsegments``.
+
+Replication and the controller (replication.py works the figures out; on a single node: every partition led,
+nothing under-replicated, this node the controller). From ``kafka.server:type=ReplicaManager,name=<X>`` (rule
+``...name=(.+)><>Value`` -> ``kafka_$1_$2_$3``): ``kafka_server_replicamanager_partitioncount``,
+``..._leadercount``, ``..._underreplicatedpartitions``, ``..._underminisrpartitioncount``,
+``..._atminisrpartitioncount``, ``..._reassigningpartitions``, and its meters ``..._isrshrinks_total``,
+``..._isrexpands_total``, ``..._failedisrupdates_total``. From ``kafka.cluster:type=Partition,name=<X>,topic=T,
+partition=P``: ``kafka_cluster_partition_underreplicated``, ``..._underminisr``, ``..._atminisr``,
+``..._insyncreplicascount``, ``..._replicascount``. ``kafka_server_replicafetchermanager_maxlag{clientId="Replica"}``
+and ``kafka_server_fetcherlagmetrics_consumerlag{clientId,topic,partition}`` (the followers' lag). From
+``kafka.controller:type=KafkaController``: ``kafka_controller_kafkacontroller_activecontrollercount``,
+``..._offlinepartitionscount``, ``..._preferredreplicaimbalancecount``, ``..._globaltopiccount``,
+``..._globalpartitioncount`` (the controller's; 0 on the other brokers, as Kafka's); from
+``kafka.controller:type=ControllerStats``: the summary ``kafka_controller_controllerstats_leaderelectionrateandtimems``
+and ``..._uncleanleaderelections_total``. From ``kafka.server:type=SessionExpireListener``:
+``kafka_server_sessionexpirelistener_sessionstate{state}`` and ``..._zookeeper<event>_total``.
 
 From ``kafka.coordinator.group:type=GroupMetadataManager,name=<X>`` (rule
 ``kafka.coordinator.(\\w+)<type=(.+), name=(.+)><>Value`` -> ``kafka_coordinator_$1_$2_$3``):
@@ -65,7 +77,8 @@ from ..config.broker_config import parse_metrics_listener
 from ..group.group import Group, GroupState
 from ..protocol.codec import request_class
 from ..topics.cluster import Cluster
-from .stats import BrokerStats
+from .replication import NOT_CONTROLLER, controller_figures, fetcher_lags, local_partitions, single_node_figures
+from .stats import BrokerStats, ControllerStats, ReplicationStats
 
 if TYPE_CHECKING:
     from ..cluster.membership import ClusterMembership
@@ -111,11 +124,14 @@ class BrokerCollector:
         yield from request_metrics(cluster.stats)
         yield from authentication_metrics(cluster.stats)
         yield from log_metrics(cluster)
+        yield from replica_manager_metrics(cluster)
+        yield from controller_metrics(cluster)
         yield from group_metrics(self.groups, cluster)
         if self.transactions is not None:
             yield from transaction_metrics(self.transactions)
         if cluster.membership is not None:
             yield from config_change_metrics(cluster.membership)
+            yield from zookeeper_metrics(cluster.membership)
 
 
 def topic_metrics(cluster: Cluster) -> Iterator[Metric]:
@@ -194,7 +210,6 @@ def log_metrics(cluster: Cluster) -> Iterator[Metric]:
     current = gauge("kafka_topic_partition_current_offset", "Log end offset (kafka_exporter)")
     oldest = gauge("kafka_topic_partition_oldest_offset", "Log start offset (kafka_exporter)")
     partitions = gauge("kafka_topic_partitions", "Partitions of the topic (kafka_exporter)", ("topic",))
-    count = 0
     for name, topic in sorted(cluster.topics.items()):
         partitions.add_metric([name], len(topic.partitions))
         for p in topic.partitions:
@@ -206,17 +221,129 @@ def log_metrics(cluster: Cluster) -> Iterator[Metric]:
             segments.add_metric(labels, len(plog.segments))
             current.add_metric(labels, plog.log_end_offset)
             oldest.add_metric(labels, plog.log_start_offset)
-            count += 1
     yield from (end, start, size, segments, current, oldest, partitions)
-    # One node leads every partition and has no replicas to wait for.
+
+
+def replica_manager_metrics(cluster: Cluster) -> Iterator[Metric]:
+    """Kafka's ReplicaManager gauges and meters, its Partition gauges per partition, and the replica fetchers'
+    lag (replication.py works the figures out)."""
+    held = list(local_partitions(cluster))
+    rm = "kafka_server_replicamanager_"
+    bean = "(kafka.server:type=ReplicaManager,name={})"
     for name, doc, value in (
-        ("kafka_server_replicamanager_partitioncount", "Partitions on this broker", count),
-        ("kafka_server_replicamanager_leadercount", "Partitions this broker leads", count),
-        ("kafka_server_replicamanager_underreplicatedpartitions", "Under-replicated partitions (none: one node)", 0),
-        ("kafka_controller_kafkacontroller_activecontrollercount", "1: this node is the controller", 1),
-        ("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader (none)", 0),
+        ("PartitionCount", "Partitions on this broker", len(held)),
+        ("LeaderCount", "Partitions this broker leads", sum(f.leader for f in held)),
+        ("UnderReplicatedPartitions", "Partitions led here whose ISR is smaller than their replicas",
+         sum(f.under_replicated for f in held)),
+        ("UnderMinIsrPartitionCount", "Partitions led here whose ISR is below min.insync.replicas",
+         sum(f.under_min_isr for f in held)),
+        ("AtMinIsrPartitionCount", "Partitions led here whose ISR is exactly min.insync.replicas",
+         sum(f.at_min_isr for f in held)),
+        ("ReassigningPartitions", "Partitions led here being reassigned",
+         sum(f.leader and f.reassigning for f in held)),
     ):
-        yield GaugeMetricFamily(name, doc, value=value)
+        yield GaugeMetricFamily(rm + name.lower(), f"{doc} {bean.format(name)}", value=value)
+    replication = cluster.replication
+    stats = replication.stats if replication is not None else ReplicationStats()
+    for name, doc, count in (
+        ("IsrShrinksPerSec", "ISR shrinks this broker made as leader", stats.isr_shrinks),
+        ("IsrExpandsPerSec", "ISR expansions this broker made as leader", stats.isr_expands),
+        ("FailedIsrUpdatesPerSec", "ISR changes this broker could not write", stats.failed_isr_updates),
+    ):
+        yield CounterMetricFamily(rm + name.removesuffix("PerSec").lower(), f"{doc} {bean.format(name)}", value=count)
+    by_partition = ["topic", "partition"]
+    gauges = {name: GaugeMetricFamily("kafka_cluster_partition_" + name.lower(),
+                                      f"{doc} (kafka.cluster:type=Partition,name={name})", labels=by_partition)
+              for name, doc in (("UnderReplicated", "1: led here and under-replicated"),
+                                ("UnderMinIsr", "1: led here and its ISR below min.insync.replicas"),
+                                ("AtMinIsr", "1: led here and its ISR at min.insync.replicas"),
+                                ("InSyncReplicasCount", "Its ISR's size (0 unless led here)"),
+                                ("ReplicasCount", "Its replicas (0 unless led here)"))}
+    for f in held:
+        labels = [f.topic, str(f.index)]
+        gauges["UnderReplicated"].add_metric(labels, int(f.under_replicated))
+        gauges["UnderMinIsr"].add_metric(labels, int(f.under_min_isr))
+        gauges["AtMinIsr"].add_metric(labels, int(f.at_min_isr))
+        gauges["InSyncReplicasCount"].add_metric(labels, f.isr if f.leader else 0)
+        gauges["ReplicasCount"].add_metric(labels, f.replicas if f.leader else 0)
+    yield from gauges.values()
+    lags = list(fetcher_lags(cluster))
+    max_lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag",
+                                "Largest lag of a partition this broker follows, in records "
+                                "(kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica)",
+                                labels=["clientId"])
+    max_lag.add_metric(["Replica"], max((lag for *_, lag in lags), default=0))
+    yield max_lag
+    consumer_lag = GaugeMetricFamily("kafka_server_fetcherlagmetrics_consumerlag",
+                                     "Leader's high watermark minus this follower's log end, as of its last fetch "
+                                     "(kafka.server:type=FetcherLagMetrics,name=ConsumerLag)",
+                                     labels=["clientId", "topic", "partition"])
+    for leader, topic, index, lag in lags:
+        consumer_lag.add_metric([f"ReplicaFetcherThread-0-{leader}", topic, str(index)], lag)
+    yield consumer_lag
+
+
+def controller_metrics(cluster: Cluster) -> Iterator[Metric]:
+    """Kafka's KafkaController gauges (the controller's figures; 0 on the other brokers) and ControllerStats."""
+    membership = cluster.membership
+    controller = membership.controller if membership is not None else None
+    if membership is None:
+        figures = single_node_figures(cluster)
+    elif controller is not None and controller.is_active and membership.topics is not None:
+        sync = membership.topics
+        figures = controller_figures(sync.topics, sync.deleting, controller.live)
+    else:
+        figures = NOT_CONTROLLER
+    kc = "kafka_controller_kafkacontroller_"
+    bean = "(kafka.controller:type=KafkaController,name={})"
+    for name, doc, value in (
+        ("ActiveControllerCount", "1 on the active controller", figures.active),
+        ("OfflinePartitionsCount", "Partitions without a live leader (controller only)", figures.offline),
+        ("PreferredReplicaImbalanceCount", "Partitions not led by their preferred replica (controller only)",
+         figures.preferred_imbalance),
+        ("GlobalTopicCount", "Topics in the cluster (controller only)", figures.topics),
+        ("GlobalPartitionCount", "Partitions with a state in the cluster (controller only)", figures.partitions),
+    ):
+        yield GaugeMetricFamily(kc + name.lower(), f"{doc} {bean.format(name)}", value=value)
+    stats = controller.stats if controller is not None else ControllerStats()
+    elections = stats.leader_elections
+    timer = Metric("kafka_controller_controllerstats_leaderelectionrateandtimems",
+                   "Milliseconds the controller took over each change of the live brokers, quantiles over the last "
+                   "1024 (kafka.controller:type=ControllerStats,name=LeaderElectionRateAndTimeMs)", "summary")
+    times = sorted(elections.recent_times())
+    for label, q in _QUANTILES:
+        timer.add_sample(timer.name, {"quantile": label}, _quantile(times, q))
+    timer.add_sample(timer.name + "_count", {}, elections.count)
+    timer.add_sample(timer.name + "_sum", {}, elections.time_ms)
+    yield timer
+    yield CounterMetricFamily("kafka_controller_controllerstats_uncleanleaderelections",
+                              "Leaders elected from outside the ISR "
+                              "(kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec)",
+                              value=stats.unclean_elections)
+
+
+# Kafka's ZooKeeper client states (ZooKeeper.States, as its SessionState gauge names them) by kazoo's KeeperState
+_SESSION_STATES = {"CONNECTED": "CONNECTED", "CONNECTED_RO": "CONNECTEDREADONLY", "CONNECTING": "CONNECTING",
+                   "AUTH_FAILED": "AUTH_FAILED", "EXPIRED_SESSION": "CLOSED", "CLOSED": "CLOSED"}
+_SESSION_METERS = (("ZooKeeperDisconnectsPerSec", "disconnects"), ("ZooKeeperSyncConnectsPerSec", "sync_connects"),
+                   ("ZooKeeperAuthFailuresPerSec", "auth_failures"),
+                   ("ZooKeeperReadOnlyConnectsPerSec", "readonly_connects"), ("ZooKeeperExpiresPerSec", "expires"))
+
+
+def zookeeper_metrics(membership: ClusterMembership) -> Iterator[Metric]:
+    """Kafka's ``kafka.server:type=SessionExpireListener``: the ZooKeeper session's state, 1 for the state it is
+    in (Kafka's gauge has the state's name as its value, which the JMX exporter cannot export), and its events."""
+    bean = "(kafka.server:type=SessionExpireListener,name={})"
+    state = _SESSION_STATES.get(membership.session_state, "CLOSED")
+    family = GaugeMetricFamily("kafka_server_sessionexpirelistener_sessionstate",
+                               "1 for the ZooKeeper session's state " + bean.format("SessionState"), labels=["state"])
+    for name in sorted(set(_SESSION_STATES.values())):
+        family.add_metric([name], int(name == state))
+    yield family
+    stats = membership.session_stats
+    for name, attr in _SESSION_METERS:
+        yield CounterMetricFamily("kafka_server_sessionexpirelistener_" + name.removesuffix("PerSec").lower(),
+                                  f"ZooKeeper connection events {bean.format(name)}", value=getattr(stats, attr))
 
 
 def group_metrics(coordinator: GroupCoordinator, cluster: Cluster) -> Iterator[Metric]:

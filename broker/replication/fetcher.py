@@ -319,6 +319,8 @@ class LeaderFetcher:
                 self._back_off(replica.key)
                 return
         replica.follow_high_watermark(p.high_watermark)
+        # Kafka's FetcherLagMetrics (ReplicaFetcherManager's MaxLag is the largest)
+        replica.fetch_lag = max(0, p.high_watermark - replica.partition.log.log_end_offset)
 
 
 def append_fetched(replica: PartitionReplica, data: bytes | memoryview) -> int:

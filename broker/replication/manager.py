@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from headwater.kafka.errors import ErrorCode
 
+from ..metrics.stats import ReplicationStats
 from ..security.inter_broker import inter_broker_listener, inter_broker_security
 from ..server.background import start_background
 from .checkpoint import HIGH_WATERMARK_FILE, read_checkpoint, write_checkpoint
@@ -78,6 +79,7 @@ class ReplicaManager:
         self.listeners: list[LeadershipListener] = []  # told when this broker starts or stops leading a partition
         # the followers' fetch sessions with this broker (KIP-227)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.stats = ReplicationStats()  # ISR shrinks, expands and failed ISR writes (the metrics read them)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -227,6 +229,7 @@ class ReplicaManager:
         writer = self.isr_writer or getattr(self.cluster.membership, "isr_writer", None)
         try:
             if writer is None:
+                self.stats.failed_isr_updates += 1
                 log.error("%s-%d: the ISR cannot change to %s: no ISR writer (ZooKeeper) is available",
                           replica.topic, replica.partition.index, list(isr))
                 return
@@ -234,15 +237,18 @@ class ReplicaManager:
         except asyncio.CancelledError:
             raise
         except Exception:
+            self.stats.failed_isr_updates += 1
             log.exception("%s-%d: writing ISR %s failed; tried again at the next change", replica.topic,
                           replica.partition.index, list(isr))
             return
         finally:
             replica.isr_changing = False
         if written is None:
+            self.stats.failed_isr_updates += 1
             log.info("%s-%d: ISR change to %s not written: the partition's state changed first (its new state "
                      "is on its way)", replica.topic, replica.partition.index, list(isr))
             return
+        self.stats.isr_written(state.isr, written.isr)
         log.info("%s-%d: ISR %s -> %s", replica.topic, replica.partition.index, list(state.isr), list(written.isr))
         if replica.role is Role.LEADER and replica.state.leader_epoch == written.leader_epoch:
             replica.partition.state = written

@@ -75,6 +75,7 @@ class PartitionReplica:
         self.epoch_start_offset = 0  # the leader's log end when it took this epoch
         self.isr_changing = False  # an ISR write is under way (one at a time)
         self.truncating = False  # follower: the log is cut to the leader's before the next fetch
+        self.fetch_lag = 0  # follower: the leader's high watermark minus this log's end, as of the last fetch
         self._waiting: list[tuple[int, asyncio.Future[int]]] = []  # acks=all: (offset needed, answer)
 
     @property

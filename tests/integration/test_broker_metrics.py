@@ -4,28 +4,22 @@ kafka_exporter's lag, figures that move with real client traffic; bad listeners 
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
+from support.brokermetrics import metrics_url, scrape, total, value
 from support.brokerproc import BrokerProcess
-from support.connectproc import wait_for
 from support.hwclients import create_topic, make_records, produce_confluent, unique
 
 pytestmark = pytest.mark.timeout(60)
 
 N = 300
 PARTITIONS = 3
-_METRICS_AT = re.compile(r"Prometheus metrics at (http://\S+/metrics)")
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(scope="module")
@@ -34,31 +28,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with BrokerProcess(base / "data", "metrics.listener=http://127.0.0.1:0",
                        "group.initial.rebalance.delay.ms=0") as proc:
         yield proc
-
-
-def metrics_url(broker: BrokerProcess) -> str:
-    """The scrape URL the broker logged (port 0 asked: the one bound)."""
-    m = wait_for(lambda: _METRICS_AT.search(broker.log_text(since_start=True)), 30, what="the metrics log line",
-                 log=lambda: broker.log_text(True))
-    return m.group(1)
-
-
-def scrape(url: str) -> Samples:
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = resp.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def total(samples: Samples, name: str, **labels: str) -> float:
-    """Summed over the samples of ``name`` whose labels include ``labels``."""
-    want = set(labels.items())
-    return sum(v for (n, have), v in samples.items() if n == name and want <= have)
 
 
 def test_figures_follow_produce_consume_and_commit(broker: BrokerProcess) -> None:
