@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic import SecretStr
+
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
@@ -158,9 +160,12 @@ def describe_broker(cluster: Cluster, name: str, keys: list[str] | None,
             value = current[key] if key in current else \
                 dynamic.per_broker.get(key, dynamic.default.get(key, DYNAMIC_BROKER_CONFIGS[key].default))
         source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
-        out.append({"name": key, "value": None if value is None else _text(value),
+        sensitive = isinstance(value, SecretStr)  # a password (zookeeper.ssl.*): null, as Kafka answers them
+        if sensitive:
+            synonyms = [{**s, "value": None} for s in synonyms]
+        out.append({"name": key, "value": None if value is None or sensitive else _text(value),
                     "read_only": key not in DYNAMIC_BROKER_CONFIGS, "config_source": source,
-                    "is_default": source == DEFAULT_CONFIG, "is_sensitive": False,
+                    "is_default": source == DEFAULT_CONFIG, "is_sensitive": sensitive,
                     "synonyms": synonyms if include_synonyms else [], "config_type": _config_type(value, key),
                     "documentation": None})
     return out

@@ -28,6 +28,7 @@ from .isr_writer import ZkIsrWriter
 from .producer_ids import reserve_producer_id_block
 from .topic_sync import ReplicaRegistry, TopicSync
 from .zk_connect import parse_zookeeper_connect
+from .zk_security import ZkSecurity, ZkSecurityFailure, secured_client, start_session, zk_security
 from .znodes import (
     BROKER_IDS,
     BROKER_TOPICS,
@@ -82,6 +83,7 @@ class ClusterMembership:
         self.configs: SharedConfigs | None = None  # topic and broker configs through them, set by the server
         self.broker_id = config.node_id
         self.hosts, self.chroot = parse_zookeeper_connect(config.zookeeper_connect)
+        self.security = ZkSecurity()  # read by start: a ConfigError there stops the server cleanly
         self.view = ClusterView()  # replaced whole (never mutated): readers need no lock
         self._zk: KazooClient | None = None
         self._registration = b""
@@ -100,6 +102,7 @@ class ClusterMembership:
         self._loop = asyncio.get_running_loop()
         self._registration = broker_registration(
             endpoints, parse_protocol_map(self.config.listener_security_protocol_map), self.config.broker_rack)
+        self.security = await asyncio.to_thread(zk_security, self.config)  # reads keystores and JAAS file
         await asyncio.to_thread(self._connect)
         self.session_stats.observe(str(self.zk.client_state))  # the first connection (before the listener was added)
         try:
@@ -118,8 +121,9 @@ class ClusterMembership:
         except BaseException:
             await self.stop()
             raise
-        log.info("registered as broker %d in ZooKeeper at %s%s; controller is broker %d; live brokers %s",
-                 self.broker_id, self.hosts, self.chroot, self.view.controller_id, sorted(self.view.brokers))
+        log.info("registered as broker %d in ZooKeeper at %s%s (%s); controller is broker %d; live brokers %s",
+                 self.broker_id, self.hosts, self.chroot, self.security.describe(), self.view.controller_id,
+                 sorted(self.view.brokers))
 
     async def stop(self) -> None:
         """Close the session: ZooKeeper drops this broker's znodes at once, so the others elect without waiting
@@ -180,14 +184,17 @@ class ClusterMembership:
     # -- ZooKeeper, in worker threads --------------------------------------------------
 
     def _connect(self) -> None:
-        zk = KazooClient(hosts=self.hosts, timeout=self.config.zookeeper_session_timeout_ms / 1000)
+        zk = secured_client(self.hosts, self.config.zookeeper_session_timeout_ms / 1000, self.security)
         try:
-            zk.start(timeout=self.config.zookeeper_connection_timeout)
-        except Exception as exc:  # kazoo's timeout; the broker stops with the reason
+            connected = start_session(zk, self.config.zookeeper_connection_timeout)
+        except ZkSecurityFailure:  # refused TLS or login: the broker stops with the reason
+            _close(zk)
+            raise
+        if not connected:
             _close(zk)
             raise ZooKeeperUnavailable(
                 f"zookeeper.connect: no ZooKeeper session with {self.hosts} within "
-                f"{self.config.zookeeper_connection_timeout:g} s ({exc})") from None
+                f"{self.config.zookeeper_connection_timeout:g} s") from None
         if self.chroot:  # Kafka creates its chroot; kazoo needs it to exist before using it
             zk.ensure_path(self.chroot)
             zk.chroot = self.chroot

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from headwater.properties import ConfigError, load_properties, parse_overrides, validate_model
 
@@ -408,6 +408,29 @@ class BrokerConfig(_KafkaModel):
     @classmethod
     def _replica_selector_class(cls, v: str | None) -> str | None:
         return check_selector_class(v)
+
+    # The ZooKeeper connection's security (cluster/zk_security.py): Kafka's zookeeper.ssl.* names and defaults
+    # (store types unset: from the file's extension, as ZooKeeper's), its secure ACLs, and SASL from a JAAS
+    # file's Client section (Kafka reads the last three as JVM system properties; here they are properties)
+    zookeeper_set_acl: bool = Field(False, alias="zookeeper.set.acl")
+    zookeeper_ssl_client_enable: bool = Field(False, alias="zookeeper.ssl.client.enable")
+    zookeeper_client_cnxn_socket: str | None = Field(None, alias="zookeeper.clientCnxnSocket")  # Java's; no effect
+    zookeeper_ssl_keystore_location: str | None = Field(None, alias="zookeeper.ssl.keystore.location")
+    zookeeper_ssl_keystore_password: SecretStr | None = Field(None, alias="zookeeper.ssl.keystore.password")
+    zookeeper_ssl_keystore_type: str | None = Field(None, alias="zookeeper.ssl.keystore.type")
+    zookeeper_ssl_truststore_location: str | None = Field(None, alias="zookeeper.ssl.truststore.location")
+    zookeeper_ssl_truststore_password: SecretStr | None = Field(None, alias="zookeeper.ssl.truststore.password")
+    zookeeper_ssl_truststore_type: str | None = Field(None, alias="zookeeper.ssl.truststore.type")
+    zookeeper_ssl_protocol: str = Field("TLSv1.2", alias="zookeeper.ssl.protocol")
+    zookeeper_ssl_enabled_protocols: str | None = Field(None, alias="zookeeper.ssl.enabled.protocols")
+    zookeeper_ssl_cipher_suites: str | None = Field(None, alias="zookeeper.ssl.cipher.suites")
+    zookeeper_ssl_endpoint_identification_algorithm: str = Field(
+        "HTTPS", alias="zookeeper.ssl.endpoint.identification.algorithm")
+    zookeeper_ssl_crl_enable: bool = Field(False, alias="zookeeper.ssl.crl.enable")
+    zookeeper_ssl_ocsp_enable: bool = Field(False, alias="zookeeper.ssl.ocsp.enable")
+    java_security_auth_login_config: str | None = Field(None, alias="java.security.auth.login.config")
+    zookeeper_sasl_client: bool = Field(True, alias="zookeeper.sasl.client")
+    zookeeper_sasl_clientconfig: str = Field("Client", alias="zookeeper.sasl.clientconfig")
 
     @model_validator(mode="before")
     @classmethod
