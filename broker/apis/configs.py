@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from headwater.kafka.errors import ErrorCode
 
 from ..access.acls import AclOperation as Op
+from ..config.broker_config import is_password_setting
 from ..config.dynamic_configs import DYNAMIC_BROKER_CONFIGS, broker_synonyms
 from ..config.topic_configs import TOPIC_CONFIGS, TopicConfigDef, to_kafka_string
 from ..errors import BrokerError, InvalidRequest
@@ -39,6 +40,9 @@ _BY_KEY = {"num.partitions": 3, "node.id": 3, "log.segment.bytes": 3, "message.m
 # What AlterConfigs and IncrementalAlterConfigs compute for one resource: its new values, from the resource
 # of the request, the current values and the definitions of the keys (types, defaults for APPEND)
 R = TypeVar("R", bound=Resource)
+
+
+_PASSWORD = 9  # DescribeConfigs' config type of a secret (Kafka's ConfigType.PASSWORD)
 
 
 def _config_type(value: Any, key: str = "") -> int:
@@ -144,6 +148,8 @@ def describe_broker(cluster: Cluster, name: str, keys: list[str] | None,
     dynamic.level(name)  # another broker's id: INVALID_REQUEST
     per_broker = name != ""
     current = cluster.config.model_dump(by_alias=True)
+    # the listeners' ssl.* / sasl.* / listener.name.* settings each under its own name, as Kafka lists them
+    current.update(current.pop("security_properties", None) or {})
     if per_broker:
         names = list(current) + [n for n in DYNAMIC_BROKER_CONFIGS if n not in current]
     else:
@@ -160,13 +166,15 @@ def describe_broker(cluster: Cluster, name: str, keys: list[str] | None,
             value = current[key] if key in current else \
                 dynamic.per_broker.get(key, dynamic.default.get(key, DYNAMIC_BROKER_CONFIGS[key].default))
         source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
-        sensitive = isinstance(value, SecretStr)  # a password (zookeeper.ssl.*): null, as Kafka answers them
+        # a password (zookeeper.ssl.*, a listener's ssl.*.password or JAAS entry): null, as Kafka answers them
+        sensitive = isinstance(value, SecretStr) or is_password_setting(key)
         if sensitive:
             synonyms = [{**s, "value": None} for s in synonyms]
         out.append({"name": key, "value": None if value is None or sensitive else _text(value),
                     "read_only": key not in DYNAMIC_BROKER_CONFIGS, "config_source": source,
                     "is_default": source == DEFAULT_CONFIG, "is_sensitive": sensitive,
-                    "synonyms": synonyms if include_synonyms else [], "config_type": _config_type(value, key),
+                    "synonyms": synonyms if include_synonyms else [],
+                    "config_type": _PASSWORD if sensitive else _config_type(value, key),
                     "documentation": None})
     return out
 

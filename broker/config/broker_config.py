@@ -30,8 +30,18 @@ from .topic_configs import (
     validate_topic_values,
 )
 
-__all__ = ["BrokerConfig", "ConfigError", "Listener", "TopicConfig", "load_broker_config", "parse_ip_overrides",
-           "parse_listener", "parse_metrics_listener"]
+__all__ = ["BrokerConfig", "ConfigError", "Listener", "TopicConfig", "is_password_setting", "load_broker_config",
+           "parse_ip_overrides", "parse_listener", "parse_metrics_listener"]
+
+# Kafka's PASSWORD-typed security settings (ssl.*.password, the PEM key and certificates given inline, a JAAS
+# entry with its passwords, OAuth client secrets), whatever listener or mechanism prefix they carry: never answered
+_PASSWORD_SETTINGS = (".password", "sasl.jaas.config", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+                      "ssl.truststore.certificates", "secret")
+
+
+def is_password_setting(name: str) -> bool:
+    """Whether ``name`` (e.g. ``listener.name.sasl_ssl.plain.sasl.jaas.config``) holds a secret."""
+    return name == "password" or name.endswith(_PASSWORD_SETTINGS)
 
 
 class Listener(BaseModel):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from headwater.broker.apis.configs import describe_broker
 from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.config.dynamic_configs import DYNAMIC_BROKER_CONFIGS, PER_BROKER_ONLY
 from headwater.broker.topics.cluster import Cluster
@@ -67,3 +68,24 @@ def test_refusals_name_what_they_refuse(tmp_path: Path) -> None:
     assert (cluster.dynamic.default, cluster.dynamic.per_broker) == ({}, {})
     assert not cluster.dynamic.path.exists()
     cluster.close()
+
+
+def test_a_brokers_secrets_are_described_null_and_sensitive(tmp_path: Path) -> None:
+    """DescribeConfigs of a broker lists each listener security setting under its own name, and answers those
+    holding a secret (a JAAS entry with passwords, an ssl password) null, sensitive and PASSWORD-typed, as
+    Kafka: the values never leave the broker."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="s3cret-admin" user_admin="s3cret-admin";')
+    cluster = _cluster(tmp_path, **{"node.id": "1", "sasl.enabled.mechanisms": "PLAIN",
+                                    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+                                    "ssl.keystore.password": "s3cret-store"})
+    entries = {e["name"]: e for e in describe_broker(cluster, "1", None, include_synonyms=True)}
+    assert "s3cret" not in repr(entries)
+    for name in ("listener.name.sasl_plaintext.plain.sasl.jaas.config", "ssl.keystore.password"):
+        assert entries[name]["value"] is None and entries[name]["is_sensitive"], entries[name]
+        assert entries[name]["config_type"] == 9
+        assert all(s["value"] is None for s in entries[name]["synonyms"])
+    assert entries["sasl.enabled.mechanisms"]["value"] == "PLAIN"
+    assert not entries["sasl.enabled.mechanisms"]["is_sensitive"]
+    assert "security_properties" not in entries
