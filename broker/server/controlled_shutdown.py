@@ -10,7 +10,9 @@ asks its own controller in-process when it is the controller. An attempt fails w
 connection or the answer fails (``controller.socket.timeout.ms`` to connect, ``request.timeout.ms`` to answer), the
 answer is an error, or it names partitions still led here (no other in-sync replica); the broker tries
 ``controlled.shutdown.max.retries`` times in all, ``controlled.shutdown.retry.backoff.ms`` apart, asking the
-controller the view names then, and stops anyway after the last, logging what remains, as Kafka does.
+controller the view names then, and stops anyway after the last, logging what remains, as Kafka does. A broker
+that its view shows leading nothing with other replicas and in no ISR (one the others refuse, say) has nothing to
+move and does not ask.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ class _Attempt(Exception):
 async def shut_down_controlled(membership: ClusterMembership, config: BrokerConfig) -> bool:
     """Ask the controller to move this broker's leaderships away, as many times as
     ``controlled.shutdown.max.retries`` says; whether it succeeded (nothing left led here)."""
+    if not _in_sync_anywhere(membership, config.node_id):
+        log.info("Controlled shutdown not needed: this broker leads no partition with other replicas and follows in "
+                 "no ISR")
+        return True
     log.info("Starting controlled shutdown")
     client = _ControllerClient(membership, config)
     remaining: list[Key] = []
@@ -71,6 +77,16 @@ async def shut_down_controlled(membership: ClusterMembership, config: BrokerConf
     log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed%s",
                 f"; still leading {_named(remaining)}" if remaining else "")
     return False
+
+
+def _in_sync_anywhere(membership: ClusterMembership, broker_id: int) -> bool:
+    """Whether this broker leads or is in the ISR of a partition with more than one replica, as its view says: else
+    the controller would have nothing to move or take it out of (a broker refused by the others, say)."""
+    topics = membership.topics
+    return topics is None or any(
+        broker_id in state.isr or state.leader == broker_id
+        for meta in topics.topics.values() for index, state in meta.states.items()
+        if len(meta.assignment.get(index, ())) > 1)
 
 
 def _named(keys: list[Key]) -> str:

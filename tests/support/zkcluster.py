@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse, MetadataResponse
 
@@ -144,7 +144,12 @@ class NumberedProducer(threading.Thread):
         n = self.first
         while not self.stop.is_set():
             partition = n % self.partitions if self.only is None else self.only
-            producer.produce(self.topic, str(n).encode(), partition=partition, on_delivery=delivered)
+            try:
+                producer.produce(self.topic, str(n).encode(), partition=partition, on_delivery=delivered)
+            except KafkaException as exc:  # a fatal error: it refuses every record from then on
+                self.failed.append(f"produce refused: {exc}")
+                producer.poll(0)  # (error_cb then records the fatal error's reason)
+                break
             n += 1
             producer.poll(0)
             if n % 200 == 0:
