@@ -146,4 +146,6 @@ def test_rolling_restart_moves_leaders_before_each_broker_stops(cluster: Cluster
         assert any(f"Shutting down broker {broker_id}" in b.log_text() for b in every)
     # far below the session timeout a SIGKILLed leader's partitions wait for (test_zk_topics: 4.2-4.4 s)
     assert max(moves.values()) < SESSION_TIMEOUT_MS / 1000 / 2, moves
-    print(f"leaderships moved after SIGTERM in {', '.join(f'{m * 1000:.0f} ms' for m in moves.values())}")
+    times = sorted(t for at in writer.acked_at.values() for t in at)
+    print(f"leaderships moved after SIGTERM in {', '.join(f'{m * 1000:.0f} ms' for m in moves.values())}; "
+          f"the longest pause between acknowledgements {max(b - a for a, b in zip(times, times[1:])) * 1000:.0f} ms")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,12 +35,12 @@ def cluster_broker(base: Path, connect: str, broker_id: int, session_timeout_ms:
 def running_cluster(base: Path, connect: str, ids: set[int], session_timeout_ms: int,
                     *overrides: str, first: set[int] | None = None) -> Iterator[dict[int, BrokerProcess]]:
     """Brokers ``ids`` of the cluster at ``connect`` (only those of ``first`` when given: the test starts the
-    others) started, once every one's Metadata agrees on them and a controller; SIGKILLed at the end."""
+    others) started together, once every one's Metadata agrees on them and a controller; SIGKILLed at the end."""
     started = {i: cluster_broker(base, connect, i, session_timeout_ms, *overrides) for i in ids}
     running = ids if first is None else first
     try:
-        for i in running:
-            started[i].start()
+        with ThreadPoolExecutor(len(running)) as starting:  # a broker's start is mostly its interpreter's
+            list(starting.map(lambda i: started[i].start(), running))
         every = [started[i] for i in running]
         wait_until(lambda: agreed_controller(every, running), f"brokers {sorted(running)} and a controller",
                    timeout=20)
