@@ -135,8 +135,13 @@ def test_rolling_restart_moves_leaders_before_each_broker_stops(cluster: Cluster
             broker.start()
     finally:
         writer.finish()
-    wait_until(lambda: reader.read >= {n for acked in writer.acked.values() for n in acked},
-               "the group read every acknowledged record", timeout=30)
+    acknowledged = {n for acked in writer.acked.values() for n in acked}
+
+    def unread() -> str:
+        missing = sorted(acknowledged - reader.read)
+        return f"{len(missing)} not read, e.g. {missing[:5]}"
+    wait_until(lambda: reader.read >= acknowledged, "the group read every acknowledged record", timeout=30,
+               seen=unread)
     reader.stop.set()
     reader.join(10)
     assert not writer.failed, writer.failed[:5]
@@ -147,5 +152,6 @@ def test_rolling_restart_moves_leaders_before_each_broker_stops(cluster: Cluster
     # far below the session timeout a SIGKILLed leader's partitions wait for (test_zk_topics: 4.2-4.4 s)
     assert max(moves.values()) < SESSION_TIMEOUT_MS / 1000 / 2, moves
     times = sorted(t for at in writer.acked_at.values() for t in at)
+    pause = max(b - a for a, b in zip(times, times[1:], strict=False))
     print(f"leaderships moved after SIGTERM in {', '.join(f'{m * 1000:.0f} ms' for m in moves.values())}; "
-          f"the longest pause between acknowledgements {max(b - a for a, b in zip(times, times[1:])) * 1000:.0f} ms")
+          f"the longest pause between acknowledgements {pause * 1000:.0f} ms")

@@ -5,14 +5,18 @@ controller. codec.py serves them with the rest; a broker sending one builds it f
 
 from __future__ import annotations
 
-from kafka.protocol.api_message import ApiMessage
+from typing import Any
+
+from kafka.protocol.api_message import ApiMessage, ApiMessageData
 
 __all__ = ["ControlledShutdownRequest", "ControlledShutdownResponse"]
 
 
-class ControlledShutdownRequest(ApiMessage, load_json=__name__):
-    pass
+def _message(name: str) -> Any:
+    """The class kafka-python's metaclass builds from ``<name>.json`` here (typed Any, as mypy cannot follow that
+    metaclass: ``Class[version]`` and the fields are its doing)."""
+    return ApiMessageData(name, (ApiMessage,), {"__module__": __name__, "__qualname__": name}, load_json=__name__)
 
 
-class ControlledShutdownResponse(ApiMessage, load_json=__name__):
-    pass
+ControlledShutdownRequest = _message("ControlledShutdownRequest")
+ControlledShutdownResponse = _message("ControlledShutdownResponse")
