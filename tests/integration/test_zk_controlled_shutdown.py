@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from support import zkserver
 from support.brokerproc import BrokerProcess
 from support.rawkafka import request
-from support.zkcluster import NumberedProducer, agreed_controller, agreed_topic, running_cluster
+from support.zkcluster import NumberedProducer, agreed_controller, agreed_topic, read_numbers, running_cluster
 
 from headwater.broker.protocol.schemas import ControlledShutdownRequest, ControlledShutdownResponse
 from headwater.kafka.errors import ErrorCode
@@ -63,6 +63,7 @@ class GroupReader(threading.Thread):
         super().__init__(daemon=True)
         self.bootstrap, self.topic = bootstrap, topic
         self.read: set[int] = set()
+        self.errors: list[str] = []  # what the consumer reported (it carries on by itself)
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -74,6 +75,8 @@ class GroupReader(threading.Thread):
                 for msg in consumer.consume(num_messages=500, timeout=0.2):
                     if msg.error() is None:
                         self.read.add(int(msg.value() or b""))
+                    else:
+                        self.errors.append(str(msg.error()))
         finally:
             consumer.close()
 
@@ -125,9 +128,11 @@ def test_rolling_restart_moves_leaders_before_each_broker_stops(cluster: Cluster
         writer.finish()
     acknowledged = {n for acked in writer.acked.values() for n in acked}
 
-    def unread() -> str:
+    def unread() -> str:  # (on failure: whether the records are in the log, and what the consumer reported)
         missing = sorted(acknowledged - reader.read)
-        return f"{len(missing)} not read, e.g. {missing[:5]}"
+        logged = {n for numbers in read_numbers(bootstrap, topic, PARTITIONS).values() for n in numbers}
+        return (f"{len(missing)} not read, e.g. {missing[:5]}; {len(set(missing) - logged)} of them not in the log; "
+                f"the consumer's errors: {reader.errors[-5:]}")
     wait_until(lambda: reader.read >= acknowledged, "the group read every acknowledged record", timeout=30,
                seen=unread)
     reader.stop.set()
