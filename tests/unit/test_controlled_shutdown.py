@@ -1,13 +1,16 @@
 """Controlled shutdown's decisions (broker/cluster/election.py, as Kafka's ControlledShutdownPartitionLeaderElection-
 Strategy and shuttingDownBrokerIds), the controller's side (broker/cluster/controlled_shutdown.py) on a controller
-whose writes land at once, and ControlledShutdown's wire format (Kafka's schemas, as a broker sends it)."""
+whose writes land at once, the broker's retries (broker/server/controlled_shutdown.py, as KafkaServer's) and
+ControlledShutdown's wire format (Kafka's schemas, as a broker sends it)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,10 +19,12 @@ from headwater.broker.cluster.controlled_shutdown import ControlledShutdowns
 from headwater.broker.cluster.election import decide, elect_for_shutdown
 from headwater.broker.cluster.topic_meta import TopicMeta
 from headwater.broker.cluster.znodes import ClusterView, RegisteredBroker
+from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.errors import BrokerError
 from headwater.broker.protocol.codec import build_response, decode_request, encode_response, parse_request_header
 from headwater.broker.protocol.schemas import ControlledShutdownRequest, ControlledShutdownResponse
 from headwater.broker.replication.state import NO_LEADER, PartitionState
+from headwater.broker.server.controlled_shutdown import shut_down_controlled
 from headwater.kafka.errors import ErrorCode
 
 LIVE = frozenset({1, 2, 3})
@@ -193,3 +198,47 @@ def test_wire_format_is_kafkas() -> None:
         b"\x00\x00\x00\x02\x00" + b"\x00"
     decoded = ControlledShutdownResponse.decode(bytes(answer[4:]), version=3, header=True)
     assert [(p.topic_name, p.partition_index) for p in decoded.remaining_partitions] == [("orders", 2)]
+
+
+def _membership(controller_id: int, shutdowns: Any = None) -> Any:
+    """What the broker's side reads of its membership: the view, its topics, its own controller."""
+    topics = SimpleNamespace(topics={"orders": _topic("orders", {0: state(1, (1, 2), (1, 2))})})
+    return SimpleNamespace(view=ClusterView({1: RegisteredBroker(1, {}, epoch=101)}, controller_id), topics=topics,
+                           controller=SimpleNamespace(shutdowns=shutdowns) if shutdowns is not None else None)
+
+
+def _config(**props: str) -> BrokerConfig:
+    return BrokerConfig(**{"node.id": "1", "controlled.shutdown.retry.backoff.ms": "10", **props})
+
+
+def test_the_broker_tries_max_retries_times_then_stops_anyway(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "headwater.broker.server.controlled_shutdown")
+    assert asyncio.run(shut_down_controlled(_membership(-1), _config())) is False
+    text = caplog.text
+    assert text.count("no controller present") == 3
+    assert "Retrying controlled shutdown (2 retries remaining)" in text and "(1 retries remaining)" in text
+    assert "Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed" in text
+    caplog.clear()
+    assert asyncio.run(shut_down_controlled(_membership(-1), _config(**{"controlled.shutdown.max.retries": "0"}))) \
+        is False
+    assert "no controller present" not in caplog.text
+
+
+def test_the_controller_shutting_down_asks_itself_until_nothing_remains(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "headwater.broker.server.controlled_shutdown")
+    asked: list[tuple[int, int]] = []
+
+    class Shutdowns:
+        async def shut_down(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+            asked.append((broker_id, broker_epoch))
+            return [("orders", 0)] if len(asked) == 1 else []
+    assert asyncio.run(shut_down_controlled(_membership(1, Shutdowns()), _config())) is True
+    assert asked == [(1, 101), (1, 101)]  # its own epoch: its registration's czxid
+    assert "with 1 partitions remaining to move: orders-0" in caplog.text
+    assert "Controlled shutdown request returned successfully" in caplog.text
+
+
+def test_nothing_to_move_asks_nobody() -> None:
+    membership = _membership(-1)
+    membership.topics.topics["orders"].states[0] = state(2, (2,), (1, 2))  # led by 2, 1 out of the ISR
+    assert asyncio.run(shut_down_controlled(membership, _config())) is True
