@@ -143,7 +143,7 @@ def test_rolling_restart_moves_leaders_before_each_broker_stops(cluster: Cluster
     for broker_id in IDS:
         assert any(f"Shutting down broker {broker_id}" in b.log_text() for b in every)
     # far below the session timeout a SIGKILLed leader's partitions wait for (test_zk_topics: 4.2-4.4 s)
-    assert max(moves.values()) < SESSION_TIMEOUT_MS / 1000 / 2, moves
+    assert max(moves.values()) < SESSION_TIMEOUT_MS / 1000 * 0.75, moves  # (typically 0.03-0.2 s)
     times = sorted(t for at in writer.acked_at.values() for t in at)
     pause = max(b - a for a, b in zip(times, times[1:], strict=False))
     print(f"leaderships moved after SIGTERM in {', '.join(f'{m * 1000:.0f} ms' for m in moves.values())}; "
