@@ -21,6 +21,8 @@ for folder, name in ROOTS.items():
     packages.append(name)
     packages += [f"{name}.{sub}" for sub in find_packages(folder)]
 
-# The web console's static files ship inside the package (no build step at install)
+# The web console's static files ship inside the package (no build step at install), and so do Kafka's message
+# schemas that kafka-python lacks (broker/protocol/schemas/)
 setup(packages=packages, package_dir=package_dir,
-      package_data={"headwater.connect.console": ["static/*", "static/**/*"]})
+      package_data={"headwater.connect.console": ["static/*", "static/**/*"],
+                    "headwater.broker.protocol.schemas": ["*.json"]})

@@ -5,6 +5,7 @@ from . import (  # noqa: F401 - imported for their @api registrations
     k01_fetch,
     k02_list_offsets,
     k03_metadata,
+    k07_controlled_shutdown,
     k08_offset_commit,
     k09_offset_fetch,
     k10_find_coordinator,

@@ -8,9 +8,10 @@ the view every broker keeps (topic_sync.py); the writes go out in a worker threa
 ZooKeeper transaction that checks /controller_epoch's version (a controller that lost its place writes
 nothing: Kafka's controller epoch fence) and the state's own version (written over only the state decided on).
 
-Replica reassignments (broker/cluster/reassigner.py) and elections asked for (broker/cluster/leader_elections.py)
-run on the same controller: each pass, reassignment and election holds the controller's lock, so every decision
-is taken on the state the one before wrote. A topic being reassigned is deleted once its reassignment completes
+Replica reassignments (broker/cluster/reassigner.py), elections asked for (broker/cluster/leader_elections.py) and
+controlled shutdowns (broker/cluster/controlled_shutdown.py, whose brokers shutting down every decision leaves out)
+run on the same controller: each pass, reassignment, election and shutdown holds the controller's lock, so every
+decision is taken on the state the one before wrote. A topic being reassigned is deleted once its reassignment completes
 (Kafka marks it ineligible for deletion meanwhile).
 """
 
@@ -31,6 +32,7 @@ from headwater.kafka.errors import ErrorCode
 from ..errors import BrokerError
 from ..metrics.stats import ControllerStats
 from ..replication.state import NO_LEADER, PartitionState
+from .controlled_shutdown import ControlledShutdowns
 from .controller_election import Fenced, commit_fenced, fenced_transaction
 from .election import decide
 from .leader_elections import LeaderElections
@@ -84,6 +86,7 @@ class Controller:
         self.stats = ControllerStats()  # for the metrics
         self.reassigner = Reassigner(self)
         self.elections = LeaderElections(self)
+        self.shutdowns = ControlledShutdowns(self)
         sync.on_change = self.mark
         sync.on_deletions = self._mark_deletions
 
@@ -103,6 +106,8 @@ class Controller:
             self._elected = elected
             self.active = False  # (re)reads its epoch before writing
             self._all = self._deletions = True
+            self.shutdowns.forget()
+        self.shutdowns.view_changed(view)
         if live != self._live:
             self._live = live
             self._all = True
@@ -221,18 +226,22 @@ class Controller:
 
     def _decide(self, keys: set[Key]) -> list[tuple[str, int, PartitionState, bool]]:
         writes = []
-        preferred = self.config.auto_leader_rebalance_enable
         for name, index in sorted(keys):
             meta = self.sync.topics.get(name)
             if meta is None or name in self.sync.deleting or index not in meta.assignment:
                 continue
-            unclean = meta.overrides.get("unclean.leader.election.enable", "").strip().lower()
-            held = meta.states.get(index)
-            state = decide(meta.assignment[index], held, self._live, self.epoch,
-                           unclean == _TRUE if unclean else self.config.unclean_leader_election_enable, preferred)
+            state = self.decision(name, index)
             if state is not None:
-                writes.append((name, index, state, held is None))
+                writes.append((name, index, state, meta.states.get(index) is None))
         return writes
+
+    def decision(self, name: str, index: int) -> PartitionState | None:
+        """The state to write over the partition's now (election.py's ``decide``); None: nothing to change."""
+        meta = self.sync.topics[name]
+        unclean = meta.overrides.get("unclean.leader.election.enable", "").strip().lower()
+        return decide(meta.assignment[index], meta.states.get(index), self._live, self.epoch,
+                      unclean == _TRUE if unclean else self.config.unclean_leader_election_enable,
+                      self.config.auto_leader_rebalance_enable, self.shutdowns.shutting_down)
 
     # -- ZooKeeper (worker threads) ------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""The controller as its helpers see it (broker/cluster/reassigner.py, leader_elections.py): named by this
-protocol, not imported, so the controller, which holds them, and they do not import each other."""
+"""The controller as its helpers see it (broker/cluster/reassigner.py, leader_elections.py,
+controlled_shutdown.py): named by this protocol, not imported, so the controller, which holds them, and they do not
+import each other."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ class ControllerApi(Protocol):
 
     def acting(self) -> contextlib.AbstractAsyncContextManager[None]:
         """The controller's lock held as the active controller (NOT_CONTROLLER otherwise, or once fenced)."""
+
+    def decision(self, name: str, index: int) -> PartitionState | None:
+        """The state the controller writes over the partition's now (None: nothing to change)."""
 
     async def write(self, writes: list[tuple[str, int, PartitionState, bool]]) -> set[Key]:
         """The partition states written (fenced); the others changed meanwhile."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from kazoo.client import KazooClient, KazooState
@@ -234,11 +235,11 @@ class ClusterMembership:
             if not child.isdigit():
                 continue
             try:
-                raw, _ = zk.get(broker_path(int(child)))
+                raw, stat = zk.get(broker_path(int(child)))
             except NoNodeError:  # gone since the listing: the next watch event reads again
                 continue
             try:
-                brokers[int(child)] = parse_registration(int(child), raw)
+                brokers[int(child)] = replace(parse_registration(int(child), raw), epoch=stat.czxid)
             except ValueError as exc:
                 log.warning("%s", exc)
         return ClusterView(brokers, controller)

@@ -32,6 +32,7 @@ class RegisteredBroker:
     broker_id: int
     endpoints: dict[str, tuple[str, int]]  # listener name -> advertised (host, port)
     rack: str | None = None
+    epoch: int = -1  # the znode's czxid, Kafka's broker epoch: a new registration has a higher one (-1: not read)
 
 
 @dataclass(frozen=True)

@@ -343,6 +343,13 @@ class BrokerConfig(_KafkaModel):
     # transaction markers (docs/CLUSTER.md "Transactions"): how long WriteTxnMarkers waits for the ISR to have a
     # marker, and how long a cluster's marker sender retries a partition's marker before the coordinator's next try
     request_timeout_ms: int = Field(30000, alias="request.timeout.ms", ge=1)
+    # Controlled shutdown in a ZooKeeper cluster (broker/cluster/controlled_shutdown.py): before a clean stop the
+    # broker asks the controller to move its leaderships away, as many times as max.retries says, backoff apart;
+    # Kafka's names and defaults. controller.socket.timeout.ms bounds connecting to the controller.
+    controlled_shutdown_enable: bool = Field(True, alias="controlled.shutdown.enable")
+    controlled_shutdown_max_retries: int = Field(3, alias="controlled.shutdown.max.retries", ge=0)
+    controlled_shutdown_retry_backoff_ms: int = Field(5000, alias="controlled.shutdown.retry.backoff.ms", ge=0)
+    controller_socket_timeout_ms: int = Field(30000, alias="controller.socket.timeout.ms", ge=1)
 
     @model_validator(mode="before")
     @classmethod

@@ -17,6 +17,8 @@ from kafka.protocol.api_message import ApiMessage
 
 from headwater.kafka.types import DecodeError, read_uvarint
 
+from . import schemas
+
 __all__ = [
     "MalformedRequest",
     "RequestHeader",
@@ -41,7 +43,7 @@ class MalformedRequest(ValueError):
 def _collect() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiMessage]]]:
     requests: dict[int, type[ApiMessage]] = {}
     responses: dict[int, type[ApiMessage]] = {}
-    for module in (admin, consumer, metadata, producer, sasl):
+    for module in (admin, consumer, metadata, producer, sasl, schemas):  # schemas: those kafka-python lacks
         for obj in vars(module).values():
             if inspect.isclass(obj) and issubclass(obj, ApiMessage) and obj is not ApiMessage:
                 message: Any = obj

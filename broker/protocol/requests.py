@@ -27,7 +27,7 @@ __all__ = [
     "OffsetCommitRequest", "OffsetDeleteRequest", "OffsetFetchRequest", "OffsetForLeaderEpochRequest",
     "ProduceRequest", "SaslAuthenticateRequest",
     "SaslHandshakeRequest", "SyncGroupRequest",
-    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersRequest", "ControlledShutdownRequest",
 ]
 
 
@@ -553,3 +553,7 @@ class ElectLeadersTopic(Protocol):
 class ElectLeadersRequest(Protocol):  # key 43; election_type (v1+) by getattr
     topic_partitions: Sequence[ElectLeadersTopic] | None  # null: every partition
     timeout_ms: int
+
+
+class ControlledShutdownRequest(Protocol):  # key 7 (broker to controller); broker_epoch v2+ by getattr
+    broker_id: int

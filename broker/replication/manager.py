@@ -221,6 +221,7 @@ class ReplicaManager:
 
     def _write_isr(self, replica: PartitionReplica, isr: tuple[int, ...]) -> None:
         replica.isr_changing = True
+        replica.pending_isr = isr
         task = asyncio.get_running_loop().create_task(self._isr_write(replica, isr))
         self._isr_writes.add(task)
         task.add_done_callback(self._isr_writes.discard)
@@ -244,6 +245,7 @@ class ReplicaManager:
             return
         finally:
             replica.isr_changing = False
+            replica.pending_isr = ()
         if written is None:
             self.stats.failed_isr_updates += 1
             log.info("%s-%d: ISR change to %s not written: the partition's state changed first (its new state "

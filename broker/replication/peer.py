@@ -33,7 +33,7 @@ from ..security.inter_broker import InterBrokerSecurity, inter_broker_security
 if TYPE_CHECKING:
     from ..config.broker_config import BrokerConfig
 
-__all__ = ["PeerAuthenticationError", "PeerConnection", "PeerError", "connect_peer"]
+__all__ = ["PeerAuthenticationError", "PeerConnection", "PeerError", "connect_peer", "error_name"]
 
 _SIZE = struct.Struct(">i")
 REAUTH_AT = 0.85  # of the session's lifetime: authenticate again then (Kafka's clients pick 85-95 %)
@@ -48,7 +48,8 @@ class PeerAuthenticationError(PeerError):
     SslAuthenticationException / SaslAuthenticationException): the message says which, and why."""
 
 
-def _error_name(code: int) -> str:
+def error_name(code: int) -> str:
+    """A Kafka error code's name (``error N`` for a code this broker does not know)."""
     try:
         return ErrorCode(code).name
     except ValueError:
@@ -103,7 +104,7 @@ class PeerConnection:
                f"(listener {sec.listener})"
         shake = await self._call(SaslHandshakeRequest[1](mechanism=mechanism), SaslHandshakeResponse, 30)
         if shake.error_code:
-            raise PeerAuthenticationError(f"{what} failed: {_error_name(shake.error_code)} (it enables "
+            raise PeerAuthenticationError(f"{what} failed: {error_name(shake.error_code)} (it enables "
                                           f"{', '.join(shake.mechanisms) or 'none'})")
         if mechanism == "PLAIN":
             lifetime = (await self._token(what, f"\0{sec.username}\0{sec.password}".encode()))[1]
@@ -121,7 +122,7 @@ class PeerConnection:
         """One SaslAuthenticate round: the server's token and the session lifetime it gave (ms, 0: none)."""
         answer = await self._call(SaslAuthenticateRequest[1](auth_bytes=token), SaslAuthenticateResponse, 30)
         if answer.error_code:
-            raise PeerAuthenticationError(f"{what} failed: {_error_name(answer.error_code)}: "
+            raise PeerAuthenticationError(f"{what} failed: {error_name(answer.error_code)}: "
                                           f"{answer.error_message or 'no reason given'}")
         return bytes(answer.auth_bytes), answer.session_lifetime_ms
 

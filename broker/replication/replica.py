@@ -76,6 +76,9 @@ class PartitionReplica:
         self.followers: dict[int, FollowerPosition] = {}
         self.epoch_start_offset = 0  # the leader's log end when it took this epoch
         self.isr_changing = False  # an ISR write is under way (one at a time)
+        # the ISR that write proposes: until it lands, the high watermark waits for its members too (Kafka's maximal
+        # ISR), so a follower taken in has every record acknowledged by the time another broker sees it in the ISR
+        self.pending_isr: tuple[int, ...] = ()
         self.truncating = False  # follower: the log is cut to the leader's before the next fetch
         self.fetch_lag = 0  # follower: the leader's high watermark minus this log's end, as of the last fetch
         self._waiting: list[tuple[int, asyncio.Future[int]]] = []  # acks=all: (offset needed, answer)
@@ -132,13 +135,14 @@ class PartitionReplica:
         self.advance_high_watermark()
 
     def advance_high_watermark(self) -> bool:
-        """Move the high watermark up to the smallest log end offset of the ISR; whether it moved. Consumers
-        parked on the partition and acks=all produces it now covers are woken."""
+        """Move the high watermark up to the smallest log end offset of the ISR (and of a proposed ISR's members
+        while it is written); whether it moved. Consumers parked on the partition and acks=all produces it now
+        covers are woken."""
         if self.role is not Role.LEADER:
             return False
         hw = self.partition.log.log_end_offset
         followers = self.followers
-        for r in self.state.isr:
+        for r in (self.state.isr if not self.pending_isr else (*self.state.isr, *self.pending_isr)):
             position = followers.get(r)
             if position is not None and position.log_end_offset < hw:
                 hw = position.log_end_offset

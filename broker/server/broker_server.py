@@ -155,6 +155,7 @@ class BrokerServer:
         self.add_scram: list[CredentialChange] = []  # --add-scram's, written to ZooKeeper once joined (cluster)
         self.metrics_url: str | None = None  # where Prometheus scrapes, once served
         self._is_closing = lambda: self._closing  # every request's context asks this; made once
+        self._serving = False  # started whole: a stop then begins with a controlled shutdown (cluster mode)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -207,6 +208,7 @@ class BrokerServer:
             except OSError:
                 await self.stop()  # leave nothing half started: the caller gets only the error
                 raise
+        self._serving = True
 
     async def _join_cluster(self) -> None:
         """Register in ZooKeeper (broker/cluster/); a refusal stops what started and is raised to the caller."""
@@ -275,7 +277,14 @@ class BrokerServer:
         return self.metrics_url
 
     async def stop(self) -> None:
-        """Stop accepting, end connections, flush and close every log."""
+        """In a cluster, move this broker's leaderships away first (controlled shutdown) while still serving; then
+        stop accepting, end connections, flush and close every log."""
+        if self._serving and self.cluster.membership is not None and self.config.controlled_shutdown_enable:
+            from .controlled_shutdown import shut_down_controlled  # (cluster mode only)
+
+            self._serving = False
+            await shut_down_controlled(self.cluster.membership, self.config)
+        self._serving = False
         self._closing = True
         if self._replication is not None:  # no more fetching or ISR changes; high watermarks saved
             replication, self._replication = self._replication, None

@@ -7,10 +7,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse, MetadataResponse
 
@@ -35,13 +36,13 @@ def running_cluster(base: Path, connect: str, ids: set[int], session_timeout_ms:
                     *overrides: str, first: set[int] | None = None,
                     each: Callable[[int], tuple[str, ...]] = lambda _: ()) -> Iterator[dict[int, BrokerProcess]]:
     """Brokers ``ids`` of the cluster at ``connect`` (only those of ``first`` when given: the test starts the
-    others) started, once every one's Metadata agrees on them and a controller; SIGKILLed at the end. ``each``
-    gives a broker's own overrides (e.g. its ``broker.rack``) from its id."""
+    others) started together, once every one's Metadata agrees on them and a controller; SIGKILLed at the end.
+    ``each`` gives a broker's own overrides (e.g. its ``broker.rack``) from its id."""
     started = {i: cluster_broker(base, connect, i, session_timeout_ms, *overrides, *each(i)) for i in ids}
     running = ids if first is None else first
     try:
-        for i in running:
-            started[i].start()
+        with ThreadPoolExecutor(len(running)) as starting:  # a broker's start is mostly its interpreter's
+            list(starting.map(lambda i: started[i].start(), running))
         every = [started[i] for i in running]
         wait_until(lambda: agreed_controller(every, running), f"brokers {sorted(running)} and a controller",
                    timeout=20)
@@ -146,7 +147,12 @@ class NumberedProducer(threading.Thread):
         n = self.first
         while not self.stop.is_set():
             partition = n % self.partitions if self.only is None else self.only
-            producer.produce(self.topic, str(n).encode(), partition=partition, on_delivery=delivered)
+            try:
+                producer.produce(self.topic, str(n).encode(), partition=partition, on_delivery=delivered)
+            except KafkaException as exc:  # a fatal error: it refuses every record from then on
+                self.failed.append(f"produce refused: {exc}")
+                producer.poll(0)  # (error_cb then records the fatal error's reason)
+                break
             n += 1
             producer.poll(0)
             if n % 200 == 0:

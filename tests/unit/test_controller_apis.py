@@ -1,6 +1,7 @@
-"""ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments on a single node (its own controller:
-each partition's one replica is this broker) and their authorization (CLUSTER ALTER / DESCRIBE, Kafka's error
-answers); the cluster's behaviour is tests/integration/test_zk_reassign.py's."""
+"""ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments and ControlledShutdown on a single node
+(its own controller: each partition's one replica is this broker) and their authorization (CLUSTER ALTER / DESCRIBE
+/ CLUSTER_ACTION, Kafka's error answers); the cluster's behaviour is tests/integration/test_zk_reassign.py's and
+test_zk_controlled_shutdown.py's."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from kafka.protocol.admin import (
 from headwater.broker import apis
 from headwater.broker.config.broker_config import BrokerConfig
 from headwater.broker.protocol.codec import RequestHeader
+from headwater.broker.protocol.schemas import ControlledShutdownRequest
 from headwater.broker.server.broker_server import BrokerServer
 from headwater.kafka.errors import ErrorCode
 
@@ -64,13 +66,18 @@ def _codes(answer: dict[str, Any], topics: str, partitions: str, index: str) -> 
 
 
 def test_a_single_node_is_its_own_controller(tmp_path: Path) -> None:
-    alter, alter_v1, listed, elect, elect_all, unknown_type = _answers(tmp_path, False, [
+    alter, alter_v1, listed, elect, elect_all, unknown_type, itself, another = _answers(tmp_path, False, [
         _alter({0: [1], 1: [1, 2], 5: [1]}),
         _alter({0: [1], 1: None}, version=1),
         ListPartitionReassignmentsRequest[0](timeout_ms=1000, topics=None),
         _elect(0, [0, 9]),
         _elect(1, None),
-        _elect(7, [0])])
+        _elect(7, [0]),
+        ControlledShutdownRequest[3](broker_id=1, broker_epoch=-1),
+        ControlledShutdownRequest[1](broker_id=2)])
+    # nothing to move (one replica each, which Kafka never moves); another broker is not registered
+    assert itself == {"error_code": 0, "remaining_partitions": []}
+    assert another == {"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []}
     assert alter["error_code"] == 0
     assert _codes(alter, "responses", "partitions", "partition_index") == {
         0: 0, 1: ErrorCode.INVALID_REPLICA_ASSIGNMENT, 5: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
@@ -87,13 +94,15 @@ def test_a_single_node_is_its_own_controller(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_cluster_authorization_needed(tmp_path: Path, version: int) -> None:
-    alter, listed, elect, unknown_type = _answers(tmp_path, True, [
+    alter, listed, elect, unknown_type, shutdown = _answers(tmp_path, True, [
         _alter({0: [1]}, version=version),
         ListPartitionReassignmentsRequest[0](timeout_ms=1000, topics=[
             ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=TOPIC, partition_indexes=[0])]),
         _elect(0, [0, 1]),
-        _elect(7, [0])])
+        _elect(7, [0]),
+        ControlledShutdownRequest[version + 2](broker_id=1, broker_epoch=-1)])
     denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert shutdown == {"error_code": denied, "remaining_partitions": []}
     assert alter["error_code"] == denied and _codes(alter, "responses", "partitions", "partition_index") == {0: denied}
     assert listed["error_code"] == denied
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in listed["topics"]] == [(TOPIC, [0])]

@@ -1,6 +1,7 @@
 """A leader's bookkeeping (broker/replication/replica.py) on a real partition log: the high watermark as the
-smallest log end of the ISR and never lower, Kafka's caught-up rule for ISR expiry, who may join the ISR,
-acks=all waits; the high-watermark checkpoint file in Kafka's layout."""
+smallest log end of the ISR (and of a proposed ISR's members while it is written) and never lower, Kafka's
+caught-up rule for ISR expiry, who may join the ISR, acks=all waits; the high-watermark checkpoint file in Kafka's
+layout."""
 
 from __future__ import annotations
 
@@ -87,6 +88,25 @@ def test_who_may_join_the_isr(tmp_path: Path) -> None:
     assert replica.ready_to_join() == []
     replica.follower_fetched(3, 5, 10_200)
     assert replica.ready_to_join() == [3]
+
+
+def test_a_follower_being_taken_in_holds_the_high_watermark_until_the_isr_is_written(tmp_path: Path) -> None:
+    """Kafka's maximal ISR: once the new ISR is in ZooKeeper the controller may elect the follower taken in, so the
+    records acknowledged meanwhile must be on it."""
+    replica, _ = _leader(tmp_path, isr=(1, 2))
+    _append(replica.partition, 5)
+    replica.follower_fetched(2, 5, 10_100)
+    replica.follower_fetched(3, 5, 10_100)
+    assert replica.ready_to_join() == [3]
+    replica.isr_changing, replica.pending_isr = True, (1, 2, 3)  # the ISR write is under way
+    _append(replica.partition, 4)
+    replica.follower_fetched(2, 9, 10_200)
+    assert replica.high_watermark == 5  # not past what 3 has
+    replica.follower_fetched(3, 7, 10_300)
+    assert replica.high_watermark == 7
+    replica.isr_changing, replica.pending_isr = False, ()  # written elsewhere: not taken in after all
+    replica.follower_fetched(2, 9, 10_400)
+    assert replica.high_watermark == 9
 
 
 def test_a_replica_reassigned_away_no_longer_holds_the_high_watermark(tmp_path: Path) -> None:
