@@ -7,14 +7,17 @@ them finishes it while the other has long run out of work. Handed out longest fi
 longest-processing-time rule), the short files fill in at the end and both workers finish together.
 
 A file's length is the sum of its tests' durations (setup, call and teardown) as the last run that ran
-each test measured them, kept in pytest's cache (``.pytest_cache``, under ``CACHE_KEY``); a test the cache
-does not know (a fresh clone, a new test) counts ``UNKNOWN_SLOW`` seconds in a module that
+each test measured them, kept in pytest's cache (``.pytest_cache``, under ``CACHE_KEY``); on a fresh clone
+the durations of the suite's slowest tests in test_seconds.json beside this module (one loaded 2-core run:
+relative figures) stand in. A test known to neither counts ``UNKNOWN_SLOW`` seconds in a module that
 tests/support/markers.py calls slow, ``UNKNOWN_QUICK`` elsewhere. The recording runs in the controlling
 process only (the workers' reports reach it), once the session ends.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +28,8 @@ from .markers import needs
 __all__ = ["CACHE_KEY", "DurationRecorder", "LongestFileFirst", "make_scheduler", "record_durations"]
 
 CACHE_KEY = "headwater/test-seconds"
-UNKNOWN_SLOW = 10.0  # seconds of a test not yet timed, in a module that starts processes of its own
+SEED = Path(__file__).with_name("test_seconds.json")
+UNKNOWN_SLOW = 3.0  # seconds of a test not yet timed, in a module that starts processes of its own
 UNKNOWN_QUICK = 0.2
 
 
@@ -81,7 +85,7 @@ def make_scheduler(config: pytest.Config, log: Any) -> LongestFileFirst | None:
     """The scheduler for ``--dist loadfile`` (None: xdist's own for the other modes)."""
     if config.getoption("dist") != "loadfile" or config.cache is None:
         return None
-    return LongestFileFirst(config, log, config.cache.get(CACHE_KEY, {}))
+    return LongestFileFirst(config, log, {**json.loads(SEED.read_text()), **config.cache.get(CACHE_KEY, {})})
 
 
 def record_durations(config: pytest.Config) -> None:
