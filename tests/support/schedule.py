@@ -83,13 +83,16 @@ class DurationRecorder:
 
 def make_scheduler(config: pytest.Config, log: Any) -> LongestFileFirst | None:
     """The scheduler for ``--dist loadfile`` (None: xdist's own for the other modes)."""
-    if config.getoption("dist") != "loadfile" or config.cache is None:
+    cache: pytest.Cache | None = getattr(config, "cache", None)  # none with -p no:cacheprovider
+    if config.getoption("dist") != "loadfile":
         return None
-    return LongestFileFirst(config, log, {**json.loads(SEED.read_text()), **config.cache.get(CACHE_KEY, {})})
+    return LongestFileFirst(config, log, {**json.loads(SEED.read_text()),
+                                          **(cache.get(CACHE_KEY, {}) if cache is not None else {})})
 
 
 def record_durations(config: pytest.Config) -> None:
     """Register the recorder in the controlling (or only) process, where every report arrives."""
-    if config.cache is not None and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(DurationRecorder(config.cache), "headwater-test-seconds")
+    cache: pytest.Cache | None = getattr(config, "cache", None)  # none with -p no:cacheprovider
+    if cache is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(DurationRecorder(cache), "headwater-test-seconds")
 
