@@ -7,6 +7,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from support.brokerproc import BrokerProcess  # noqa: E402
 from support.markers import needs  # noqa: E402
+from support.schedule import make_scheduler, record_durations  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    record_durations(config)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadfile`` hands out the longest file first (tests/support/schedule.py)."""
+    return make_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

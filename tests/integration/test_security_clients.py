@@ -197,13 +197,14 @@ def _logged(logger: str) -> Iterator[list[str]]:
 
 
 def _wrong_password_kafka_python(secure: SecureBroker, listener: str, topic: str) -> str:
-    """kafka-python retries the bootstrap until max_block_ms, then raises a timeout; the refusal it met on
-    each attempt is the SaslAuthenticationFailedError it logs."""
+    """kafka-python retries the bootstrap until bootstrap_timeout_ms (30 s by default), then raises a timeout;
+    the refusal it met on each attempt is the SaslAuthenticationFailedError it logs."""
     from kafka import KafkaProducer
     from kafka.errors import KafkaError as PyKafkaError
 
     with _logged("kafka") as seen, pytest.raises(PyKafkaError):
-        producer = KafkaProducer(**secure.kafka_python(listener, password="not-the-password"), max_block_ms=4000)
+        producer = KafkaProducer(**secure.kafka_python(listener, password="not-the-password"), max_block_ms=4000,
+                                 bootstrap_timeout_ms=4000)
         try:
             producer.send(topic, b"x").get(10)
         finally:
