@@ -193,10 +193,13 @@ def test_acks_all_isr_and_high_watermark_across_three_brokers(brokers: Brokers) 
     assert [r[2] for r in fetch_records(brokers.port(1), TOPIC)] == values
     assert stats.bytes_out >= len(leader_log)
 
-    # Followers answer clients NOT_LEADER_OR_FOLLOWER: Produce, Fetch, ListOffsets
+    # Followers answer clients NOT_LEADER_OR_FOLLOWER: Produce, Fetch before v11, ListOffsets; a consumer's Fetch
+    # v11+ a follower serves below its high watermark (KIP-392: fetching from the closest replica)
     assert produce(brokers.port(2), TOPIC, _batch([b"x"])).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    answer = request(brokers.port(2), fetch_req(TOPIC), FetchResponse).responses[0].partitions[0]
+    answer = request(brokers.port(2), fetch_req(TOPIC, version=10), FetchResponse).responses[0].partitions[0]
     assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    answer = request(brokers.port(2), fetch_req(TOPIC), FetchResponse).responses[0].partitions[0]
+    assert (answer.error_code, answer.high_watermark) == (0, 50)
     assert _latest(brokers.port(3)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert brokers.end(2) == 50
 
